@@ -1,0 +1,31 @@
+"""nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
+
+from . import testing
+from .autograd import grad, no_grad
+from .function import REGISTRY, Context, Function, Sample, register
+from .ops.activation import *  # noqa: F403
+from .ops.conv import *  # noqa: F403
+from .ops.elementwise import *  # noqa: F403
+from .ops.graph import *  # noqa: F403
+from .ops.gram_schmidt import *  # noqa: F403
+from .ops.laplace import *  # noqa: F403
+from .ops.loss import *  # noqa: F403
+from .ops.matmul import *  # noqa: F403
+from .ops.pool import *  # noqa: F403
+from .ops.reduce import *  # noqa: F403
+from .ops.shape import *  # noqa: F403
+from .tensor import (
+    Tensor,
+    full,
+    get_num_threads,
+    ones,
+    ones_like,
+    rand,
+    randn,
+    set_num_threads,
+    tensor,
+    zeros,
+    zeros_like,
+)
+
+__version__ = "0.1.0"

@@ -1,0 +1,158 @@
+"""Function: the base class of every differentiable op, its per-call Context, and the registry.
+
+An op is a ``Function`` subclass with two static methods on plain ndarrays::
+
+    @nb.register("cube", samples=lambda rng: [nb.Sample(rng.standard_normal((3, 4)))])
+    class Cube(nb.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * g          # one gradient per positional input
+
+    y = Cube.apply(t)                     # a Tensor wired into the graph
+
+Positional inputs of ``apply`` are differentiable candidates (Tensors, arrays, or None);
+keyword arguments are parameters handed to ``forward`` unchanged (ints, tuples, graphs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+from . import autograd
+from .tensor import Tensor
+
+
+class Context:
+    """Per-call state of an op: what forward saved for backward, and the graph node itself.
+
+    Attributes set by the op (``ctx.stride = 2``) live in ``__dict__`` and are dropped,
+    together with the saved arrays, when the graph is released after backward.
+    """
+
+    __slots__ = ("fn", "inputs", "needs_input_grad", "saved_tensors", "output_meta",
+                 "released", "__dict__")
+
+    def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...]):
+        self.fn = fn
+        self.inputs = inputs
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors: tuple = ()
+        self.output_meta: tuple | None = None
+        self.released = False
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        self.saved_tensors = arrays
+
+    def release(self) -> None:
+        """Free every buffer this node holds; a later backward through it is an error."""
+        self.saved_tensors = ()
+        self.inputs = ()
+        self.__dict__.clear()
+        self.released = True
+
+    @property
+    def name(self) -> str:
+        return self.fn.op_name or self.fn.__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name}Backward>"
+
+
+class Function:
+    """Base class of differentiable ops; subclasses define ``forward`` and ``backward``."""
+
+    op_name: str = ""
+    samples: Callable[[np.random.Generator], Iterable[Sample]] | None = None
+
+    @staticmethod
+    def forward(ctx: Context, *arrays: Any, **params: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, *grads: np.ndarray) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs: Any, **params: Any) -> Any:
+        """Run ``forward`` on the inputs' arrays and, if any input needs a gradient, record
+        the call as a graph node. Returns a Tensor, or a tuple of Tensors."""
+        arrays = []
+        needs = []
+        any_needs = False
+        grad_on = autograd.grad_enabled()
+        for x in inputs:
+            if isinstance(x, Tensor):
+                arrays.append(x.data)
+                need = grad_on and x._requires_grad
+                any_needs |= need
+                needs.append(need)
+            else:
+                arrays.append(x)
+                needs.append(False)
+        ctx = Context(cls, inputs if any_needs else (), tuple(needs))
+        out = cls.forward(ctx, *arrays, **params)
+        if isinstance(out, tuple):
+            if any_needs:
+                ctx.output_meta = tuple((o.shape, o.dtype) for o in out)
+                return tuple(Tensor._wrap(o, ctx, i) for i, o in enumerate(out))
+            return tuple(Tensor._wrap(o, None, 0) for o in out)
+        return Tensor._wrap(out, ctx if any_needs else None, 0)
+
+
+class Sample:
+    """One small input set for gradchecking an op: ``Op.apply(*inputs, **params)``.
+
+    Floating-point array inputs are differentiated (in float64); anything else (integer
+    targets, None) is passed through unchanged. ``atol``/``rtol`` loosen the check for
+    samples that need it (state why where you use them).
+    """
+
+    __slots__ = ("inputs", "params", "label", "atol", "rtol")
+
+    def __init__(self, *inputs: Any, label: str = "", atol: float | None = None,
+                 rtol: float | None = None, **params: Any):
+        self.inputs = inputs
+        self.params = params
+        self.label = label
+        self.atol = atol
+        self.rtol = rtol
+
+    def __repr__(self) -> str:
+        shapes = ", ".join(str(getattr(x, "shape", type(x).__name__)) for x in self.inputs)
+        extra = f" {self.params}" if self.params else ""
+        return f"Sample({self.label + ': ' if self.label else ''}{shapes}{extra})"
+
+
+REGISTRY: dict[str, type[Function]] = {}
+
+
+def register(name: str, samples: Callable[[np.random.Generator], Iterable[Sample]]):
+    """Class decorator: add a Function to the registry under ``name``.
+
+    ``samples(rng)`` returns small inputs (``Sample`` objects) away from kinks; the test
+    suite and ``python -m nbgrad check`` gradcheck the op through every one of them.
+    """
+    if not callable(samples):
+        raise TypeError(f"register({name!r}): samples must be a callable rng -> [Sample, ...]")
+
+    def decorate(cls: type[Function]) -> type[Function]:
+        if not (isinstance(cls, type) and issubclass(cls, Function)):
+            raise TypeError(f"register({name!r}) decorates Function subclasses, got {cls!r}")
+        if name in REGISTRY and REGISTRY[name] is not cls:
+            raise ValueError(f"register: an op named {name!r} is already registered "
+                             f"({REGISTRY[name].__qualname__})")
+        cls.op_name = name
+        cls.samples = staticmethod(samples)
+        REGISTRY[name] = cls
+        return cls
+
+    return decorate
