@@ -1,0 +1,1 @@
+"""nbgrad vs PyTorch CPU on the workloads the issues name (``python -m benchmarks``)."""

@@ -1,0 +1,72 @@
+"""Timing helpers shared by the benchmark modules.
+
+Every workload is timed forward + backward, float32, at the same thread count for
+nbgrad and PyTorch, as the median of several runs after warm-up calls (the first of
+which compiles the Numba kernels).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numba
+
+THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
+
+
+@dataclass
+class Row:
+    workload: str
+    nbgrad_s: float
+    torch_s: float | None
+    target: str = ""
+    note: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        return None if self.torch_s is None else self.nbgrad_s / self.torch_s
+
+
+def median_time(fn: Callable[[], object], repeats: int = 7, warmup: int = 2) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup``."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def torch_or_none():
+    """PyTorch set to the benchmark thread count, or None where it is not installed."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(THREADS)
+    return torch
+
+
+def format_seconds(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s < 1e-3:
+        return f"{s * 1e6:.1f} us"
+    if s < 1:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s:.2f} s"
+
+
+def print_table(rows: list[Row]) -> None:
+    header = f"{'workload':<44} {'nbgrad':>10} {'torch':>10} {'ratio':>7}  {'target':<8} note"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
+        print(f"{r.workload:<44} {format_seconds(r.nbgrad_s):>10} "
+              f"{format_seconds(r.torch_s):>10} {ratio:>7}  {r.target:<8} {r.note}")
