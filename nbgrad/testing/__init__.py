@@ -1,5 +1,6 @@
-"""Tools for testing differentiable ops: gradcheck and hypothesis strategies."""
+"""Tools for testing differentiable ops: ``gradcheck`` here, and hypothesis strategies in
+``nbgrad.testing.strategies`` (needs hypothesis installed)."""
 
-from .gradcheck import GradcheckError, gradcheck, gradcheck_report
+from .gradcheck import GradcheckError, OpReport, check_registered, gradcheck, gradcheck_report
 
-__all__ = ["GradcheckError", "gradcheck", "gradcheck_report"]
+__all__ = ["GradcheckError", "OpReport", "check_registered", "gradcheck", "gradcheck_report"]

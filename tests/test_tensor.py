@@ -1,0 +1,73 @@
+"""Tensor construction, dtype rules, factories and conversions."""
+
+import numpy as np
+import pytest
+
+import nbgrad as nb
+
+
+def test_python_floats_become_float32_and_float_arrays_keep_their_dtype():
+    assert nb.tensor([[1.0, 2.0]]).dtype == np.float32
+    assert nb.tensor(np.zeros(3, np.float64)).dtype == np.float64
+    assert nb.tensor(np.zeros(3, np.float32)).dtype == np.float32
+    assert nb.tensor(np.zeros(3, np.float16)).dtype == np.float32
+    assert nb.tensor([1, 2]).dtype == np.int64
+    assert nb.tensor([True, False]).dtype == np.bool_
+    assert nb.tensor([1, 2], dtype=np.float64).dtype == np.float64
+
+
+def test_tensor_copies_its_input():
+    a = np.ones(3)
+    t = nb.tensor(a)
+    t.numpy()[0] = 5.0
+    assert a[0] == 1.0
+
+
+def test_integer_and_bool_tensors_cannot_require_grad():
+    with pytest.raises(TypeError, match="only float32/float64.*int64"):
+        nb.tensor([1, 2], requires_grad=True)
+    t = nb.tensor([True])
+    with pytest.raises(TypeError, match="bool"):
+        t.requires_grad = True
+
+
+def test_unsupported_dtype_is_a_type_error():
+    with pytest.raises(TypeError, match="complex128 is not supported"):
+        nb.tensor([1.0], dtype=np.complex128)
+    with pytest.raises(TypeError, match="cannot make a tensor"):
+        nb.tensor(np.array(["a"]))
+
+
+def test_factories():
+    assert nb.zeros(2, 3).shape == (2, 3) and nb.zeros(2, 3).dtype == np.float32
+    assert nb.ones((4,), dtype=np.float64).dtype == np.float64
+    np.testing.assert_array_equal(nb.full((2,), 7.0).numpy(), [7.0, 7.0])
+    x = nb.randn(3, 4, seed=1, dtype=np.float64)
+    np.testing.assert_array_equal(x.numpy(), nb.randn(3, 4, seed=1, dtype=np.float64).numpy())
+    assert np.all((nb.rand(100, seed=2).numpy() >= 0) & (nb.rand(100, seed=2).numpy() < 1))
+    z = nb.zeros_like(x, requires_grad=True)
+    assert z.shape == (3, 4) and z.dtype == np.float64 and z.requires_grad
+    assert nb.ones_like(x).numpy().sum() == 12
+    with pytest.raises(ValueError, match="non-negative"):
+        nb.zeros(-1)
+
+
+def test_attributes_and_conversions():
+    t = nb.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    assert (t.shape, t.ndim, t.size, len(t)) == ((2, 2), 2, 4, 2)
+    assert t.is_leaf and t.grad_fn is None and t.grad is None
+    assert np.asarray(t) is t.numpy()
+    assert np.asarray(t, dtype=np.float64).dtype == np.float64
+    assert nb.tensor([3.5]).item() == 3.5
+    with pytest.raises(ValueError, match=r"one-element.*\(2, 2\)"):
+        t.item()
+    assert "requires_grad=True" in repr(t)
+    assert (t > 2.0).numpy().tolist() == [[False, False], [True, True]]
+
+
+def test_thread_count_can_be_lowered_and_restored():
+    n = nb.get_num_threads()
+    nb.set_num_threads(1)
+    assert nb.get_num_threads() == 1
+    nb.set_num_threads(n)
+    assert nb.get_num_threads() == n
