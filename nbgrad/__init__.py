@@ -6,8 +6,8 @@ from .function import REGISTRY, Context, Function, Sample, register
 from .ops.activation import *  # noqa: F403
 from .ops.conv import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
-from .ops.graph import *  # noqa: F403
 from .ops.gram_schmidt import *  # noqa: F403
+from .ops.graph import *  # noqa: F403
 from .ops.laplace import *  # noqa: F403
 from .ops.loss import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
