@@ -1,3 +1,386 @@
-"""(being written)"""
+"""Shape ops and indexing: reshape, transpose, permute, broadcast_to, concat, stack, x[...].
 
-__all__: list[str] = []
+These ops move elements without arithmetic, so their forwards are NumPy views where
+NumPy gives one (reshape of a contiguous array, transpose, permute, broadcast_to, basic
+slicing) and copies otherwise (concat, stack, integer-array indexing). Nothing writes
+into those views. The backwards are the adjoint moves: reshape back, the inverse
+permutation, slices of the upstream gradient, and for indexing a scatter-add
+(``kernels/shape.py``), which sums the contributions of repeated indices.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import shape as K
+from ..tensor import Tensor, lift
+
+
+# -- argument helpers ---------------------------------------------------------------------
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
+
+
+def _dim(op: str, d: Any, ndim: int, shape: tuple, name: str = "dim") -> int:
+    """``d`` as an index in [0, ndim); PyTorch's range [-ndim, ndim) (a 0-d tensor takes
+    -1 and 0). Out of range is an ``AxisError``, both a ValueError and an IndexError."""
+    if not _is_int(d):
+        raise TypeError(f"{op}: {name} must be an int, got {d!r}")
+    span = max(ndim, 1)
+    if not -span <= d < span:
+        raise np.exceptions.AxisError(
+            f"{op}: {name}={d} is out of range for x of shape {shape} "
+            f"(expected a dim in [{-span}, {span - 1}])")
+    return int(d) % span
+
+
+def _sizes(op: str, args: tuple, name: str) -> tuple:
+    """``f(x, 2, 3)`` and ``f(x, (2, 3))`` both give ``(2, 3)``; every entry an int."""
+    if len(args) == 1 and isinstance(args[0], Sequence | np.ndarray):
+        args = tuple(args[0])
+    if not all(_is_int(s) for s in args):
+        raise TypeError(f"{op}: {name} must be ints, got {args!r}")
+    return tuple(int(s) for s in args)
+
+
+def _float_dtype(tensors: Sequence[Tensor]) -> np.dtype:
+    """The common dtype of ``tensors`` the PyTorch way: float64 if any is float64, else
+    float32 if any is a float; all-integer (or all-bool) inputs keep NumPy's promotion."""
+    floats = [t.dtype for t in tensors if t.dtype.kind == "f"]
+    if floats:
+        return np.result_type(*floats)
+    return np.result_type(*(t.dtype for t in tensors))
+
+
+# -- reshape ----------------------------------------------------------------------------
+def _reshape_samples(rng):
+    yield Sample(rng.standard_normal((3, 4)), shape=(2, 6), label="2-D to 2-D")
+    yield Sample(rng.standard_normal((2, 3, 4)), shape=(4, 1, 6), label="3-D, size-1 axis")
+    yield Sample(rng.standard_normal((1,)), shape=(), label="(1,) to 0-d")
+
+
+@register("reshape", samples=_reshape_samples)
+class Reshape(Function):
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        return x.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.reshape(ctx.in_shape)
+
+
+def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
+    """The elements of ``x`` in row-major order, arranged as ``shape``.
+
+    ``reshape(x, 2, 3)`` or ``reshape(x, (2, 3))``; one entry may be -1 and is then
+    inferred from the size. A view of ``x`` when its layout allows (as NumPy), else a
+    copy. Backward: the gradient reshaped to ``x.shape``.
+    """
+    x = lift(x)
+    shape = _sizes("reshape", shape, "shape")
+    if any(s < -1 for s in shape) or shape.count(-1) > 1:
+        raise ValueError(f"reshape: invalid shape {shape} for x of shape {x.shape}: sizes "
+                         "must be non-negative, with at most one -1 to infer")
+    known = math.prod(s for s in shape if s != -1)
+    if -1 in shape:
+        if known == 0 or x.size % known:
+            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.size}) "
+                             f"into {shape}")
+        shape = tuple(x.size // known if s == -1 else s for s in shape)
+    elif known != x.size:
+        raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.size}) "
+                         f"into {shape} (size {known})")
+    return Reshape.apply(x, shape=shape)
+
+
+# -- permute / transpose -----------------------------------------------------------------
+def _permute_samples(rng):
+    yield Sample(rng.standard_normal((3, 4)), dims=(1, 0), label="2-D transpose")
+    yield Sample(rng.standard_normal((2, 3, 4)), dims=(2, 0, 1), label="3-D cycle")
+    yield Sample(rng.standard_normal((2, 1, 3, 2)), dims=(3, 1, 0, 2), label="4-D")
+
+
+@register("permute", samples=_permute_samples)
+class Permute(Function):
+    @staticmethod
+    def forward(ctx, x, dims):
+        ctx.dims = dims
+        return x.transpose(dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.transpose(np.argsort(ctx.dims))
+
+
+def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
+    """Axes reordered: ``y.shape[i] == x.shape[dims[i]]`` (a view, as ``torch.permute``).
+
+    ``permute(x, 2, 0, 1)`` or ``permute(x, (2, 0, 1))``; negative dims count from the
+    end. Backward: the gradient permuted by the inverse permutation.
+    """
+    x = lift(x)
+    dims = _sizes("permute", dims, "dims")
+    if len(dims) != x.ndim:
+        raise ValueError(f"permute: x of shape {x.shape} has {x.ndim} dims but dims={dims} "
+                         f"lists {len(dims)}")
+    dims = tuple(_dim("permute", d, x.ndim, x.shape) for d in dims)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"permute: dims={dims} repeats a dim (x has shape {x.shape})")
+    return Permute.apply(x, dims=dims)
+
+
+def transpose(x: Any, dim0: int = -2, dim1: int = -1) -> Tensor:
+    """``x`` with dims ``dim0`` and ``dim1`` swapped (a view, as ``torch.transpose``);
+    negative dims count from the end. The defaults swap the last two dims."""
+    x = lift(x)
+    d0 = _dim("transpose", dim0, x.ndim, x.shape, "dim0")
+    d1 = _dim("transpose", dim1, x.ndim, x.shape, "dim1")
+    if x.ndim == 0:
+        return x
+    dims = list(range(x.ndim))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return Permute.apply(x, dims=tuple(dims))
+
+
+# -- broadcast_to ------------------------------------------------------------------------
+def _broadcast_samples(rng):
+    yield Sample(rng.standard_normal((1, 3)), shape=(4, 3), label="rows")
+    yield Sample(rng.standard_normal((3, 1)), shape=(2, 3, 4), label="new leading dim")
+    yield Sample(rng.standard_normal(()), shape=(2, 2), label="0-d")
+    yield Sample(rng.standard_normal((2, 3)), shape=(2, 3), label="same shape")
+
+
+@register("broadcast_to", samples=_broadcast_samples)
+class BroadcastTo(Function):
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.in_shape = x.shape
+        return np.broadcast_to(x, shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..kernels.broadcast import sum_to_shape  # TEMP until broadcast.py lands
+        return sum_to_shape(g, ctx.in_shape)
+
+
+def broadcast_to(x: Any, shape: int | Sequence[int]) -> Tensor:
+    """``x`` repeated along new leading dims and along its size-1 dims to ``shape``
+    (NumPy broadcasting; a read-only view, as ``torch.broadcast_to``). A -1 in ``shape``
+    keeps that dim of ``x``. Backward: the gradient summed over the broadcast dims."""
+    x = lift(x)
+    shape = _sizes("broadcast_to", (shape,) if _is_int(shape) else tuple(shape), "shape")
+    lead = len(shape) - x.ndim
+    bad = lead < 0 or any(s == -1 and i < lead for i, s in enumerate(shape))
+    if not bad:
+        shape = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+        bad = any(s < 0 for s in shape) or any(
+            n not in (1, s) for n, s in zip(x.shape, shape[lead:]))
+    if bad:
+        raise ValueError(f"broadcast_to: cannot broadcast x of shape {x.shape} to {shape}")
+    return BroadcastTo.apply(x, shape=shape)
+
+
+# -- concat / stack ------------------------------------------------------------------------
+def _concat_samples(rng):
+    yield Sample(rng.standard_normal((2, 3)), rng.standard_normal((4, 3)), axis=0,
+                 label="rows")
+    yield Sample(rng.standard_normal((2, 1, 3)), rng.standard_normal((2, 2, 3)),
+                 rng.standard_normal((2, 3, 3)), axis=-2, label="three, middle axis")
+    yield Sample(rng.standard_normal(3), axis=0, label="one tensor")
+
+
+@register("concat", samples=_concat_samples)
+class Concat(Function):
+    @staticmethod
+    def forward(ctx, *xs, axis):
+        ctx.axis = axis
+        ctx.meta = [(x.shape[axis], x.dtype) for x in xs]
+        return np.concatenate(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        grads = []
+        start = 0
+        lead = (slice(None),) * (ctx.axis % g.ndim)
+        for need, (n, dtype) in zip(ctx.needs_input_grad, ctx.meta):
+            piece = g[lead + (slice(start, start + n),)]
+            grads.append(piece.astype(dtype, copy=False) if need else None)
+            start += n
+        return tuple(grads)
+
+
+def _sequence(op: str, tensors: Any) -> list[Tensor]:
+    if isinstance(tensors, Tensor | np.ndarray) or not isinstance(tensors, Sequence):
+        raise TypeError(f"{op}: expected a list or tuple of tensors, got "
+                        f"{type(tensors).__name__}")
+    if not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    return [lift(t) for t in tensors]
+
+
+def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """The tensors joined along an existing ``axis`` (``torch.cat``): every other dim must
+    agree. Mixed dtypes promote as in PyTorch (float64 over float32 over integers).
+    Backward: each input gets its slice of the gradient."""
+    ts = _sequence("concat", tensors)
+    first = ts[0]
+    if first.ndim == 0:
+        raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
+                         "(use stack)")
+    ax = _dim("concat", axis, first.ndim, first.shape, "axis")
+    for i, t in enumerate(ts[1:], 1):
+        if t.ndim != first.ndim or any(
+                a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
+            raise ValueError(f"concat: tensor {i} has shape {t.shape} but tensor 0 has shape "
+                             f"{first.shape}; all dims but axis {ax} must match")
+    dtype = _float_dtype(ts)
+    ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
+          for t in ts]
+    return Concat.apply(*ts, axis=ax)
+
+
+def _stack_samples(rng):
+    yield Sample(rng.standard_normal((2, 3)), rng.standard_normal((2, 3)), axis=0,
+                 label="two, new first axis")
+    yield Sample(rng.standard_normal((2, 3)), rng.standard_normal((2, 3)),
+                 rng.standard_normal((2, 3)), axis=-1, label="three, new last axis")
+    yield Sample(rng.standard_normal(()), rng.standard_normal(()), axis=0, label="0-d")
+
+
+@register("stack", samples=_stack_samples)
+class Stack(Function):
+    @staticmethod
+    def forward(ctx, *xs, axis):
+        ctx.axis = axis
+        ctx.dtypes = [x.dtype for x in xs]
+        return np.stack(xs, axis=axis)
+
+    @staticmethod
+    def backward(ctx, g):
+        lead = (slice(None),) * (ctx.axis % g.ndim)
+        return tuple(g[lead + (i,)].astype(dtype, copy=False) if need else None
+                     for i, (need, dtype) in enumerate(zip(ctx.needs_input_grad, ctx.dtypes)))
+
+
+def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
+    """The tensors, all of one shape, joined along a new ``axis`` (``torch.stack``);
+    ``axis`` may be -(ndim + 1) .. ndim. Mixed dtypes promote as in ``concat``.
+    Backward: each input gets its slice of the gradient."""
+    ts = _sequence("stack", tensors)
+    first = ts[0]
+    for i, t in enumerate(ts[1:], 1):
+        if t.shape != first.shape:
+            raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape "
+                             f"{first.shape}; stack needs equal shapes")
+    ax = _dim("stack", axis, first.ndim + 1, first.shape + (1,), "axis")
+    dtype = _float_dtype(ts)
+    ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
+          for t in ts]
+    return Stack.apply(*ts, axis=ax)
+
+
+# -- indexing --------------------------------------------------------------------------------
+def _normalize_index(index: Any, shape: tuple) -> tuple:
+    """The index as a tuple NumPy understands: Tensors and lists become integer (int64)
+    or boolean arrays; ints, slices, None and Ellipsis pass through."""
+    items = index if isinstance(index, tuple) else (index,)
+    out = []
+    for item in items:
+        if isinstance(item, Tensor):
+            item = item.data
+        if isinstance(item, list | bool | np.bool_):
+            item = np.asarray(item)
+            if item.size == 0:
+                item = item.astype(np.int64)
+        if isinstance(item, np.ndarray):
+            if item.dtype.kind in "iu":
+                item = item.astype(np.int64, copy=False)
+            elif item.dtype.kind != "b":
+                raise TypeError(f"getitem: index arrays must hold integers or booleans, got "
+                                f"{item.dtype} (x has shape {shape})")
+        elif _is_int(item):
+            item = int(item)
+        elif not (item is None or item is Ellipsis or isinstance(item, slice)):
+            raise TypeError(f"getitem: cannot index with {type(item).__name__} {item!r}; use "
+                            f"ints, slices, None, ..., or integer/boolean arrays "
+                            f"(x has shape {shape})")
+        out.append(item)
+    return tuple(out)
+
+
+def _source_positions(shape: tuple, index: tuple) -> np.ndarray:
+    """For every element of ``x[index]``, its flat (row-major) position in ``x``.
+
+    NumPy applies the index to ``ndim`` zero-stride views, the d-th holding
+    ``i_d * stride_d`` at ``(i_0, .., i_d, ..)``; their sum is the flat position. This
+    follows NumPy's own rules for every index kind without materialising ``x.size``
+    positions.
+    """
+    flat = np.array(np.broadcast_to(np.int64(0), shape)[index], dtype=np.int64)
+    stride = 1
+    for d in range(len(shape) - 1, -1, -1):
+        coord = (np.arange(shape[d], dtype=np.int64) * stride).reshape(
+            (shape[d],) + (1,) * (len(shape) - 1 - d))
+        flat += np.broadcast_to(coord, shape)[index]
+        stride *= shape[d]
+    return flat
+
+
+def _getitem_samples(rng):
+    x = rng.standard_normal((4, 5))
+    yield Sample(x, index=(slice(3, 0, -2), slice(None, None, 2)), label="negative steps")
+    yield Sample(x, index=(None, Ellipsis, 1), label="None, ..., int")
+    yield Sample(x, index=(np.array([0, 2, 0, 3, 0]),), label="repeated rows")
+    yield Sample(rng.standard_normal((3, 4, 5)),
+                 index=(slice(None, None, -1), np.array([[1, 1], [3, 0]]), np.array([4, 4])),
+                 label="slice + broadcast integer arrays with repeats")
+    yield Sample(rng.standard_normal((3, 4, 5)),
+                 index=(np.array([2, 0, 2]), slice(1, 3), np.array([1, 1, 4])),
+                 label="separated arrays (advanced axes first)")
+    yield Sample(x, index=(x > 0.3,), label="boolean mask")
+    yield Sample(x, index=(2, 3), label="0-d result")
+
+
+@register("getitem", samples=_getitem_samples)
+class GetItem(Function):
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.in_shape = x.shape
+        ctx.index = index
+        return np.asarray(x[index])
+
+    @staticmethod
+    def backward(ctx, g):
+        shape, index = ctx.in_shape, ctx.index
+        if all(not isinstance(i, np.ndarray) for i in index):
+            # Basic indexing picks each element of x at most once: assign, no sums.
+            grad = np.zeros(shape, dtype=g.dtype)
+            grad[index] = g
+            return grad
+        positions = _source_positions(shape, index).reshape(-1)
+        values = np.ascontiguousarray(g).reshape(-1)
+        return K.scatter_add(values, positions, math.prod(shape)).reshape(shape)
+
+
+def getitem(x: Any, index: Any) -> Tensor:
+    """``x[index]`` with NumPy's indexing semantics (what the ``[]`` operator calls).
+
+    Basic indices (ints, slices with steps and negatives, None, ...) give a view;
+    integer arrays, lists and integer Tensors (advanced indexing, broadcast together and
+    combined with basic indices as in NumPy) and boolean masks give a copy. Backward:
+    the gradient scattered back to the positions read, summing over repeated indices
+    (``np.add.at``), in a fixed order, so it is deterministic.
+    """
+    x = lift(x)
+    index = _normalize_index(index, x.shape)
+    try:
+        return GetItem.apply(x, index=index)
+    except IndexError as e:
+        raise IndexError(f"getitem: {e} (x has shape {x.shape})") from None
