@@ -1,3 +1,145 @@
-"""(being written)"""
+"""Matrix product with PyTorch's ``matmul`` semantics, forward and backward over BLAS.
 
-__all__: list[str] = []
+For ``y = a @ b`` with a[..., M, K], b[..., K, N] and upstream gradient g[..., M, N]::
+
+    da = g @ b^T      db = a^T @ g
+
+each summed over the batch dims along which that operand was broadcast. A 1-D ``a`` is
+a row (a 1 is prepended to its shape and removed from the result), a 1-D ``b`` a column
+(a 1 is appended and removed), as in NumPy and PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import matmul as K
+from ..tensor import Tensor, lift
+
+
+def _blas(x: np.ndarray) -> np.ndarray:
+    """``x`` if BLAS can read it in place (C- or F-contiguous 2-D), else a C copy."""
+    return x if x.flags.c_contiguous or x.flags.f_contiguous else np.ascontiguousarray(x)
+
+
+def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
+    """For each of the ``prod(batch)`` output batches (row-major), the index of the
+    operand batch (of shape ``own``, broadcast to ``batch``) that it reads."""
+    return np.broadcast_to(np.arange(math.prod(own)).reshape(own), batch).ravel()
+
+
+def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
+    """``op(x) @ op(y)`` over the broadcast batch dims of x and y (each at least 2-D),
+    where op transposes the last two axes when ``tx`` / ``ty`` is set (not both)."""
+    bx, by = x.shape[:-2], y.shape[:-2]
+    m = x.shape[-1] if tx else x.shape[-2]
+    n = y.shape[-2] if ty else y.shape[-1]
+    yy = y.T if ty and not by else y
+    if not by and (not bx or not tx):
+        # y is one matrix: x's batch (if any) folds into the rows of a single GEMM.
+        xx = x.T if tx else x.reshape(-1, x.shape[-1])
+        out = np.empty((xx.shape[0], n), dtype=x.dtype)
+        K.mm(_blas(xx), _blas(yy), out)
+        return out.reshape(bx + (m, n))
+    batch = np.broadcast_shapes(bx, by)
+    out = np.empty((math.prod(batch), m, n), dtype=x.dtype)
+    K.bmm(np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:]),
+          np.ascontiguousarray(y).reshape((-1,) + y.shape[-2:]),
+          _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
+    return out.reshape(batch + (m, n))
+
+
+def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
+    if g.shape == shape:
+        return g
+    from ..kernels.broadcast import sum_to_shape  # TEMP until broadcast.py lands
+    return sum_to_shape(g, shape)
+
+
+def _matrices(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a as a row matrix when 1-D, b as a column matrix when 1-D (views)."""
+    return (a.reshape(1, -1) if a.ndim == 1 else a), (b.reshape(-1, 1) if b.ndim == 1 else b)
+
+
+def _samples(rng):
+    n = rng.standard_normal
+    yield Sample(n(4), n(4), label="1-D . 1-D")
+    yield Sample(n((3, 4)), n((4, 2)), label="2-D @ 2-D")
+    yield Sample(n(4), n((4, 3)), label="1-D @ 2-D")
+    yield Sample(n((3, 4)), n(4), label="2-D @ 1-D")
+    yield Sample(n((2, 3, 4)), n((4, 2)), label="batched @ 2-D (folded)")
+    yield Sample(n((3, 4)), n((2, 4, 2)), label="2-D @ batched")
+    yield Sample(n((2, 1, 3, 4)), n((3, 4, 2)), label="broadcast batch dims")
+    yield Sample(n(4), n((2, 4, 3)), label="1-D @ batched")
+    yield Sample(n((2, 3, 4)), n(4), label="batched @ 1-D")
+
+
+@register("matmul", samples=_samples)
+class MatMul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.dtypes = (a.dtype, b.dtype)
+        dtype = np.promote_types(a.dtype, b.dtype)
+        a = a.astype(dtype, copy=False)
+        b = b.astype(dtype, copy=False)
+        ctx.save_for_backward(a, b)
+        out = _product(*_matrices(a, b), False, False)
+        keep = out.shape[:-2] + out.shape[-2:-1] * (a.ndim > 1) + out.shape[-1:] * (b.ndim > 1)
+        return out.reshape(keep)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        a2, b2 = _matrices(a, b)
+        m, n = a2.shape[-2], b2.shape[-1]
+        g2 = g.reshape(g.shape[:max(a2.ndim, b2.ndim) - 2] + (m, n))
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = _sum_to(_product(g2, b2, False, True), a2.shape)
+            ga = ga.reshape(a.shape).astype(ctx.dtypes[0], copy=False)
+        if ctx.needs_input_grad[1]:
+            if b2.ndim == 2 and a2.ndim > 2:
+                # b was shared by every batch: one GEMM over the folded batch sums them.
+                k = a2.shape[-1]
+                gb = _product(a2.reshape(-1, k), g2.reshape(-1, n), True, False)
+            else:
+                gb = _sum_to(_product(a2, g2, True, False), b2.shape)
+            gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
+        return ga, gb
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """Matrix product ``a @ b`` with ``torch.matmul`` semantics.
+
+    1-D . 1-D is the dot product (0-d result); 2-D @ 2-D the matrix product; a 1-D ``a``
+    is a row and a 1-D ``b`` a column, the added dim removed from the result; N-D
+    operands are stacks of matrices in the last two dims, with the batch dims broadcast
+    (NumPy rules). float32 stays float32; float32 with float64 gives float64 (PyTorch's
+    type promotion; ``torch.matmul`` itself refuses mixed dtypes). Backward:
+    ``da = g @ b^T``, ``db = a^T @ g``, summed over the batch dims the operand was
+    broadcast along.
+    """
+    a, b = lift(a), lift(b)
+    shapes = f"a has shape {a.shape} and b {b.shape}"
+    for name, t in (("a", a), ("b", b)):
+        if t.dtype.kind != "f":
+            raise TypeError(f"matmul: {name} has dtype {t.dtype} ({shapes}); matmul needs "
+                            "float32 or float64 tensors")
+        if t.ndim == 0:
+            raise ValueError(f"matmul: {shapes}: both arguments need at least one dim")
+    k_a, k_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    if k_a != k_b:
+        raise ValueError(f"matmul: {shapes}: inner dimensions {k_a} and {k_b} differ")
+    try:
+        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: {shapes}: batch dimensions {a.shape[:-2]} and "
+                         f"{b.shape[:-2]} do not broadcast") from None
+    return MatMul.apply(a, b)
+
+
+__all__ = ["matmul"]

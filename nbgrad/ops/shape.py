@@ -384,3 +384,6 @@ def getitem(x: Any, index: Any) -> Tensor:
         return GetItem.apply(x, index=index)
     except IndexError as e:
         raise IndexError(f"getitem: {e} (x has shape {x.shape})") from None
+
+
+__all__ = ["broadcast_to", "concat", "getitem", "permute", "reshape", "stack", "transpose"]
