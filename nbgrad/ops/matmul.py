@@ -21,6 +21,16 @@ from ..kernels import matmul as K
 from ..tensor import Tensor, lift
 
 
+def _rows(x: np.ndarray) -> np.ndarray:
+    """``x[..., M, K]`` as one [prod(...) * M, K] matrix (a view when the layout allows)."""
+    return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
+
+
+def _stack3(x: np.ndarray) -> np.ndarray:
+    """``x[..., M, K]`` as a C-contiguous stack [prod(...), M, K]."""
+    return np.ascontiguousarray(x).reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
+
+
 def _blas(x: np.ndarray) -> np.ndarray:
     """``x`` if BLAS can read it in place (C- or F-contiguous 2-D), else a C copy."""
     return x if x.flags.c_contiguous or x.flags.f_contiguous else np.ascontiguousarray(x)
@@ -41,15 +51,13 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     yy = y.T if ty and not by else y
     if not by and (not bx or not tx):
         # y is one matrix: x's batch (if any) folds into the rows of a single GEMM.
-        xx = x.T if tx else x.reshape(-1, x.shape[-1])
+        xx = x.T if tx else _rows(x)
         out = np.empty((xx.shape[0], n), dtype=x.dtype)
         K.mm(_blas(xx), _blas(yy), out)
         return out.reshape(bx + (m, n))
     batch = np.broadcast_shapes(bx, by)
     out = np.empty((math.prod(batch), m, n), dtype=x.dtype)
-    K.bmm(np.ascontiguousarray(x).reshape((-1,) + x.shape[-2:]),
-          np.ascontiguousarray(y).reshape((-1,) + y.shape[-2:]),
-          _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
+    K.bmm(_stack3(x), _stack3(y), _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
     return out.reshape(batch + (m, n))
 
 
@@ -104,8 +112,7 @@ class MatMul(Function):
         if ctx.needs_input_grad[1]:
             if b2.ndim == 2 and a2.ndim > 2:
                 # b was shared by every batch: one GEMM over the folded batch sums them.
-                k = a2.shape[-1]
-                gb = _product(a2.reshape(-1, k), g2.reshape(-1, n), True, False)
+                gb = _product(_rows(a2), _rows(g2), True, False)
             else:
                 gb = _sum_to(_product(a2, g2, True, False), b2.shape)
             gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
