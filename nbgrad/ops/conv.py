@@ -1,3 +1,395 @@
-"""(being written)"""
+"""Convolutions: conv2d, conv1d and conv_transpose2d (PyTorch semantics, NCHW / NCL).
 
-__all__: list[str] = []
+All three run on the kernels of ``nbgrad.kernels.conv``: a conv2d forward, its input
+gradient (which is the transposed convolution) and its weight gradient (seed 004).
+conv1d is conv2d with H = 1; conv_transpose2d is the input gradient of the conv2d whose
+weight it shares, so its backward is that conv2d's forward and weight gradient.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import conv as K
+from ..tensor import FLOAT_DTYPES, Tensor, lift
+
+IntPair = int | tuple[int, int]
+
+# im2col + BLAS pays once a group's dot products are long enough (C/groups*KH*KW taps)
+# and there are a few filters per group to share each column; otherwise (depthwise, tiny
+# groups) the direct loop nest is faster.
+GEMM_MIN_TAPS = 16
+GEMM_MIN_FILTERS = 4
+
+
+# -- argument handling --------------------------------------------------------------------
+def _pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
+    """An int or a pair of ints, each >= minimum, as a pair."""
+    pair = (value, value) if isinstance(value, int | np.integer) else value
+    if (not isinstance(pair, Sequence) or len(pair) != 2
+            or not all(isinstance(v, int | np.integer) and not isinstance(v, bool)
+                       for v in pair)):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(pair) < minimum:
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise ValueError(f"{op}: {name} must be {kind}, got {value!r}")
+    return int(pair[0]), int(pair[1])
+
+
+def _check_float(op: str, **arrays: Tensor | None) -> None:
+    """Every given tensor is float32/float64 and all share one dtype."""
+    given = {k: v for k, v in arrays.items() if v is not None}
+    for name, t in given.items():
+        if t.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{op}: {name} must be float32 or float64, got {t.dtype}")
+    dtypes = {t.dtype for t in given.values()}
+    if len(dtypes) > 1:
+        desc = ", ".join(f"{k} is {v.dtype}" for k, v in given.items())
+        raise TypeError(f"{op}: inputs must share one dtype ({desc})")
+
+
+def _check_rank(op: str, name: str, t: Tensor, ranks: tuple[int, ...], layout: str) -> None:
+    if t.ndim not in ranks:
+        raise ValueError(f"{op}: {name} must be {layout}, got shape {t.shape}")
+
+
+def _check_groups(op: str, groups, channels: dict[str, int], x_shape: tuple,
+                  w_shape: tuple) -> int:
+    """groups is a positive int dividing every count in ``channels`` (name -> count)."""
+    if not isinstance(groups, int | np.integer) or isinstance(groups, bool) or groups < 1:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    for name, count in channels.items():
+        if count % groups:
+            raise ValueError(f"{op}: groups={groups} does not divide the {count} {name} "
+                             f"(x {x_shape}, w {w_shape})")
+    return int(groups)
+
+
+def _check_bias(op: str, b: Tensor | None, channels: int) -> None:
+    if b is not None and b.shape != (channels,):
+        raise ValueError(f"{op}: b must have shape ({channels},) (one per output channel), "
+                         f"got {b.shape}")
+
+
+def _out_size(op: str, size: tuple[int, int], pad: tuple[int, int, int, int],
+              kernel: tuple[int, int], stride: tuple[int, int],
+              dilation: tuple[int, int]) -> tuple[int, int]:
+    """(H + pad_top + pad_bottom - d(k-1) - 1) // s + 1 per axis; error if < 1."""
+    padded = (size[0] + pad[0] + pad[1], size[1] + pad[2] + pad[3])
+    extent = (dilation[0] * (kernel[0] - 1) + 1, dilation[1] * (kernel[1] - 1) + 1)
+    if padded[0] < extent[0] or padded[1] < extent[1]:
+        raise ValueError(f"{op}: the dilated kernel {extent} is larger than the padded "
+                         f"input {padded} (input {size}, padding {pad})")
+    return ((padded[0] - extent[0]) // stride[0] + 1, (padded[1] - extent[1]) // stride[1] + 1)
+
+
+def _padding(op: str, padding, kernel: tuple[int, int], stride: tuple[int, int],
+             dilation: tuple[int, int]) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) from an int, a pair, 'valid' or 'same'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0, 0, 0, 0)
+        if padding == "same":
+            if stride != (1, 1):
+                raise ValueError(f"{op}: padding='same' needs stride 1, got stride {stride}")
+            total = (dilation[0] * (kernel[0] - 1), dilation[1] * (kernel[1] - 1))
+            # PyTorch puts the odd extra row/column at the bottom/right.
+            return (total[0] // 2, total[0] - total[0] // 2,
+                    total[1] // 2, total[1] - total[1] // 2)
+        raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', "
+                         f"got {padding!r}")
+    ph, pw = _pair(op, "padding", padding, 0)
+    return (ph, ph, pw, pw)
+
+
+def _conv2d_params(op: str, x_shape: tuple, w_shape: tuple, stride, padding, dilation,
+                   groups) -> dict:
+    """Validated, normalised keyword parameters of ``Conv2d.apply`` for 4-D w and a 3-D
+    or 4-D x."""
+    stride = _pair(op, "stride", stride, 1)
+    dilation = _pair(op, "dilation", dilation, 1)
+    C = x_shape[-3]
+    F, Cg, KH, KW = w_shape
+    groups = _check_groups(op, groups, {"input channels": C, "output channels": F},
+                           x_shape, w_shape)
+    if Cg * groups != C:
+        raise ValueError(f"{op}: weight has {Cg} input channels per group but x has {C} "
+                         f"channels (groups={groups}; x {x_shape}, w {w_shape})")
+    pad = _padding(op, padding, (KH, KW), stride, dilation)
+    _out_size(op, x_shape[-2:], pad, (KH, KW), stride, dilation)
+    return dict(stride=stride, padding=pad, dilation=dilation, groups=groups)
+
+
+def _contig(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a)
+
+
+def _use_gemm(w_shape: tuple, groups: int) -> bool:
+    F, Cg, KH, KW = w_shape
+    return Cg * KH * KW >= GEMM_MIN_TAPS and F // groups >= GEMM_MIN_FILTERS
+
+
+def _geometry(stride, pad, dilation, groups) -> tuple:
+    """The scalar kernel arguments sh, sw, ph, pw, dh, dw, groups (top/left padding)."""
+    return (stride[0], stride[1], pad[0], pad[2], dilation[0], dilation[1], groups)
+
+
+def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tuple,
+                   out_hw: tuple[int, int]) -> np.ndarray:
+    """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias)."""
+    bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
+    kernel = K.conv2d_forward_gemm if _use_gemm(w.shape, geom[-1]) else K.conv2d_forward_direct
+    return kernel(x, w, bias, *geom, *out_hw)
+
+
+def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
+                      geom: tuple) -> np.ndarray:
+    """dx[N, C, H, W] (the transposed convolution of g with w)."""
+    kernel = (K.conv2d_input_grad_gemm if _use_gemm(w.shape, geom[-1])
+              else K.conv2d_input_grad_direct)
+    return kernel(g, w, *in_hw, *geom)
+
+
+def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
+                       geom: tuple) -> np.ndarray:
+    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed."""
+    kernel = (K.conv2d_weight_grad_gemm if _use_gemm(w_shape, geom[-1])
+              else K.conv2d_weight_grad_direct)
+    return kernel(x, g, w_shape[2], w_shape[3], *geom)
+
+
+def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
+    """(dx, dw, db) of a 4-D conv2d whose forward saved x, w and set ctx.geom."""
+    x, w = ctx.saved_tensors
+    g = _contig(g)
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
+    dw = conv2d_weight_grad(x, g, w.shape, ctx.geom) if need_w else None
+    db = K.conv2d_bias_grad(g) if need_b else None
+    return dx, dw, db
+
+
+# -- conv2d -------------------------------------------------------------------------------
+def _conv2d_samples(rng):
+    def sample(xs, ws, label, bias=True, **params):
+        x = rng.standard_normal(xs)
+        w = rng.standard_normal(ws)
+        b = rng.standard_normal(ws[0]) if bias else None
+        return Sample(x, w, b, label=label,
+                      **_conv2d_params("conv2d", xs, ws, **params))
+
+    yield sample((2, 3, 5, 6), (4, 3, 3, 2), "plain", stride=1, padding=0, dilation=1,
+                 groups=1)
+    yield sample((1, 4, 7, 6), (4, 2, 2, 3), "stride 2x1, pad, dilation, groups 2",
+                 stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)
+    yield sample((2, 3, 6, 5), (6, 1, 3, 3), "depthwise x2, no bias", bias=False,
+                 stride=1, padding=1, dilation=1, groups=3)
+    yield sample((1, 8, 6, 7), (8, 4, 3, 2), "gemm path, stride 3 leaves rows untouched",
+                 stride=3, padding=0, dilation=1, groups=2)
+    yield sample((3, 5, 5), (2, 3, 2, 2), "unbatched, same (even kernel)", stride=1,
+                 padding="same", dilation=1, groups=1)
+
+
+@register("conv2d", samples=_conv2d_samples)
+class Conv2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups):
+        ctx.unbatched = x.ndim == 3
+        x = _contig(x[None] if ctx.unbatched else x)
+        w = _contig(w)
+        ctx.geom = _geometry(stride, padding, dilation, groups)
+        out_hw = _out_size("conv2d", x.shape[2:], padding, w.shape[2:], stride, dilation)
+        ctx.save_for_backward(x, w)
+        y = conv2d_forward(x, w, b, ctx.geom, out_hw)
+        return y[0] if ctx.unbatched else y
+
+    @staticmethod
+    def backward(ctx, g):
+        dx, dw, db = _conv2d_backward(ctx, g[None] if ctx.unbatched else g)
+        if ctx.unbatched and dx is not None:
+            dx = dx[0]
+        return dx, dw, db
+
+
+def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
+           dilation: IntPair = 1, groups: int = 1) -> Tensor:
+    """2-D cross-correlation, as ``torch.nn.functional.conv2d``.
+
+    x[N, C, H, W] (or unbatched [C, H, W]), w[F, C/groups, KH, KW], b[F] or None:
+
+        y[n, f, i, j] = b[f] + sum_{c in group(f), r, s}
+                        w[f, c, r, s] * x[n, c, i*sh + r*dh - ph, j*sw + s*dw - pw]
+
+    with zeros outside x. ``stride``, ``padding``, ``dilation``: int or (h, w) pair;
+    ``padding`` may also be 'valid' (0) or 'same' (stride 1; an odd total padding puts
+    the extra row/column at the bottom/right, as PyTorch does). Output size
+    H' = (H + 2ph - dh(KH-1) - 1) // sh + 1. Input rows/columns that the stride skips
+    get zero gradient.
+    """
+    x, w = lift(x), lift(w)
+    b = None if b is None else lift(b)
+    _check_float("conv2d", x=x, w=w, b=b)
+    _check_rank("conv2d", "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
+    _check_rank("conv2d", "w", w, (4,), "[F, C/groups, KH, KW]")
+    _check_bias("conv2d", b, w.shape[0])
+    params = _conv2d_params("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
+    return Conv2d.apply(x, w, b, **params)
+
+
+# -- conv1d -------------------------------------------------------------------------------
+def _conv1d_params(x_shape: tuple, w_shape: tuple, stride, padding, dilation,
+                   groups) -> dict:
+    """conv1d's arguments as those of the conv2d on [.., 1, L] with a [F, Cg, 1, K] kernel."""
+    op = "conv1d"
+    for name, v in (("stride", stride), ("dilation", dilation)):
+        if not isinstance(v, int | np.integer) or isinstance(v, bool):
+            raise TypeError(f"{op}: {name} must be an int, got {v!r}")
+    if not isinstance(padding, str | int | np.integer) or isinstance(padding, bool):
+        raise TypeError(f"{op}: padding must be an int, 'valid' or 'same', got {padding!r}")
+    pad2 = padding if isinstance(padding, str) else (0, padding)
+    return _conv2d_params(op, x_shape[:-1] + (1, x_shape[-1]), w_shape[:2] + (1, w_shape[2]),
+                          (1, stride), pad2, (1, dilation), groups)
+
+
+def _conv1d_samples(rng):
+    yield Sample(rng.standard_normal((2, 3, 9)), rng.standard_normal((4, 3, 3)),
+                 rng.standard_normal(4), label="stride 2, pad 1",
+                 **_conv1d_params((2, 3, 9), (4, 3, 3), 2, 1, 1, 1))
+    yield Sample(rng.standard_normal((4, 8)), rng.standard_normal((4, 2, 2)), None,
+                 label="unbatched, groups 2, dilation 3, same",
+                 **_conv1d_params((4, 8), (4, 2, 2), 1, "same", 3, 2))
+
+
+@register("conv1d", samples=_conv1d_samples)
+class Conv1d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups):
+        ctx.x_shape = x.shape
+        x4 = x.reshape(x.shape[:-1] + (1, x.shape[-1]))
+        w4 = w.reshape(w.shape[:2] + (1, w.shape[2]))
+        y = Conv2d.forward(ctx, x4, w4, b, stride, padding, dilation, groups)
+        return y.reshape(y.shape[:-2] + (y.shape[-1],))
+
+    @staticmethod
+    def backward(ctx, g):
+        g4 = g.reshape(g.shape[:-1] + (1, g.shape[-1]))
+        dx, dw, db = Conv2d.backward(ctx, g4)
+        dx = None if dx is None else dx.reshape(ctx.x_shape)
+        dw = None if dw is None else dw.reshape(dw.shape[:2] + (dw.shape[3],))
+        return dx, dw, db
+
+
+def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int = 1,
+           groups: int = 1) -> Tensor:
+    """1-D cross-correlation, as ``torch.nn.functional.conv1d``: x[N, C, L] (or [C, L]),
+    w[F, C/groups, K], b[F] or None,
+
+        y[n, f, i] = b[f] + sum_{c in group(f), r} w[f, c, r] * x[n, c, i*s + r*d - p],
+
+    L' = (L + 2p - d(K-1) - 1) // s + 1; padding may be 'valid' or 'same' (stride 1).
+    Runs as conv2d with H = 1.
+    """
+    x, w = lift(x), lift(w)
+    b = None if b is None else lift(b)
+    _check_float("conv1d", x=x, w=w, b=b)
+    _check_rank("conv1d", "x", x, (2, 3), "[N, C, L] or unbatched [C, L]")
+    _check_rank("conv1d", "w", w, (3,), "[F, C/groups, K]")
+    _check_bias("conv1d", b, w.shape[0])
+    params = _conv1d_params(x.shape, w.shape, stride, padding, dilation, groups)
+    return Conv1d.apply(x, w, b, **params)
+
+
+# -- conv_transpose2d ---------------------------------------------------------------------
+def _conv_transpose2d_params(x_shape: tuple, w_shape: tuple, stride, padding,
+                             output_padding, groups, dilation) -> dict:
+    op = "conv_transpose2d"
+    stride = _pair(op, "stride", stride, 1)
+    dilation = _pair(op, "dilation", dilation, 1)
+    pad = _pair(op, "padding", padding, 0)
+    out_pad = _pair(op, "output_padding", output_padding, 0)
+    C = x_shape[-3]
+    Cw, Fg, KH, KW = w_shape
+    if Cw != C:
+        raise ValueError(f"{op}: weight expects {Cw} input channels but x has {C} "
+                         f"(x {x_shape}, w {w_shape})")
+    groups = _check_groups(op, groups, {"input channels": C}, x_shape, w_shape)
+    for a in range(2):
+        if out_pad[a] >= max(stride[a], dilation[a]):
+            raise ValueError(f"{op}: output_padding {out_pad} must be smaller than stride "
+                             f"{stride} or dilation {dilation}")
+    out_hw = tuple((x_shape[-2 + a] - 1) * stride[a] - 2 * pad[a]
+                   + dilation[a] * ((KH, KW)[a] - 1) + out_pad[a] + 1 for a in range(2))
+    if min(out_hw) < 1:
+        raise ValueError(f"{op}: output size {out_hw} is not positive (x {x_shape}, "
+                         f"w {w_shape}, stride {stride}, padding {pad}, dilation {dilation})")
+    return dict(stride=stride, padding=(pad[0], pad[0], pad[1], pad[1]), dilation=dilation,
+                groups=groups, out_hw=out_hw)
+
+
+def _conv_transpose2d_samples(rng):
+    yield Sample(rng.standard_normal((2, 4, 3, 4)), rng.standard_normal((4, 3, 3, 2)),
+                 rng.standard_normal(3), label="stride 2, pad 1, output_padding 1",
+                 **_conv_transpose2d_params((2, 4, 3, 4), (4, 3, 3, 2), 2, 1, (1, 0), 1, 1))
+    yield Sample(rng.standard_normal((1, 4, 4, 3)), rng.standard_normal((4, 2, 2, 3)), None,
+                 label="groups 2, dilation 2, stride (1, 3)",
+                 **_conv_transpose2d_params((1, 4, 4, 3), (4, 2, 2, 3), (1, 3), 0, 0, 2, 2))
+    yield Sample(rng.standard_normal((8, 3, 3)), rng.standard_normal((8, 4, 3, 3)),
+                 rng.standard_normal(4), label="unbatched, gemm path",
+                 **_conv_transpose2d_params((8, 3, 3), (8, 4, 3, 3), 1, 1, 0, 1, 1))
+
+
+@register("conv_transpose2d", samples=_conv_transpose2d_samples)
+class ConvTranspose2d(Function):
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups, out_hw):
+        ctx.unbatched = x.ndim == 3
+        x = _contig(x[None] if ctx.unbatched else x)
+        w = _contig(w)
+        ctx.geom = _geometry(stride, padding, dilation, groups)
+        ctx.save_for_backward(x, w)
+        y = conv2d_input_grad(x, w, out_hw, ctx.geom)
+        if b is not None:
+            K.add_channel_bias(y, _contig(b))
+        return y[0] if ctx.unbatched else y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        g = _contig(g[None] if ctx.unbatched else g)
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        dx = conv2d_forward(g, w, None, ctx.geom, x.shape[2:]) if need_x else None
+        dw = conv2d_weight_grad(g, x, w.shape, ctx.geom) if need_w else None
+        db = K.conv2d_bias_grad(g) if need_b else None
+        if ctx.unbatched and dx is not None:
+            dx = dx[0]
+        return dx, dw, db
+
+
+def conv_transpose2d(x, w, b=None, stride: IntPair = 1, padding: IntPair = 0,
+                     output_padding: IntPair = 0, groups: int = 1,
+                     dilation: IntPair = 1) -> Tensor:
+    """2-D transposed convolution, as ``torch.nn.functional.conv_transpose2d`` (same
+    argument order): x[N, C, H, W] (or [C, H, W]), w[C, F/groups, KH, KW], b[F] or None.
+
+    It is the adjoint (input gradient) of conv2d with the same w, stride, padding and
+    dilation: each x[n, c, i, j] spreads x * w[c, f, r, s] onto
+    y[n, f, i*sh + r*dh - ph, j*sw + s*dw - pw]; positions outside y are dropped.
+    H' = (H - 1) sh - 2 ph + dh (KH - 1) + output_padding_h + 1, where output_padding
+    (smaller than stride or dilation) only adds rows/columns at the bottom/right.
+    """
+    op = "conv_transpose2d"
+    x, w = lift(x), lift(w)
+    b = None if b is None else lift(b)
+    _check_float(op, x=x, w=w, b=b)
+    _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
+    _check_rank(op, "w", w, (4,), "[C, F/groups, KH, KW]")
+    params = _conv_transpose2d_params(x.shape, w.shape, stride, padding, output_padding,
+                                      groups, dilation)
+    _check_bias(op, b, w.shape[1] * params["groups"])
+    return ConvTranspose2d.apply(x, w, b, **params)
+
+
+__all__ = ["conv1d", "conv2d", "conv_transpose2d"]
