@@ -1,3 +1,143 @@
-"""(being written)"""
+"""Orthonormal bases by modified Gram-Schmidt, and the orthogonal neural operator's
+encode/decode (ONO) built on them.
 
-__all__: list[str] = []
+``gram_schmidt(B)`` orthonormalises the columns of ``B[n, k]`` in order (Q spans the same
+nested subspaces as B, with ``B = Q R``, R upper triangular with positive diagonal), so
+it matches ``torch.linalg.qr(B).Q`` up to the sign of each column. Its backward is seed
+001's reverse sweep, which is linear in dL/dQ: ``ono_encode`` / ``ono_decode`` are plain
+compositions through ``matmul``, whose backward sums the batch into one dL/dQ before the
+single sweep.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import gram_schmidt as K
+from ..tensor import Tensor, lift
+from .matmul import matmul
+
+# Below this many elements of B the serial loop nests beat the parallel forms (a step of
+# the parallel forms is too little work to pay for waking the threads).
+_PARALLEL_MIN_SIZE = 1 << 20
+
+
+def rank_tolerance(dtype: Any, k: int) -> float:
+    """Relative rank threshold of ``gram_schmidt``: column j is dropped when what is left
+    of it after projecting out the earlier columns has norm ``<= tol * ||b_j||``, with
+    ``tol = 4 sqrt(k) eps(dtype)`` (the size of the rounding residue of an exactly
+    dependent column; a condition number up to about ``1 / tol`` keeps every column)."""
+    return float(4.0 * np.sqrt(max(k, 1)) * np.finfo(dtype).eps)
+
+
+def _orthonormalise(Bt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    tol = Bt.dtype.type(rank_tolerance(Bt.dtype, Bt.shape[0]))
+    if Bt.size >= _PARALLEL_MIN_SIZE:
+        return K.mgs_parallel(Bt, tol)
+    return K.mgs(Bt, tol)
+
+
+def _sweep(Qt: np.ndarray, R: np.ndarray, dQt: np.ndarray) -> np.ndarray:
+    if Qt.size >= _PARALLEL_MIN_SIZE:
+        return K.mgs_sweep_parallel(Qt, R, dQt)
+    return K.mgs_sweep(Qt, R, dQt)
+
+
+def _samples(rng):
+    n = rng.standard_normal
+    yield Sample(n((5, 3)), label="tall")
+    yield Sample(n((4, 4)), label="square")
+    yield Sample(n((6, 1)), label="one column")
+    yield Sample(n((7, 4)), reorthogonalize=True, label="reorthogonalized")
+
+
+@register("gram_schmidt", samples=_samples)
+class GramSchmidt(Function):
+    @staticmethod
+    def forward(ctx, B, reorthogonalize=False):
+        Qt, R = _orthonormalise(np.ascontiguousarray(B.T))
+        passes = [(Qt, R)]
+        if reorthogonalize:
+            Qt, R = _orthonormalise(Qt)
+            passes.append((Qt, R))
+        ctx.save_for_backward(*passes)
+        return np.ascontiguousarray(Qt.T)
+
+    @staticmethod
+    def backward(ctx, g):
+        # Each pass maps dL/d(its Q) to dL/d(its input); the last pass runs first.
+        dQt = np.ascontiguousarray(g.T)
+        for Qt, R in reversed(ctx.saved_tensors):
+            dQt = _sweep(Qt, R, dQt)
+        return np.ascontiguousarray(dQt.T)
+
+
+def _check_basis(op: str, B: Tensor) -> None:
+    if B.dtype.kind != "f":
+        raise TypeError(f"{op}: B has dtype {B.dtype}; it needs float32 or float64")
+    if B.ndim != 2:
+        raise ValueError(f"{op}: B must be 2-D [n, k], got shape {B.shape}")
+    n, k = B.shape
+    if n < k:
+        raise ValueError(f"{op}: B has shape {B.shape}: k = {k} columns cannot be "
+                         f"orthonormal in n = {n} dimensions (needs n >= k)")
+
+
+def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
+    """Orthonormalise the columns of ``B[n, k]`` (n >= k) by modified Gram-Schmidt.
+
+    For j = 1..k: ``v = b_j``; for i < j: ``R_ij = q_i . v``, ``v -= R_ij q_i``; then
+    ``R_jj = |v|`` and ``q_j = v / R_jj``. So ``B = Q R`` with ``Q^T Q = I`` and R upper
+    triangular with a positive diagonal: ``torch.linalg.qr(B).Q`` up to column signs.
+
+    Rank deficiency: column j is dropped when ``R_jj <= tol * ||b_j||`` with
+    ``tol = 4 sqrt(k) eps`` (``rank_tolerance``; relative to the column's own norm, so
+    scaling a column never changes Q, and a zero column is always dropped). A dropped
+    column gives ``q_j = 0`` and ``dL/db_j = 0`` and adds nothing to the other columns'
+    gradients: no NaN or inf for any finite B. Close to the threshold the gradient grows
+    like ``1 / R_jj``, as for any QR.
+
+    ``reorthogonalize=True`` runs MGS a second time on Q ("twice is enough"), which keeps
+    ``Q^T Q = I`` to rounding for ill-conditioned B (plain MGS loses orthogonality in
+    proportion to the condition number); the backward sweeps through both passes.
+
+    Backward: seed 001's reverse sweep (for j = k..1: ``dv = (dq_j - (dq_j.q_j) q_j)/R_jj``,
+    then undo the projections i = j-1..1), which equals the QR adjoint
+    ``dB = [dQ + Q copyltu(-dQ^T Q)] R^{-T}`` for full-rank B.
+    """
+    B = lift(B)
+    _check_basis("gram_schmidt", B)
+    return GramSchmidt.apply(B, reorthogonalize=bool(reorthogonalize))
+
+
+def _check_operand(op: str, name: str, x: Tensor, size: int, B: Tensor, what: str) -> None:
+    if x.dtype.kind != "f":
+        raise TypeError(f"{op}: {name} has dtype {x.dtype}; it needs float32 or float64")
+    if x.ndim < 1 or x.shape[-1] != size:
+        raise ValueError(f"{op}: {name} has shape {x.shape} but B has shape {B.shape}: "
+                         f"the last dim of {name} must be {what} = {size}")
+
+
+def ono_encode(u: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
+    """Coefficients of ``u[..., n]`` in the orthonormal basis of ``B[n, k]``:
+    ``u @ gram_schmidt(B)`` -> ``[..., k]``. A composition, so backward sums the batch
+    into one dL/dQ = u^T g and runs a single Gram-Schmidt sweep."""
+    u, B = lift(u), lift(B)
+    _check_basis("ono_encode", B)
+    _check_operand("ono_encode", "u", u, B.shape[0], B, "n")
+    return matmul(u, gram_schmidt(B, reorthogonalize))
+
+
+def ono_decode(x: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
+    """Field with coefficients ``x[..., k]`` in the orthonormal basis of ``B[n, k]``:
+    ``x @ gram_schmidt(B).T`` -> ``[..., n]`` (one Gram-Schmidt sweep in backward)."""
+    x, B = lift(x), lift(B)
+    _check_basis("ono_decode", B)
+    _check_operand("ono_decode", "x", x, B.shape[1], B, "k")
+    return matmul(x, gram_schmidt(B, reorthogonalize).T)
+
+
+__all__ = ["gram_schmidt", "ono_encode", "ono_decode"]
