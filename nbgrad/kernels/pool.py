@@ -1,0 +1,145 @@
+"""2-D pooling kernels on x[N, C, H, W]: max (with the argmax it routes the gradient to)
+and average. Window (oh, ow) covers ih = oh*sh + kh*dh - ph, iw = ow*sw + kw*dw - pw for
+kh < KH, kw < KW; positions outside x are padding.
+
+Every kernel is parallel over the N*C planes; each iteration owns its planes of the
+output and of the input gradient (overlapping windows add into the owned plane
+serially), so results do not depend on the thread count.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from .conv import out_range
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """(y, idx): y = the window maximum, idx = its flat position ih*W + iw in the plane.
+
+    Padding counts as -inf (never chosen). Ties go to the first maximum in row-major
+    window order; a NaN in the window wins (the first one), so NaN propagates. A window
+    that dilation makes miss the input entirely gives -inf and idx -1 (no gradient)."""
+    N, C, H, W = x.shape
+    inf = x.dtype.type(np.inf)
+    y = np.empty((N, C, OH, OW), x.dtype)
+    idx = np.empty((N, C, OH, OW), np.int64)
+    for p in prange(N * C):
+        n = p // C
+        c = p % C
+        xp = x[n, c]
+        for oh in range(OH):
+            kh_lo, kh_hi = out_range(oh * sh - ph, dh, H, KH)
+            for ow in range(OW):
+                kw_lo, kw_hi = out_range(ow * sw - pw, dw, W, KW)
+                best = -inf
+                at = -1
+                for kh in range(kh_lo, kh_hi):
+                    ih = oh * sh - ph + kh * dh
+                    for kw in range(kw_lo, kw_hi):
+                        iw = ow * sw - pw + kw * dw
+                        v = xp[ih, iw]
+                        if at < 0 or v > best or (v != v and best == best):
+                            best = v
+                            at = ih * W + iw
+                y[n, c, oh, ow] = best
+                idx[n, c, oh, ow] = at
+    return y, idx
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d_backward(g, idx, H, W):
+    """dx[n, c] = sum of g[n, c, oh, ow] at the positions idx[n, c, oh, ow] (skipping -1)."""
+    N, C, OH, OW = g.shape
+    dx = np.zeros((N, C, H * W), g.dtype)
+    for p in prange(N * C):
+        n = p // C
+        c = p % C
+        plane = dx[n, c]
+        for oh in range(OH):
+            for ow in range(OW):
+                at = idx[n, c, oh, ow]
+                if at >= 0:
+                    plane[at] += g[n, c, oh, ow]
+    return dx.reshape(N, C, H, W)
+
+
+@njit(cache=True, parallel=True)
+def max_pool2d_2x2_forward(x):
+    """The common case kernel 2, stride 2, no padding or dilation, in one pass with the
+    same tie rule as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
+    N, C, H, W = x.shape
+    OH = H // 2
+    OW = W // 2
+    y = np.empty((N, C, OH, OW), x.dtype)
+    idx = np.empty((N, C, OH, OW), np.int64)
+    for p in prange(N * C):
+        n = p // C
+        c = p % C
+        xp = x[n, c]
+        for oh in range(OH):
+            r0 = xp[2 * oh]
+            r1 = xp[2 * oh + 1]
+            for ow in range(OW):
+                best = r0[2 * ow]
+                at = 2 * oh * W + 2 * ow
+                v = r0[2 * ow + 1]
+                if v > best or (v != v and best == best):
+                    best = v
+                    at = 2 * oh * W + 2 * ow + 1
+                v = r1[2 * ow]
+                if v > best or (v != v and best == best):
+                    best = v
+                    at = (2 * oh + 1) * W + 2 * ow
+                v = r1[2 * ow + 1]
+                if v > best or (v != v and best == best):
+                    best = v
+                    at = (2 * oh + 1) * W + 2 * ow + 1
+                y[n, c, oh, ow] = best
+                idx[n, c, oh, ow] = at
+    return y, idx
+
+
+@njit(cache=True, parallel=True)
+def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
+    """y = window sum / divisor; the divisor is KH*KW with count_include_pad, else the
+    number of window positions inside x."""
+    N, C, H, W = x.shape
+    y = np.empty((N, C, OH, OW), x.dtype)
+    zero = x.dtype.type(0)
+    for p in prange(N * C):
+        n = p // C
+        c = p % C
+        xp = x[n, c]
+        for oh in range(OH):
+            kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            for ow in range(OW):
+                kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
+                acc = zero
+                for kh in range(kh_lo, kh_hi):
+                    for kw in range(kw_lo, kw_hi):
+                        acc += xp[oh * sh - ph + kh, ow * sw - pw + kw]
+                count = KH * KW if count_include_pad else (kh_hi - kh_lo) * (kw_hi - kw_lo)
+                y[n, c, oh, ow] = acc / x.dtype.type(count)
+    return y
+
+
+@njit(cache=True, parallel=True)
+def avg_pool2d_backward(g, H, W, KH, KW, sh, sw, ph, pw, count_include_pad):
+    """dx[n, c, ih, iw] = sum over the windows containing (ih, iw) of g / divisor."""
+    N, C, OH, OW = g.shape
+    dx = np.zeros((N, C, H, W), g.dtype)
+    for p in prange(N * C):
+        n = p // C
+        c = p % C
+        plane = dx[n, c]
+        for oh in range(OH):
+            kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            for ow in range(OW):
+                kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
+                count = KH * KW if count_include_pad else (kh_hi - kh_lo) * (kw_hi - kw_lo)
+                share = g[n, c, oh, ow] / g.dtype.type(count)
+                for kh in range(kh_lo, kh_hi):
+                    for kw in range(kw_lo, kw_hi):
+                        plane[oh * sh - ph + kh, ow * sw - pw + kw] += share
+    return dx
