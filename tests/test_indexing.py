@@ -59,7 +59,7 @@ def advanced_indices(draw, shape):
             break
         parts.pop()
     if draw(st.booleans()):
-        parts.append(Ellipsis)
+        parts.insert(draw(st.integers(0, len(parts))), Ellipsis)
     return tuple(parts)
 
 
@@ -134,33 +134,34 @@ def test_upstream_broadcast_gradient():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_scatter_add_kernel_matches_add_at_bitwise(dtype):
+@pytest.mark.parametrize("width", [1, 5, 40])
+def test_scatter_add_kernel_matches_add_at_bitwise(dtype, width):
     rng = np.random.default_rng(5)
-    positions = rng.integers(0, 50, size=2000)
-    values = rng.standard_normal(2000).astype(dtype)
-    ref = np.zeros(50, dtype)
-    np.add.at(ref, positions, values)
-    out = K.scatter_add(values, positions, 50)
+    rows = rng.integers(0, 50, size=2000)
+    values = rng.standard_normal((2000, width)).astype(dtype)
+    ref = np.zeros((50, width), dtype)
+    np.add.at(ref, rows, values)
+    out = K.scatter_add_rows(values, rows, 50)
     assert out.dtype == dtype
     assert_same_bits(out, ref)
 
 
 def test_scatter_backward_same_bits_at_1_and_2_threads():
     rng = np.random.default_rng(6)
-    x_np = rng.standard_normal((300, 8)).astype(np.float32)
+    x_np = rng.standard_normal((300, 7, 40)).astype(np.float32)
     idx = rng.integers(-300, 300, size=(4000,))
-    g = rng.standard_normal((4000, 8)).astype(np.float32)
 
-    def run():
+    def run(index):
         x = nb.tensor(x_np, requires_grad=True)
-        y = x[idx, ::-1]
-        y.backward(g)
+        y = x[index]
+        y.backward(np.ones(y.shape, np.float32) / 3)
         return y.numpy().copy(), x.grad.numpy()
 
-    y1, g1 = at_threads(1, run)
-    y2, g2 = at_threads(2, run)
-    assert_same_bits(y1, y2)
-    assert_same_bits(g1, g2)
+    for index in [(idx,), (idx, slice(None, None, -1)), (idx, 2, idx % 40)]:
+        y1, g1 = at_threads(1, run, index)
+        y2, g2 = at_threads(2, run, index)
+        assert_same_bits(y1, y2)
+        assert_same_bits(g1, g2)
 
 
 @pytest.mark.parametrize("index, error, match", [

@@ -2,30 +2,42 @@
 
 Reshape, transpose, permute, broadcast_to, concat and stack move no arithmetic: NumPy
 views and copies serve their forward and backward (see ``nbgrad/ops/shape.py``). The one
-loop nest of the family is the adjoint of a gather, ``y[p] = x[positions[p]]``::
+loop nest of the family is the adjoint of a row gather, ``y[r, :] = x[rows[r], :]``::
 
-    dx[t] = sum of dy[p] over every p with positions[p] == t
+    dx[i, :] = sum of dy[r, :] over every r with rows[r] == i
 
-Integer indices may repeat (``x[[0, 0, 2]]``), so two outputs can feed one input.
+Integer indices may repeat (``x[[0, 0, 2]]``), so two rows of dy can feed one row of dx.
+(Element-wise indexing is the case of rows of length 1.)
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
+
+COLUMN_BLOCK = 16  # columns per parallel iteration: a 64-byte cache line of float32
 
 
-@njit(cache=True)
-def scatter_add(values, positions, size):
-    """``out[positions[p]] += values[p]`` for p = 0, 1, ... in that order, into zeros(size).
+@njit(cache=True, parallel=True)
+def scatter_add_rows(values, rows, n_rows):
+    """``out[rows[r], :] += values[r, :]`` for r = 0, 1, ... in that order, into zeros.
 
-    values: 1-D float array; positions: 1-D int64 array of the same length, every entry
-    in [0, size) (checked by the caller: this loop does no bounds checks).
+    values: [R, T] C-contiguous float array; rows: [R] int64, every entry in
+    [0, n_rows) (checked by the caller: this loop does no bounds checks). Returns
+    out[n_rows, T].
 
-    Serial on purpose (kernel rule 2): each output element sums its contributions in the
-    order of ``p``, so the result is independent of the thread count and bitwise equal to
-    ``np.add.at(np.zeros(size), positions, values)``. A parallel gather form would need a
-    counting sort of ``positions`` first, which costs as much as this loop itself.
+    Race-free (kernel rule 2): each parallel iteration owns a block of columns of
+    ``out``, and within it adds the rows in the order of ``r``. So every element sums its
+    contributions in the same order whatever the thread count or block width: the result
+    is bitwise equal to ``np.add.at(np.zeros((n_rows, T)), rows, values)``. With T = 1
+    (element-wise gathers) there is one block and the loop is serial.
     """
-    out = np.zeros(size, dtype=values.dtype)
-    for p in range(positions.shape[0]):
-        out[positions[p]] += values[p]
+    n_cols = values.shape[1]
+    out = np.zeros((n_rows, n_cols), dtype=values.dtype)
+    n_blocks = (n_cols + COLUMN_BLOCK - 1) // COLUMN_BLOCK
+    for block in prange(n_blocks):
+        lo = block * COLUMN_BLOCK
+        hi = min(lo + COLUMN_BLOCK, n_cols)
+        for r in range(rows.shape[0]):
+            dst = rows[r]
+            for j in range(lo, hi):
+                out[dst, j] += values[r, j]
     return out

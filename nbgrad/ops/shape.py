@@ -315,6 +315,24 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
     return tuple(out)
 
 
+def _whole_trailing_dims(shape: tuple, index: tuple) -> tuple[tuple, int]:
+    """Split off the trailing dims that ``index`` takes whole: returns the index without
+    them (Ellipsis and implicit trailing dims written out as full slices) and their
+    number t. ``x[index]`` then gathers whole rows of ``x`` viewed as [..., prod(t dims)],
+    and those dims come last in the result, in order."""
+    used = sum(0 if i is None or i is Ellipsis else
+               i.ndim if isinstance(i, np.ndarray) and i.dtype.kind == "b" else 1
+               for i in index)
+    fill = (slice(None),) * (len(shape) - used)
+    where = [k for k, i in enumerate(index) if i is Ellipsis]
+    index = (index[:where[0]] + fill + index[where[0] + 1:]) if where else index + fill
+    t = 0
+    while (index and isinstance(index[-1], slice)
+           and index[-1].indices(shape[-1 - t]) == (0, shape[-1 - t], 1)):
+        index, t = index[:-1], t + 1
+    return index, t
+
+
 def _source_positions(shape: tuple, index: tuple) -> np.ndarray:
     """For every element of ``x[index]``, its flat (row-major) position in ``x``.
 
@@ -364,9 +382,12 @@ class GetItem(Function):
             grad = np.zeros(shape, dtype=g.dtype)
             grad[index] = g
             return grad
-        positions = _source_positions(shape, index).reshape(-1)
-        values = np.ascontiguousarray(g).reshape(-1)
-        return K.scatter_add(values, positions, math.prod(shape)).reshape(shape)
+        # Integer arrays may repeat an index: scatter-add whole rows of x's trailing dims.
+        index, t = _whole_trailing_dims(shape, index)
+        lead, row = shape[:len(shape) - t], math.prod(shape[len(shape) - t:])
+        rows = _source_positions(lead, index).reshape(-1)
+        values = np.ascontiguousarray(g).reshape(rows.size, row)
+        return K.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
 
 
 def getitem(x: Any, index: Any) -> Tensor:
