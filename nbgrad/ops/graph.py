@@ -1,3 +1,341 @@
-"""(being written)"""
+"""Graphs and the graph neural operator (GNO): ``radius_graph``, ``Graph``, ``gno_kernel``,
+``gno_aggregate`` and the fused ``gno``.
 
-__all__: list[str] = []
+Edge features are indexed by edge id: ``edge_feats[e]`` (and ``kernels[e]``) belong to
+every CSR entry ``p`` with ``graph.edge_id[p] == e``. For ``radius_graph`` and
+``Graph(row_ptr, col)`` the id of an entry is its CSR position; for
+``Graph.from_edges(src, dst, n)`` it is the position of the edge in ``src``/``dst``
+unless ``edge_id`` says otherwise (both directions of an undirected edge may share one).
+The three ops use this one mapping, so ``gno(h, x, ...) == gno_aggregate(h,
+gno_kernel(x, ...), graph)``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..graph import Graph
+from ..kernels import gno as K
+from ..kernels import graph as KG
+from ..tensor import FLOAT_DTYPES, Tensor, lift
+
+# -- radius graph --------------------------------------------------------------------------
+
+
+def radius_graph(points: Any, radius: float, loop: bool = True,
+                 max_neighbors: int | None = None) -> Graph:
+    """The graph joining every pair of points at distance ``<= radius`` (closed ball,
+    like SciPy's ``sparse_distance_matrix``), in CSR form; no gradient flows through it.
+
+    ``points[N, d]`` (any d >= 1, computed in float64). ``loop=True`` keeps the self
+    loop (i, i). Row i lists its neighbours in increasing index order; ``edge_id`` is the
+    CSR position. ``max_neighbors=k`` keeps, in every row, the k nearest neighbours
+    (distance ties go to the smaller index; the self loop, at distance 0, counts as one)
+    -- PyTorch Cluster keeps the first k it finds instead.
+
+    Cell-list search: O(N * neighbours * 3^d), not O(N^2).
+    """
+    pts = np.asarray(points.data if isinstance(points, Tensor) else points)
+    if pts.dtype.kind not in "fiu":
+        raise TypeError(f"radius_graph: points must be a real array, got dtype {pts.dtype}")
+    if pts.ndim != 2 or pts.shape[1] < 1:
+        raise ValueError(f"radius_graph: points must have shape [N, d] with d >= 1, got "
+                         f"{pts.shape}")
+    pts = np.ascontiguousarray(pts, dtype=np.float64)
+    if not np.all(np.isfinite(pts)):
+        bad = np.argwhere(~np.isfinite(pts))[0]
+        raise ValueError(f"radius_graph: points[{bad[0]}, {bad[1]}] = {pts[tuple(bad)]} is "
+                         f"not finite (points shape {pts.shape})")
+    if not isinstance(radius, numbers.Real) or not np.isfinite(radius) or radius < 0:
+        raise ValueError(f"radius_graph: radius must be a finite number >= 0, got {radius!r}")
+    if max_neighbors is not None and (not isinstance(max_neighbors, numbers.Integral)
+                                      or isinstance(max_neighbors, bool)
+                                      or max_neighbors < 1):
+        raise ValueError(f"radius_graph: max_neighbors must be None or an integer >= 1, got "
+                         f"{max_neighbors!r}")
+    row_ptr, col = KG.radius_csr(pts, float(radius), bool(loop))
+    if max_neighbors is not None:
+        kept = np.minimum(np.diff(row_ptr), max_neighbors)
+        new_ptr = np.zeros_like(row_ptr)
+        np.cumsum(kept, out=new_ptr[1:])
+        col = KG.nearest_in_rows(pts, row_ptr, col, int(max_neighbors), new_ptr)
+        row_ptr = new_ptr
+    return Graph(row_ptr, col)
+
+
+# -- validation helpers ----------------------------------------------------------------------
+
+
+def _float_operands(op: str, **named: Tensor | None) -> np.dtype:
+    """The common float dtype of the named operands (None allowed); TypeError otherwise."""
+    dtype = None
+    for name, t in named.items():
+        if t is None:
+            continue
+        if t.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{op}: {name} must be float32 or float64, got {t.dtype}")
+        if dtype is None:
+            dtype = t.dtype
+        elif t.dtype != dtype:
+            first = next(k for k, v in named.items() if v is not None)
+            raise TypeError(f"{op}: {name} is {t.dtype} but {first} is {dtype}; "
+                            f"all floating-point operands must share one dtype")
+    return dtype
+
+
+def _expect(op: str, name: str, t: Tensor | None, shape: tuple, meaning: str) -> None:
+    """ValueError unless ``t`` (if given) has ``shape`` (None entries match anything)."""
+    if t is None:
+        return
+    ok = t.ndim == len(shape) and all(s is None or s == a for s, a in zip(shape, t.shape))
+    if not ok:
+        want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
+        raise ValueError(f"{op}: {name} has shape {t.shape}, expected {want} ({meaning})")
+
+
+def _check_graph(op: str, graph: Any) -> None:
+    if not isinstance(graph, Graph):
+        raise TypeError(f"{op}: graph must be an nb.Graph, got {type(graph).__name__}")
+
+
+def _check_reduce(op: str, reduce: str) -> bool:
+    if reduce not in ("sum", "mean"):
+        raise ValueError(f"{op}: reduce must be 'sum' or 'mean', got {reduce!r}")
+    return reduce == "mean"
+
+
+def _lift_optional(x: Any) -> Tensor | None:
+    return None if x is None else lift(x)
+
+
+def _mean_divisor(graph: Graph, dtype: np.dtype) -> np.ndarray:
+    """Row lengths as a column of ``dtype``, with empty rows counted as 1 (their sum is 0)."""
+    return np.maximum(graph.degree, 1).astype(dtype)[:, None]
+
+
+def _contiguous(*arrays: np.ndarray | None) -> list:
+    return [None if a is None else np.ascontiguousarray(a) for a in arrays]
+
+
+# -- samples for the registry gradcheck ------------------------------------------------------
+
+
+def _sample_graph() -> Graph:
+    """6 nodes: node 5 isolated, node 0 has a self loop, the undirected edges 1-2 and 2-3
+    share one id per pair, node 4 receives from three nodes; 7 edge ids for 9 entries."""
+    src = [0, 1, 2, 2, 3, 0, 1, 3, 4]
+    dst = [0, 2, 1, 3, 2, 4, 4, 4, 1]
+    ids = [0, 1, 1, 2, 2, 3, 4, 5, 6]
+    return Graph.from_edges(src, dst, 6, edge_id=ids)
+
+
+def _mlp_params(rng: np.random.Generator, x: np.ndarray, hidden: int, f: int):
+    """U, b_u, V, b_v with every pre-activation |U x_e + b_u| >= 0.1 (away from relu's kink)."""
+    while True:
+        U = rng.standard_normal((hidden, x.shape[1]))
+        b_u = rng.standard_normal(hidden)
+        if np.all(np.abs(x @ U.T + b_u) >= 0.1):
+            return U, b_u, rng.standard_normal((f, hidden)), rng.standard_normal(f)
+
+
+def _kernel_samples(rng):
+    x = rng.standard_normal((5, 2))
+    yield Sample(x, *_mlp_params(rng, x, 4, 6), f_out=2, f_in=3, label="E=5 d=2 H=4 2x3")
+    x = rng.standard_normal((3, 1))
+    yield Sample(x, *_mlp_params(rng, x, 3, 2), f_out=1, f_in=2, label="E=3 d=1 H=3 1x2")
+
+
+def _aggregate_samples(rng):
+    graph = _sample_graph()
+    for reduce in ("sum", "mean"):
+        yield Sample(rng.standard_normal((6, 3)), rng.standard_normal((7, 2, 3)),
+                     graph=graph, reduce=reduce, label=f"shared ids, isolated node, {reduce}")
+
+
+def _gno_samples(rng):
+    graph = _sample_graph()
+    for reduce in ("sum", "mean"):
+        x = rng.standard_normal((7, 2))
+        yield Sample(rng.standard_normal((6, 3)), x, *_mlp_params(rng, x, 4, 2 * 3),
+                     graph=graph, reduce=reduce, label=f"shared ids, isolated node, {reduce}")
+
+
+# -- ops -----------------------------------------------------------------------------------
+
+
+def _zeros_if_none(b: np.ndarray | None, n: int, like: np.ndarray) -> np.ndarray:
+    return np.zeros(n, dtype=like.dtype) if b is None else b
+
+
+@register("gno_kernel", samples=_kernel_samples)
+class GnoKernel(Function):
+    """kappa[e] = (V relu(U x_e + b_u) + b_v) as an [F_out, F_in] matrix."""
+
+    @staticmethod
+    def forward(ctx, x, U, b_u, V, b_v, f_out, f_in):
+        x, U, b_u, V, b_v = _contiguous(x, U, b_u, V, b_v)
+        b_u = _zeros_if_none(b_u, U.shape[0], x)
+        b_v = _zeros_if_none(b_v, V.shape[0], x)
+        kappa, hidden = K.kernel_forward(x, U, b_u, V, b_v)
+        ctx.save_for_backward(x, hidden, U, V)
+        return kappa.reshape(x.shape[0], f_out, f_in)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, hidden, U, V = ctx.saved_tensors
+        g = np.ascontiguousarray(g).reshape(x.shape[0], V.shape[0])
+        return K.kernel_backward(g, x, hidden, U, V)
+
+
+@register("gno_aggregate", samples=_aggregate_samples)
+class GnoAggregate(Function):
+    """m_i = sum over row i of kernels[edge_id[p]] @ h[col[p]] (or the mean)."""
+
+    @staticmethod
+    def forward(ctx, h, kernels, graph, reduce="sum"):
+        h, kernels = _contiguous(h, kernels)
+        m = K.aggregate_forward(h, kernels, graph.row_ptr, graph.col, graph.edge_id)
+        if reduce == "mean":
+            m /= _mean_divisor(graph, m.dtype)
+        ctx.save_for_backward(h, kernels)
+        ctx.graph = graph
+        ctx.reduce = reduce
+        return m
+
+    @staticmethod
+    def backward(ctx, g):
+        h, kernels = ctx.saved_tensors
+        graph = ctx.graph
+        g = g / _mean_divisor(graph, g.dtype) if ctx.reduce == "mean" else g
+        g = np.ascontiguousarray(g)
+        dh = dk = None
+        if ctx.needs_input_grad[0]:
+            dh = K.aggregate_grad_h(g, kernels, graph.row, graph.edge_id, *graph.transpose)
+        if ctx.needs_input_grad[1]:
+            dk = K.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
+        return dh, dk
+
+
+@register("gno", samples=_gno_samples)
+class Gno(Function):
+    """gno_aggregate(h, gno_kernel(edge_feats, U, b_u, V, b_v), graph), fused and
+    re-associated (see kernels/gno.py): no [E, F_out, F_in] array in forward or backward."""
+
+    @staticmethod
+    def forward(ctx, h, x, U, b_u, V, b_v, graph, reduce="sum"):
+        h, x, U, b_u, V, b_v = _contiguous(h, x, U, b_u, V, b_v)
+        b_u = _zeros_if_none(b_u, U.shape[0], h)
+        b_v = _zeros_if_none(b_v, V.shape[0], h)
+        f_out = V.shape[0] // h.shape[1]
+        m, hidden = K.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                                  graph.edge_id, f_out)
+        if reduce == "mean":
+            m /= _mean_divisor(graph, m.dtype)
+        ctx.save_for_backward(h, x, hidden, U, V, b_v)
+        ctx.graph = graph
+        ctx.reduce = reduce
+        return m
+
+    @staticmethod
+    def backward(ctx, g):
+        h, x, hidden, U, V, b_v = ctx.saved_tensors
+        graph = ctx.graph
+        g = g / _mean_divisor(graph, g.dtype) if ctx.reduce == "mean" else g
+        return K.gno_backward(np.ascontiguousarray(g), h, x, hidden, U, V, b_v, graph.row,
+                              graph.col, graph.edge_id, lambda: graph.by_edge_id,
+                              lambda: graph.transpose, ctx.needs_input_grad)
+
+
+# -- public functions --------------------------------------------------------------------------
+
+
+def _check_mlp(op: str, x: Tensor, U: Tensor, b_u: Tensor | None, V: Tensor,
+               b_v: Tensor | None, f: int | None) -> None:
+    """Shapes of the kernel MLP: x[E, d], U[H, d], b_u[H], V[F, H], b_v[F]."""
+    _expect(op, "edge_feats", x, (None, None), "[E, d]")
+    d = x.shape[1]
+    _expect(op, "U", U, (None, d), f"[H, d] with d = {d} from edge_feats {x.shape}")
+    H = U.shape[0]
+    _expect(op, "b_u", b_u, (H,), f"[H] with H = {H} from U {U.shape}")
+    _expect(op, "V", V, (f, H), f"[F_out*F_in, H] with H = {H} from U {U.shape}")
+    _expect(op, "b_v", b_v, (V.shape[0],), f"[F_out*F_in] = [{V.shape[0]}] from V {V.shape}")
+
+
+def gno_kernel(edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, f_out: int,
+               f_in: int) -> Tensor:
+    """Per-edge kernel matrices of the graph neural operator (seed 000):
+    ``kappa[e] = reshape(V relu(U edge_feats[e] + b_u) + b_v, [f_out, f_in])``.
+
+    ``edge_feats[E, d]``, ``U[H, d]``, ``b_u[H]``, ``V[f_out*f_in, H]``,
+    ``b_v[f_out*f_in]`` (biases may be None) -> ``[E, f_out, f_in]``. Row e of the result
+    is the kernel of edge id e (see the module docstring). relu'(0) = 0.
+    """
+    op = "gno_kernel"
+    x, U, V = lift(edge_feats), lift(U), lift(V)
+    b_u, b_v = _lift_optional(b_u), _lift_optional(b_v)
+    for name, val in (("f_out", f_out), ("f_in", f_in)):
+        if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
+            raise ValueError(f"{op}: {name} must be a positive integer, got {val!r}")
+    _float_operands(op, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
+    _check_mlp(op, x, U, b_u, V, b_v, int(f_out) * int(f_in))
+    return GnoKernel.apply(x, U, b_u, V, b_v, f_out=int(f_out), f_in=int(f_in))
+
+
+def gno_aggregate(h: Any, kernels: Any, graph: Graph, reduce: str = "sum") -> Tensor:
+    """Graph aggregation with per-edge matrices:
+    ``m[i] = sum_{p in row i} kernels[edge_id[p]] @ h[col[p]]`` (``reduce='mean'`` divides
+    by the row length; nodes without neighbours get 0).
+
+    ``h[N, F_in]``, ``kernels[num_edge_ids, F_out, F_in]`` -> ``[N, F_out]``. The gradient
+    of ``h`` is gathered through the graph's cached transposed CSR, that of ``kernels`` by
+    edge id (entries sharing an id add up).
+    """
+    op = "gno_aggregate"
+    _check_graph(op, graph)
+    mean_ = _check_reduce(op, reduce)
+    h, kernels = lift(h), lift(kernels)
+    _float_operands(op, h=h, kernels=kernels)
+    _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
+            f"nodes in the graph")
+    _expect(op, "kernels", kernels, (graph.num_edge_ids, None, h.shape[1]),
+            f"[num_edge_ids, F_out, F_in] with num_edge_ids = {graph.num_edge_ids} from the "
+            f"graph and F_in = {h.shape[1]} from h {h.shape}")
+    return GnoAggregate.apply(h, kernels, graph=graph, reduce="mean" if mean_ else "sum")
+
+
+def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Graph,
+        reduce: str = "sum") -> Tensor:
+    """Graph neural operator layer, fused:
+    ``m[i] = sum_{p in row i} kappa(edge_feats[edge_id[p]]) @ h[col[p]]`` with
+    ``kappa(x) = reshape(V relu(U x + b_u) + b_v, [F_out, F_in])``; equal to
+    ``gno_aggregate(h, gno_kernel(edge_feats, U, b_u, V, b_v, F_out, F_in), graph, reduce)``
+    but never building the ``[E, F_out, F_in]`` kernels.
+
+    ``h[N, F_in]``, ``edge_feats[num_edge_ids, d]``, ``U[H, d]``, ``b_u[H]``,
+    ``V[F_out*F_in, H]`` (F_out = V.shape[0] / F_in), ``b_v[F_out*F_in]`` (biases may be
+    None) -> ``[N, F_out]``. Extra memory O(E*H + N*F_out*H).
+    """
+    op = "gno"
+    _check_graph(op, graph)
+    mean_ = _check_reduce(op, reduce)
+    h, x, U, V = lift(h), lift(edge_feats), lift(U), lift(V)
+    b_u, b_v = _lift_optional(b_u), _lift_optional(b_v)
+    _float_operands(op, h=h, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
+    _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
+            f"nodes in the graph")
+    _expect(op, "edge_feats", x, (graph.num_edge_ids, None),
+            f"[num_edge_ids, d] with num_edge_ids = {graph.num_edge_ids} from the graph")
+    _expect(op, "V", V, (None, None), "[F_out*F_in, H]")
+    f_in = h.shape[1]
+    if f_in < 1 or V.shape[0] % f_in:
+        raise ValueError(f"{op}: V has {V.shape[0]} rows (shape {V.shape}), not a multiple "
+                         f"of F_in = {f_in} from h {h.shape}")
+    _check_mlp(op, x, U, b_u, V, b_v, None)
+    return Gno.apply(h, x, U, b_u, V, b_v, graph=graph, reduce="mean" if mean_ else "sum")
+
+
+__all__ = ["Graph", "gno", "gno_aggregate", "gno_kernel", "radius_graph"]

@@ -1,0 +1,401 @@
+"""Graph neural operator kernels (seed 000).
+
+Notation: a CSR graph (``row_ptr``, ``col``, ``edge_id``); entry ``p`` of row ``i`` is an
+edge ``j = col[p] -> i`` with features ``x[e]``, ``e = edge_id[p]``. Per edge id
+
+    pre_e = U x_e + b_u,   hidden_e = relu(pre_e),   kappa_e = V hidden_e + b_v
+
+with ``kappa_e`` read as an ``[F_out, F_in]`` matrix (row-major: ``V[o*F_in + f, k]``),
+and the aggregation is ``m_i = sum_{p in row i} kappa_{e(p)} @ h_{col[p]}`` (divided by
+the row length for ``mean``; empty rows give 0).
+
+Three implementations:
+
+* ``reference_forward`` / ``reference_backward``: the per-edge loop of seed 000, serial,
+  building every kappa; the tests compare the fast paths with it.
+* ``kernel_forward/backward`` + ``aggregate_forward/backward``: the unfused pair
+  (kappa materialised as ``[E, F_out, F_in]``).
+* ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
+  V[o*F_in + f, k]``,
+
+      m_i[o] = sum_p ( sum_k hidden_e[k] P_j[k, o] + Q_j[o] ),
+      P_j[k, o] = sum_f V3[o, f, k] h_j[f]   (one [N, F_in] x [F_in, H*F_out] BLAS product)
+      Q_j[o]    = sum_f b_v[o*F_in + f] h_j[f]
+
+  so an edge costs H*F_out multiply-adds instead of F_out*F_in*H, and no kappa is built.
+  The backward groups the upstream gradient the same way (see ``gno_backward``).
+
+Every parallel loop owns its output rows (gather form through the cached transposed CSR
+or edge-id grouping of the Graph), so results are bitwise identical at any thread count.
+Parallel loops run over a fixed number of chunks of rows. Outputs are allocated by
+NumPy outside the compiled loops, so ``tracemalloc`` sees the memory the ops use.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
+
+
+# -- kernel MLP ------------------------------------------------------------------------
+
+
+def hidden_forward(x, U, b_u):
+    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu'(0) = 0, as in PyTorch)."""
+    hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
+    _hidden_forward(x, U, b_u, hidden)
+    return hidden
+
+
+@njit(cache=True, parallel=True)
+def _hidden_forward(x, U, b_u, hidden):
+    n, d = x.shape
+    H = U.shape[0]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * n // chunks, (c + 1) * n // chunks):
+            for k in range(H):
+                s = b_u[k]
+                for a in range(d):
+                    s += U[k, a] * x[e, a]
+                if s > 0:
+                    hidden[e, k] = s
+
+
+@njit(cache=True, parallel=True)
+def relu_mask_(grad_hidden, hidden):
+    """``grad_hidden *= [hidden > 0]`` in place (the relu backward; hidden > 0 iff pre > 0)."""
+    n, H = hidden.shape
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * n // chunks, (c + 1) * n // chunks):
+            for k in range(H):
+                if not hidden[e, k] > 0:
+                    grad_hidden[e, k] = 0
+
+
+def mlp_input_grads(grad_hidden, x, U):
+    """``(dx, dU, db_u)`` from the masked hidden gradient ``gh[E, H]``:
+    dx = gh @ U, dU = gh^T x, db_u = sum_e gh (seed 000's accumulation, as products)."""
+    return grad_hidden @ U, grad_hidden.T @ x, grad_hidden.sum(axis=0)
+
+
+def kernel_forward(x, U, b_u, V, b_v):
+    """``(kappa[E, F_out*F_in], hidden[E, H])``: kappa = relu(x U^T + b_u) V^T + b_v."""
+    hidden = hidden_forward(x, U, b_u)
+    kappa = hidden @ V.T
+    kappa += b_v
+    return kappa, hidden
+
+
+def kernel_backward(g, x, hidden, U, V):
+    """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
+    ``g[E, F_out*F_in]``: db_v = sum_e g, dV = g^T hidden, gh = (g V) * [pre > 0]."""
+    grad_hidden = g @ V
+    relu_mask_(grad_hidden, hidden)
+    dx, dU, db_u = mlp_input_grads(grad_hidden, x, U)
+    return dx, dU, db_u, g.T @ hidden, g.sum(axis=0)
+
+
+# -- aggregation with materialised kernels ----------------------------------------------
+
+
+def aggregate_forward(h, kappa, row_ptr, col, edge_id):
+    """``m[i, o] = sum_{p in row i} sum_f kappa[edge_id[p], o, f] h[col[p], f]``."""
+    m = np.zeros((row_ptr.shape[0] - 1, kappa.shape[1]), dtype=h.dtype)
+    _aggregate_forward(h, kappa, row_ptr, col, edge_id, m)
+    return m
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_forward(h, kappa, row_ptr, col, edge_id, m):
+    n = row_ptr.shape[0] - 1
+    f_out, f_in = kappa.shape[1], kappa.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            for p in range(row_ptr[i], row_ptr[i + 1]):
+                j = col[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    s = m[i, o]
+                    for f in range(f_in):
+                        s += kappa[e, o, f] * h[j, f]
+                    m[i, o] = s
+
+
+def aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos):
+    """``dh[j, f] = sum_{p: col[p] = j} sum_o kappa[edge_id[p], o, f] g[row[p], o]``,
+    gathered through the transposed CSR (each j owns its row of dh)."""
+    dh = np.zeros((t_ptr.shape[0] - 1, kappa.shape[2]), dtype=g.dtype)
+    _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh)
+    return dh
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh):
+    n = t_ptr.shape[0] - 1
+    f_out, f_in = kappa.shape[1], kappa.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for j in range(c * n // chunks, (c + 1) * n // chunks):
+            for q in range(t_ptr[j], t_ptr[j + 1]):
+                p = t_pos[q]
+                i = row[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    go = g[i, o]
+                    for f in range(f_in):
+                        dh[j, f] += kappa[e, o, f] * go
+
+
+def aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos):
+    """``dkappa[e, o, f] = sum_{p: edge_id[p] = e} g[row[p], o] h[col[p], f]``, gathered
+    by edge id (entries sharing an id add up in CSR order; unused ids get 0)."""
+    dk = np.zeros((e_ptr.shape[0] - 1, g.shape[1], h.shape[1]), dtype=g.dtype)
+    _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk)
+    return dk
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
+    num_e = e_ptr.shape[0] - 1
+    f_out, f_in = g.shape[1], h.shape[1]
+    chunks = min(num_e, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
+            for q in range(e_ptr[e], e_ptr[e + 1]):
+                p = e_pos[q]
+                i = row[p]
+                j = col[p]
+                for o in range(f_out):
+                    go = g[i, o]
+                    for f in range(f_in):
+                        dk[e, o, f] += go * h[j, f]
+
+
+# -- fused, re-associated graph neural operator -------------------------------------------
+
+
+def _v_by_input(V, f_out, f_in, hidden_major):
+    """V rearranged for the per-node products: ``[F_in, H, F_out]`` (hidden_major) or
+    ``[F_in, F_out, H]``, flattened to ``[F_in, H*F_out]``, from ``V[o*F_in + f, k]``."""
+    H = V.shape[1]
+    V3 = V.reshape(f_out, f_in, H)
+    axes = (1, 2, 0) if hidden_major else (1, 0, 2)
+    return np.ascontiguousarray(V3.transpose(axes)).reshape(f_in, H * f_out)
+
+
+@njit(cache=True, parallel=True)
+def _fused_edges_forward(P, Q, hidden, row_ptr, col, edge_id, m):
+    """``m[i, o] = sum_{p in row i} (Q[j, o] + sum_k hidden[e, k] P[j, k, o])``; relu
+    zeros in ``hidden`` are skipped."""
+    n = row_ptr.shape[0] - 1
+    H, f_out = P.shape[1], P.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            for p in range(row_ptr[i], row_ptr[i + 1]):
+                j = col[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    m[i, o] += Q[j, o]
+                for k in range(H):
+                    hk = hidden[e, k]
+                    if hk != 0:
+                        for o in range(f_out):
+                            m[i, o] += hk * P[j, k, o]
+
+
+@njit(cache=True, parallel=True)
+def _fused_edges_grad_hidden(G, P, hidden, row, col, e_ptr, e_pos, gh):
+    """``gh[e, k] = [hidden[e, k] > 0] sum_{p: edge_id[p] = e} sum_o G[row p, o]
+    P[col p, o, k]``, gathered by edge id."""
+    num_e, H = hidden.shape
+    f_out = P.shape[1]
+    chunks = min(num_e, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
+            for q in range(e_ptr[e], e_ptr[e + 1]):
+                p = e_pos[q]
+                i = row[p]
+                j = col[p]
+                for o in range(f_out):
+                    go = G[i, o]
+                    for k in range(H):
+                        gh[e, k] += go * P[j, o, k]
+            for k in range(H):
+                if not hidden[e, k] > 0:
+                    gh[e, k] = 0
+
+
+@njit(cache=True, parallel=True)
+def _fused_edges_grad_nodes(G, hidden, row, edge_id, t_ptr, t_pos, A, S):
+    """Per source node j, over its out-edges p (transposed CSR):
+    ``A[j, o, k] = sum_p G[row p, o] hidden[edge_id p, k]`` and
+    ``S[j, o] = sum_p G[row p, o]``."""
+    n = t_ptr.shape[0] - 1
+    f_out, H = G.shape[1], hidden.shape[1]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for j in range(c * n // chunks, (c + 1) * n // chunks):
+            for q in range(t_ptr[j], t_ptr[j + 1]):
+                p = t_pos[q]
+                i = row[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    go = G[i, o]
+                    S[j, o] += go
+                    for k in range(H):
+                        A[j, o, k] += go * hidden[e, k]
+
+
+def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
+    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H])``."""
+    f_in = h.shape[1]
+    H = V.shape[1]
+    hidden = hidden_forward(x, U, b_u)
+    P = (h @ _v_by_input(V, f_out, f_in, True)).reshape(h.shape[0], H, f_out)
+    Q = h @ b_v.reshape(f_out, f_in).T
+    m = np.zeros((h.shape[0], f_out), dtype=h.dtype)
+    _fused_edges_forward(P, Q, hidden, row_ptr, col, edge_id, m)
+    return m, hidden
+
+
+def gno_backward(G, h, x, hidden, U, V, b_v, row, col, edge_id, by_edge_id, transpose,
+                 needs):
+    """Fused GNO backward for the upstream ``G[N, F_out]`` (already divided by the row
+    length for 'mean'). ``row[nnz]`` is the row of every CSR entry; ``by_edge_id() ->
+    (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR entries grouped by
+    edge id and by column (called only when needed). ``needs`` = which of
+    (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where not
+    needed).
+
+    * hidden:  gh_e = relu' * sum_{p: id e} sum_o G_i[o] P_j[o, k]   (P in [F_out, H] order),
+      then dx, dU, db_u from gh as for the kernel MLP;
+    * per source node j: A_j = sum_{p: col j} G_i hidden_e^T, S_j = sum_{p: col j} G_i, so
+      dV3[o, f, k] = sum_j h_j[f] A_j[o, k]   (h^T A: one BLAS product),
+      db_v[o, f]   = sum_j S_j[o] h_j[f],
+      dh_j[f]      = sum_{o,k} V3[o, f, k] A_j[o, k] + sum_o b_v[o, f] S_j[o].
+    """
+    n, f_in = h.shape
+    f_out = G.shape[1]
+    H = V.shape[1]
+    dh = dx = dU = db_u = dV = db_v = None
+    V_out_major = _v_by_input(V, f_out, f_in, False)  # [F_in, F_out*H]
+    if needs[1] or needs[2] or needs[3]:
+        P = (h @ V_out_major).reshape(n, f_out, H)
+        gh = np.zeros_like(hidden)
+        _fused_edges_grad_hidden(G, P, hidden, row, col, *by_edge_id(), gh)
+        del P
+        dx, dU, db_u = mlp_input_grads(gh, x, U)
+    if needs[0] or needs[4] or needs[5]:
+        A = np.zeros((n, f_out, H), dtype=G.dtype)
+        S = np.zeros((n, f_out), dtype=G.dtype)
+        _fused_edges_grad_nodes(G, hidden, row, edge_id, *transpose(), A, S)
+        A = A.reshape(n, f_out * H)
+        if needs[4]:
+            dV = np.ascontiguousarray(
+                (h.T @ A).reshape(f_in, f_out, H).transpose(1, 0, 2)).reshape(f_out * f_in, H)
+        if needs[5]:
+            db_v = (S.T @ h).reshape(f_out * f_in)
+        if needs[0]:
+            dh = A @ V_out_major.T
+            dh += S @ b_v.reshape(f_out, f_in)
+    return dh, dx, dU, db_u, dV, db_v
+
+
+# -- reference: the per-edge loop of seed 000 ---------------------------------------------
+
+
+@njit(cache=True)
+def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
+    """``m[N, F_out]`` by building kappa for every CSR entry and multiplying it with h_j."""
+    n, f_in = h.shape
+    H, d = U.shape
+    m = np.zeros((n, f_out), dtype=h.dtype)
+    hidden = np.zeros(H, dtype=h.dtype)
+    kappa = np.zeros(f_out * f_in, dtype=h.dtype)
+    zero = h.dtype.type(0)
+    for i in range(n):
+        for p in range(row_ptr[i], row_ptr[i + 1]):
+            j = col[p]
+            e = edge_id[p]
+            for k in range(H):
+                s = b_u[k]
+                for a in range(d):
+                    s += U[k, a] * x[e, a]
+                hidden[k] = s if s > 0 else zero
+            for r in range(f_out * f_in):
+                s = b_v[r]
+                for k in range(H):
+                    s += V[r, k] * hidden[k]
+                kappa[r] = s
+            for o in range(f_out):
+                for f in range(f_in):
+                    m[i, o] += kappa[o * f_in + f] * h[j, f]
+        if mean and row_ptr[i + 1] > row_ptr[i]:
+            for o in range(f_out):
+                m[i, o] /= row_ptr[i + 1] - row_ptr[i]
+    return m
+
+
+@njit(cache=True)
+def reference_backward(g, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
+    """Gradients ``(dh, dx, dU, db_u, dV, db_v)`` by seed 000's per-edge accumulation:
+    with g_kappa = g_i h_j^T for the entry: db_v += g_kappa; dV += g_kappa hidden^T;
+    gh = (V^T g_kappa) * [pre > 0]; db_u += gh; dU += gh x_e^T; dx_e += U^T gh;
+    dh_j += kappa^T g_i."""
+    n, f_in = h.shape
+    H, d = U.shape
+    F = f_out * f_in
+    dh = np.zeros_like(h)
+    dx = np.zeros_like(x)
+    dU = np.zeros_like(U)
+    db_u = np.zeros_like(b_u)
+    dV = np.zeros_like(V)
+    db_v = np.zeros_like(b_v)
+    pre = np.zeros(H, dtype=h.dtype)
+    hidden = np.zeros(H, dtype=h.dtype)
+    kappa = np.zeros(F, dtype=h.dtype)
+    gk = np.zeros(F, dtype=h.dtype)
+    gi = np.zeros(f_out, dtype=h.dtype)
+    zero = h.dtype.type(0)
+    for i in range(n):
+        deg = row_ptr[i + 1] - row_ptr[i]
+        if deg == 0:
+            continue
+        for o in range(f_out):
+            gi[o] = g[i, o] / deg if mean else g[i, o]
+        for p in range(row_ptr[i], row_ptr[i + 1]):
+            j = col[p]
+            e = edge_id[p]
+            for k in range(H):
+                s = b_u[k]
+                for a in range(d):
+                    s += U[k, a] * x[e, a]
+                pre[k] = s
+                hidden[k] = s if s > 0 else zero
+            for r in range(F):
+                s = b_v[r]
+                for k in range(H):
+                    s += V[r, k] * hidden[k]
+                kappa[r] = s
+            for o in range(f_out):
+                for f in range(f_in):
+                    gk[o * f_in + f] = gi[o] * h[j, f]
+                    dh[j, f] += kappa[o * f_in + f] * gi[o]
+            for r in range(F):
+                db_v[r] += gk[r]
+                for k in range(H):
+                    dV[r, k] += gk[r] * hidden[k]
+            for k in range(H):
+                if pre[k] > 0:
+                    s = zero
+                    for r in range(F):
+                        s += V[r, k] * gk[r]
+                    db_u[k] += s
+                    for a in range(d):
+                        dU[k, a] += s * x[e, a]
+                        dx[e, a] += U[k, a] * s
+    return dh, dx, dU, db_u, dV, db_v
