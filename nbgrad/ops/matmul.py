@@ -18,6 +18,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import matmul as K
+from ..kernels.broadcast import sum_to_shape
 from ..tensor import Tensor, lift
 
 
@@ -61,13 +62,6 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     return out.reshape(batch + (m, n))
 
 
-def _sum_to(g: np.ndarray, shape: tuple) -> np.ndarray:
-    if g.shape == shape:
-        return g
-    from ..kernels.broadcast import sum_to_shape  # TEMP until broadcast.py lands
-    return sum_to_shape(g, shape)
-
-
 def _matrices(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """a as a row matrix when 1-D, b as a column matrix when 1-D (views)."""
     return (a.reshape(1, -1) if a.ndim == 1 else a), (b.reshape(-1, 1) if b.ndim == 1 else b)
@@ -107,14 +101,14 @@ class MatMul(Function):
         g2 = g.reshape(g.shape[:max(a2.ndim, b2.ndim) - 2] + (m, n))
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = _sum_to(_product(g2, b2, False, True), a2.shape)
+            ga = sum_to_shape(_product(g2, b2, False, True), a2.shape)
             ga = ga.reshape(a.shape).astype(ctx.dtypes[0], copy=False)
         if ctx.needs_input_grad[1]:
             if b2.ndim == 2 and a2.ndim > 2:
                 # b was shared by every batch: one GEMM over the folded batch sums them.
                 gb = _product(_rows(a2), _rows(g2), True, False)
             else:
-                gb = _sum_to(_product(a2, g2, True, False), b2.shape)
+                gb = sum_to_shape(_product(a2, g2, True, False), b2.shape)
             gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
         return ga, gb
 

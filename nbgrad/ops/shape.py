@@ -18,6 +18,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import shape as K
+from ..kernels.broadcast import sum_to_shape
 from ..tensor import Tensor, lift
 
 
@@ -166,7 +167,6 @@ class BroadcastTo(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..kernels.broadcast import sum_to_shape  # TEMP until broadcast.py lands
         return sum_to_shape(g, ctx.in_shape)
 
 
