@@ -1,0 +1,358 @@
+"""gram_schmidt (MGS + seed-001 reverse sweep), ono_encode, ono_decode."""
+
+import re
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, at_threads
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.kernels import gram_schmidt as K
+from nbgrad.ops import gram_schmidt as gs_ops
+from nbgrad.testing import gradcheck
+
+# -- independent references (plain NumPy, float64) ------------------------------------------
+
+
+def mgs_numpy(B):
+    """Textbook modified Gram-Schmidt on full-rank B: (Q, R)."""
+    n, k = B.shape
+    Q = np.array(B, dtype=np.float64)
+    R = np.zeros((k, k))
+    for j in range(k):
+        for i in range(j):
+            R[i, j] = Q[:, i] @ Q[:, j]
+            Q[:, j] -= R[i, j] * Q[:, i]
+        R[j, j] = np.linalg.norm(Q[:, j])
+        Q[:, j] /= R[j, j]
+    return Q, R
+
+
+def qr_adjoint(Q, R, dQ):
+    """Closed-form QR adjoint (REFERENCE.md): dB = [dQ + Q copyltu(-dQ^T Q)] R^{-T}."""
+    M = -dQ.T @ Q
+    M = np.tril(M) + np.tril(M, -1).T
+    return np.linalg.solve(R, (dQ + Q @ M).T).T
+
+
+def ill_conditioned(rng, n, k, cond):
+    U, _ = np.linalg.qr(rng.standard_normal((n, k)))
+    V, _ = np.linalg.qr(rng.standard_normal((k, k)))
+    return (U * np.logspace(0, -np.log10(cond), k)) @ V.T
+
+
+def orthogonality_error(Q):
+    Q = np.asarray(Q, dtype=np.float64)
+    return np.abs(Q.T @ Q - np.eye(Q.shape[1])).max()
+
+
+def q_and_grad(B, dQ, reorthogonalize=False):
+    """Q and dL/dB for L = <Q, dQ>, through the public op."""
+    Bt = nb.tensor(B, requires_grad=True)
+    Q = nb.gram_schmidt(Bt, reorthogonalize=reorthogonalize)
+    Q.backward(dQ)
+    return Q.numpy(), Bt.grad.numpy()
+
+
+# -- forward ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (8, 8), (40, 7), (1, 1), (6, 1)])
+def test_forward_matches_numpy_mgs(rng, shape):
+    B = rng.standard_normal(shape)
+    Q = nb.gram_schmidt(B).numpy()
+    Q_ref, _ = mgs_numpy(B)
+    np.testing.assert_allclose(Q, Q_ref, atol=1e-12)
+
+
+def test_kernel_R_reconstructs_B(rng):
+    B = rng.standard_normal((30, 6))
+    Qt, R = K.mgs(np.ascontiguousarray(B.T), 1e-12)
+    np.testing.assert_allclose(Qt.T @ R, B, atol=1e-12)
+    assert np.all(np.diag(R) > 0) and np.allclose(R, np.triu(R))
+
+
+def test_orthonormal_float32_well_conditioned(rng):
+    B = rng.standard_normal((1024, 64)).astype(np.float32)
+    Q = nb.gram_schmidt(B)
+    assert Q.dtype == np.float32
+    assert orthogonality_error(Q.numpy()) < 1e-5
+
+
+def test_reorthogonalize_restores_orthogonality_float32(rng):
+    B = ill_conditioned(rng, 256, 24, 1e6).astype(np.float32)
+    assert np.linalg.cond(B.astype(np.float64)) > 5e5
+    once = orthogonality_error(nb.gram_schmidt(B).numpy())
+    twice = orthogonality_error(nb.gram_schmidt(B, reorthogonalize=True).numpy())
+    assert twice < 1e-5
+    assert once > 1e-4          # plain MGS loses orthogonality ~ eps * cond
+    assert once > 100 * twice
+
+
+def test_matches_torch_qr_up_to_signs(rng):
+    torch = pytest.importorskip("torch")
+    B = rng.standard_normal((50, 9))
+    Qt, _ = torch.linalg.qr(torch.tensor(B))
+    signs = np.sign(np.diag(Qt.numpy().T @ nb.gram_schmidt(B).numpy()))
+    np.testing.assert_allclose(nb.gram_schmidt(B).numpy() * signs, Qt.numpy(), atol=1e-12)
+
+
+# -- backward ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reorthogonalize", [False, True])
+@pytest.mark.parametrize("shape", [(6, 4), (12, 12), (200, 9)])
+def test_sweep_matches_closed_form_adjoint(rng, shape, reorthogonalize):
+    # QR with positive diagonal is unique, so one or two MGS passes are the same function
+    # of B and both backward paths must equal the closed-form adjoint with R = Q^T B.
+    B = rng.standard_normal(shape)
+    dQ = rng.standard_normal(shape)
+    Q, dB = q_and_grad(B, dQ, reorthogonalize)
+    np.testing.assert_allclose(dB, qr_adjoint(Q, Q.T @ B, dQ), rtol=1e-9, atol=1e-10)
+
+
+def test_gradcheck_gram_schmidt():
+    rng = np.random.default_rng(3)
+    for shape in [(5, 3), (4, 4), (9, 1)]:
+        for reorth in (False, True):
+            gradcheck(lambda b, r=reorth: nb.gram_schmidt(b, reorthogonalize=r),
+                      [rng.standard_normal(shape)])
+
+
+def test_gradcheck_ono_every_argument(rng):
+    B = rng.standard_normal((7, 3))
+    gradcheck(nb.ono_encode, [rng.standard_normal((4, 7)), B])
+    gradcheck(nb.ono_decode, [rng.standard_normal((4, 3)), B])
+    gradcheck(lambda u, b: nb.ono_encode(u, b, reorthogonalize=True),
+              [rng.standard_normal((2, 7)), B])
+    gradcheck(nb.ono_encode, [rng.standard_normal(7), B])  # unbatched field
+
+
+@given(n=st.integers(1, 9), extra=st.integers(0, 4), re=st.booleans(),
+       seed=st.integers(0, 2**31))
+def test_property_gradcheck_and_orthogonality(n, extra, re, seed):
+    k = max(1, n - extra)
+    rng = np.random.default_rng(seed)
+    B = rng.standard_normal((n, k)) + 2.0 * np.eye(n, k)   # keep it well conditioned
+    Q = nb.gram_schmidt(B, reorthogonalize=re).numpy()
+    np.testing.assert_allclose(Q, mgs_numpy(B)[0], atol=1e-10)
+    assert orthogonality_error(Q) < 1e-12
+    gradcheck(lambda b: nb.gram_schmidt(b, reorthogonalize=re), [B])
+
+
+def test_ono_forward_and_grads_against_numpy(rng):
+    u, x = rng.standard_normal((5, 20)), rng.standard_normal((5, 6))
+    B = rng.standard_normal((20, 6))
+    Q, R = mgs_numpy(B)
+    gy = rng.standard_normal((5, 6))
+    ut, Bt = nb.tensor(u, requires_grad=True), nb.tensor(B, requires_grad=True)
+    y = nb.ono_encode(ut, Bt)
+    np.testing.assert_allclose(y.numpy(), u @ Q, atol=1e-12)
+    y.backward(gy)
+    np.testing.assert_allclose(ut.grad.numpy(), gy @ Q.T, atol=1e-12)
+    np.testing.assert_allclose(Bt.grad.numpy(), qr_adjoint(Q, R, u.T @ gy), atol=1e-10)
+    gz = rng.standard_normal((5, 20))
+    xt, Bt = nb.tensor(x, requires_grad=True), nb.tensor(B, requires_grad=True)
+    z = nb.ono_decode(xt, Bt)
+    np.testing.assert_allclose(z.numpy(), x @ Q.T, atol=1e-12)
+    z.backward(gz)
+    np.testing.assert_allclose(xt.grad.numpy(), gz @ Q, atol=1e-12)
+    np.testing.assert_allclose(Bt.grad.numpy(), qr_adjoint(Q, R, gz.T @ x), atol=1e-10)
+
+
+@pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
+def test_one_sweep_per_backward_whatever_the_batch(rng, monkeypatch, op):
+    calls = []
+    sweep = gs_ops._sweep
+    monkeypatch.setattr(gs_ops, "_sweep", lambda *a: calls.append(1) or sweep(*a))
+    B = nb.tensor(rng.standard_normal((16, 4)), requires_grad=True)
+    width = 16 if op == "ono_encode" else 4
+    u = nb.tensor(rng.standard_normal((64, width)), requires_grad=True)
+    y = getattr(nb, op)(u, B)
+    y.backward(np.ones(y.shape))
+    assert len(calls) == 1
+
+
+def test_broadcast_upstream_gradient(rng):
+    # A 0-stride or transposed upstream view (as sum().backward() or a transpose hand
+    # over) gives the same result as the contiguous array.
+    B = rng.standard_normal((7, 3))
+    _, dB = q_and_grad(B, np.ones((7, 3)))
+    _, dB_view = q_and_grad(B, np.broadcast_to(np.ones(3), (7, 3)))
+    np.testing.assert_array_equal(dB_view, dB)
+    G = rng.standard_normal((3, 7))
+    np.testing.assert_array_equal(q_and_grad(B, G.T)[1], q_and_grad(B, G.T.copy())[1])
+
+
+def test_float32_gradient_close_to_float64(rng):
+    B = rng.standard_normal((64, 8))
+    dQ = rng.standard_normal((64, 8))
+    _, d64 = q_and_grad(B, dQ)
+    Q32, d32 = q_and_grad(B.astype(np.float32), dQ.astype(np.float32))
+    assert Q32.dtype == d32.dtype == np.float32
+    np.testing.assert_allclose(d32, d64, rtol=1e-3, atol=1e-4)
+
+
+# -- rank deficiency ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kind", ["zero", "duplicate", "combination"])
+def test_dependent_column_is_dropped(rng, dtype, kind):
+    # Small integers, so the dependency is exact in float32 too.
+    B = rng.integers(-4, 5, (6, 4)).astype(dtype) + 9 * np.eye(6, 4, dtype=dtype)
+    if kind == "zero":
+        B[:, 2] = 0
+    elif kind == "duplicate":
+        B[:, 2] = B[:, 0]
+    else:
+        B[:, 2] = B[:, 0] - 2 * B[:, 1]
+    dQ = rng.standard_normal((6, 4)).astype(dtype)
+    for reorth in (False, True):
+        Q, dB = q_and_grad(B, dQ, reorth)
+        assert np.isfinite(Q).all() and np.isfinite(dB).all()
+        assert not Q[:, 2].any() and not dB[:, 2].any()
+        # The other columns are exactly what B without column 2 gives.
+        keep = [0, 1, 3]
+        Q_kept, dB_kept = q_and_grad(B[:, keep], dQ[:, keep], reorth)
+        np.testing.assert_array_equal(Q[:, keep], Q_kept)
+        np.testing.assert_array_equal(dB[:, keep], dB_kept)
+
+
+def test_rank_deficient_gradcheck_of_kept_columns(rng):
+    # With column 1 held at zero, the kept columns 0 and 2 are a smooth function of
+    # themselves: gradcheck them (placed and picked with constant 0/1 matrices).
+    place = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])     # [2, 3]: kept -> B
+    gradcheck(lambda b02: nb.gram_schmidt(b02 @ place) @ place.T,
+              [rng.standard_normal((5, 2))])
+
+
+def test_tiny_but_independent_column_is_kept(rng):
+    B = rng.standard_normal((8, 3))
+    scaled = B * np.array([1.0, 1e-30, 1.0])
+    np.testing.assert_allclose(nb.gram_schmidt(scaled).numpy(), nb.gram_schmidt(B).numpy(),
+                               atol=1e-12)
+
+
+def test_nearly_dependent_stays_finite(rng):
+    B = rng.standard_normal((10, 4)).astype(np.float32)
+    B[:, 3] = B[:, 0] + 1e-6 * rng.standard_normal(10).astype(np.float32)
+    Q, dB = q_and_grad(B, np.ones((10, 4), np.float32))
+    assert np.isfinite(Q).all() and np.isfinite(dB).all()
+
+
+# -- parallel forms and determinism ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parallel_forms_bitwise_equal_serial_at_1_and_2_threads(rng, dtype):
+    n, k = 700, 12                            # several row chunks in the parallel sweep
+    Bt = rng.standard_normal((k, n)).astype(dtype)
+    Bt[5] = Bt[1] + Bt[2]                     # a dropped column on the way
+    tol = dtype(gs_ops.rank_tolerance(dtype, k))
+    dQt = rng.standard_normal((k, n)).astype(dtype)
+    Qt, R = K.mgs(Bt, tol)
+    assert R[5, 5] == 0
+    dBt = K.mgs_sweep(Qt, R, dQt)
+    for threads in (1, 2):
+        Qp, Rp = at_threads(threads, K.mgs_parallel, Bt, tol)
+        assert_same_bits(Qp, Qt)
+        assert_same_bits(Rp, R)
+        assert_same_bits(at_threads(threads, K.mgs_sweep_parallel, Qt, R, dQt), dBt)
+
+
+def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
+    B = rng.standard_normal((300, 16)).astype(np.float32)
+    u = rng.standard_normal((20, 300)).astype(np.float32)
+    g = rng.standard_normal((20, 16)).astype(np.float32)
+
+    def run():
+        Bt = nb.tensor(B, requires_grad=True)
+        y = nb.ono_encode(u, Bt, reorthogonalize=True)
+        y.backward(g)
+        return y.numpy(), Bt.grad.numpy()
+
+    for parallel_min in (gs_ops._PARALLEL_MIN_SIZE, 0):   # serial and parallel kernels
+        monkeypatch.setattr(gs_ops, "_PARALLEL_MIN_SIZE", parallel_min)
+        one, two = at_threads(1, run), at_threads(2, run)
+        assert_same_bits(one[0], two[0])
+        assert_same_bits(one[1], two[1])
+
+
+# -- PyTorch oracle: autograd through the same MGS math ----------------------------------------
+
+
+def torch_mgs(torch, B):
+    cols = []
+    for j in range(B.shape[1]):
+        v = B[:, j]
+        for q in cols:
+            v = v - (q @ v) * q
+        cols.append(v / torch.linalg.norm(v))
+    return torch.stack(cols, dim=1)
+
+
+@pytest.mark.parametrize("reorthogonalize", [False, True])
+def test_torch_autograd_through_mgs(rng, reorthogonalize):
+    torch = pytest.importorskip("torch")
+    B = rng.standard_normal((30, 6))
+    u = rng.standard_normal((4, 30))
+    g = rng.standard_normal((4, 6))
+    Btorch = torch.tensor(B, requires_grad=True)
+    Q = torch_mgs(torch, Btorch)
+    if reorthogonalize:
+        Q = torch_mgs(torch, Q)
+    y = torch.tensor(u) @ Q
+    y.backward(torch.tensor(g))
+    Bt = nb.tensor(B, requires_grad=True)
+    ours = nb.ono_encode(u, Bt, reorthogonalize=reorthogonalize)
+    ours.backward(g)
+    np.testing.assert_allclose(ours.numpy(), y.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(Bt.grad.numpy(), Btorch.grad.numpy(), atol=1e-10)
+
+
+def test_torch_qr_gradient_up_to_signs(rng):
+    torch = pytest.importorskip("torch")
+    B = rng.standard_normal((40, 5))
+    G = rng.standard_normal((40, 5))
+    Btorch = torch.tensor(B, requires_grad=True)
+    Qtorch, _ = torch.linalg.qr(Btorch)
+    (Qtorch * torch.tensor(G)).sum().backward()
+    signs = np.sign(np.diag(Qtorch.detach().numpy().T @ nb.gram_schmidt(B).numpy()))
+    # Q_torch = Q D, so <Q_torch, G> = <Q, G D>.
+    _, dB = q_and_grad(B, G * signs)
+    np.testing.assert_allclose(dB, Btorch.grad.numpy(), atol=1e-10)
+
+
+# -- bad input ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4), ()])
+def test_not_2d_raises(shape):
+    with pytest.raises(ValueError, match=r"gram_schmidt: B must be 2-D \[n, k\], got shape "
+                       + re.escape(str(shape))):
+        nb.gram_schmidt(np.ones(shape))
+
+
+def test_more_columns_than_rows_raises():
+    with pytest.raises(ValueError, match=r"gram_schmidt: B has shape \(3, 5\).*n >= k"):
+        nb.gram_schmidt(np.ones((3, 5)))
+
+
+def test_integer_basis_raises():
+    with pytest.raises(TypeError, match="gram_schmidt: B has dtype int64"):
+        nb.gram_schmidt(np.ones((3, 2), dtype=np.int64))
+
+
+def test_ono_shape_mismatch_raises():
+    B = np.ones((6, 3))
+    with pytest.raises(ValueError, match=r"ono_encode: u has shape \(2, 5\) but B has shape "
+                                         r"\(6, 3\).*n = 6"):
+        nb.ono_encode(np.ones((2, 5)), B)
+    with pytest.raises(ValueError, match=r"ono_decode: x has shape \(2, 6\) but B has shape "
+                                         r"\(6, 3\).*k = 3"):
+        nb.ono_decode(np.ones((2, 6)), B)
+    with pytest.raises(ValueError, match=r"ono_encode: B must be 2-D"):
+        nb.ono_encode(np.ones((2, 6)), np.ones(6))
