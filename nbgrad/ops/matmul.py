@@ -98,6 +98,8 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         a2, b2 = _matrices(a, b)
         m, n = a2.shape[-2], b2.shape[-1]
+        # One C copy of g (e.g. a 0-stride broadcast from sum) serves both products.
+        g = np.ascontiguousarray(g)
         g2 = g.reshape(g.shape[:max(a2.ndim, b2.ndim) - 2] + (m, n))
         ga = gb = None
         if ctx.needs_input_grad[0]:
