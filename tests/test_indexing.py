@@ -74,7 +74,7 @@ def test_strategy_indices_match_numpy(shape, data):
 def test_advanced_indices_match_numpy(shape, data):
     index = data.draw(advanced_indices(shape))
     x = np.random.default_rng(1).standard_normal(shape)
-    _check_against_numpy(x, index)
+    _check_against_numpy(x, index, data.draw(st.sampled_from([np.float32, np.float64])))
 
 
 @given(shape=shapes, data=st.data())
