@@ -1,0 +1,610 @@
+"""Activation, softmax-family and loss kernels: forward and backward loop nests.
+
+Element-wise kernels take flat contiguous arrays and run one ``prange`` over the
+elements (Numba hands each thread one contiguous block; the body is straight-line code,
+vectorised by LLVM, so the result does not depend on the thread count). Row kernels
+(softmax, log_softmax, logsumexp, cross_entropy) take ``[rows, C]`` contiguous arrays and
+give each ``prange`` iteration whole rows. Reductions to a scalar (mse) sum fixed-size
+blocks in parallel and then the block sums in order, so they are bitwise reproducible.
+
+Every constant is converted to the array's dtype (``t(0.5)`` with ``t = x.dtype.type``);
+transcendentals come from ``fastmath`` (vectorised float32). ``error_model="numpy"``
+makes division IEEE (no ZeroDivisionError branch), which keeps loops vectorisable.
+
+Backward formulas (g = upstream gradient, y = output; see REFERENCE.md):
+    tanh        g (1 - y^2)                 sigmoid   g y (1 - y)
+    relu        g [y > 0]                   leaky     g (x > 0 ? 1 : s)
+    elu         g (x > 0 ? 1 : alpha e^x)   softplus  g sigmoid(beta x) (g above threshold)
+    gelu        g (Phi(x) + x phi(x))
+    gelu-tanh   g (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)),  t = tanh(k (x + c x^3))
+    gelu_quick  g s (1 + 1.702 x (1 - s))   silu      g s (1 + x (1 - s))
+    clamp       g [lo <= x <= hi]
+    softmax     y (g - sum(g y))            log_softmax  g - e^y sum(g)
+    logsumexp   g e^(x - y)                 cross_entropy  g_i (softmax - onehot)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .fastmath import erf, exp, expm1, log, log1p, tanh
+
+_OPTS = {"cache": True, "parallel": True, "error_model": "numpy"}
+_SERIAL = {"cache": True, "error_model": "numpy"}
+ROW_BLOCK = 32          # rows per prange iteration in the row kernels that need scratch
+SUM_BLOCK = 1 << 14     # elements per partial sum in the reductions to a scalar
+
+
+# -- helpers: row reductions with 8 independent accumulators (fixed order, fast) ----------
+
+
+@njit(**_SERIAL)
+def _max8(a):
+    """max of a 1-D array, NaN skipped; -inf when empty."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a.dtype.type(-np.inf)
+    n = a.size
+    nb = n - n % 8
+    for j in range(0, nb, 8):
+        v = a[j]
+        m0 = v if v > m0 else m0
+        v = a[j + 1]
+        m1 = v if v > m1 else m1
+        v = a[j + 2]
+        m2 = v if v > m2 else m2
+        v = a[j + 3]
+        m3 = v if v > m3 else m3
+        v = a[j + 4]
+        m4 = v if v > m4 else m4
+        v = a[j + 5]
+        m5 = v if v > m5 else m5
+        v = a[j + 6]
+        m6 = v if v > m6 else m6
+        v = a[j + 7]
+        m7 = v if v > m7 else m7
+    for j in range(nb, n):
+        v = a[j]
+        m0 = v if v > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
+
+
+@njit(**_SERIAL)
+def _sum8(a):
+    """sum of a 1-D array in a's dtype, in a fixed order (8 interleaved partial sums)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.size
+    nb = n - n % 8
+    for j in range(0, nb, 8):
+        s0 += a[j]
+        s1 += a[j + 1]
+        s2 += a[j + 2]
+        s3 += a[j + 3]
+        s4 += a[j + 4]
+        s5 += a[j + 5]
+        s6 += a[j + 6]
+        s7 += a[j + 7]
+    for j in range(nb, n):
+        s0 += a[j]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@njit(**_SERIAL)
+def _dot8(a, b):
+    """sum of a * b over two 1-D arrays, in a fixed order (8 interleaved partial sums)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
+    n = a.size
+    nb = n - n % 8
+    for j in range(0, nb, 8):
+        s0 += a[j] * b[j]
+        s1 += a[j + 1] * b[j + 1]
+        s2 += a[j + 2] * b[j + 2]
+        s3 += a[j + 3] * b[j + 3]
+        s4 += a[j + 4] * b[j + 4]
+        s5 += a[j + 5] * b[j + 5]
+        s6 += a[j + 6] * b[j + 6]
+        s7 += a[j + 7] * b[j + 7]
+    for j in range(nb, n):
+        s0 += a[j] * b[j]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@njit(**_SERIAL)
+def _exp_shifted_sum(x, m, e):
+    """e[j] = exp(x[j] - m) and their sum."""
+    for j in range(x.size):
+        e[j] = exp(x[j] - m)
+    return _sum8(e)
+
+
+@njit(**_SERIAL)
+def _lse_shift(a):
+    """The shift for a log-sum-exp: the row max, or 0 when that is +-inf (so an all -inf
+    row gives -inf and a row holding +inf gives +inf, as PyTorch)."""
+    m = _max8(a)
+    return m if abs(m) < np.inf else a.dtype.type(0)
+
+
+# -- tanh, sigmoid -----------------------------------------------------------------------
+
+
+@njit(**_OPTS)
+def tanh_forward(x):
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        y[i] = tanh(x[i])
+    return y
+
+
+@njit(**_OPTS)
+def tanh_backward(g, y):
+    one = y.dtype.type(1)
+    gx = np.empty_like(y)
+    for i in prange(y.size):
+        gx[i] = g[i] * (one - y[i] * y[i])
+    return gx
+
+
+@njit(**_OPTS)
+def sigmoid_forward(x):
+    one = x.dtype.type(1)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        y[i] = one / (one + exp(-x[i]))
+    return y
+
+
+@njit(**_OPTS)
+def sigmoid_backward(g, y):
+    one = y.dtype.type(1)
+    gx = np.empty_like(y)
+    for i in prange(y.size):
+        gx[i] = g[i] * y[i] * (one - y[i])
+    return gx
+
+
+# -- relu family ---------------------------------------------------------------------------
+
+
+@njit(**_OPTS)
+def relu_forward(x):
+    zero = x.dtype.type(0)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = zero if v < zero else v       # NaN passes through
+    return y
+
+
+@njit(**_OPTS)
+def relu_backward(g, y):
+    zero = y.dtype.type(0)
+    gx = np.empty_like(y)
+    for i in prange(y.size):
+        gx[i] = g[i] if y[i] > zero else zero
+    return gx
+
+
+@njit(**_OPTS)
+def leaky_relu_forward(x, negative_slope):
+    zero = x.dtype.type(0)
+    s = x.dtype.type(negative_slope)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = v if v > zero else v * s
+    return y
+
+
+@njit(**_OPTS)
+def leaky_relu_backward(g, x, negative_slope):
+    zero = x.dtype.type(0)
+    s = x.dtype.type(negative_slope)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        gx[i] = g[i] if x[i] > zero else g[i] * s
+    return gx
+
+
+@njit(**_OPTS)
+def elu_forward(x, alpha):
+    zero = x.dtype.type(0)
+    a = x.dtype.type(alpha)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        neg = a * expm1(v)
+        y[i] = v if v > zero else neg
+    return y
+
+
+@njit(**_OPTS)
+def elu_backward(g, x, alpha):
+    zero = x.dtype.type(0)
+    a = x.dtype.type(alpha)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        neg = g[i] * (a * exp(v))
+        gx[i] = g[i] if v > zero else neg
+    return gx
+
+
+# -- gelu family, silu ----------------------------------------------------------------------
+
+
+@njit(**_OPTS)
+def gelu_forward(x):
+    t = x.dtype.type
+    half = t(0.5)
+    one = t(1)
+    inv_sqrt2 = t(0.7071067811865476)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = half * v * (one + erf(v * inv_sqrt2))
+    return y
+
+
+@njit(**_OPTS)
+def gelu_backward(g, x):
+    t = x.dtype.type
+    half = t(0.5)
+    one = t(1)
+    inv_sqrt2 = t(0.7071067811865476)
+    inv_sqrt2pi = t(0.3989422804014327)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        cdf = half * (one + erf(v * inv_sqrt2))
+        pdf = exp(-half * v * v) * inv_sqrt2pi
+        gx[i] = g[i] * (cdf + v * pdf)
+    return gx
+
+
+@njit(**_OPTS)
+def gelu_tanh_forward(x):
+    t = x.dtype.type
+    half = t(0.5)
+    one = t(1)
+    k = t(0.7978845608028654)
+    c = t(0.044715)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = half * v * (one + tanh(k * (v + c * v * v * v)))
+    return y
+
+
+@njit(**_OPTS)
+def gelu_tanh_backward(g, x):
+    t = x.dtype.type
+    half = t(0.5)
+    one = t(1)
+    k = t(0.7978845608028654)
+    c = t(0.044715)
+    c3 = t(3 * 0.044715)
+    big = t(20)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        # beyond |x| = 20, tanh(v) is +-1 exactly and the derivative exactly 1 or 0; the
+        # clamp keeps x^2 finite so that (1 - tanh^2) * x^2 is never 0 * inf
+        v = x[i]
+        v = big if v > big else v
+        v = -big if v < -big else v
+        th = tanh(k * (v + c * v * v * v))
+        d = half * (one + th) + half * v * (one - th * th) * k * (one + c3 * v * v)
+        gx[i] = g[i] * d
+    return gx
+
+
+@njit(**_OPTS)
+def gelu_quick_forward(x):
+    t = x.dtype.type
+    one = t(1)
+    a = t(1.702)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = v / (one + exp(-a * v))
+    return y
+
+
+@njit(**_OPTS)
+def gelu_quick_backward(g, x):
+    t = x.dtype.type
+    one = t(1)
+    a = t(1.702)
+    big = t(100)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        # s(1 + a x (1 - s)) through s, never ggml's (..)/(1 + e)^2 (inf/inf below -49.5);
+        # beyond |x| = 100 the derivative is exactly 0 or 1 and the clamp keeps a x finite
+        v = x[i]
+        v = big if v > big else v
+        v = -big if v < -big else v
+        s = one / (one + exp(-a * v))
+        gx[i] = g[i] * (s * (one + a * v * (one - s)))
+    return gx
+
+
+@njit(**_OPTS)
+def silu_forward(x):
+    one = x.dtype.type(1)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        y[i] = v / (one + exp(-v))
+    return y
+
+
+@njit(**_OPTS)
+def silu_backward(g, x):
+    one = x.dtype.type(1)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        s = one / (one + exp(-v))
+        gx[i] = g[i] * (s * (one + v * (one - s)))
+    return gx
+
+
+# -- softplus, clamp -------------------------------------------------------------------------
+
+
+@njit(**_OPTS)
+def softplus_forward(x, beta, threshold):
+    t = x.dtype.type
+    zero = t(0)
+    b = t(beta)
+    thr = t(threshold)
+    inv_b = t(1) / b
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        z = b * v
+        # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for any z
+        soft = ((z if z > zero else zero) + log1p(exp(-abs(z)))) * inv_b
+        y[i] = v if z > thr else soft
+    return y
+
+
+@njit(**_OPTS)
+def softplus_backward(g, x, beta, threshold):
+    t = x.dtype.type
+    zero = t(0)
+    one = t(1)
+    b = t(beta)
+    thr = t(threshold)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        z = b * x[i]
+        e = exp(-abs(z))
+        s = (one if z >= zero else e) / (one + e)         # sigmoid(z), stable
+        gx[i] = g[i] if z > thr else g[i] * s
+    return gx
+
+
+@njit(**_OPTS)
+def clamp_forward(x, lo, hi):
+    t = x.dtype.type
+    lo = t(lo)
+    hi = t(hi)
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        v = lo if v < lo else v          # min(max(x, lo), hi): hi wins when lo > hi;
+        y[i] = hi if v > hi else v       # NaN passes through
+    return y
+
+
+@njit(**_OPTS)
+def clamp_backward(g, x, lo, hi):
+    t = x.dtype.type
+    zero = t(0)
+    lo = t(lo)
+    hi = t(hi)
+    gx = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        gx[i] = g[i] if (v >= lo and v <= hi) else zero
+    return gx
+
+
+@njit(**_OPTS)
+def clamp_tensor_forward(x, lo, hi):
+    """clamp with element-wise bounds (all three flat, same size)."""
+    y = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        v = lo[i] if v < lo[i] else v
+        y[i] = hi[i] if v > hi[i] else v
+    return y
+
+
+@njit(**_OPTS)
+def clamp_tensor_backward(g, x, lo, hi):
+    """PyTorch's split of g among x, min and max: x where lo <= x <= hi; min where
+    x < lo < hi; max where x > hi or hi < lo (absent bounds come in as -inf/+inf)."""
+    zero = x.dtype.type(0)
+    gx = np.empty_like(x)
+    glo = np.empty_like(x)
+    ghi = np.empty_like(x)
+    for i in prange(x.size):
+        v = x[i]
+        a = lo[i]
+        b = hi[i]
+        gi = g[i]
+        gx[i] = gi if (v >= a and v <= b) else zero
+        glo[i] = gi if (v < a and a < b) else zero
+        ghi[i] = gi if (v > b or b < a) else zero
+    return gx, glo, ghi
+
+
+# -- softmax family (rows of a [R, C] C-contiguous array) ----------------------------------
+
+
+@njit(**_OPTS)
+def softmax_forward(x):
+    y = np.empty_like(x)
+    one = x.dtype.type(1)
+    for r in prange(x.shape[0]):
+        yr = y[r]
+        s = _exp_shifted_sum(x[r], _max8(x[r]), yr)
+        inv = one / s
+        for j in range(yr.size):
+            yr[j] *= inv
+    return y
+
+
+@njit(**_OPTS)
+def softmax_backward(g, y):
+    gx = np.empty_like(y)
+    for r in prange(y.shape[0]):
+        gr = g[r]
+        yr = y[r]
+        out = gx[r]
+        d = _dot8(gr, yr)
+        for j in range(yr.size):
+            out[j] = yr[j] * (gr[j] - d)
+    return gx
+
+
+@njit(**_OPTS)
+def log_softmax_forward(x):
+    y = np.empty_like(x)
+    for r in prange(x.shape[0]):
+        xr = x[r]
+        yr = y[r]
+        m = _max8(xr)
+        shift = m + log(_exp_shifted_sum(xr, m, yr))
+        for j in range(yr.size):
+            yr[j] = xr[j] - shift
+    return y
+
+
+@njit(**_OPTS)
+def log_softmax_backward(g, y):
+    gx = np.empty_like(y)
+    for r in prange(y.shape[0]):
+        gr = g[r]
+        yr = y[r]
+        out = gx[r]
+        sg = _sum8(gr)
+        for j in range(yr.size):
+            out[j] = gr[j] - exp(yr[j]) * sg
+    return gx
+
+
+@njit(**_OPTS)
+def logsumexp_forward(x):
+    """y[r] = log(sum_j exp(x[r, j])), shifted by the row max."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    y = np.empty(rows, x.dtype)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        scratch = np.empty(cols, x.dtype)
+        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
+            m = _lse_shift(x[r])
+            y[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
+    return y
+
+
+@njit(**_OPTS)
+def logsumexp_backward(g, x, y):
+    """gx[r, j] = g[r] exp(x[r, j] - y[r])."""
+    gx = np.empty_like(x)
+    for r in prange(x.shape[0]):
+        xr = x[r]
+        out = gx[r]
+        gr = g[r]
+        yr = y[r]
+        for j in range(xr.size):
+            out[j] = gr * exp(xr[j] - yr)
+    return gx
+
+
+# -- losses -------------------------------------------------------------------------------
+
+
+@njit(**_OPTS)
+def cross_entropy_forward(x, target):
+    """Per-row loss lse_r - x[r, target_r] and the row log-sum-exp lse_r (saved for the
+    backward). Targets are validated (0 <= target < C) by the caller."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    loss = np.empty(rows, x.dtype)
+    lse = np.empty(rows, x.dtype)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        scratch = np.empty(cols, x.dtype)
+        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
+            m = _lse_shift(x[r])
+            lse[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
+            loss[r] = lse[r] - x[r, target[r]]
+    return loss, lse
+
+
+@njit(**_OPTS)
+def cross_entropy_backward(g, x, target, lse):
+    """Fused log-softmax backward: gx[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r])."""
+    gx = np.empty_like(x)
+    for r in prange(x.shape[0]):
+        xr = x[r]
+        out = gx[r]
+        gr = g[r]
+        lr = lse[r]
+        tr = target[r]
+        for j in range(xr.size):
+            out[j] = gr * exp(xr[j] - lr)
+        out[tr] = out[tr] - gr
+    return gx
+
+
+@njit(**_OPTS)
+def squared_error(pred, target):
+    """(pred - target)^2, element-wise (flat arrays)."""
+    out = np.empty_like(pred)
+    for i in prange(pred.size):
+        d = pred[i] - target[i]
+        out[i] = d * d
+    return out
+
+
+@njit(**_OPTS)
+def squared_error_sum(pred, target):
+    """sum of (pred - target)^2: float64 partial sums of fixed blocks, added in order."""
+    n = pred.size
+    nblk = (n + SUM_BLOCK - 1) // SUM_BLOCK
+    partial = np.zeros(nblk)
+    for b in prange(nblk):
+        acc = 0.0
+        for i in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
+            d = np.float64(pred[i]) - np.float64(target[i])
+            acc += d * d
+        partial[b] = acc
+    total = 0.0
+    for b in range(nblk):
+        total += partial[b]
+    return total
+
+
+@njit(**_OPTS)
+def squared_error_backward(g, pred, target, scale):
+    """d/dpred of scale * (pred - target)^2 times g: 2 scale g (pred - target); g flat
+    and full size ('none') or of size 1 (a reduced loss)."""
+    t = pred.dtype.type
+    two_s = t(2) * t(scale)
+    out = np.empty_like(pred)
+    if g.size == 1:
+        gs = g[0] * two_s
+        for i in prange(pred.size):
+            out[i] = gs * (pred[i] - target[i])
+    else:
+        for i in prange(pred.size):
+            out[i] = g[i] * two_s * (pred[i] - target[i])
+    return out
