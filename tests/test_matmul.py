@@ -142,6 +142,29 @@ def test_non_contiguous_operands(layout):
     np.testing.assert_allclose(b_t.grad.numpy(), gb, rtol=1e-12, atol=1e-12)
 
 
+def test_non_contiguous_batched_operands():
+    rng = np.random.default_rng(8)
+    base_a, base_b = rng.standard_normal((2, 4, 3)), rng.standard_normal((4, 2, 5))
+    cases = [lambda a, b, p: (p(a, (0, 2, 1)), p(b, (1, 0, 2))),           # bmm path
+             lambda a, b, p: (p(a, (1, 0, 2)), b[:3, 0]),                   # folded path
+             lambda a, b, p: (a[0].T, p(b, (1, 0, 2))[:, ::-1])]            # 2-D @ stack
+    for views in cases:
+        a_t = nb.tensor(base_a, requires_grad=True)
+        b_t = nb.tensor(base_b, requires_grad=True)
+        y = nb.matmul(*views(a_t, b_t, nb.permute))
+        a_np, b_np = views(base_a, base_b, np.transpose)
+        np.testing.assert_allclose(y.numpy(), np.matmul(a_np, b_np), rtol=1e-12)
+        g = rng.standard_normal(y.shape)
+        y.backward(g)
+        ra, rb = _numpy_grads(a_np, b_np, g)
+        ga, gb = np.zeros_like(base_a), np.zeros_like(base_b)
+        va, vb = views(ga, gb, np.transpose)   # the same views into the gradient buffers
+        va += ra
+        vb += rb
+        np.testing.assert_allclose(a_t.grad.numpy(), ga, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(b_t.grad.numpy(), gb, rtol=1e-12, atol=1e-12)
+
+
 def test_zero_size_dims():
     a = nb.tensor(np.ones((2, 3, 0)), requires_grad=True)
     b = nb.tensor(np.ones((4, 1, 0, 5)), requires_grad=True)
