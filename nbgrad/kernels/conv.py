@@ -150,16 +150,18 @@ def conv2d_bias_grad(g):
 
 
 # -- im2col + BLAS fast path ---------------------------------------------------------------
-# Images are processed in chunks whose column buffer holds at most COL_BUDGET elements;
-# within a chunk, one parallel region builds (or scatters back) the columns of every image
+# Images are processed in chunks whose column buffer holds at most ``col_budget`` elements
+# (COL_BUDGET by default: 32 MiB of float32); within a chunk, one parallel region builds
+# (or scatters back) the columns of every image
 # and BLAS multiplies image by image, so the parallel regions are few and coarse.
 COL_BUDGET = 1 << 23
 
 
 @njit(cache=True)
-def chunk_size(N, rows, cols):
-    """Images per chunk so that a [chunk, rows, cols] column buffer fits COL_BUDGET."""
-    return max(1, min(N, COL_BUDGET // max(1, rows * cols)))
+def chunk_size(N, rows, cols, col_budget):
+    """Images per chunk so that a [chunk, rows, cols] column buffer fits col_budget
+    (at least one image)."""
+    return max(1, min(N, col_budget // max(1, rows * cols)))
 
 
 @njit(cache=True, parallel=True)
@@ -218,14 +220,15 @@ def col2im(dcol, dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @njit(cache=True)
-def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
+def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW,
+                        col_budget=COL_BUDGET):
     """As ``conv2d_forward_direct``; y[n, group] = w[group] @ im2col(x[n])[group] + b."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
     K = Cg * KH * KW
     w3 = w.reshape(groups, Fg, K)
-    nb = chunk_size(N, C * KH * KW, OH * OW)
+    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
     col = np.empty((nb, groups, K, OH * OW), x.dtype)
     col3 = col.reshape(nb, C * KH * KW, OH * OW)
     y = np.empty((N, groups, Fg, OH * OW), x.dtype)
@@ -242,7 +245,8 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
 
 
 @njit(cache=True)
-def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups):
+def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups,
+                           col_budget=COL_BUDGET):
     """As ``conv2d_input_grad_direct``; dx[n] = col2im(w[group]^T @ g[n, group])."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
@@ -251,7 +255,7 @@ def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups):
     K = Cg * KH * KW
     w3 = w.reshape(groups, Fg, K)
     g4 = g.reshape(N, groups, Fg, OH * OW)
-    nb = chunk_size(N, C * KH * KW, OH * OW)
+    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
     dcol = np.empty((nb, groups, K, OH * OW), g.dtype)
     dcol3 = dcol.reshape(nb, C * KH * KW, OH * OW)
     dx = np.empty((N, C, H, W), g.dtype)
@@ -265,7 +269,8 @@ def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups):
 
 
 @njit(cache=True)
-def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
+def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups,
+                            col_budget=COL_BUDGET):
     """As ``conv2d_weight_grad_direct``; dw[group] = sum over n, in order, of
     g[n, group] @ im2col(x[n])[group]^T."""
     N, C, H, W = x.shape
@@ -274,7 +279,7 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     Fg = F // groups
     K = Cg * KH * KW
     g4 = g.reshape(N, groups, Fg, OH * OW)
-    nb = chunk_size(N, C * KH * KW, OH * OW)
+    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
     col = np.empty((nb, groups, K, OH * OW), x.dtype)
     col3 = col.reshape(nb, C * KH * KW, OH * OW)
     dw3 = np.zeros((groups, Fg, K), x.dtype)
