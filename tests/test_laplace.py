@@ -7,6 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
+from nbgrad.kernels import laplace as K
+from nbgrad.ops import laplace as laplace_ops
 from nbgrad.testing import gradcheck
 
 
@@ -114,13 +116,27 @@ def test_encode_decode_against_numpy(rng):
     np.testing.assert_allclose(ut.grad.numpy(), gc @ E_in, rtol=1e-10)
 
 
-def test_bitwise_at_1_and_2_threads(rng):
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parallel_kernels_bitwise_equal_serial_at_1_and_2_threads(rng, dtype):
+    mu = rng.uniform(0, 10, 37).astype(dtype)
+    t = K.laplace_grid(301, mu)
+    g = rng.standard_normal((37, 301)).astype(dtype)
+    E = K.laplace_forward(mu, t)
+    dmu = K.laplace_backward(g, E, t)
+    for threads in (1, 2):
+        assert_same_bits(at_threads(threads, K.laplace_forward_parallel, mu, t), E)
+        assert_same_bits(at_threads(threads, K.laplace_backward_parallel, g, E, t), dmu)
+
+
+def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
     mu = rng.uniform(0, 10, 37).astype(np.float32)
     g = rng.standard_normal((37, 301)).astype(np.float32)
-    one = at_threads(1, basis_and_grad, mu, 301, g)
-    two = at_threads(2, basis_and_grad, mu, 301, g)
-    assert_same_bits(one[0], two[0])
-    assert_same_bits(one[1], two[1])
+    for parallel_min in (laplace_ops._PARALLEL_MIN_SIZE, 0):   # serial and parallel
+        monkeypatch.setattr(laplace_ops, "_PARALLEL_MIN_SIZE", parallel_min)
+        one = at_threads(1, basis_and_grad, mu, 301, g)
+        two = at_threads(2, basis_and_grad, mu, 301, g)
+        assert_same_bits(one[0], two[0])
+        assert_same_bits(one[1], two[1])
 
 
 def test_torch_oracle(rng):

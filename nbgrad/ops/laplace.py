@@ -18,6 +18,9 @@ from ..kernels import laplace as K
 from ..tensor import Tensor, lift
 from .matmul import matmul
 
+# From this many basis elements on, the row-parallel kernels pay for waking the threads.
+_PARALLEL_MIN_SIZE = 1 << 18
+
 
 def _samples(rng):
     yield Sample(rng.uniform(0.1, 3.0, 3), n=5, label="M=3, n=5")
@@ -31,14 +34,19 @@ class LaplaceBasis(Function):
     @staticmethod
     def forward(ctx, mu, n):
         t = K.laplace_grid(n, mu)
-        E = K.laplace_forward(np.ascontiguousarray(mu), t)
+        mu = np.ascontiguousarray(mu)
+        parallel = mu.size * n >= _PARALLEL_MIN_SIZE
+        E = (K.laplace_forward_parallel if parallel else K.laplace_forward)(mu, t)
         ctx.save_for_backward(E, t)
         return E
 
     @staticmethod
     def backward(ctx, g):
         E, t = ctx.saved_tensors
-        return K.laplace_backward(np.ascontiguousarray(g), E, t)
+        g = np.ascontiguousarray(g)
+        if E.size >= _PARALLEL_MIN_SIZE:
+            return K.laplace_backward_parallel(g, E, t)
+        return K.laplace_backward(g, E, t)
 
 
 def _check_rates(op: str, mu: Tensor) -> None:
