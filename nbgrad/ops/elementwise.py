@@ -1,3 +1,364 @@
-"""(being written)"""
+"""Element-wise ops with NumPy broadcasting: add sub mul div pow neg exp log sqrt abs.
 
-__all__: list[str] = []
+Binary ops broadcast both operands the NumPy way (any rank, size-1 axes anywhere, 0-d
+arrays and Python scalars, which take the tensor's dtype). Mixed dtypes promote as in
+PyTorch: float32 with float64 computes in float64, an integer or bool operand takes the
+float operand's dtype, and each input's gradient is cast back to that input's dtype.
+Integer-only arithmetic is computed in float64 and returned as int64 (exact below
+2**53); ``div`` of integers is true division and returns float32, as in PyTorch.
+
+The gradient of a broadcast operand is the full-size gradient summed over its broadcast
+axes (``kernels/broadcast.py``): fused, so mul's ``grad_a = sum(g * b)`` never
+materialises ``g * b``, and a 0-stride upstream ``g`` (from ``sum().backward()``) is read
+in place. div's and pow's less common gradient terms materialise one full-size array.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import broadcast as B
+from ..kernels import elementwise as K
+from ..tensor import DEFAULT_DTYPE, Tensor, lift
+
+_F64 = np.dtype(np.float64)
+
+
+# -- helpers -------------------------------------------------------------------------------
+def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+    """Both operands as Tensors; a Python number takes the other operand's dtype."""
+    if isinstance(a, Tensor):
+        return a, b if isinstance(b, Tensor) else lift(b, like=a)
+    if isinstance(b, Tensor):
+        return lift(a, like=b), b
+    return lift(a), lift(b)
+
+
+def _compute_dtype(da: np.dtype, db: np.dtype) -> np.dtype:
+    """The dtype a binary op computes in: the wider float if either is a float (PyTorch),
+    float64 for integer/bool pairs (cast back to int64 by the caller)."""
+    if da.kind == "f":
+        return da if db.kind != "f" or da.itemsize >= db.itemsize else db
+    return db if db.kind == "f" else _F64
+
+
+def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
+    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype): the flat kernel
+    when nothing broadcasts and both are contiguous, else the broadcasting kernel."""
+    if u.shape == shape and v.shape == shape and u.flags.c_contiguous \
+            and v.flags.c_contiguous:
+        out = np.empty(shape, u.dtype)
+        if out.size >= B.PARALLEL_MIN:
+            K.binary_parallel(op, u.reshape(-1), v.reshape(-1), out.reshape(-1))
+        else:
+            K.binary(op, u.reshape(-1), v.reshape(-1), out.reshape(-1))
+        return out
+    return B.broadcast_apply(op, u, v, shape)
+
+
+def _unary(op: int, x: np.ndarray) -> np.ndarray:
+    if not x.flags.c_contiguous:
+        x = np.array(x, order="C")
+    out = np.empty(x.shape, x.dtype)
+    if x.size >= B.PARALLEL_MIN:
+        K.unary_parallel(op, x.reshape(-1), out.reshape(-1))
+    else:
+        K.unary(op, x.reshape(-1), out.reshape(-1))
+    return out
+
+
+def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
+          scale: float = 1.0) -> np.ndarray:
+    """Gradient of input ``x``: scale * f(g, w) summed over the axes ``x`` was broadcast
+    along (f = COPY ignores ``w``), in ``x``'s dtype."""
+    if w is not None and w.dtype != g.dtype:
+        w = w.astype(g.dtype)
+    if x.shape == g.shape and scale == 1.0 and (w is None or w.shape == g.shape):
+        r = g if w is None else _binary(op, g, w, g.shape)
+    else:
+        r = B.reduce_term(op, g, w, x.shape, scale, g.shape)
+    return r if r.dtype == x.dtype else r.astype(x.dtype)
+
+
+def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    shape = B.broadcast_shapes(name, a.shape, b.shape)
+    if a.dtype == b.dtype and a.dtype.kind == "f":
+        return _binary(op, a, b, shape)
+    dt = _compute_dtype(a.dtype, b.dtype)
+    out = _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
+    if a.dtype.kind != "f" and b.dtype.kind != "f":
+        return out.astype(DEFAULT_DTYPE) if op == B.DIV else out.astype(np.int64)
+    return out
+
+
+# -- samples -------------------------------------------------------------------------------
+_PAIRS = [((3, 4), (3, 4)), ((1, 3), (4, 3)), ((3, 1), (1, 4)), ((2, 1, 4), (3, 1)),
+          ((), (2, 3)), ((2, 3, 1, 2), (1, 3, 2, 1))]
+
+
+def _pair_samples(rng, positive_b: bool = False):
+    for sa, sb in _PAIRS:
+        a = np.asarray(rng.standard_normal(sa))
+        b = np.asarray(rng.standard_normal(sb))
+        if positive_b:
+            b = np.where(rng.random(sb) < 0.5, -1.0, 1.0) * (0.5 + rng.random(sb))
+        yield Sample(a, b, label=f"{sa} with {sb}")
+        yield Sample(b, a, label=f"{sb} with {sa}")
+
+
+def _sum_samples(rng):
+    yield from _pair_samples(rng)
+
+
+def _div_samples(rng):
+    for s in _pair_samples(rng, positive_b=True):
+        a, b = s.inputs
+        yield Sample(a, np.where(np.abs(b) < 0.5, 0.5, b), label=s.label)
+
+
+def _pow_samples(rng):
+    for sa, sb in _PAIRS:
+        yield Sample(np.asarray(0.5 + rng.random(sa)), np.asarray(rng.standard_normal(sb)),
+                     label=f"{sa} ** {sb}")
+        yield Sample(np.asarray(0.5 + rng.random(sb)), np.asarray(rng.standard_normal(sa)),
+                     label=f"{sb} ** {sa}")
+
+
+def _unary_samples(rng, positive: bool = False):
+    for shape in [(), (5,), (3, 4), (2, 3, 2)]:
+        x = np.asarray(rng.standard_normal(shape))
+        if positive:
+            x = np.asarray(0.2 + 2 * rng.random(shape))
+        else:
+            x = np.where(np.abs(x) < 0.1, 0.3, x)  # away from abs's kink
+        yield Sample(x, label=str(shape))
+
+
+# -- binary ops ------------------------------------------------------------------------------
+@register("add", samples=_sum_samples)
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _forward_pair("add", B.ADD, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        return (_grad(B.COPY, g, None, a) if need_a else None,
+                _grad(B.COPY, g, None, b) if need_b else None)
+
+
+@register("sub", samples=_sum_samples)
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _forward_pair("sub", B.SUB, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        return (_grad(B.COPY, g, None, a) if need_a else None,
+                _grad(B.COPY, g, None, b, -1.0) if need_b else None)
+
+
+@register("mul", samples=_sum_samples)
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _forward_pair("mul", B.MUL, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        return (_grad(B.MUL, g, b, a) if need_a else None,
+                _grad(B.MUL, g, a, b) if need_b else None)
+
+
+@register("div", samples=_div_samples)
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = _forward_pair("div", B.DIV, a, b)
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        # d(a/b)/da = 1/b; d(a/b)/db = -a/b^2 = -(a/b)/b, summed over broadcast axes
+        a, b, out = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        bg = b.astype(g.dtype, copy=False)
+        ga = _grad(B.DIV, g, bg, a) if need_a else None
+        gb = None
+        if need_b:
+            gb = _grad(B.MUL, g, B.broadcast_apply(B.DIV, out, bg, g.shape), b, -1.0)
+        return ga, gb
+
+
+@register("pow", samples=_pow_samples)
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _forward_pair("pow", B.POW, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        # d(a^b)/da = b a^(b-1) (0 where b == 0); d(a^b)/db = a^b log(a) (0 where a == 0
+        # and b >= 0, as PyTorch); each a full-size array, then summed over broadcast axes
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        a2 = a.astype(g.dtype, copy=False)
+        b2 = b.astype(g.dtype, copy=False)
+        ga = _grad(B.MUL, g, B.broadcast_apply(B.POW_DBASE, a2, b2, g.shape), a) \
+            if need_a else None
+        gb = _grad(B.MUL, g, B.broadcast_apply(B.POW_DEXP, a2, b2, g.shape), b) \
+            if need_b else None
+        return ga, gb
+
+
+def add(a: Any, b: Any) -> Tensor:
+    """a + b with NumPy broadcasting; grad_a = sum of g over a's broadcast axes."""
+    a, b = _pair(a, b)
+    return Add.apply(a, b)
+
+
+def sub(a: Any, b: Any) -> Tensor:
+    """a - b with NumPy broadcasting; grad_a = sum(g), grad_b = -sum(g) over each
+    operand's broadcast axes."""
+    a, b = _pair(a, b)
+    return Sub.apply(a, b)
+
+
+def mul(a: Any, b: Any) -> Tensor:
+    """a * b with NumPy broadcasting; grad_a = sum(g * b), grad_b = sum(g * a) over each
+    operand's broadcast axes (fused: g * b is never materialised)."""
+    a, b = _pair(a, b)
+    return Mul.apply(a, b)
+
+
+def div(a: Any, b: Any) -> Tensor:
+    """a / b (true division) with NumPy broadcasting; grad_a = sum(g / b),
+    grad_b = -sum(g * a / b^2) over each operand's broadcast axes."""
+    a, b = _pair(a, b)
+    return Div.apply(a, b)
+
+
+def pow(a: Any, b: Any) -> Tensor:
+    """a ** b with NumPy broadcasting; grad_a = sum(g * b * a^(b-1)) (0 where b == 0),
+    grad_b = sum(g * a^b * log a), taken as 0 where a == 0 and b >= 0 (PyTorch). A
+    negative base with a non-integer exponent gives NaN, as in PyTorch."""
+    a, b = _pair(a, b)
+    return Pow.apply(a, b)
+
+
+# -- unary ops ------------------------------------------------------------------------------
+def _unary_forward(op: int, x: np.ndarray, keep_int: bool) -> np.ndarray:
+    if x.dtype.kind == "f":
+        return _unary(op, x)
+    out = _unary(op, x.astype(_F64))
+    return out.astype(np.int64) if keep_int else out.astype(DEFAULT_DTYPE)
+
+
+@register("neg", samples=_unary_samples)
+class Neg(Function):
+    @staticmethod
+    def forward(ctx, x):
+        return _unary_forward(K.NEG, x, True)
+
+    @staticmethod
+    def backward(ctx, g):
+        if g.flags.c_contiguous:
+            return _unary(K.NEG, g)
+        return B.reduce_term(B.COPY, g, None, g.shape, -1.0, g.shape)
+
+
+@register("exp", samples=_unary_samples)
+class Exp(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _unary_forward(K.EXP, x, False)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return _binary(B.MUL, g, y, y.shape)
+
+
+@register("log", samples=lambda rng: _unary_samples(rng, positive=True))
+class Log(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _unary_forward(K.LOG, x, False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _binary(B.DIV, g, x, x.shape)
+
+
+@register("sqrt", samples=lambda rng: _unary_samples(rng, positive=True))
+class Sqrt(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = _unary_forward(K.SQRT, x, False)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return _binary(B.HALF_DIV, g, y, y.shape)
+
+
+@register("abs", samples=_unary_samples)
+class Abs(Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return _unary_forward(K.ABS, x, True)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _binary(B.SIGN_MUL, g, x, x.shape)
+
+
+def neg(x: Any) -> Tensor:
+    """-x; grad = -g."""
+    return Neg.apply(lift(x))
+
+
+def exp(x: Any) -> Tensor:
+    """e^x (fastmath exp: 1 ulp in float32); grad = g * e^x. Integer input gives float32."""
+    return Exp.apply(lift(x))
+
+
+def log(x: Any) -> Tensor:
+    """Natural log (fastmath log; log 0 = -inf, log of a negative = NaN); grad = g / x."""
+    return Log.apply(lift(x))
+
+
+def sqrt(x: Any) -> Tensor:
+    """Square root; grad = g / (2 sqrt x), which is inf at x = 0 as in PyTorch."""
+    return Sqrt.apply(lift(x))
+
+
+def abs(x: Any) -> Tensor:
+    """|x|; grad = g * sign(x) with sign(0) = 0 (PyTorch's convention at the kink)."""
+    return Abs.apply(lift(x))
+
+
+__all__ = ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs"]

@@ -1,0 +1,72 @@
+"""Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
+and the same-shape fast path of the binary ops (no broadcasting to plan).
+
+Binary op codes and their formulas are those of ``broadcast._block``; broadcasting
+operands go through ``broadcast.broadcast_apply`` instead. Arrays below
+``broadcast.PARALLEL_MIN`` elements run serially (thread start-up would cost more than
+the loop); larger ones in fixed chunks of ``broadcast.CHUNK`` elements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .broadcast import CHUNK, _block
+from .fastmath import exp, log
+
+# Unary op codes.
+EXP, LOG, SQRT, ABS, NEG = range(5)
+
+
+@njit(cache=True)
+def _unary_block(op, x, out):
+    """out[i] = f(x[i]) for EXP (fastmath exp), LOG (fastmath log), SQRT (the sqrt
+    instruction, not libm), ABS, NEG."""
+    if op == EXP:
+        for i in range(x.size):
+            out[i] = exp(x[i])
+    elif op == LOG:
+        for i in range(x.size):
+            out[i] = log(x[i])
+    elif op == SQRT:
+        for i in range(x.size):
+            out[i] = np.sqrt(x[i])
+    elif op == ABS:
+        for i in range(x.size):
+            out[i] = abs(x[i])
+    elif op == NEG:
+        for i in range(x.size):
+            out[i] = -x[i]
+
+
+@njit(cache=True)
+def unary(op, x, out):
+    """Serial unary kernel on 1-D contiguous ``x`` and ``out``."""
+    _unary_block(op, x, out)
+
+
+@njit(cache=True, parallel=True)
+def unary_parallel(op, x, out):
+    """``unary`` in fixed chunks of CHUNK elements, one prange iteration each."""
+    nchunks = (x.size + CHUNK - 1) // CHUNK
+    for c in prange(nchunks):
+        s = c * CHUNK
+        e = min(x.size, s + CHUNK)
+        _unary_block(op, x[s:e], out[s:e])
+
+
+@njit(cache=True)
+def binary(op, u, v, out):
+    """Serial same-shape binary kernel on 1-D contiguous arrays (op codes of broadcast)."""
+    _block(op, out, u, v)
+
+
+@njit(cache=True, parallel=True)
+def binary_parallel(op, u, v, out):
+    """``binary`` in fixed chunks of CHUNK elements, one prange iteration each."""
+    nchunks = (u.size + CHUNK - 1) // CHUNK
+    for c in prange(nchunks):
+        s = c * CHUNK
+        e = min(u.size, s + CHUNK)
+        _block(op, out[s:e], u[s:e], v[s:e])
