@@ -18,12 +18,16 @@ Three implementations:
 * ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
   V[o*F_in + f, k]``,
 
-      m_i[o] = sum_p ( sum_k hidden_e[k] P_j[k, o] + Q_j[o] ),
-      P_j[k, o] = sum_f V3[o, f, k] h_j[f]   (one [N, F_in] x [F_in, H*F_out] BLAS product)
-      Q_j[o]    = sum_f b_v[o*F_in + f] h_j[f]
+      m_i[o] = sum_{f,k} V3[o, f, k] W_i[f, k] + sum_f b_v[o*F_in + f] Hs_i[f],
+      W_i[f, k] = sum_{p in row i} h_j[f] hidden_e[k],   Hs_i[f] = sum_{p in row i} h_j[f]
 
-  so an edge costs H*F_out multiply-adds instead of F_out*F_in*H, and no kappa is built.
-  The backward groups the upstream gradient the same way (see ``gno_backward``).
+  so an edge costs F_in*H multiply-adds (an outer product into its row's W_i) instead of
+  F_out*F_in*H, V meets the per-node sums once in an [N, F_in*H] x [F_in*H, F_out] BLAS
+  product, and no kappa is built. This is the issue's "contract V with each node once"
+  with V applied on the aggregated side: every edge then reads h_j (F_in numbers) and
+  hidden_e, instead of a V-contracted [F_out, H] block per source node, which keeps the
+  random memory traffic per edge small. The backward groups the upstream gradient the
+  same way (see ``gno_backward``). Extra memory O(E*H + N*H*(F_in + F_out)).
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph), so results are bitwise identical at any thread count.
@@ -177,42 +181,31 @@ def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
 # -- fused, re-associated graph neural operator -------------------------------------------
 
 
-def _v_by_input(V, f_out, f_in, hidden_major):
-    """V rearranged for the per-node products: ``[F_in, H, F_out]`` (hidden_major) or
-    ``[F_in, F_out, H]``, flattened to ``[F_in, H*F_out]``, from ``V[o*F_in + f, k]``."""
-    H = V.shape[1]
-    V3 = V.reshape(f_out, f_in, H)
-    axes = (1, 2, 0) if hidden_major else (1, 0, 2)
-    return np.ascontiguousarray(V3.transpose(axes)).reshape(f_in, H * f_out)
-
-
 @njit(cache=True, parallel=True)
-def _fused_edges_forward(P, Q, hidden, row_ptr, col, edge_id, m):
-    """``m[i, o] = sum_{p in row i} (Q[j, o] + sum_k hidden[e, k] P[j, k, o])``; relu
-    zeros in ``hidden`` are skipped."""
+def _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs):
+    """Per destination node i, over its in-edges p (CSR row i):
+    ``W[i, f, k] = sum_p h[col p, f] hidden[edge_id p, k]``, ``Hs[i, f] = sum_p h[col p, f]``."""
     n = row_ptr.shape[0] - 1
-    H, f_out = P.shape[1], P.shape[2]
+    f_in, H = W.shape[1], W.shape[2]
     chunks = min(n, CHUNKS)
     for c in prange(chunks):
         for i in range(c * n // chunks, (c + 1) * n // chunks):
             for p in range(row_ptr[i], row_ptr[i + 1]):
                 j = col[p]
                 e = edge_id[p]
-                for o in range(f_out):
-                    m[i, o] += Q[j, o]
-                for k in range(H):
-                    hk = hidden[e, k]
-                    if hk != 0:
-                        for o in range(f_out):
-                            m[i, o] += hk * P[j, k, o]
+                for f in range(f_in):
+                    hf = h[j, f]
+                    Hs[i, f] += hf
+                    for k in range(H):
+                        W[i, f, k] += hf * hidden[e, k]
 
 
 @njit(cache=True, parallel=True)
-def _fused_edges_grad_hidden(G, P, hidden, row, col, e_ptr, e_pos, gh):
-    """``gh[e, k] = [hidden[e, k] > 0] sum_{p: edge_id[p] = e} sum_o G[row p, o]
-    P[col p, o, k]``, gathered by edge id."""
+def _fused_edges_grad_hidden(h, R, hidden, row, col, e_ptr, e_pos, gh):
+    """``gh[e, k] = [hidden[e, k] > 0] sum_{p: edge_id[p] = e} sum_f h[col p, f]
+    R[row p, f, k]``, gathered by edge id."""
     num_e, H = hidden.shape
-    f_out = P.shape[1]
+    f_in = R.shape[1]
     chunks = min(num_e, CHUNKS)
     for c in prange(chunks):
         for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
@@ -220,10 +213,10 @@ def _fused_edges_grad_hidden(G, P, hidden, row, col, e_ptr, e_pos, gh):
                 p = e_pos[q]
                 i = row[p]
                 j = col[p]
-                for o in range(f_out):
-                    go = G[i, o]
+                for f in range(f_in):
+                    hf = h[j, f]
                     for k in range(H):
-                        gh[e, k] += go * P[j, o, k]
+                        gh[e, k] += hf * R[i, f, k]
             for k in range(H):
                 if not hidden[e, k] > 0:
                     gh[e, k] = 0
@@ -232,8 +225,7 @@ def _fused_edges_grad_hidden(G, P, hidden, row, col, e_ptr, e_pos, gh):
 @njit(cache=True, parallel=True)
 def _fused_edges_grad_nodes(G, hidden, row, edge_id, t_ptr, t_pos, A, S):
     """Per source node j, over its out-edges p (transposed CSR):
-    ``A[j, o, k] = sum_p G[row p, o] hidden[edge_id p, k]`` and
-    ``S[j, o] = sum_p G[row p, o]``."""
+    ``A[j, o, k] = sum_p G[row p, o] hidden[edge_id p, k]``, ``S[j, o] = sum_p G[row p, o]``."""
     n = t_ptr.shape[0] - 1
     f_out, H = G.shape[1], hidden.shape[1]
     chunks = min(n, CHUNKS)
@@ -251,14 +243,19 @@ def _fused_edges_grad_nodes(G, hidden, row, edge_id, t_ptr, t_pos, A, S):
 
 
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
-    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H])``."""
-    f_in = h.shape[1]
+    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H])``.
+
+    ``m = W V_flat^T + Hs B_v^T`` with the per-node sums W, Hs of ``_fused_edges_forward``,
+    ``V_flat = V.reshape(F_out, F_in*H)`` and ``B_v = b_v.reshape(F_out, F_in)``.
+    """
+    n, f_in = h.shape
     H = V.shape[1]
     hidden = hidden_forward(x, U, b_u)
-    P = (h @ _v_by_input(V, f_out, f_in, True)).reshape(h.shape[0], H, f_out)
-    Q = h @ b_v.reshape(f_out, f_in).T
-    m = np.zeros((h.shape[0], f_out), dtype=h.dtype)
-    _fused_edges_forward(P, Q, hidden, row_ptr, col, edge_id, m)
+    W = np.zeros((n, f_in, H), dtype=h.dtype)
+    Hs = np.zeros((n, f_in), dtype=h.dtype)
+    _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs)
+    m = W.reshape(n, f_in * H) @ V.reshape(f_out, f_in * H).T
+    m += Hs @ b_v.reshape(f_out, f_in).T
     return m, hidden
 
 
@@ -271,23 +268,23 @@ def gno_backward(G, h, x, hidden, U, V, b_v, row, col, edge_id, by_edge_id, tran
     (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where not
     needed).
 
-    * hidden:  gh_e = relu' * sum_{p: id e} sum_o G_i[o] P_j[o, k]   (P in [F_out, H] order),
-      then dx, dU, db_u from gh as for the kernel MLP;
-    * per source node j: A_j = sum_{p: col j} G_i hidden_e^T, S_j = sum_{p: col j} G_i, so
-      dV3[o, f, k] = sum_j h_j[f] A_j[o, k]   (h^T A: one BLAS product),
-      db_v[o, f]   = sum_j S_j[o] h_j[f],
-      dh_j[f]      = sum_{o,k} V3[o, f, k] A_j[o, k] + sum_o b_v[o, f] S_j[o].
+    * hidden: with ``R_i[f, k] = sum_o G_i[o] V3[o, f, k]`` (``R = G V_flat``, BLAS),
+      ``gh_e = relu' * sum_{p: id e} sum_f h_j[f] R_i[f, k]``; then dx, dU, db_u from gh
+      as for the kernel MLP;
+    * per source node j: ``A_j = sum_{p: col j} G_i hidden_e^T``, ``S_j = sum_{p: col j}
+      G_i``, so (BLAS products over nodes)
+      ``dV3[o, f, k] = sum_j h_j[f] A_j[o, k]``, ``db_v[o, f] = sum_j S_j[o] h_j[f]``,
+      ``dh_j[f] = sum_{o,k} V3[o, f, k] A_j[o, k] + sum_o b_v[o, f] S_j[o]``.
     """
     n, f_in = h.shape
     f_out = G.shape[1]
     H = V.shape[1]
     dh = dx = dU = db_u = dV = db_v = None
-    V_out_major = _v_by_input(V, f_out, f_in, False)  # [F_in, F_out*H]
     if needs[1] or needs[2] or needs[3]:
-        P = (h @ V_out_major).reshape(n, f_out, H)
+        R = (G @ V.reshape(f_out, f_in * H)).reshape(n, f_in, H)
         gh = np.zeros_like(hidden)
-        _fused_edges_grad_hidden(G, P, hidden, row, col, *by_edge_id(), gh)
-        del P
+        _fused_edges_grad_hidden(h, R, hidden, row, col, *by_edge_id(), gh)
+        del R
         dx, dU, db_u = mlp_input_grads(gh, x, U)
     if needs[0] or needs[4] or needs[5]:
         A = np.zeros((n, f_out, H), dtype=G.dtype)
@@ -300,7 +297,8 @@ def gno_backward(G, h, x, hidden, U, V, b_v, row, col, edge_id, by_edge_id, tran
         if needs[5]:
             db_v = (S.T @ h).reshape(f_out * f_in)
         if needs[0]:
-            dh = A @ V_out_major.T
+            V3 = V.reshape(f_out, f_in, H)
+            dh = A @ np.ascontiguousarray(V3.transpose(0, 2, 1)).reshape(f_out * H, f_in)
             dh += S @ b_v.reshape(f_out, f_in)
     return dh, dx, dU, db_u, dV, db_v
 
