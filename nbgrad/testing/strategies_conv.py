@@ -105,12 +105,20 @@ def conv_transpose2d_configs(draw, max_batch: int = 2, max_groups: int = 2,
                 padding=padding, output_padding=out_pad, groups=groups, dilation=dilation)
 
 
+def _windows_hit(size: int, kernel: int, stride: int, padding: int, dilation: int) -> bool:
+    """Every window along one axis has a tap inside [0, size)."""
+    out = (size + 2 * padding - dilation * (kernel - 1) - 1) // stride + 1
+    return all(any(0 <= o * stride - padding + k * dilation < size for k in range(kernel))
+               for o in range(out))
+
+
 @st.composite
 def pool2d_configs(draw, max_batch: int = 2, max_channels: int = 3, max_kernel: int = 3,
                    max_stride: int = 3, max_dilation: int = 2, max_extra: int = 3,
                    dilation: bool = True):
     """dict(x_shape, kernel_size, stride, padding, dilation) for max_pool2d/avg_pool2d
-    (padding at most half the kernel; stride None means the kernel size). With
+    (padding at most half the kernel; stride None means the kernel size; every window
+    holds at least one input element). With
     ``dilation=False`` the dilation is 1 (avg_pool2d has none)."""
     kernel = _pair(draw, 1, max_kernel)
     stride = draw(st.none() | st.tuples(st.integers(1, max_stride), st.integers(1, max_stride)))
@@ -118,6 +126,11 @@ def pool2d_configs(draw, max_batch: int = 2, max_channels: int = 3, max_kernel: 
     padding = tuple(draw(st.integers(0, k // 2)) for k in kernel)
     H = _input_side(draw, kernel[0], dil[0], padding[0], max_extra)
     W = _input_side(draw, kernel[1], dil[1], padding[1], max_extra)
+    # A padded, dilated window can step over a small input entirely (its max is -inf);
+    # an input side of at least the dilated kernel extent rules that out.
+    s = kernel if stride is None else stride
+    H, W = (n if _windows_hit(n, k, st_, p, d) else max(n, d * (k - 1) + 1)
+            for n, k, st_, p, d in zip((H, W), kernel, s, padding, dil))
     shape = (draw(st.integers(1, max_batch)), draw(st.integers(1, max_channels)), H, W)
     return dict(x_shape=shape, kernel_size=kernel, stride=stride, padding=padding,
                 dilation=dil)
