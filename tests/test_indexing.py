@@ -125,6 +125,17 @@ def test_basic_index_is_a_view_and_input_unchanged():
     np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 3, 0, 0, 2, 0, 0, 1, 0])
 
 
+def test_index_array_changed_after_forward():
+    """The backward scatters to the positions the forward read, not to whatever the
+    caller's index array holds by then (which could be out of range)."""
+    idx = np.array([0, 2, 2])
+    x = nb.tensor(np.ones(3), requires_grad=True)
+    y = x[idx]
+    idx[:] = 10**9
+    y.backward(np.ones(3))
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 0.0, 2.0])
+
+
 def test_upstream_broadcast_gradient():
     """``g`` may arrive as a zero-stride broadcast view (from a sum's backward)."""
     x = nb.tensor(np.ones((3, 2)), requires_grad=True)

@@ -300,11 +300,12 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
             if item.size == 0:
                 item = item.astype(np.int64)
         if isinstance(item, np.ndarray):
-            if item.dtype.kind in "iu":
-                item = item.astype(np.int64, copy=False)
-            elif item.dtype.kind != "b":
+            if item.dtype.kind not in "iub":
                 raise TypeError(f"getitem: index arrays must hold integers or booleans, got "
                                 f"{item.dtype} (x has shape {shape})")
+            # A private copy: the backward must see the indices the forward validated,
+            # even if the caller changes its array in between.
+            item = item.astype(np.bool_ if item.dtype.kind == "b" else np.int64)
         elif _is_int(item):
             item = int(item)
         elif not (item is None or item is Ellipsis or isinstance(item, slice)):
