@@ -75,9 +75,11 @@ class Graph:
                 raise ValueError(f"{where}: edge_id has shape {edge_id.shape} but col has "
                                  f"shape {col.shape}")
         if num_edge_ids is None:
+            negative = K.first_outside(edge_id, 0, np.iinfo(np.int64).max)
+            if negative >= 0:
+                raise ValueError(f"{where}: edge_id[{negative}] = {edge_id[negative]} is out "
+                                 f"of range (edge ids must be >= 0)")
             num_edge_ids = int(edge_id.max()) + 1 if edge_id.size else 0
-            if edge_id.size and edge_id.min() < 0:
-                num_edge_ids = 0  # makes the range check below name the negative id
         elif int(num_edge_ids) < 0:
             raise ValueError(f"{where}: num_edge_ids must be >= 0, got {num_edge_ids}")
         num_edge_ids = int(num_edge_ids)

@@ -196,7 +196,7 @@ def radius_csr(points, radius, loop):
     sorted_pts = np.ascontiguousarray(points[order])
     coords = np.ascontiguousarray(coords[order])
     offsets = np.array(list(itertools.product((-1, 0, 1), repeat=d - 1)),
-                       dtype=np.int64).reshape(-1, d - 1)
+                       dtype=np.int64).reshape(3 ** (d - 1), d - 1)
     r2 = float(radius) ** 2
     empty = np.empty(0, dtype=np.int64)
     _radius_pass(sorted_pts, order, cell_ptr, coords, dims, offsets, r2, loop, row_ptr, empty)

@@ -1,0 +1,218 @@
+"""Graph (CSR), Graph.from_edges, radius_graph: oracles, brute force, validation, threads."""
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, at_threads
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.testing.strategies_graph import point_clouds, radii, random_graphs
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def brute_force_rows(points, radius, loop):
+    """Row i: all j with |p_i - p_j|^2 <= r^2 (same float64 formula as the kernel), sorted."""
+    diff = points[None, :, :] - points[:, None, :]
+    d2 = (diff * diff).sum(axis=-1) if points.shape[1] else np.zeros((len(points),) * 2)
+    adj = d2 <= radius * radius
+    if not loop:
+        np.fill_diagonal(adj, False)
+    return [np.flatnonzero(adj[i]) for i in range(len(points))], d2
+
+
+def rows_of(graph):
+    return [graph.col[graph.row_ptr[i]:graph.row_ptr[i + 1]] for i in range(graph.num_nodes)]
+
+
+def assert_rows_equal(graph, rows):
+    assert graph.num_nodes == len(rows)
+    for i, (got, want) in enumerate(zip(rows_of(graph), rows)):
+        assert np.array_equal(got, want), f"row {i}: {got} != {want}"
+
+
+# -- radius_graph --------------------------------------------------------------------------
+
+
+def test_radius_graph_5x5_grid_oracle():
+    # REFERENCE.md: spacing 0.25, radius 0.3, self loops: 25 self + 80 directed 4-neighbours
+    ticks = np.arange(5) * 0.25
+    points = np.array([(x, y) for x in ticks for y in ticks])
+    g = nb.radius_graph(points, 0.3)
+    assert g.nnz == 105
+    assert g.num_edge_ids == 105 and np.array_equal(g.edge_id, np.arange(105))
+    assert np.array_equal(rows_of(g)[0], [0, 1, 5])          # corner (0, 0)
+    assert np.array_equal(rows_of(g)[12], [7, 11, 12, 13, 17])  # centre (0.5, 0.5)
+    assert np.array_equal(g.degree, [3 if i in (0, 4, 20, 24) else 5 if i in
+                                     (6, 7, 8, 11, 12, 13, 16, 17, 18) else 4
+                                     for i in range(25)])
+    assert nb.radius_graph(points, 0.3, loop=False).nnz == 80
+
+
+@given(point_clouds(), radii(), st.booleans())
+def test_radius_graph_matches_brute_force(points, radius, loop):
+    g = nb.radius_graph(points, radius, loop=loop)
+    rows, _ = brute_force_rows(points, radius, loop)
+    assert_rows_equal(g, rows)
+    assert np.array_equal(g.edge_id, np.arange(g.nnz))
+
+
+@given(point_clouds(min_points=1), radii(), st.booleans(), st.integers(1, 5))
+def test_radius_graph_max_neighbors_keeps_nearest(points, radius, loop, k):
+    g = nb.radius_graph(points, radius, loop=loop, max_neighbors=k)
+    rows, d2 = brute_force_rows(points, radius, loop)
+    # nearest k by (distance, index), then listed by index
+    want = [np.sort(sorted(r, key=lambda j, i=i: (d2[i, j], j))[:k]) for i, r in enumerate(rows)]
+    assert_rows_equal(g, want)
+
+
+def test_radius_graph_max_neighbors_tie_goes_to_smaller_index():
+    points = np.array([[0.0], [-1.0], [1.0], [2.0]])  # 1 and 2 are both at distance 1 from 0
+    g = nb.radius_graph(points, 1.5, loop=False, max_neighbors=1)
+    assert np.array_equal(rows_of(g)[0], [1])
+    assert np.array_equal(rows_of(g)[3], [2])
+
+
+def test_radius_graph_against_scipy_larger_cloud():
+    from scipy.spatial import cKDTree
+    points = np.random.default_rng(3).random((3000, 3))
+    g = nb.radius_graph(points, 0.08)
+    tree = cKDTree(points)
+    want = tree.query_ball_point(points, 0.08, return_sorted=True)
+    assert_rows_equal(g, [np.array(w) for w in want])
+
+
+def test_radius_graph_tiny_radius_coarsens_grid_and_finds_duplicates():
+    # a radius far below the spread would need ~1e24 cells; the grid is coarsened instead
+    points = np.array([[0.0, 0.0], [1e6, 1e6], [0.0, 0.0], [5.0, 5.0]])
+    g = nb.radius_graph(points, 1e-9, loop=False)
+    assert_rows_equal(g, [[2], [], [0], []])
+
+
+def test_radius_graph_edge_cases():
+    assert nb.radius_graph(np.zeros((0, 2)), 1.0).nnz == 0
+    assert nb.radius_graph(np.zeros((0, 2)), 1.0).num_nodes == 0
+    assert_rows_equal(nb.radius_graph(np.ones((1, 4)), 0.5), [[0]])
+    assert nb.radius_graph(np.ones((1, 4)), 0.5, loop=False).nnz == 0
+    # integer and float32 points and a Tensor are accepted (computed in float64)
+    pts = np.array([[0, 0], [1, 0], [3, 0]])
+    for p in (pts, pts.astype(np.float32), nb.tensor(pts.astype(np.float32))):
+        assert_rows_equal(nb.radius_graph(p, 1, loop=False), [[1], [0], []])
+
+
+def test_radius_graph_same_bits_at_1_and_2_threads():
+    points = np.random.default_rng(0).random((20000, 2))
+    g1 = at_threads(1, nb.radius_graph, points, 0.02)
+    g2 = at_threads(2, nb.radius_graph, points, 0.02)
+    assert_same_bits(g1.row_ptr, g2.row_ptr)
+    assert_same_bits(g1.col, g2.col)
+    k1 = at_threads(1, nb.radius_graph, points, 0.02, max_neighbors=4)
+    k2 = at_threads(2, nb.radius_graph, points, 0.02, max_neighbors=4)
+    assert_same_bits(k1.col, k2.col)
+
+
+@pytest.mark.parametrize("points, radius, kwargs, error, match", [
+    (np.zeros(5), 1.0, {}, ValueError, r"radius_graph: points must have shape \[N, d\].*\(5,\)"),
+    (np.zeros((3, 0)), 1.0, {}, ValueError, r"radius_graph: points .*\(3, 0\)"),
+    (np.array([[0.0, np.nan]]), 1.0, {}, ValueError, r"radius_graph: points\[0, 1\] = nan"),
+    (np.array([[0.0, np.inf]]), 1.0, {}, ValueError, r"radius_graph: points\[0, 1\] = inf"),
+    (np.zeros((2, 2), dtype=complex), 1.0, {}, TypeError, r"radius_graph: points .*complex"),
+    (np.zeros((2, 2)), -0.5, {}, ValueError, r"radius_graph: radius .*-0.5"),
+    (np.zeros((2, 2)), float("nan"), {}, ValueError, r"radius_graph: radius .*nan"),
+    (np.zeros((2, 2)), 1.0, {"max_neighbors": 0}, ValueError,
+     r"radius_graph: max_neighbors .*got 0"),
+    (np.zeros((2, 2)), 1.0, {"max_neighbors": 2.5}, ValueError,
+     r"radius_graph: max_neighbors .*got 2.5"),
+])
+def test_radius_graph_bad_input(points, radius, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        nb.radius_graph(points, radius, **kwargs)
+
+
+# -- Graph, from_edges ---------------------------------------------------------------------
+
+
+def test_from_edges_follows_pyg_convention():
+    # messages 0->1, 2->1, 1->0, 2->2, 1->1 (src -> dst): row dst lists src, sorted by src
+    g = nb.Graph.from_edges([0, 2, 1, 2, 1], [1, 1, 0, 2, 1], 4)
+    assert np.array_equal(g.row_ptr, [0, 1, 4, 5, 5])  # node 3 is isolated
+    assert np.array_equal(g.col, [1, 0, 1, 2, 2])
+    assert np.array_equal(g.edge_id, [2, 0, 4, 1, 3])  # default id = position in src/dst
+    assert g.num_edge_ids == 5
+    assert np.array_equal(g.edge_index(), [[1, 0, 1, 2, 2], [0, 1, 1, 1, 2]])
+
+
+def test_from_edges_undirected_shared_ids():
+    # undirected 0-1 (id 0) and 1-2 (id 1), both directions listed with one id each
+    g = nb.Graph.from_edges([0, 1, 1, 2], [1, 0, 2, 1], 3, edge_id=[0, 0, 1, 1])
+    assert g.nnz == 4 and g.num_edge_ids == 2
+    assert np.array_equal(g.col, [1, 0, 2, 1])
+    assert np.array_equal(g.edge_id, [0, 0, 1, 1])
+    e_ptr, e_pos = g.by_edge_id
+    assert np.array_equal(e_ptr, [0, 2, 4]) and np.array_equal(e_pos, [0, 1, 2, 3])
+    # ids beyond the largest used one may be declared (they get zero gradients)
+    assert nb.Graph.from_edges([0], [1], 2, edge_id=[0], num_edge_ids=3).num_edge_ids == 3
+
+
+@given(random_graphs(max_nodes=10, max_edges=30))
+def test_cached_transpose_and_edge_groups(g):
+    t_ptr, t_pos = g.transpose
+    assert g.transpose is g.transpose  # built once
+    order = np.argsort(g.col, kind="stable")
+    assert np.array_equal(t_pos, order)
+    assert np.array_equal(t_ptr, np.concatenate([[0], np.cumsum(np.bincount(
+        g.col, minlength=g.num_nodes))]))
+    e_ptr, e_pos = g.by_edge_id
+    assert np.array_equal(e_pos, np.argsort(g.edge_id, kind="stable"))
+    assert e_ptr[-1] == g.nnz and len(e_ptr) == g.num_edge_ids + 1
+    assert np.array_equal(g.row, np.repeat(np.arange(g.num_nodes), g.degree))
+
+
+def test_graph_arrays_are_read_only_copies():
+    row_ptr, col = np.array([0, 1, 2]), np.array([1, 0])
+    g = nb.Graph(row_ptr, col)
+    col[0] = 5  # the graph keeps its own copy
+    assert g.col[0] == 1
+    with pytest.raises(ValueError):
+        g.col[0] = 0
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    (([0, 2, 1, 3], [0, 1, 2]), {}, ValueError,
+     r"Graph: row_ptr must be non-decreasing, but row_ptr\[2\] = 1 < row_ptr\[1\] = 2"),
+    (([1, 2], [0, 0]), {}, ValueError, r"Graph: row_ptr\[0\] must be 0, got 1"),
+    (([0, 1, 3], [0, 1]), {}, ValueError, r"Graph: row_ptr\[-1\] = 3 must equal the length "
+     r"of col, 2"),
+    (([], []), {}, ValueError, r"Graph: row_ptr must have num_nodes \+ 1 >= 1 entries"),
+    (([0, 1, 2], [0, 2]), {}, ValueError, r"Graph: col\[1\] = 2 is out of range for 2 nodes"),
+    (([0, 1, 2], [-1, 0]), {}, ValueError, r"Graph: col\[0\] = -1 is out of range"),
+    (([0, 1, 2], [0, 1], [0, -3]), {}, ValueError, r"Graph: edge_id\[1\] = -3 is out of range"),
+    (([0, 1, 2], [0, 1], [0, 4]), {"num_edge_ids": 2}, ValueError,
+     r"Graph: edge_id\[1\] = 4 is out of range for 2 edge ids"),
+    (([0, 1, 2], [0, 1], [0]), {}, ValueError, r"Graph: edge_id has shape \(1,\) but col has "
+     r"shape \(2,\)"),
+    (([0, 1, 2], [0.0, 1.0]), {}, TypeError, r"Graph: col must be an integer array, got "
+     r"dtype float64"),
+    (([[0, 1]], [0]), {}, ValueError, r"Graph: row_ptr must be 1-D, got shape \(1, 2\)"),
+    (([0, 1, 2], [0, 1], None), {"num_edge_ids": -1}, ValueError,
+     r"Graph: num_edge_ids must be >= 0, got -1"),
+])
+def test_graph_bad_input(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        nb.Graph(*args, **kwargs)
+
+
+@pytest.mark.parametrize("args, kwargs, match", [
+    (([0, 1], [1], 2), {}, r"Graph.from_edges: src has shape \(2,\) but dst has shape \(1,\)"),
+    (([0, 3], [1, 1], 3), {}, r"Graph.from_edges: src\[1\] = 3 is out of range for 3 nodes"),
+    (([0, 1], [1, -1], 3), {}, r"Graph.from_edges: dst\[1\] = -1 is out of range"),
+    (([0], [1], -2), {}, r"Graph.from_edges: num_nodes must be a non-negative integer, got -2"),
+    (([0, 1], [1, 0], 2), {"edge_id": [0]}, r"Graph.from_edges: edge_id has shape \(1,\) but "
+     r"src has shape \(2,\)"),
+    (([0, 1], [1, 0], 2), {"edge_id": [0, 1], "num_edge_ids": 1},
+     r"Graph: edge_id\[\d\] = 1 is out of range for 1 edge ids"),
+])
+def test_from_edges_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        nb.Graph.from_edges(*args, **kwargs)
