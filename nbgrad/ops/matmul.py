@@ -49,12 +49,11 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     bx, by = x.shape[:-2], y.shape[:-2]
     m = x.shape[-1] if tx else x.shape[-2]
     n = y.shape[-2] if ty else y.shape[-1]
-    yy = y.T if ty and not by else y
     if not by and (not bx or not tx):
         # y is one matrix: x's batch (if any) folds into the rows of a single GEMM.
         xx = x.T if tx else _rows(x)
         out = np.empty((xx.shape[0], n), dtype=x.dtype)
-        K.mm(_blas(xx), _blas(yy), out)
+        K.mm(_blas(xx), _blas(y.T if ty else y), out)
         return out.reshape(bx + (m, n))
     batch = np.broadcast_shapes(bx, by)
     out = np.empty((math.prod(batch), m, n), dtype=x.dtype)
