@@ -77,33 +77,33 @@ def _project_out(Qt, R, i, j):
 
 
 @njit(cache=True, fastmath=_FM)
-def mgs(Bt, tol):
+def mgs(Qt, tol):
     """Left-looking MGS, as in REFERENCE.md: for j: v = b_j; for i < j: R_ij = q_i.v;
-    v -= R_ij q_i; R_jj = |v|; q_j = v / R_jj. Returns (Qt, R)."""
-    k = Bt.shape[0]
-    Qt = Bt.copy()
-    R = np.zeros((k, k), Bt.dtype)
-    norms = column_norms(Bt)
+    v -= R_ij q_i; R_jj = |v|; q_j = v / R_jj. ``Qt`` holds B.T on entry and Q.T on
+    return (in place: the caller passes a fresh copy); returns R."""
+    k = Qt.shape[0]
+    R = np.zeros((k, k), Qt.dtype)
+    norms = column_norms(Qt)
     for j in range(k):
         for i in range(j):
             _project_out(Qt, R, i, j)
         _finish_column(Qt, R, j, norms[j], tol)
-    return Qt, R
+    return R
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
-def mgs_parallel(Bt, tol):
-    """Right-looking MGS (bitwise equal to ``mgs``): once q_i is final, project
-    it out of every later column in parallel (each prange iteration owns column j)."""
-    k = Bt.shape[0]
-    Qt = Bt.copy()
-    R = np.zeros((k, k), Bt.dtype)
-    norms = column_norms(Bt)
+def mgs_parallel(Qt, tol):
+    """Right-looking MGS, in place like ``mgs`` and bitwise equal to it: once q_i is
+    final, project it out of every later column in parallel (each prange iteration owns
+    column j). Returns R."""
+    k = Qt.shape[0]
+    R = np.zeros((k, k), Qt.dtype)
+    norms = column_norms(Qt)
     for i in range(k):
         _finish_column(Qt, R, i, norms[i], tol)
         for j in prange(i + 1, k):
             _project_out(Qt, R, i, j)
-    return Qt, R
+    return R
 
 
 @njit(cache=True, fastmath=_FM)
@@ -129,14 +129,14 @@ def _undo_projection(v, dv, dq, q, rij, dr):
 
 
 @njit(cache=True, fastmath=_FM)
-def mgs_sweep(Qt, R, dQt):
+def mgs_sweep(Qt, R, dQw):
     """Seed 001's reverse sweep: dL/dQ -> dL/dB (all transposed, ``[k, n]``).
 
     for j = k..1 (dropped columns: dB_j = 0): dv = (dq_j - (dq_j.q_j) q_j) / R_jj;
     v = R_jj q_j; for i = j-1..1: v += R_ij q_i; dR = -dv.q_i; dq_i += -R_ij dv + dR v;
-    dv += dR q_i; dB_j = dv. ``dQt`` is not modified."""
+    dv += dR q_i; dB_j = dv. ``dQw`` (dL/dQ.T on entry) is the workspace the sweep adds
+    the dq_i updates into, so it is overwritten: the caller passes a fresh copy."""
     k, n = Qt.shape
-    dQw = dQt.copy()
     dBt = np.zeros((k, n), Qt.dtype)
     dv = np.empty(n, Qt.dtype)
     v = np.empty(n, Qt.dtype)
@@ -152,7 +152,7 @@ def mgs_sweep(Qt, R, dQt):
 
 
 @njit(cache=True, parallel=True, fastmath=_FM)
-def mgs_sweep_parallel(Qt, R, dQt):
+def mgs_sweep_parallel(Qt, R, dQw):
     """The reverse sweep as a wavefront (bitwise equal to ``mgs_sweep``).
 
     Column j's backward runs its steps i = j-1..1 in order, and q_i's gradient receives
@@ -160,9 +160,9 @@ def mgs_sweep_parallel(Qt, R, dQt):
     step t every open column j > t takes its step together: first dR_tj = -dv_j.q_t for
     all j (parallel over j), then each row chunk applies the updates of v_j, dq_t and dv_j
     for j = k..t+1 (parallel over chunks, each owning its elements). Then column t opens.
+    ``dQw`` is overwritten, as in ``mgs_sweep``.
     """
     k, n = Qt.shape
-    dQw = dQt.copy()
     Dv = np.zeros((k, n), Qt.dtype)   # dv_j of every open column; ends as dB
     V = np.empty((k, n), Qt.dtype)    # v_j of every open column, rebuilt step by step
     dR = np.empty(k, Qt.dtype)

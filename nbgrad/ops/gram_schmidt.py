@@ -33,17 +33,21 @@ def rank_tolerance(dtype: Any, k: int) -> float:
     return float(4.0 * np.sqrt(max(k, 1)) * np.finfo(dtype).eps)
 
 
-def _orthonormalise(Bt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    tol = Bt.dtype.type(rank_tolerance(Bt.dtype, Bt.shape[0]))
-    if Bt.size >= _PARALLEL_MIN_SIZE:
-        return K.mgs_parallel(Bt, tol)
-    return K.mgs(Bt, tol)
-
-
-def _sweep(Qt: np.ndarray, R: np.ndarray, dQt: np.ndarray) -> np.ndarray:
+def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(Q.T, R) of MGS on the columns of B[n, k]."""
+    Qt = np.array(B.T, order="C")        # a fresh copy: the kernels work in place
+    tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
     if Qt.size >= _PARALLEL_MIN_SIZE:
-        return K.mgs_sweep_parallel(Qt, R, dQt)
-    return K.mgs_sweep(Qt, R, dQt)
+        return Qt, K.mgs_parallel(Qt, tol)
+    return Qt, K.mgs(Qt, tol)
+
+
+def _sweep(Qt: np.ndarray, R: np.ndarray, dQ: np.ndarray) -> np.ndarray:
+    """dL/dB[n, k] of one MGS pass from dL/dQ[n, k] (any layout)."""
+    dQw = np.array(dQ.T, order="C")      # a fresh copy: the sweep's workspace
+    if Qt.size >= _PARALLEL_MIN_SIZE:
+        return K.mgs_sweep_parallel(Qt, R, dQw).T
+    return K.mgs_sweep(Qt, R, dQw).T
 
 
 def _samples(rng):
@@ -58,10 +62,10 @@ def _samples(rng):
 class GramSchmidt(Function):
     @staticmethod
     def forward(ctx, B, reorthogonalize=False):
-        Qt, R = _orthonormalise(np.ascontiguousarray(B.T))
+        Qt, R = _orthonormalise(B)
         passes = [(Qt, R)]
         if reorthogonalize:
-            Qt, R = _orthonormalise(Qt)
+            Qt, R = _orthonormalise(Qt.T)
             passes.append((Qt, R))
         ctx.save_for_backward(*passes)
         return np.ascontiguousarray(Qt.T)
@@ -69,10 +73,9 @@ class GramSchmidt(Function):
     @staticmethod
     def backward(ctx, g):
         # Each pass maps dL/d(its Q) to dL/d(its input); the last pass runs first.
-        dQt = np.ascontiguousarray(g.T)
         for Qt, R in reversed(ctx.saved_tensors):
-            dQt = _sweep(Qt, R, dQt)
-        return np.ascontiguousarray(dQt.T)
+            g = _sweep(Qt, R, g)
+        return np.ascontiguousarray(g)
 
 
 def _check_basis(op: str, B: Tensor) -> None:
