@@ -6,6 +6,10 @@ torch.linalg.qr(B); u @ Q`` (Householder QR and its autograd formula); also PyTo
 autograd through the same modified Gram-Schmidt loop nbgrad runs, and nbgrad with
 ``reorthogonalize=True``.
 
+W7-large: ``gram_schmidt(B[65536, 64])`` forward + backward, where the op switches to the
+parallel kernels (right-looking MGS, wavefront sweep), against ``torch.linalg.qr``; the
+note gives the time of the serial kernels on the same input.
+
 W7b: ``lno_decode(lno_encode(u[256, 1024], mu[32]), mu, 1024)``, float32, gradients for
 u and mu; PyTorch builds ``E = exp(-mu t)`` once and computes ``(u @ E.T) @ E``.
 """
@@ -15,10 +19,12 @@ from __future__ import annotations
 import numpy as np
 
 import nbgrad as nb
+from nbgrad.ops import gram_schmidt as gs_ops
 
-from .harness import Row, median_time
+from .harness import Row, format_seconds, median_time
 
 S, N, K, M = 256, 1024, 64, 32
+N_LARGE = 65536
 
 
 def _data():
@@ -30,6 +36,8 @@ def _data():
         "g7": rng.standard_normal((S, K)).astype(f32),
         "mu": rng.uniform(0.1, 10.0, M).astype(f32),
         "g7b": rng.standard_normal((S, N)).astype(f32),
+        "B_large": rng.standard_normal((N_LARGE, K)).astype(f32),
+        "g_large": rng.standard_normal((N_LARGE, K)).astype(f32),
     }
 
 
@@ -38,6 +46,21 @@ def _ono_step(a, reorthogonalize=False):
     B = nb.tensor(a["B"], requires_grad=True)
     nb.ono_encode(u, B, reorthogonalize=reorthogonalize).backward(a["g7"])
     return B.grad
+
+
+def _basis_step(a):
+    B = nb.tensor(a["B_large"], requires_grad=True)
+    nb.gram_schmidt(B).backward(a["g_large"])
+    return B.grad
+
+
+def _serial_basis_time(a):
+    saved = gs_ops._PARALLEL_MIN_SIZE
+    gs_ops._PARALLEL_MIN_SIZE = a["B_large"].size + 1
+    try:
+        return median_time(lambda: _basis_step(a), repeats=3, warmup=1)
+    finally:
+        gs_ops._PARALLEL_MIN_SIZE = saved
 
 
 def _lno_step(a):
@@ -65,6 +88,12 @@ def _torch_ono_step(torch, t, mgs):
     return B.grad
 
 
+def _torch_basis_step(torch, t):
+    B = t["B_large"].clone().requires_grad_()
+    torch.linalg.qr(B)[0].backward(t["g_large"])
+    return B.grad
+
+
 def _torch_lno_step(torch, t):
     u = t["u"].clone().requires_grad_()
     mu = t["mu"].clone().requires_grad_()
@@ -79,16 +108,21 @@ def run(torch) -> list[Row]:
     ono = median_time(lambda: _ono_step(a))
     ono2 = median_time(lambda: _ono_step(a, reorthogonalize=True))
     lno = median_time(lambda: _lno_step(a))
-    qr = mgs = tlno = None
+    large = median_time(lambda: _basis_step(a), repeats=3, warmup=1)
+    large_serial = _serial_basis_time(a)
+    qr = mgs = tlno = tlarge = None
     if torch is not None:
         qr = median_time(lambda: _torch_ono_step(torch, t, mgs=False))
         mgs = median_time(lambda: _torch_ono_step(torch, t, mgs=True), repeats=3, warmup=1)
         tlno = median_time(lambda: _torch_lno_step(torch, t))
+        tlarge = median_time(lambda: _torch_basis_step(torch, t), repeats=3, warmup=1)
     return [
         Row("W7 ono_encode vs torch.linalg.qr path", ono, qr, "<= 1.0x"),
         Row("W7 ono_encode vs torch autograd MGS loop", ono, mgs, "far < 1",
             "same MGS math, autograd per op"),
         Row("W7 ono_encode reorthogonalize=True vs qr", ono2, qr, "",
             "two MGS passes and sweeps"),
+        Row("W7-large gram_schmidt B[65536, 64] vs qr", large, tlarge, "",
+            f"parallel kernels; serial: {format_seconds(large_serial)}"),
         Row("W7b lno_encode + lno_decode (M=32)", lno, tlno, "<= 1.0x"),
     ]
