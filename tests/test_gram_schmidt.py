@@ -267,6 +267,15 @@ def test_tiny_but_independent_column_is_kept(rng):
                                atol=1e-12)
 
 
+def test_nan_propagates_instead_of_dropping_the_column(rng):
+    B = rng.standard_normal((6, 3))
+    B[2, 1] = np.nan
+    Q, dB = q_and_grad(B, np.ones((6, 3)))
+    assert np.isfinite(Q[:, 0]).all()
+    assert np.isnan(Q[:, 1]).all() and np.isnan(Q[:, 2]).all()
+    assert np.isnan(dB).any()
+
+
 def test_nearly_dependent_stays_finite(rng):
     B = rng.standard_normal((10, 4)).astype(np.float32)
     B[:, 3] = B[:, 0] + 1e-6 * rng.standard_normal(10).astype(np.float32)

@@ -44,7 +44,7 @@ def _dot(a, b):
 
 
 @njit(cache=True, fastmath=_FM)
-def column_norms(Bt):
+def _column_norms(Bt):
     """||b_j|| for every row of Bt (computed as the forward computes them)."""
     k = Bt.shape[0]
     norms = np.empty(k, Bt.dtype)
@@ -55,16 +55,17 @@ def column_norms(Bt):
 
 @njit(cache=True, fastmath=_FM)
 def _finish_column(Qt, R, j, norm_b, tol):
-    """R_jj = |v_j|; q_j = v_j / R_jj, or drop the column (q_j = 0, R_jj = 0)."""
+    """R_jj = |v_j|; q_j = v_j / R_jj, or drop the column (q_j = 0, R_jj = 0) when
+    R_jj <= tol ||b_j|| (a NaN fails that test, so it propagates as in PyTorch)."""
     zero = Qt.dtype.type(0)
     r = np.sqrt(_dot(Qt[j], Qt[j]))
-    if r > tol * norm_b:
+    if r <= tol * norm_b:
+        R[j, j] = zero
+        Qt[j, :] = zero
+    else:
         R[j, j] = r
         for p in range(Qt.shape[1]):
             Qt[j, p] = Qt[j, p] / r
-    else:
-        R[j, j] = zero
-        Qt[j, :] = zero
 
 
 @njit(cache=True, fastmath=_FM)
@@ -83,7 +84,7 @@ def mgs(Qt, tol):
     return (in place: the caller passes a fresh copy); returns R."""
     k = Qt.shape[0]
     R = np.zeros((k, k), Qt.dtype)
-    norms = column_norms(Qt)
+    norms = _column_norms(Qt)
     for j in range(k):
         for i in range(j):
             _project_out(Qt, R, i, j)
@@ -98,7 +99,7 @@ def mgs_parallel(Qt, tol):
     column j). Returns R."""
     k = Qt.shape[0]
     R = np.zeros((k, k), Qt.dtype)
-    norms = column_norms(Qt)
+    norms = _column_norms(Qt)
     for i in range(k):
         _finish_column(Qt, R, i, norms[i], tol)
         for j in prange(i + 1, k):

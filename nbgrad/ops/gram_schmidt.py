@@ -100,8 +100,9 @@ def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
     ``tol = 4 sqrt(k) eps`` (``rank_tolerance``; relative to the column's own norm, so
     scaling a column never changes Q, and a zero column is always dropped). A dropped
     column gives ``q_j = 0`` and ``dL/db_j = 0`` and adds nothing to the other columns'
-    gradients: no NaN or inf for any finite B. Close to the threshold the gradient grows
-    like ``1 / R_jj``, as for any QR.
+    gradients: no NaN or inf for any finite B (a NaN in B propagates, as in PyTorch; it
+    is never taken for a dependency). Close to the threshold the gradient grows like
+    ``1 / R_jj``, as for any QR.
 
     ``reorthogonalize=True`` runs MGS a second time on Q ("twice is enough"), which keeps
     ``Q^T Q = I`` to rounding for ill-conditioned B (plain MGS loses orthogonality in
