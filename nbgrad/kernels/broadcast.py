@@ -45,7 +45,7 @@ MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads
 
 # -- inner loops over contiguous slices ----------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _block(op, out, u, v):
     """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
 
@@ -93,7 +93,7 @@ def _block(op, out, u, v):
             out[i] = u[i] / (two * v[i])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _accumulate(op, acc, u, v, tmp):
     """acc[l] += f(u[l], v[l]); COPY and MUL fused, other ops through ``tmp``."""
     n = acc.size
@@ -110,7 +110,7 @@ def _accumulate(op, acc, u, v, tmp):
             acc[i] += w[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _lanes(src, off, stride, j0, n, buf):
     """Lanes j0..j0+n of the row of ``src`` starting at ``off``, as a contiguous array:
     a slice of ``src`` when the stride is 1, else gathered into ``buf`` (a fill for a
@@ -128,7 +128,7 @@ def _lanes(src, off, stride, j0, n, buf):
     return b
 
 
-@njit(cache=True, fastmath={"reassoc", "nsz"})
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
 def _sum(x):
     """Sum of a short contiguous block (reassociation lets LLVM vectorise it; the order
     is fixed at compile time, so the result does not depend on the thread count)."""
@@ -138,7 +138,7 @@ def _sum(x):
     return s
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _offsets(idx, shape, strides):
     """Element offsets of multi-index ``idx`` (row-major over ``shape``) in both operands."""
     o0 = 0
@@ -154,7 +154,7 @@ def _offsets(idx, shape, strides):
 
 # -- broadcast apply ------------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
     """Rows r0..r1 of out[rows, n] = f(u, v); the outer dims are ``shape``/``strides``."""
     ubuf = np.empty(BLOCK, out.dtype)
@@ -168,7 +168,7 @@ def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
                    _lanes(v, vo, vs, j0, m, vbuf))
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
     rows = out.size // n
     nchunks = (rows + rows_per_chunk - 1) // rows_per_chunk
@@ -180,7 +180,7 @@ def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
 
 # -- reductions over broadcast axes ------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                       rows_per_chunk, t0, t1):
     """Tasks t0..t1 when the lane axis is kept: part[c, ko*n + j] = sum over the reduced
@@ -212,7 +212,7 @@ def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         part[c, o:o + m] = a
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                  rows_per_chunk, lanes_per_chunk, t0, t1):
     """Tasks t0..t1 when the lane axis is reduced: part[c, k] = sum of f(u, v) over the
@@ -246,7 +246,7 @@ def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         part[c, k] = s
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                                rows_per_chunk):
     ntasks = part.shape[0] * (part.shape[1] // n) * ((n + BLOCK - 1) // BLOCK)
@@ -255,7 +255,7 @@ def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us
                           rows_per_chunk, t, t + 1)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                           rows_per_chunk, lanes_per_chunk):
     ntasks = part.shape[0] * part.shape[1]
@@ -264,7 +264,7 @@ def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                      rows_per_chunk, lanes_per_chunk, t, t + 1)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _combine(part, out, scale):
     """out[k] = scale * sum over chunks c (in order) of part[c, k]."""
     one = out.dtype.type(1)
@@ -275,7 +275,7 @@ def _combine(part, out, scale):
         out[k] = s if scale == one else s * scale
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _scale(x, scale):
     for i in range(x.size):
         x[i] *= scale
@@ -289,7 +289,13 @@ def _ceil_div(a: int, b: int) -> int:
 
 def _flat(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
     """A 1-D buffer starting at ``arr``'s first element and the element strides of
-    ``arr`` left-padded to ``ndim`` dims (0 for size-1 and broadcast axes)."""
+    ``arr`` left-padded to ``ndim`` dims (0 for size-1 and broadcast axes).
+
+    A strided view is read through its owner's memory: when the array owning the data
+    is contiguous with the same dtype, the buffer is a slice of it (so a read-only
+    broadcast view of a writeable array does not make the kernels compile a read-only
+    signature); otherwise an ``as_strided`` window over the view's extent.
+    """
     if any(s < 0 for s in arr.strides):
         arr = np.ascontiguousarray(arr)
     isz = arr.itemsize
@@ -298,9 +304,16 @@ def _flat(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
     if arr.flags.c_contiguous:
         return arr.reshape(-1), strides
     if any(s % isz for s in arr.strides):
-        arr = np.ascontiguousarray(arr)
-        return _flat(arr, ndim)
+        return _flat(np.ascontiguousarray(arr), ndim)
     extent = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides[ndim - arr.ndim:]))
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.dtype == arr.dtype and root.flags.c_contiguous:
+        off = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if off % isz == 0:
+            start = off // isz
+            return root.reshape(-1)[start:start + extent], strides
     return np.lib.stride_tricks.as_strided(arr, (extent,), (isz,)), strides
 
 

@@ -19,7 +19,7 @@ from .fastmath import exp, log
 EXP, LOG, SQRT, ABS, NEG = range(5)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _unary_block(op, x, out):
     """out[i] = f(x[i]) for EXP (fastmath exp), LOG (fastmath log), SQRT (the sqrt
     instruction, not libm), ABS, NEG."""
@@ -40,13 +40,13 @@ def _unary_block(op, x, out):
             out[i] = -x[i]
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def unary(op, x, out):
     """Serial unary kernel on 1-D contiguous ``x`` and ``out``."""
     _unary_block(op, x, out)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def unary_parallel(op, x, out):
     """``unary`` in fixed chunks of CHUNK elements, one prange iteration each."""
     nchunks = (x.size + CHUNK - 1) // CHUNK
@@ -56,13 +56,13 @@ def unary_parallel(op, x, out):
         _unary_block(op, x[s:e], out[s:e])
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def binary(op, u, v, out):
     """Serial same-shape binary kernel on 1-D contiguous arrays (op codes of broadcast)."""
     _block(op, out, u, v)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def binary_parallel(op, u, v, out):
     """``binary`` in fixed chunks of CHUNK elements, one prange iteration each."""
     nchunks = (u.size + CHUNK - 1) // CHUNK

@@ -3,7 +3,8 @@ tie-splitting backward, plus a small scaling kernel for mean's backward.
 
 sum and mean are ``broadcast.reduce_term(COPY, ...)``: summing over axes is the
 backward of broadcasting, so they share its race-free, thread-count independent loop
-nest. max/min take x with the reduced axes moved last and flattened, ``x2[K, R]``.
+nest; the sum of a whole contiguous array takes ``sum_flat`` (fixed chunks, partials
+added in chunk order). max/min take x with the reduced axes moved last and flattened, ``x2[K, R]``.
 
 max/min forward: each row is cut into fixed chunks of ``CHUNK`` elements (a count that
 depends on R only); every (row, chunk) task writes its own partial extremum, and the
@@ -16,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .broadcast import CHUNK, PARALLEL_MIN
+from .broadcast import CHUNK, PARALLEL_MIN, _sum
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum(x, is_min):
     """max (or min) of a contiguous 1-D block; NaN if the block holds a NaN."""
     m = x[0]
@@ -40,7 +41,7 @@ def _extremum(x, is_min):
     return m
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum_task(x2, is_min, part, t):
     nch = part.shape[1]
     k = t // nch
@@ -49,7 +50,7 @@ def _extremum_task(x2, is_min, part, t):
     part[k, c] = _extremum(x2[k, s:min(x2.shape[1], s + CHUNK)], is_min)
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _extremum_tasks_parallel(x2, is_min, part):
     for t in prange(part.size):
         _extremum_task(x2, is_min, part, t)
@@ -70,19 +71,19 @@ def extremum_rows(x2: np.ndarray, is_min: bool) -> np.ndarray:
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum_tasks(x2, is_min, part):
     for t in range(part.size):
         _extremum_task(x2, is_min, part, t)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _combine_rows(part, is_min, out):
     for k in range(out.size):
         out[k] = _extremum(part[k], is_min)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum_backward_rows(x2, m, g, out, k):
     """Row k: out[k, j] = g[k] / n_k where x2[k, j] == m[k], else 0, n_k being the number of
     tied extrema in row k (the gradient is split evenly among ties, as torch.amax).
@@ -99,13 +100,13 @@ def _extremum_backward_rows(x2, m, g, out, k):
         out[k, j] = share if x2[k, j] == mk else zero
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, parallel=True, error_model="numpy")
 def _extremum_backward_parallel(x2, m, g, out):
     for k in prange(x2.shape[0]):
         _extremum_backward_rows(x2, m, g, out, k)
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _extremum_backward_serial(x2, m, g, out):
     for k in range(x2.shape[0]):
         _extremum_backward_rows(x2, m, g, out, k)
@@ -122,7 +123,39 @@ def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray) -> np.n
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
+def _chunk_sum(x, c):
+    return _sum(x[c * CHUNK:min(x.size, (c + 1) * CHUNK)])
+
+
+@njit(cache=True, error_model="numpy")
+def _ordered_total(part, scale, out):
+    total = part[0]
+    for c in range(1, part.size):
+        total += part[c]
+    out[0] = total * scale
+
+
+@njit(cache=True, error_model="numpy")
+def sum_flat(x, scale, out):
+    """out[0] = scale * sum of contiguous 1-D ``x`` (x.size >= 1): partial sums over
+    fixed chunks of CHUNK elements, added in chunk order."""
+    part = np.empty((x.size + CHUNK - 1) // CHUNK, x.dtype)
+    for c in range(part.size):
+        part[c] = _chunk_sum(x, c)
+    _ordered_total(part, scale, out)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def sum_flat_parallel(x, scale, out):
+    """``sum_flat`` with the chunks shared among threads (same chunks, same order)."""
+    part = np.empty((x.size + CHUNK - 1) // CHUNK, x.dtype)
+    for c in prange(part.size):
+        part[c] = _chunk_sum(x, c)
+    _ordered_total(part, scale, out)
+
+
+@njit(cache=True, error_model="numpy")
 def scaled(x, s, out):
     """out[i] = x[i] * s (contiguous 1-D)."""
     for i in range(x.size):

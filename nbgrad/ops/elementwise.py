@@ -45,17 +45,25 @@ def _compute_dtype(da: np.dtype, db: np.dtype) -> np.dtype:
     return db if db.kind == "f" else _F64
 
 
+def _same(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """f(u, v) for operands of one shape and float dtype: the flat kernels when both
+    are contiguous, else the broadcasting kernel, which reads strided and 0-stride views
+    in place."""
+    out = np.empty(u.shape, u.dtype)
+    if u.ndim == 1 and u.flags.c_contiguous and v.flags.c_contiguous:
+        (K.binary if u.size < B.PARALLEL_MIN else K.binary_parallel)(op, u, v, out)
+    elif u.flags.c_contiguous and v.flags.c_contiguous:
+        (K.binary if u.size < B.PARALLEL_MIN else K.binary_parallel)(
+            op, u.reshape(-1), v.reshape(-1), out.reshape(-1))
+    else:
+        return B.broadcast_apply(op, u, v, u.shape)
+    return out
+
+
 def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
-    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype): the flat kernel
-    when nothing broadcasts and both are contiguous, else the broadcasting kernel."""
-    if u.shape == shape and v.shape == shape and u.flags.c_contiguous \
-            and v.flags.c_contiguous:
-        out = np.empty(shape, u.dtype)
-        if out.size >= B.PARALLEL_MIN:
-            K.binary_parallel(op, u.reshape(-1), v.reshape(-1), out.reshape(-1))
-        else:
-            K.binary(op, u.reshape(-1), v.reshape(-1), out.reshape(-1))
-        return out
+    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype)."""
+    if u.shape == shape and v.shape == shape:
+        return _same(op, u, v)
     return B.broadcast_apply(op, u, v, shape)
 
 
@@ -76,17 +84,24 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
     along (f = COPY ignores ``w``), in ``x``'s dtype."""
     if w is not None and w.dtype != g.dtype:
         w = w.astype(g.dtype)
-    if x.shape == g.shape and scale == 1.0 and (w is None or w.shape == g.shape):
-        r = g if w is None else _binary(op, g, w, g.shape)
+    if x.shape == g.shape and scale == 1.0:
+        if w is None:
+            r = g
+        elif w.shape == g.shape:
+            r = _same(op, g, w)
+        else:
+            r = B.broadcast_apply(op, g, w, g.shape)
     else:
         r = B.reduce_term(op, g, w, x.shape, scale, g.shape)
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
 def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    shape = B.broadcast_shapes(name, a.shape, b.shape)
     if a.dtype == b.dtype and a.dtype.kind == "f":
-        return _binary(op, a, b, shape)
+        if a.shape == b.shape:
+            return _same(op, a, b)
+        return B.broadcast_apply(op, a, b, B.broadcast_shapes(name, a.shape, b.shape))
+    shape = B.broadcast_shapes(name, a.shape, b.shape)
     dt = _compute_dtype(a.dtype, b.dtype)
     out = _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
     if a.dtype.kind != "f" and b.dtype.kind != "f":

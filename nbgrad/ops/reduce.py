@@ -68,8 +68,24 @@ def _extremum_samples(rng):
         yield Sample(vals, label=s.label, **s.params)
 
 
+_SMALL = 4096
+
+
+def _broadcast_grad(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """g (reduced axes kept as 1) broadcast back to ``shape``: a 0-stride view, read in
+    place downstream; a small result is materialised instead, since a contiguous array
+    takes the element-wise ops' fast path (planning a strided loop costs more)."""
+    view = np.broadcast_to(g, shape)
+    return np.array(view) if view.size <= _SMALL else view
+
+
 def _sum_forward(x: np.ndarray, axes: tuple, keepdims: bool, scale: float) -> np.ndarray:
     kept, out_shape = _shapes(x.shape, axes, keepdims)
+    if len(axes) == x.ndim and x.size and x.dtype.kind == "f" and x.flags.c_contiguous:
+        y = np.empty(1, x.dtype)
+        (K.sum_flat if x.size < B.PARALLEL_MIN else K.sum_flat_parallel)(
+            x.reshape(-1), x.dtype.type(scale), y)
+        return y.reshape(out_shape)
     if x.dtype.kind != "f":
         y = B.reduce_term(B.COPY, x.astype(np.float64), None, kept, scale, x.shape)
         y = y.astype(np.int64 if scale == 1.0 else DEFAULT_DTYPE)
@@ -89,7 +105,7 @@ class Sum(Function):
     @staticmethod
     def backward(ctx, g):
         shape, kept = ctx.shapes
-        return np.broadcast_to(g.reshape(kept), shape)
+        return _broadcast_grad(g.reshape(kept), shape)
 
 
 @register("mean", samples=_reduce_samples)
@@ -111,7 +127,7 @@ class Mean(Function):
         shape, kept, scale = ctx.shapes
         gs = np.empty(kept, g.dtype)
         K.scaled(np.ascontiguousarray(g).reshape(-1), g.dtype.type(scale), gs.reshape(-1))
-        return np.broadcast_to(gs, shape)
+        return _broadcast_grad(gs, shape)
 
 
 class _Extremum(Function):

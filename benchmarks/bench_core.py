@@ -1,0 +1,145 @@
+"""Core workloads: broadcasting multiply (W1), matmul (W4), Python-layer overhead (W9),
+plus the compile-time and warm-cache start-up latency a new user meets first.
+
+W1  a[1,1024] * b[4096,1024], then .sum().backward()      target <= 0.5x PyTorch
+W4  A[512,512] @ B[512,512], then .sum().backward()       target <= 1.2x
+W9  10 x (y = y * b + a) on [64] tensors, .sum().backward()  target <= 1.5x
+Warm-cache ``import nbgrad`` + first W1 call (fresh process)   target < 2 s
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import nbgrad as nb
+
+from .harness import Row, median_time
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+# Run in a fresh interpreter: import time, then the first W1 forward+backward.
+_STARTUP = """
+import time
+t0 = time.perf_counter()
+import nbgrad as nb
+t1 = time.perf_counter()
+a = nb.randn(1, 1024, seed=0, requires_grad=True)
+b = nb.randn(4096, 1024, seed=1, requires_grad=True)
+(a * b).sum().backward()
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1)
+"""
+
+
+def _startup(cache_dir: str | None) -> tuple[float, float]:
+    """(import seconds, first W1 call seconds) in a fresh process; ``cache_dir`` points
+    Numba at an empty cache (a cold compile) when given."""
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    out = subprocess.run([sys.executable, "-c", _STARTUP], cwd=_ROOT, env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def _w1(torch):
+    rng = np.random.default_rng(0)
+    a_np = rng.standard_normal((1, 1024)).astype(np.float32)
+    b_np = rng.standard_normal((4096, 1024)).astype(np.float32)
+    a = nb.tensor(a_np, requires_grad=True)
+    b = nb.tensor(b_np, requires_grad=True)
+
+    def step_nb():
+        a.grad = b.grad = None
+        (a * b).sum().backward()
+
+    t_nb = median_time(step_nb)
+    t_torch = None
+    if torch is not None:
+        ta = torch.tensor(a_np, requires_grad=True)
+        tb = torch.tensor(b_np, requires_grad=True)
+
+        def step_torch():
+            ta.grad = tb.grad = None
+            (ta * tb).sum().backward()
+
+        t_torch = median_time(step_torch)
+    return Row("W1 a[1,1024]*b[4096,1024] .sum().backward()", t_nb, t_torch, "<=0.5x")
+
+
+def _w4(torch):
+    name = "W4 A[512,512]@B[512,512] .sum().backward()"
+    rng = np.random.default_rng(1)
+    a_np = rng.standard_normal((512, 512)).astype(np.float32)
+    b_np = rng.standard_normal((512, 512)).astype(np.float32)
+    if not hasattr(nb, "matmul"):
+        return Row(name, float("nan"), None, "<=1.2x", "skipped: nb.matmul missing")
+    a = nb.tensor(a_np, requires_grad=True)
+    b = nb.tensor(b_np, requires_grad=True)
+
+    def step_nb():
+        a.grad = b.grad = None
+        nb.matmul(a, b).sum().backward()
+
+    t_nb = median_time(step_nb)
+    t_torch = None
+    if torch is not None:
+        ta = torch.tensor(a_np, requires_grad=True)
+        tb = torch.tensor(b_np, requires_grad=True)
+
+        def step_torch():
+            ta.grad = tb.grad = None
+            (ta @ tb).sum().backward()
+
+        t_torch = median_time(step_torch)
+    return Row(name, t_nb, t_torch, "<=1.2x")
+
+
+def _w9(torch):
+    rng = np.random.default_rng(2)
+    arrays = [rng.standard_normal(64).astype(np.float32) for _ in range(3)]
+
+    def chain(x, b, a):
+        y = x
+        for _ in range(10):
+            y = y * b + a
+        y.sum().backward()
+
+    x, b, a = (nb.tensor(v, requires_grad=True) for v in arrays)
+
+    def step_nb():
+        x.grad = b.grad = a.grad = None
+        chain(x, b, a)
+
+    t_nb = median_time(step_nb, repeats=201, warmup=20)
+    t_torch = None
+    if torch is not None:
+        tx, tb, ta = (torch.tensor(v, requires_grad=True) for v in arrays)
+
+        def step_torch():
+            tx.grad = tb.grad = ta.grad = None
+            chain(tx, tb, ta)
+
+        t_torch = median_time(step_torch, repeats=201, warmup=20)
+    return Row("W9 10x(y=y*b+a) [64] .sum().backward()", t_nb, t_torch, "<=1.5x")
+
+
+def run(torch) -> list[Row]:
+    with tempfile.TemporaryDirectory() as empty_cache:
+        cold_import, cold_call = _startup(empty_cache)
+    _startup(None)  # make sure the default cache is populated
+    warm_import, warm_call = _startup(None)
+    print(f"core: first call with an empty Numba cache (compile): import {cold_import:.2f} s"
+          f" + first W1 {cold_call:.2f} s")
+    print(f"core: warm cache, fresh process: import {warm_import:.2f} s + first W1 "
+          f"{warm_call:.2f} s = {warm_import + warm_call:.2f} s (target < 2 s)")
+    rows = [_w1(torch), _w4(torch), _w9(torch)]
+    rows.append(Row("startup: warm import + first W1 (fresh proc)", warm_import + warm_call,
+                    None, "<2s"))
+    return rows

@@ -1,0 +1,351 @@
+"""Element-wise ops: broadcasting forward and backward against NumPy, scalars, dtype
+promotion, kinks, strided and 0-stride inputs, threads, PyTorch oracle, bad input."""
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, at_threads
+from hypothesis import given
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.kernels import broadcast as B
+from nbgrad.testing import gradcheck
+from nbgrad.testing import strategies as nbst
+
+# name -> (function, NumPy forward, d/da, d/db) with the partials as NumPy expressions
+BINARY = {
+    "add": (nb.add, np.add, lambda a, b: np.ones_like(a * b), lambda a, b: np.ones_like(a * b)),
+    "sub": (nb.sub, np.subtract, lambda a, b: np.ones_like(a * b),
+            lambda a, b: -np.ones_like(a * b)),
+    "mul": (nb.mul, np.multiply, lambda a, b: b + 0 * a, lambda a, b: a + 0 * b),
+    "div": (nb.div, np.divide, lambda a, b: 1 / b + 0 * a, lambda a, b: -a / b**2),
+    "pow": (nb.pow, np.power, lambda a, b: b * a ** (b - 1), lambda a, b: a**b * np.log(a)),
+}
+
+
+def unbroadcast(full: np.ndarray, shape: tuple) -> np.ndarray:
+    """Reference: sum ``full`` over the axes broadcast to reach it from ``shape``."""
+    lead = full.ndim - len(shape)
+    out = full.sum(axis=tuple(range(lead))) if lead else full
+    axes = tuple(d for d, n in enumerate(shape) if n == 1 and out.shape[d] != 1)
+    return out.sum(axis=axes, keepdims=True).reshape(shape) if axes else out.reshape(shape)
+
+
+def operands(name, rng, sa, sb):
+    a = np.asarray(rng.standard_normal(sa))
+    b = np.asarray(rng.standard_normal(sb))
+    if name == "div":
+        b = np.where(np.abs(b) < 0.3, 0.7, b)
+    if name == "pow":
+        a = np.asarray(0.5 + rng.random(sa))
+    return a, b
+
+
+# -- the fixed example (seed 002) -----------------------------------------------------------
+def test_fixed_example_mul_broadcast():
+    a = nb.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
+    b = nb.tensor(np.array([[4, 5, 6], [7, 8, 9], [1, 2, 3], [4, 5, 6]], np.float32),
+                  requires_grad=True)
+    (a * b).sum().backward()
+    assert a.grad.dtype == np.float32 and b.grad.dtype == np.float32
+    np.testing.assert_array_equal(a.grad.numpy(), [[16, 20, 24]])
+    np.testing.assert_array_equal(b.grad.numpy(), np.tile([1, 2, 3], (4, 1)))
+
+
+# -- property tests: every binary op with both sides broadcast ------------------------------
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(shapes=nbst.broadcastable_shapes(2, max_dims=6, max_side=3), seed=st.integers(0, 99))
+def test_binary_broadcast_matches_numpy(name, shapes, seed):
+    fn, ref, da, db = BINARY[name]
+    rng = np.random.default_rng(seed)
+    sa, sb = shapes
+    a, b = operands(name, rng, sa, sb)
+    ta, tb = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
+    y = fn(ta, tb)
+    np.testing.assert_allclose(y.numpy(), ref(a, b), rtol=1e-12, atol=1e-12)
+    assert y.shape == np.broadcast_shapes(sa, sb) and y.dtype == np.float64
+    g = np.asarray(rng.standard_normal(y.shape))
+    ga, gb = nb.grad(y, [ta, tb], grad_outputs=g)
+    np.testing.assert_allclose(ga.numpy(), unbroadcast(g * da(a, b), sa), rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(gb.numpy(), unbroadcast(g * db(a, b), sb), rtol=1e-10,
+                               atol=1e-12)
+    assert ga.shape == sa and gb.shape == sb
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(shapes=nbst.broadcastable_shapes(2, max_dims=3, max_side=3), seed=st.integers(0, 99))
+def test_binary_gradcheck(name, shapes, seed):
+    a, b = operands(name, np.random.default_rng(seed), *shapes)
+    assert gradcheck(BINARY[name][0], [a, b])
+
+
+@given(shapes=nbst.broadcastable_shapes(3, max_dims=4, max_side=3), seed=st.integers(0, 99))
+def test_composition_gradcheck(shapes, seed):
+    rng = np.random.default_rng(seed)
+    x, w, c = (np.asarray(rng.standard_normal(s)) for s in shapes)
+
+    def f(x, w, c):
+        h = (x * w + c).exp() / (1.0 + (w - x) ** 2)
+        return (h.sqrt() + abs(c + 3.5).log() - x).mean() * 2.0 - h.max()
+
+    assert gradcheck(f, [x, w, c])
+
+
+def test_mlp_like_loss_gradcheck():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 1, 3))
+    w1, b1 = rng.standard_normal((4, 3)), rng.standard_normal((4,))
+    w2 = rng.standard_normal((1, 4))
+
+    def loss(w1, b1, w2):
+        h = ((x * w1).sum(axis=-1) + b1).abs() ** 1.5        # [5, 4]
+        out = (h * w2).sum(axis=1)                            # [5]
+        return ((out - 1.0) ** 2).mean()
+
+    assert gradcheck(loss, [w1, b1, w2])
+
+
+# -- scalars, 0-d and dtypes ----------------------------------------------------------------
+def test_python_scalars_on_both_sides_keep_float32():
+    x = nb.tensor([0.5, 1.0, 2.0], requires_grad=True)
+    cases = [
+        (lambda t: 2.0 - t, lambda v: 2.0 - v, -np.ones(3)),
+        (lambda t: t - 2.0, lambda v: v - 2.0, np.ones(3)),
+        (lambda t: 3 * t, lambda v: 3 * v, 3 * np.ones(3)),
+        (lambda t: t / 4, lambda v: v / 4, np.full(3, 0.25)),
+        (lambda t: 1.0 / t, lambda v: 1.0 / v, -1.0 / np.array([0.5, 1.0, 2.0]) ** 2),
+        (lambda t: t**2, lambda v: v**2, 2 * np.array([0.5, 1.0, 2.0])),
+        (lambda t: 2.0**t, lambda v: 2.0**v, np.log(2) * 2.0 ** np.array([0.5, 1.0, 2.0])),
+        (lambda t: t + True, lambda v: v + 1, np.ones(3)),
+    ]
+    for f, ref, dref in cases:
+        x.grad = None
+        y = f(x)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y.numpy(), ref(np.array([0.5, 1.0, 2.0])), rtol=1e-6)
+        y.sum().backward()
+        assert x.grad.dtype == np.float32
+        np.testing.assert_allclose(x.grad.numpy(), dref, rtol=1e-6)
+
+
+def test_zero_dim_tensors_and_ndarray_operands():
+    s = nb.tensor(np.array(3.0), requires_grad=True)
+    m = nb.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = s * m - m / s
+    y.sum().backward()
+    mv = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_allclose(s.grad.numpy(), np.sum(mv + mv / 9.0))
+    np.testing.assert_allclose(m.grad.numpy(), np.full((2, 3), 3.0 - 1 / 3.0))
+    assert s.grad.shape == ()
+    arr = np.array([1.0, 2.0, 3.0], np.float32)
+    t = nb.tensor([1.0, 1.0, 1.0], requires_grad=True)
+    r = arr * t + arr - t * arr / 2
+    np.testing.assert_allclose(r.numpy(), arr * 1.5)
+    r.sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), arr / 2)
+
+
+def test_dtype_promotion_and_grad_dtypes():
+    a = nb.tensor(np.array([1.0, 2.0], np.float32), requires_grad=True)
+    b = nb.tensor(np.array([[3.0], [4.0]], np.float64), requires_grad=True)
+    y = a * b
+    assert y.dtype == np.float64
+    y.sum().backward()
+    assert a.grad.dtype == np.float32 and b.grad.dtype == np.float64
+    np.testing.assert_allclose(a.grad.numpy(), [7.0, 7.0])
+    np.testing.assert_allclose(b.grad.numpy(), [[3.0], [3.0]])
+
+    i = nb.tensor([1, 2, 3])
+    f = nb.tensor([0.5, 0.5, 0.5], requires_grad=True)
+    assert i.dtype == np.int64
+    assert (i + f).dtype == np.float32 and (f * i).dtype == np.float32
+    assert (i + i).dtype == np.int64 and (i * 3).dtype == np.int64
+    np.testing.assert_array_equal((i * i - 1).numpy(), [0, 3, 8])
+    np.testing.assert_array_equal((i**2).numpy(), [1, 4, 9])
+    assert (i / i).dtype == np.float32 and (i / 2).dtype == np.float32
+    np.testing.assert_allclose((i / 2).numpy(), [0.5, 1.0, 1.5])
+    assert (i + 0.5).dtype == np.float32
+    assert nb.exp(i).dtype == np.float32 and (-i).dtype == np.int64
+    assert abs(nb.tensor([-2, 3])).numpy().tolist() == [2, 3]
+    (i * f).sum().backward()
+    np.testing.assert_array_equal(f.grad.numpy(), [1, 2, 3])
+    d = nb.tensor(np.ones(2), requires_grad=True)   # float64 with a float32 tensor
+    assert (d + a).dtype == np.float64 and (a - d).dtype == np.float64
+
+
+# -- unary ops and kinks --------------------------------------------------------------------
+UNARY = {
+    "exp": (nb.exp, np.exp, np.exp),
+    "log": (nb.log, np.log, lambda x: 1 / x),
+    "sqrt": (nb.sqrt, np.sqrt, lambda x: 0.5 / np.sqrt(x)),
+    "abs": (nb.abs, np.abs, np.sign),
+    "neg": (nb.neg, np.negative, lambda x: -np.ones_like(x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@given(x=nbst.arrays(np.float64, min_value=0.05, max_value=4.0, max_dims=3))
+def test_unary_matches_numpy(name, dtype, x):
+    fn, ref, dref = UNARY[name]
+    x = x.astype(dtype)
+    if name in ("abs", "neg", "exp"):
+        x = x - dtype(2)
+    t = nb.tensor(x, requires_grad=True)
+    y = fn(t)
+    assert y.dtype == dtype and y.shape == x.shape
+    tol = 4e-7 if dtype == np.float32 else 1e-14
+    np.testing.assert_allclose(y.numpy(), ref(x), rtol=tol, atol=tol)
+    g = np.asarray(np.random.default_rng(0).standard_normal(x.shape)).astype(dtype)
+    (gx,) = nb.grad(y, [t], grad_outputs=g)
+    assert gx.dtype == dtype
+    np.testing.assert_allclose(gx.numpy(), g * dref(x), rtol=10 * tol, atol=tol)
+
+
+def test_kinks_follow_pytorch():
+    x = nb.tensor([-1.0, 0.0, 2.0], requires_grad=True)
+    abs(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [-1.0, 0.0, 1.0])
+    z = nb.tensor([0.0, 4.0], requires_grad=True)
+    nb.sqrt(z).sum().backward()
+    assert np.isposinf(z.grad.numpy()[0]) and z.grad.numpy()[1] == 0.25
+    base = nb.tensor([0.0, 0.0, 0.0, 2.0], requires_grad=True)
+    expo = nb.tensor([2.0, 0.0, -1.0, 0.0], requires_grad=True)
+    y = base**expo
+    np.testing.assert_array_equal(y.numpy(), [0.0, 1.0, np.inf, 1.0])
+    gb, ge = nb.grad(base**expo, [base, expo], grad_outputs=np.ones(4, np.float32))
+    # d/dexponent at base 0 is 0 for exponent >= 0; d/dbase is 0 where exponent == 0
+    np.testing.assert_array_equal(ge.numpy()[:2], [0.0, 0.0])
+    assert np.isneginf(ge.numpy()[2])
+    np.testing.assert_array_equal(gb.numpy()[[0, 1, 3]], [0.0, 0.0, 0.0])
+    nz = nb.tensor([-8.0, -2.0], requires_grad=True)
+    y = nz**3.0
+    np.testing.assert_array_equal(y.numpy(), [-512.0, -8.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(nz.grad.numpy(), [192.0, 12.0])
+    assert np.isnan((nz**0.5).numpy()).all()
+    assert np.isneginf(nb.log(nb.tensor([0.0])).numpy()[0])
+
+
+# -- layouts: strided, negative-stride and 0-stride operands --------------------------------
+def test_strided_views_and_zero_stride_upstream():
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((6, 10_000))
+    a = base.T[::2]                      # (5000, 6), non-contiguous
+    b = base[::-1, :1].T                 # (1, 6), negative stride
+    ta, tb = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
+    for name, (fn, ref, da, db) in BINARY.items():
+        if name == "pow":
+            continue
+        y = fn(ta, tb)
+        np.testing.assert_allclose(y.numpy(), ref(a, b), rtol=1e-12)
+        # sum()'s backward hands this op a 0-stride g, read in place by the reduction
+        ga, gb = nb.grad(y.sum(), [ta, tb])
+        np.testing.assert_allclose(ga.numpy(), unbroadcast(da(a, b), a.shape), rtol=1e-10)
+        np.testing.assert_allclose(gb.numpy(), unbroadcast(db(a, b), b.shape), rtol=1e-10)
+    # kernel level: strided, negative-stride and 0-stride views straight in
+    c = np.broadcast_to(rng.standard_normal(6), (5000, 6))  # 0-stride rows
+    np.testing.assert_allclose(B.broadcast_apply(B.MUL, a, c), a * c)
+    np.testing.assert_allclose(B.broadcast_apply(B.SUB, c, b), c - b)
+    np.testing.assert_allclose(B.reduce_term(B.MUL, c, a, b.shape), unbroadcast(c * a, b.shape))
+    np.testing.assert_allclose(B.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
+
+
+def test_fused_reduction_equals_materialised_reference():
+    """Rule 5: reduce_term(op, g, w) (fused) == sum_to_shape(broadcast_apply(op, g, w))."""
+    rng = np.random.default_rng(6)
+    for full, target in [((7, 5, 9), (1, 5, 1)), ((300, 40), (40,)), ((3, 4000), (3, 1)),
+                         ((2, 3, 4, 5, 6, 7), (2, 1, 4, 1, 6, 1)), ((50000,), ())]:
+        g = rng.standard_normal(full)
+        w = rng.standard_normal(full[-1:])
+        for op in (B.MUL, B.DIV, B.ADD):
+            fused = B.reduce_term(op, g, w, target)
+            ref = B.sum_to_shape(B.broadcast_apply(op, g, w), target)
+            np.testing.assert_allclose(fused, ref, rtol=1e-10, atol=1e-9)
+            assert fused.shape == target
+
+
+# -- determinism ----------------------------------------------------------------------------
+@pytest.mark.parametrize("sa,sb", [((1, 1024), (4096, 1024)), ((300_000,), (1,)),
+                                   ((256, 1), (256, 1024)), ((2, 1, 1, 9), (7, 2000, 1))])
+def test_one_vs_two_threads_bitwise(sa, sb):
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal(sa).astype(np.float32)
+    b = rng.standard_normal(sb).astype(np.float32)
+
+    def run():
+        ta, tb = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
+        y = (ta * tb) / (1.5 + abs(tb)) - ta
+        g = np.asarray(np.random.default_rng(8).standard_normal(y.shape), np.float32)
+        ga, gb = nb.grad(y, [ta, tb], grad_outputs=g)
+        return y.numpy(), ga.numpy(), gb.numpy()
+
+    for r1, r2 in zip(at_threads(1, run), at_threads(2, run)):
+        assert_same_bits(r1, r2)
+
+
+# -- PyTorch oracle -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(BINARY))
+@given(shapes=nbst.broadcastable_shapes(2, max_dims=5, max_side=4), seed=st.integers(0, 99))
+def test_binary_against_pytorch(name, shapes, seed):
+    torch = pytest.importorskip("torch")
+    a, b = operands(name, np.random.default_rng(seed), *shapes)
+    ta, tb = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
+    pa = torch.tensor(a, requires_grad=True)
+    pb = torch.tensor(b, requires_grad=True)
+    fn = BINARY[name][0]
+    y = fn(ta, tb)
+    py = getattr(torch, name)(pa, pb)
+    np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = np.asarray(np.random.default_rng(seed + 1).standard_normal(y.shape))
+    ga, gb = nb.grad(y, [ta, tb], grad_outputs=g)
+    pga, pgb = torch.autograd.grad(py, [pa, pb], grad_outputs=torch.tensor(g))
+    np.testing.assert_allclose(ga.numpy(), pga.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gb.numpy(), pgb.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_unary_and_kinks_against_pytorch():
+    torch = pytest.importorskip("torch")
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 3.0], np.float32)
+    for name in ["exp", "abs", "neg"]:
+        t = nb.tensor(x, requires_grad=True)
+        p = torch.tensor(x, requires_grad=True)
+        getattr(nb, name)(t).sum().backward()
+        getattr(torch, name)(p).sum().backward()
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-6)
+    xp = np.array([0.0, 0.5, 3.0], np.float32)
+    for name in ["log", "sqrt"]:
+        t = nb.tensor(xp, requires_grad=True)
+        p = torch.tensor(xp, requires_grad=True)
+        y, py = getattr(nb, name)(t), getattr(torch, name)(p)
+        np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-6)
+        y.sum().backward()
+        py.sum().backward()
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-6)
+    base = np.array([0.0, 0.0, 2.0, 1.5], np.float32)
+    expo = np.array([2.0, 0.0, 0.0, -1.0], np.float32)
+    tb, te = nb.tensor(base, requires_grad=True), nb.tensor(expo, requires_grad=True)
+    pb, pe = torch.tensor(base, requires_grad=True), torch.tensor(expo, requires_grad=True)
+    (tb**te).sum().backward()
+    (pb**pe).sum().backward()
+    np.testing.assert_allclose(tb.grad.numpy(), pb.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(te.grad.numpy(), pe.grad.numpy(), rtol=1e-6)
+
+
+# -- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_mismatched_shapes_name_op_and_shapes(name):
+    a = nb.ones(2, 3)
+    b = nb.ones(4, 3)
+    with pytest.raises(ValueError, match=rf"{name}: shapes \(2, 3\) and \(4, 3\)"):
+        BINARY[name][0](a, b)
+    with pytest.raises(ValueError, match=rf"{name}: shapes \(3,\) and \(2, 2\)"):
+        BINARY[name][0](nb.ones(3), np.ones((2, 2), np.float32))
+
+
+def test_sum_to_shape_rejects_non_broadcast_shape():
+    with pytest.raises(ValueError, match=r"sum_to_shape: shape \(3,\) does not broadcast"):
+        B.sum_to_shape(np.ones((2, 4)), (3,))
+    with pytest.raises(ValueError, match="more dims"):
+        B.sum_to_shape(np.ones((4,)), (1, 4))
