@@ -1,0 +1,220 @@
+"""Reductions sum mean max min and the broadcast reduction sum_to_shape: against NumPy
+over axes/keepdims, tie splitting, threads, PyTorch oracle, bad input."""
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, at_threads
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import nbgrad as nb
+from nbgrad.kernels.broadcast import sum_to_shape
+from nbgrad.testing import gradcheck
+from nbgrad.testing import strategies as nbst
+
+OPS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+
+def norm_axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    return tuple(sorted(a % ndim for a in axes))
+
+
+def reference_grad(name, x, axis, keepdims, g):
+    """Loop-free NumPy reference of d(reduce)/dx times g, ties split evenly for max/min."""
+    axes = norm_axes(axis, x.ndim)
+    gk = g if keepdims else np.expand_dims(g, axes) if axes else g
+    if name == "sum":
+        return np.broadcast_to(gk, x.shape).copy()
+    if name == "mean":
+        n = int(np.prod([x.shape[a] for a in axes]))
+        return np.broadcast_to(gk / n, x.shape).copy()
+    m = OPS[name](x, axis=axes, keepdims=True)
+    mask = x == m
+    return mask * gk / mask.sum(axis=axes, keepdims=True)
+
+
+@st.composite
+def reduction_cases(draw):
+    shape = draw(hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4))
+    axis = draw(nbst.reduction_axes(len(shape)))
+    return shape, axis, draw(st.booleans())
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@given(case=reduction_cases(), seed=st.integers(0, 99), ties=st.booleans())
+def test_reductions_match_numpy(name, case, seed, ties):
+    shape, axis, keepdims = case
+    rng = np.random.default_rng(seed)
+    x = np.asarray(rng.standard_normal(shape))
+    if ties:
+        x = np.round(x)  # many equal values: the tie-splitting gradient
+    t = nb.tensor(x, requires_grad=True)
+    y = getattr(nb, name)(t, axis, keepdims)
+    axes = norm_axes(axis, x.ndim)
+    want = OPS[name](x, axis=axes, keepdims=keepdims)
+    assert y.shape == np.shape(want) and y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-12, atol=1e-12)
+    g = np.asarray(rng.standard_normal(y.shape))
+    (gx,) = nb.grad(y, [t], grad_outputs=g)
+    np.testing.assert_allclose(gx.numpy(), reference_grad(name, x, axis, keepdims, g),
+                               rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean"])
+@given(case=reduction_cases(), seed=st.integers(0, 99))
+def test_sum_mean_gradcheck(name, case, seed):
+    shape, axis, keepdims = case
+    x = np.asarray(np.random.default_rng(seed).standard_normal(shape))
+    assert gradcheck(lambda t: getattr(nb, name)(t, axis, keepdims) * 1.5, [x])
+
+
+def test_methods_and_keywords():
+    x = nb.tensor(np.arange(24.0).reshape(2, 3, 4), requires_grad=True)
+    assert x.sum().item() == 276.0
+    np.testing.assert_array_equal(x.sum(axis=(0, -1)).numpy(), [60.0, 92.0, 124.0])
+    assert x.mean(axis=1, keepdims=True).shape == (2, 1, 4)
+    np.testing.assert_array_equal(x.max(axis=-1).numpy(), [[3, 7, 11], [15, 19, 23]])
+    np.testing.assert_array_equal(x.min(0, True).numpy(), np.arange(12.0).reshape(1, 3, 4))
+    np.testing.assert_array_equal(nb.sum(x, axis=()).numpy(), x.numpy())  # NumPy: no axis
+
+
+def test_max_min_split_gradient_among_ties():
+    x = nb.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
+    x.max(axis=1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0.5, 0.5, 0]])
+    x.grad = None
+    x.max().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
+    x.grad = None
+    (x.min(axis=0) * nb.tensor([1.0, 2.0, 4.0])).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[1, 0, 0], [0, 2, 4]])
+    ones = nb.tensor(np.ones((2, 4)), requires_grad=True)
+    ones.min().backward()
+    np.testing.assert_array_equal(ones.grad.numpy(), np.full((2, 4), 1 / 8))
+
+
+def test_nan_propagates_through_max():
+    x = nb.tensor([[1.0, np.nan, 2.0], [4.0, 5.0, 6.0]])
+    y = x.max(axis=1).numpy()
+    assert np.isnan(y[0]) and y[1] == 6.0
+    assert np.isnan(x.min().item())
+
+
+def test_integer_and_bool_inputs():
+    i = nb.tensor([[1, 2], [3, 4]])
+    assert i.sum().dtype == np.int64 and i.sum().item() == 10
+    np.testing.assert_array_equal(i.sum(axis=0).numpy(), [4, 6])
+    m = i.mean()
+    assert m.dtype == np.float32 and m.item() == 2.5
+    assert i.max().item() == 4 and i.min(axis=1).numpy().tolist() == [1, 3]
+    assert nb.tensor([True, False, True]).sum().item() == 2
+
+
+def test_float32_large_sum_is_accurate():
+    x = np.random.default_rng(1).random(3_000_001).astype(np.float32)
+    exact = x.astype(np.float64).sum()
+    assert abs(nb.tensor(x).sum().item() - exact) / exact < 1e-6
+    s = nb.tensor(x[:3_000_000].reshape(3, -1))
+    np.testing.assert_allclose(s.sum(axis=1).numpy(),
+                               x[:3_000_000].reshape(3, -1).astype(np.float64).sum(axis=1),
+                               rtol=1e-6)
+
+
+@given(shapes=nbst.broadcastable_shapes(2, max_dims=6, max_side=3), seed=st.integers(0, 99),
+       strided=st.booleans())
+def test_sum_to_shape_matches_numpy(shapes, seed, strided):
+    full = np.broadcast_shapes(*shapes)
+    rng = np.random.default_rng(seed)
+    g = np.asarray(rng.standard_normal(full))
+    if strided and g.ndim:
+        g = np.asarray(rng.standard_normal(full[:-1] + (2 * full[-1],)))[..., ::2]
+    target = shapes[0]
+    out = sum_to_shape(g, target)
+    lead = g.ndim - len(target)
+    want = g.sum(axis=tuple(range(lead))) if lead else g
+    axes = tuple(d for d, n in enumerate(target) if n == 1)
+    want = np.sum(want, axis=axes, keepdims=True) if axes else want
+    assert out.shape == target and out.dtype == g.dtype
+    np.testing.assert_allclose(out, np.reshape(want, target), rtol=1e-12, atol=1e-12)
+
+
+def test_sum_to_shape_reads_zero_stride_views():
+    g = np.broadcast_to(np.float32(2.0), (300, 500))
+    out = sum_to_shape(g, (1, 500))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, np.full((1, 500), 600.0, np.float32))
+    assert sum_to_shape(g, ()).item() == 300_000.0
+    empty = sum_to_shape(np.ones((0, 3)), (3,))
+    np.testing.assert_array_equal(empty, np.zeros(3))
+
+
+# -- determinism ----------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,axis", [((4096, 1024), None), ((4096, 1024), 0),
+                                        ((4096, 1024), 1), ((8, 3, 100_000), (0, 2)),
+                                        ((5, 300_000), -1), ((64, 32, 130), (0, 2))])
+def test_one_vs_two_threads_bitwise(shape, axis):
+    x = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+
+    def run():
+        out = []
+        for name in ["sum", "mean", "max", "min"]:
+            t = nb.tensor(x, requires_grad=True)
+            y = getattr(nb, name)(t, axis)
+            g = np.random.default_rng(3).standard_normal(y.shape).astype(np.float32)
+            out += [y.numpy(), nb.grad(y, [t], grad_outputs=g)[0].numpy()]
+        return out
+
+    for r1, r2 in zip(at_threads(1, run), at_threads(2, run)):
+        assert_same_bits(r1, r2)
+
+
+# -- PyTorch oracle -------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(OPS))
+@given(case=reduction_cases(), seed=st.integers(0, 99))
+def test_against_pytorch(name, case, seed):
+    torch = pytest.importorskip("torch")
+    shape, axis, keepdims = case
+    if axis == () or (axis is None and name in ("sum", "mean")):
+        axis = None
+    x = np.round(np.asarray(np.random.default_rng(seed).standard_normal(shape)) * 2)
+    t = nb.tensor(x, requires_grad=True)
+    p = torch.tensor(x, requires_grad=True)
+    y = getattr(nb, name)(t, axis, keepdims)
+    dims = norm_axes(axis, x.ndim)
+    if name in ("max", "min"):
+        py = getattr(torch, "a" + name)(p, dim=dims, keepdim=keepdims)
+    elif axis is None:
+        py = getattr(torch, name)(p)
+        py = py.reshape((1,) * x.ndim) if keepdims else py
+    else:
+        py = getattr(torch, name)(p, dim=dims, keepdim=keepdims)
+    np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-12, atol=1e-12)
+    g = np.asarray(np.random.default_rng(seed + 1).standard_normal(y.shape))
+    (gx,) = nb.grad(y, [t], grad_outputs=g)
+    (pg,) = torch.autograd.grad(py, [p], grad_outputs=torch.tensor(g))
+    np.testing.assert_allclose(gx.numpy(), pg.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# -- bad input ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", sorted(OPS))
+def test_bad_axis(name):
+    x = nb.ones(2, 3)
+    fn = getattr(nb, name)
+    with pytest.raises(ValueError, match=rf"{name}: axis 2 is out of range .*\(2, 3\)"):
+        fn(x, 2)
+    with pytest.raises(ValueError, match=rf"{name}: axis \(0, -3\) is out of range"):
+        fn(x, (0, -3))
+    with pytest.raises(ValueError, match=rf"{name}: axis \(1, -1\) repeats .*\(2, 3\)"):
+        fn(x, (1, -1))
+    with pytest.raises(TypeError, match=rf"{name}: axis must be an int"):
+        fn(x, 1.0)
+
+
+@pytest.mark.parametrize("name", ["max", "min", "mean"])
+def test_empty_reductions_raise(name):
+    with pytest.raises(ValueError, match=rf"{name}: cannot .* shape \(0, 3\)"):
+        getattr(nb, name)(nb.zeros(0, 3), 0)
