@@ -397,3 +397,9 @@ def test_ono_shape_mismatch_raises():
         nb.ono_decode(np.ones((2, 6)), B)
     with pytest.raises(ValueError, match=r"ono_encode: B must be 2-D"):
         nb.ono_encode(np.ones((2, 6)), np.ones(6))
+
+
+@pytest.mark.parametrize("shape", [(5, 0), (0, 0)])
+def test_empty_basis(shape):
+    Q, dB = q_and_grad(np.ones(shape), np.ones(shape))
+    assert Q.shape == dB.shape == shape

@@ -188,3 +188,10 @@ def test_decode_coefficient_mismatch_raises():
         nb.lno_decode(np.ones((2, 4)), np.ones(3), 10)
     with pytest.raises(ValueError, match=r"lno_encode: u must have at least one dim"):
         nb.lno_encode(np.float64(1.0), np.ones(3))
+
+
+@pytest.mark.parametrize("M, n", [(0, 4), (3, 0)])
+def test_empty_basis(M, n):
+    E, dmu = basis_and_grad(np.ones(M), n, np.ones((M, n)))
+    assert E.shape == (M, n)
+    np.testing.assert_array_equal(dmu, np.zeros(M))
