@@ -20,8 +20,9 @@ from ..kernels import gram_schmidt as K
 from ..tensor import Tensor, lift
 from .matmul import matmul
 
-# Below this many elements of B the serial loop nests beat the parallel forms (a step of
-# the parallel forms is too little work to pay for waking the threads).
+# From this many elements of B on, the op runs the parallel forms. Below it, one step of
+# them (one barrier per column) is too little work to pay for waking the threads. The
+# crossover is machine-dependent: bench_bases' W7-large row times both forms.
 _PARALLEL_MIN_SIZE = 1 << 20
 
 
@@ -29,7 +30,8 @@ def rank_tolerance(dtype: Any, k: int) -> float:
     """Relative rank threshold of ``gram_schmidt``: column j is dropped when what is left
     of it after projecting out the earlier columns has norm ``<= tol * ||b_j||``, with
     ``tol = 4 sqrt(k) eps(dtype)`` (the size of the rounding residue of an exactly
-    dependent column; a condition number up to about ``1 / tol`` keeps every column)."""
+    dependent column). Since ``R_jj >= sigma_min(B)`` and ``||b_j|| <= sigma_max(B)``, a B
+    with condition number below ``1 / tol`` keeps every column."""
     return float(4.0 * np.sqrt(max(k, 1)) * np.finfo(dtype).eps)
 
 
