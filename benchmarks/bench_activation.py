@@ -1,0 +1,97 @@
+"""Activation, softmax and loss workloads (W2, W3, W2b, W2c, W2d): forward + backward,
+float32, nbgrad vs PyTorch at the same thread count.
+
+Each timing is one forward and one ``y.backward(g)`` with a precomputed upstream gradient
+``g`` (a scalar loss for cross_entropy). Achieved bandwidth counts the bytes the two
+passes must move at least (inputs read, outputs written; e.g. gelu: x and y forward,
+g, x and dx backward) and is printed next to this machine's stream-copy bandwidth,
+measured in the same run (the better of ``np.copyto`` and a parallel Numba copy).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+import nbgrad as nb
+
+from .harness import Row, median_time
+
+N_ELEMENTWISE = 4_000_000
+SOFTMAX_SHAPE = (4096, 1024)
+CE_SHAPE = (4096, 1000)
+
+
+@njit(cache=True, parallel=True)
+def _parallel_copy(src, dst):
+    for i in prange(src.size):
+        dst[i] = src[i]
+
+
+def stream_copy_bandwidth(n_bytes: int = 256 * 2**20) -> float:
+    """Bytes per second moved (read + written) by the better of two large copies."""
+    src = np.ones(n_bytes // 4, np.float32)
+    dst = np.empty_like(src)
+    t_np = median_time(lambda: np.copyto(dst, src), repeats=5)
+    t_nb = median_time(lambda: _parallel_copy(src, dst), repeats=5)
+    return 2 * src.nbytes / min(t_np, t_nb)
+
+
+def _elementwise(name, nb_fn, torch_fn, torch, n_bytes, copy_bw, target, rng):
+    x = rng.standard_normal(N_ELEMENTWISE).astype(np.float32) * 3
+    g = rng.standard_normal(N_ELEMENTWISE).astype(np.float32)
+    return _row(name, nb_fn, torch_fn, torch, x, g, n_bytes, copy_bw, target)
+
+
+def _row(name, nb_fn, torch_fn, torch, x, g, n_bytes, copy_bw, target, extra=()):
+    xt = nb.tensor(x, requires_grad=True)
+
+    def run_nb():
+        xt.grad = None
+        nb_fn(xt, *extra).backward(g)
+
+    t_nb = median_time(run_nb)
+    t_torch = None
+    if torch is not None:
+        xq = torch.tensor(x, requires_grad=True)
+        gq = None if g is None else torch.tensor(g)
+        extra_q = tuple(torch.tensor(e) if isinstance(e, np.ndarray) else e for e in extra)
+
+        def run_torch():
+            xq.grad = None
+            torch_fn(xq, *extra_q).backward(gq)
+
+        t_torch = median_time(run_torch)
+    bw = n_bytes / t_nb
+    note = (f"{bw / 1e9:.1f} GB/s = {100 * bw / copy_bw:.0f}% of copy "
+            f"{copy_bw / 1e9:.1f} GB/s")
+    return Row(name, t_nb, t_torch, target, note)
+
+
+def run(torch) -> list[Row]:
+    rng = np.random.default_rng(0)
+    copy_bw = stream_copy_bandwidth()
+    f = None if torch is None else torch.nn.functional
+    n4 = N_ELEMENTWISE * 4
+    rows = [
+        # forward reads x, writes y; backward reads g and x (or y), writes dx
+        _elementwise("W2 gelu (erf) fwd+bwd, 4M f32", nb.gelu,
+                     None if f is None else f.gelu, torch, 5 * n4, copy_bw, "<=1.0x", rng),
+        _elementwise("W3 tanh fwd+bwd, 4M f32", nb.tanh,
+                     None if torch is None else torch.tanh, torch, 5 * n4, copy_bw,
+                     "<=0.5x", rng),
+        _elementwise("W2b silu fwd+bwd, 4M f32", nb.silu,
+                     None if f is None else f.silu, torch, 5 * n4, copy_bw, "<=1.0x", rng),
+    ]
+    x = rng.standard_normal(SOFTMAX_SHAPE).astype(np.float32) * 3
+    g = rng.standard_normal(SOFTMAX_SHAPE).astype(np.float32)
+    rows.append(_row("W2c softmax rows fwd+bwd, [4096,1024] f32", nb.softmax,
+                     None if f is None else (lambda t: f.softmax(t, dim=-1)), torch, x, g,
+                     5 * x.nbytes, copy_bw, "<=1.0x"))
+    logits = rng.standard_normal(CE_SHAPE).astype(np.float32) * 3
+    target = rng.integers(0, CE_SHAPE[1], CE_SHAPE[0])
+    # forward reads the logits, backward reads them again and writes dlogits
+    rows.append(_row("W2d cross_entropy fwd+bwd, [4096,1000] f32", nb.cross_entropy,
+                     None if f is None else f.cross_entropy, torch, logits, None,
+                     3 * logits.nbytes, copy_bw, "<=1.0x", extra=(target,)))
+    return rows
