@@ -8,8 +8,8 @@ Public entry points (plain Python wrappers that plan the loop nest and call the 
 * ``sum_to_shape(g, shape)``: ``g`` summed over the axes broadcast to reach ``g.shape``
   from ``shape`` (the backward of broadcasting); the result has exactly ``shape``.
 * ``reduce_term(op, u, v, shape, scale)``: ``scale * sum_to_shape(op(u, v), shape)``
-  without materialising ``op(u, v)`` (e.g. mul's grad_a = sum of g*b over the broadcast
-  axes).
+  for op COPY, MUL or DIV, without materialising ``op(u, v)`` (e.g. mul's grad_a = sum
+  of g*b over the broadcast axes).
 
 How a call is planned. Every operand is passed to the kernels as a flat 1-D buffer that
 starts at its first element, plus one element stride per dimension (0 along broadcast
@@ -25,6 +25,9 @@ block of output elements, or, when there are too few output elements to share ou
 private partial over a fixed chunk of the reduced rows; partials are then summed in
 chunk order. Chunk counts depend only on the shapes, never on the thread count, so
 results are bitwise identical at 1 and 2 threads.
+
+Kernels use Numba's NumPy error model: x / 0 is inf or NaN as in NumPy and PyTorch
+(the Python model would raise, and its checks stop the loops vectorising).
 """
 
 from __future__ import annotations
@@ -94,8 +97,8 @@ def _block(op, out, u, v):
 
 
 @njit(cache=True, error_model="numpy")
-def _accumulate(op, acc, u, v, tmp):
-    """acc[l] += f(u[l], v[l]); COPY and MUL fused, other ops through ``tmp``."""
+def _accumulate(op, acc, u, v):
+    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
     n = acc.size
     if op == COPY:
         for i in range(n):
@@ -104,10 +107,8 @@ def _accumulate(op, acc, u, v, tmp):
         for i in range(n):
             acc[i] += u[i] * v[i]
     else:
-        w = tmp[:n]
-        _block(op, w, u, v)
         for i in range(n):
-            acc[i] += w[i]
+            acc[i] += u[i] / v[i]
 
 
 @njit(cache=True, error_model="numpy")
@@ -120,7 +121,9 @@ def _lanes(src, off, stride, j0, n, buf):
         return src[s:s + n]
     b = buf[:n]
     if stride == 0:
-        b[:] = src[off]
+        x = src[off]
+        for i in range(n):
+            b[i] = x
         return b
     base = off + j0 * stride
     for i in range(n):
@@ -135,6 +138,21 @@ def _sum(x):
     s = x.dtype.type(0)
     for i in range(x.size):
         s += x[i]
+    return s
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+def _reduce_block(op, u, v):
+    """Sum of f(u[l], v[l]) over a short block for COPY, MUL, DIV (as ``_sum``)."""
+    if op == COPY:
+        return _sum(u)
+    s = u.dtype.type(0)
+    if op == MUL:
+        for i in range(u.size):
+            s += u[i] * v[i]
+    else:
+        for i in range(u.size):
+            s += u[i] / v[i]
     return s
 
 
@@ -193,7 +211,6 @@ def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         rows *= rshape[d]
     ubuf = np.empty(BLOCK, part.dtype)
     vbuf = np.empty(BLOCK, part.dtype)
-    tmp = np.empty(BLOCK, part.dtype)
     acc = np.empty(BLOCK, part.dtype)
     for t in range(t0, t1):
         c = t // (nko * nblk)
@@ -202,14 +219,16 @@ def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         j0 = (rest - ko * nblk) * BLOCK
         m = min(BLOCK, n - j0)
         a = acc[:m]
-        a[:] = 0
+        for i in range(m):
+            a[i] = 0
         ku, kv = _offsets(ko, kshape, kstr)
         for r in range(c * rows_per_chunk, min(rows, (c + 1) * rows_per_chunk)):
             ru, rv = _offsets(r, rshape, rstr)
             _accumulate(op, a, _lanes(u, ku + ru, us, j0, m, ubuf),
-                        _lanes(v, kv + rv, vs, j0, m, vbuf), tmp)
+                        _lanes(v, kv + rv, vs, j0, m, vbuf))
         o = ko * n + j0
-        part[c, o:o + m] = a
+        for i in range(m):
+            part[c, o + i] = a[i]
 
 
 @njit(cache=True, error_model="numpy")
@@ -224,7 +243,6 @@ def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
     nlc = (n + lanes_per_chunk - 1) // lanes_per_chunk
     ubuf = np.empty(BLOCK, part.dtype)
     vbuf = np.empty(BLOCK, part.dtype)
-    tmp = np.empty(BLOCK, part.dtype)
     for t in range(t0, t1):
         c = t // nk
         k = t - c * nk
@@ -236,13 +254,8 @@ def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
             ru, rv = _offsets(r, rshape, rstr)
             for j0 in range(cl * lanes_per_chunk, min(n, (cl + 1) * lanes_per_chunk), BLOCK):
                 m = min(BLOCK, n - j0, (cl + 1) * lanes_per_chunk - j0)
-                ul = _lanes(u, ku + ru, us, j0, m, ubuf)
-                if op == COPY:
-                    s += _sum(ul)
-                else:
-                    w = tmp[:m]
-                    _block(op, w, ul, _lanes(v, kv + rv, vs, j0, m, vbuf))
-                    s += _sum(w)
+                s += _reduce_block(op, _lanes(u, ku + ru, us, j0, m, ubuf),
+                                   _lanes(v, kv + rv, vs, j0, m, vbuf))
         part[c, k] = s
 
 
@@ -387,13 +400,16 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
 
 def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
                 scale: float = 1.0, full_shape: tuple | None = None) -> np.ndarray:
-    """``scale * sum_to_shape(f(u, v), shape)`` without materialising ``f(u, v)``.
+    """``scale * sum_to_shape(f(u, v), shape)`` without materialising ``f(u, v)``, for
+    ``op`` one of COPY (f = u), MUL (u v) and DIV (u / v).
 
     ``u`` and ``v`` broadcast to ``full_shape`` (default: their broadcast shape), and
     ``shape`` must broadcast to it too; the sum runs over the axes along which ``shape``
     was broadcast. With ``op == COPY``, ``v`` is ignored (may be None). The result has
     exactly ``shape`` and ``u``'s dtype.
     """
+    if op not in (COPY, MUL, DIV):
+        raise ValueError(f"reduce_term: op must be COPY, MUL or DIV, got {op}")
     if v is None:
         v = u
     if full_shape is None:
