@@ -20,21 +20,22 @@ from nbgrad.testing.strategies_conv import (
     conv_transpose2d_configs,
 )
 
-PATHS = ["direct", "gemm"]
+PATHS = ["direct", "s1", "gemm"]
 
 
 @contextmanager
 def kernel_path(path):
-    """Force the ops onto the direct loop nests or the im2col + BLAS kernels."""
-    saved = conv_ops.GEMM_MIN_TAPS, conv_ops.GEMM_MIN_FILTERS
-    if path == "gemm":
-        conv_ops.GEMM_MIN_TAPS = conv_ops.GEMM_MIN_FILTERS = 0
-    else:
-        conv_ops.GEMM_MIN_TAPS = conv_ops.GEMM_MIN_FILTERS = 10**9
+    """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
+    kernels (where the stride is 1, else direct) or im2col + BLAS."""
+    saved = conv_ops._kernel_path
+
+    def forced(w_shape, geom):
+        return "direct" if path == "s1" and geom[:2] != (1, 1) else path
+    conv_ops._kernel_path = forced
     try:
         yield
     finally:
-        conv_ops.GEMM_MIN_TAPS, conv_ops.GEMM_MIN_FILTERS = saved
+        conv_ops._kernel_path = saved
 
 
 def _pad4(padding):
@@ -193,6 +194,33 @@ def test_gemm_kernels_match_direct(cfg, dtype):
     for direct, gemm in pairs:
         assert direct.dtype == gemm.dtype == dtype
         np.testing.assert_allclose(gemm, direct, **tol)
+
+
+@given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=3, max_filters_per_group=3,
+                          max_stride=1),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_s1_kernels_match_direct(cfg, dtype):
+    """The stride-1 padded-plane kernels against the direct loop nests."""
+    x, w, _ = _draw(cfg, dtype=dtype)
+    b = np.random.default_rng(2).standard_normal(w.shape[0]).astype(dtype)
+    (dh, dw), (ph, pw) = (_pair(cfg[k]) for k in ("dilation", "padding"))
+    N, C, H, W = x.shape
+    F, _, KH, KW = w.shape
+    OH, OW = H + 2 * ph - dh * (KH - 1), W + 2 * pw - dw * (KW - 1)
+    g = np.random.default_rng(3).standard_normal((N, F, OH, OW)).astype(dtype)
+    geom = (ph, pw, dh, dw, cfg["groups"])
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    pairs = [
+        (K.conv2d_forward_direct(x, w, b, 1, 1, *geom, OH, OW),
+         K.conv2d_forward_s1(x, w, b, *geom, OH, OW)),
+        (K.conv2d_input_grad_direct(g, w, H, W, 1, 1, *geom),
+         K.conv2d_input_grad_s1(g, w, H, W, *geom)),
+        (K.conv2d_weight_grad_direct(x, g, KH, KW, 1, 1, *geom),
+         K.conv2d_weight_grad_s1(x, g, KH, KW, *geom)),
+    ]
+    for direct, fast in pairs:
+        assert direct.dtype == fast.dtype == dtype
+        np.testing.assert_allclose(fast, direct, **tol)
 
 
 def test_gemm_chunks_images():

@@ -46,6 +46,58 @@ def out_range(offset, stride, size, out_size):
     return lo, max(lo, hi)
 
 
+# Row primitives: o runs over [lo, hi) along one output row; with stride 1 the other
+# operand is a contiguous slice, so LLVM vectorises the loop.
+@njit(cache=True)
+def row_axpy(out, a, src, lo, hi, stride, offset):
+    """out[o] += a * src[o*stride + offset]."""
+    if stride == 1:
+        dst = out[lo:hi]
+        seg = src[lo + offset: hi + offset]
+        for j in range(dst.size):
+            dst[j] += a * seg[j]
+    else:
+        for o in range(lo, hi):
+            out[o] += a * src[o * stride + offset]
+
+
+@njit(cache=True)
+def row_gather(out, src, lo, hi, stride, offset):
+    """out[o] = src[o*stride + offset]."""
+    if stride == 1:
+        out[lo:hi] = src[lo + offset: hi + offset]
+    else:
+        for o in range(lo, hi):
+            out[o] = src[o * stride + offset]
+
+
+@njit(cache=True)
+def row_scatter(dst, a, src, lo, hi, stride, offset):
+    """dst[o*stride + offset] += a * src[o]."""
+    if stride == 1:
+        seg = dst[lo + offset: hi + offset]
+        part = src[lo:hi]
+        for j in range(seg.size):
+            seg[j] += a * part[j]
+    else:
+        for o in range(lo, hi):
+            dst[o * stride + offset] += a * src[o]
+
+
+@njit(cache=True)
+def row_fma(acc, a, src, lo, hi, stride, offset):
+    """acc[o] += a[o] * src[o*stride + offset] (elementwise partial products)."""
+    if stride == 1:
+        dst = acc[lo:hi]
+        part = a[lo:hi]
+        seg = src[lo + offset: hi + offset]
+        for j in range(dst.size):
+            dst[j] += part[j] * seg[j]
+    else:
+        for o in range(lo, hi):
+            acc[o] += a[o] * src[o * stride + offset]
+
+
 # -- direct loop nests (reference) ---------------------------------------------------------
 @njit(cache=True, parallel=True)
 def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
@@ -69,8 +121,8 @@ def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
                     wv = w[f, cl, kh, kw]
                     for oh in range(oh_lo, oh_hi):
                         ih = oh * sh + kh * dh - ph
-                        for ow in range(ow_lo, ow_hi):
-                            out[oh, ow] += wv * xc[ih, ow * sw + kw * dw - pw]
+                        # out[oh, ow] += wv * xc[ih, ow*sw + kw*dw - pw]
+                        row_axpy(out[oh], wv, xc[ih], ow_lo, ow_hi, sw, kw * dw - pw)
     return y
 
 
@@ -99,8 +151,8 @@ def conv2d_input_grad_direct(g, w, H, W, sh, sw, ph, pw, dh, dw, groups):
                     wv = w[f, cl, kh, kw]
                     for oh in range(oh_lo, oh_hi):
                         ih = oh * sh + kh * dh - ph
-                        for ow in range(ow_lo, ow_hi):
-                            plane[ih, ow * sw + kw * dw - pw] += wv * gp[oh, ow]
+                        # plane[ih, ow*sw + kw*dw - pw] += wv * gp[oh, ow]
+                        row_scatter(plane[ih], wv, gp[oh], ow_lo, ow_hi, sw, kw * dw - pw)
     return dx
 
 
@@ -112,22 +164,25 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     Cg = C // groups
     Fg = F // groups
     dwt = np.empty((F, Cg, KH, KW), x.dtype)
-    zero = x.dtype.type(0)
     for fc in prange(F * Cg):
         f = fc // Cg
         cl = fc % Cg
         c = (f // Fg) * Cg + cl
-        for kh in range(KH):
-            oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-            for kw in range(KW):
-                ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                acc = zero
-                for n in range(N):
+        # acc[kh, kw, ow]: partial sums along the output row, summed once at the end.
+        acc = np.zeros((KH, KW, OW), x.dtype)
+        for n in range(N):
+            for kh in range(KH):
+                oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
+                for kw in range(KW):
+                    ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
                     for oh in range(oh_lo, oh_hi):
                         ih = oh * sh + kh * dh - ph
-                        for ow in range(ow_lo, ow_hi):
-                            acc += g[n, f, oh, ow] * x[n, c, ih, ow * sw + kw * dw - pw]
-                dwt[f, cl, kh, kw] = acc
+                        # acc[kh, kw, ow] += g[n, f, oh, ow] * x[n, c, ih, ow*sw + kw*dw - pw]
+                        row_fma(acc[kh, kw], g[n, f, oh], x[n, c, ih], ow_lo, ow_hi, sw,
+                                kw * dw - pw)
+        for kh in range(KH):
+            for kw in range(KW):
+                dwt[f, cl, kh, kw] = acc[kh, kw].sum()
     return dwt
 
 
@@ -147,6 +202,138 @@ def conv2d_bias_grad(g):
                 acc += row
         db[f] = acc
     return db
+
+
+# -- stride-1 direct fast path -------------------------------------------------------------
+# With stride 1, a tap (kh, kw) shifts the whole plane by one constant offset once the
+# input is zero-padded into a buffer of row pitch Wp = OW + dw(KW-1): on that pitch the
+# outputs are the flat positions j = oh*Wp + ow, and tap (kh, kw) reads j + kh*dh*Wp + kw*dw.
+# Each tap is then one long contiguous multiply-add over the span L = (OH-1)*Wp + OW (the
+# Wp - OW columns past each output row are scratch). For few channels per group
+# (depthwise) this beats im2col; the tests compare it with the loop nests above.
+@njit(cache=True, fastmath={"reassoc"})
+def span_dot(a, b, n):
+    """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
+    order depends on the machine's vector width, never on the thread count."""
+    acc = a.dtype.type(0)
+    for j in range(n):
+        acc += a[j] * b[j]
+    return acc
+
+
+@njit(cache=True)
+def pad_plane(src, top, left, Hp, Wp):
+    """A flat [Hp * Wp] buffer holding src[i - top, j - left] at i*Wp + j, zero elsewhere."""
+    H, W = src.shape
+    buf = np.zeros(Hp * Wp, src.dtype)
+    for i in range(max(0, top), min(Hp, H + top)):
+        lo = max(0, left)
+        hi = min(Wp, W + left)
+        if hi > lo:
+            buf[i * Wp + lo: i * Wp + hi] = src[i - top, lo - left: hi - left]
+    return buf
+
+
+@njit(cache=True)
+def span_taps(KH, KW, dh, dw, Wp):
+    """Flat offsets kh*dh*Wp + kw*dw of the taps on pitch Wp, row-major."""
+    offs = np.empty(KH * KW, np.int64)
+    for kh in range(KH):
+        for kw in range(KW):
+            offs[kh * KW + kw] = kh * dh * Wp + kw * dw
+    return offs
+
+
+@njit(cache=True, parallel=True)
+def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
+    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, f)."""
+    N, C, H, W = x.shape
+    F, Cg, KH, KW = w.shape
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    y = np.empty((N, F, OH, OW), x.dtype)
+    for nf in prange(N * F):
+        n = nf // F
+        f = nf % F
+        c0 = (f // Fg) * Cg
+        acc = np.zeros(L, x.dtype)
+        for cl in range(Cg):
+            xp = pad_plane(x[n, c0 + cl], ph, pw, Hp, Wp)
+            for t in range(KH * KW):
+                wv = w[f, cl, t // KW, t % KW]
+                seg = xp[offs[t]: offs[t] + L]
+                for j in range(L):
+                    acc[j] += wv * seg[j]
+        for oh in range(OH):
+            for ow in range(OW):
+                y[n, f, oh, ow] = acc[oh * Wp + ow] + b[f]
+    return y
+
+
+@njit(cache=True, parallel=True)
+def conv2d_input_grad_s1(g, w, H, W, ph, pw, dh, dw, groups):
+    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, c)."""
+    N, F, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    C = Cg * groups
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    dx = np.zeros((N, C, H, W), g.dtype)
+    for nc in prange(N * C):
+        n = nc // C
+        c = nc % C
+        gi = c // Cg
+        cl = c % Cg
+        dxp = np.zeros(Hp * Wp, g.dtype)
+        for fl in range(Fg):
+            f = gi * Fg + fl
+            gq = pad_plane(g[n, f], 0, 0, OH, Wp)  # g on pitch Wp, zero scratch columns
+            for t in range(KH * KW):
+                wv = w[f, cl, t // KW, t % KW]
+                seg = dxp[offs[t]: offs[t] + L]
+                for j in range(L):
+                    seg[j] += wv * gq[j]
+        # dx[ih, iw] = dxp[ih + ph, iw + pw]; inputs no tap reaches keep zero
+        for ih in range(max(0, -ph), min(H, Hp - ph)):
+            lo = max(0, -pw)
+            hi = min(W, Wp - pw)
+            if hi > lo:
+                dx[n, c, ih, lo:hi] = dxp[(ih + ph) * Wp + lo + pw: (ih + ph) * Wp + hi + pw]
+    return dx
+
+
+@njit(cache=True, parallel=True)
+def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
+    """As ``conv2d_weight_grad_direct`` with stride 1. Parallel over (f, cl); the batch
+    is summed inside, in order."""
+    N, C, H, W = x.shape
+    _, F, OH, OW = g.shape
+    Cg = C // groups
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    dwt = np.empty((F, Cg, KH, KW), x.dtype)
+    for fc in prange(F * Cg):
+        f = fc // Cg
+        cl = fc % Cg
+        c = (f // Fg) * Cg + cl
+        acc = np.zeros(KH * KW, x.dtype)
+        for n in range(N):
+            xp = pad_plane(x[n, c], ph, pw, Hp, Wp)
+            gq = pad_plane(g[n, f], 0, 0, OH, Wp)  # zero in the scratch columns
+            for t in range(KH * KW):
+                acc[t] += span_dot(gq, xp[offs[t]:], L)
+        for t in range(KH * KW):
+            dwt[f, cl, t // KW, t % KW] = acc[t]
+    return dwt
 
 
 # -- im2col + BLAS fast path ---------------------------------------------------------------
@@ -182,18 +369,14 @@ def im2col(x, n0, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
         oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
         ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
         for oh in range(OH):
-            base = oh * OW
+            seg = row[oh * OW: (oh + 1) * OW]
             if oh < oh_lo or oh >= oh_hi:
-                for ow in range(OW):
-                    row[base + ow] = zero
+                seg[:] = zero
                 continue
-            ih = oh * sh + kh * dh - ph
-            for ow in range(ow_lo):
-                row[base + ow] = zero
-            for ow in range(ow_lo, ow_hi):
-                row[base + ow] = xc[ih, ow * sw + kw * dw - pw]
-            for ow in range(ow_hi, OW):
-                row[base + ow] = zero
+            seg[:ow_lo] = zero
+            # seg[ow] = xc[ih, ow*sw + kw*dw - pw]
+            row_gather(seg, xc[oh * sh + kh * dh - ph], ow_lo, ow_hi, sw, kw * dw - pw)
+            seg[ow_hi:] = zero
 
 
 @njit(cache=True, parallel=True)
@@ -202,6 +385,7 @@ def col2im(dcol, dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     Parallel over (image, channel): each iteration owns one plane of dx."""
     _, C, H, W = dx.shape
     nb = dcol.shape[0]
+    one = dx.dtype.type(1)
     for mc in prange(nb * C):
         m = mc // C
         c = mc % C
@@ -214,9 +398,9 @@ def col2im(dcol, dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                 row = dcol[m, (c * KH + kh) * KW + kw]
                 for oh in range(oh_lo, oh_hi):
                     ih = oh * sh + kh * dh - ph
-                    base = oh * OW
-                    for ow in range(ow_lo, ow_hi):
-                        plane[ih, ow * sw + kw * dw - pw] += row[base + ow]
+                    # plane[ih, ow*sw + kw*dw - pw] += row[oh*OW + ow]
+                    row_scatter(plane[ih], one, row[oh * OW: (oh + 1) * OW], ow_lo, ow_hi,
+                                sw, kw * dw - pw)
 
 
 @njit(cache=True)

@@ -20,7 +20,7 @@ IntPair = int | tuple[int, int]
 
 # im2col + BLAS pays once a group's dot products are long enough (C/groups*KH*KW taps)
 # and there are a few filters per group to share each column; otherwise (depthwise, tiny
-# groups) the direct loop nest is faster.
+# groups) the direct kernels are faster.
 GEMM_MIN_TAPS = 16
 GEMM_MIN_FILTERS = 4
 
@@ -127,9 +127,13 @@ def _contig(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _use_gemm(w_shape: tuple, groups: int) -> bool:
+def _kernel_path(w_shape: tuple, geom: tuple) -> str:
+    """'gemm' (im2col + BLAS) when a group's dot products are long and shared by a few
+    filters; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop nests)."""
     F, Cg, KH, KW = w_shape
-    return Cg * KH * KW >= GEMM_MIN_TAPS and F // groups >= GEMM_MIN_FILTERS
+    if Cg * KH * KW >= GEMM_MIN_TAPS and F // geom[-1] >= GEMM_MIN_FILTERS:
+        return "gemm"
+    return "s1" if geom[:2] == (1, 1) else "direct"
 
 
 def _geometry(stride, pad, dilation, groups) -> tuple:
@@ -141,24 +145,31 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
                    out_hw: tuple[int, int]) -> np.ndarray:
     """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias)."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
-    kernel = K.conv2d_forward_gemm if _use_gemm(w.shape, geom[-1]) else K.conv2d_forward_direct
+    path = _kernel_path(w.shape, geom)
+    if path == "s1":
+        return K.conv2d_forward_s1(x, w, bias, *geom[2:], *out_hw)
+    kernel = K.conv2d_forward_gemm if path == "gemm" else K.conv2d_forward_direct
     return kernel(x, w, bias, *geom, *out_hw)
 
 
 def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
                       geom: tuple) -> np.ndarray:
     """dx[N, C, H, W] (the transposed convolution of g with w)."""
-    kernel = (K.conv2d_input_grad_gemm if _use_gemm(w.shape, geom[-1])
-              else K.conv2d_input_grad_direct)
+    path = _kernel_path(w.shape, geom)
+    if path == "s1":
+        return K.conv2d_input_grad_s1(g, w, *in_hw, *geom[2:])
+    kernel = K.conv2d_input_grad_gemm if path == "gemm" else K.conv2d_input_grad_direct
     return kernel(g, w, *in_hw, *geom)
 
 
 def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
                        geom: tuple) -> np.ndarray:
     """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed."""
-    kernel = (K.conv2d_weight_grad_gemm if _use_gemm(w_shape, geom[-1])
-              else K.conv2d_weight_grad_direct)
-    return kernel(x, g, w_shape[2], w_shape[3], *geom)
+    path = _kernel_path(w_shape, geom)
+    if path == "s1":
+        return K.conv2d_weight_grad_s1(x, g, *w_shape[2:], *geom[2:])
+    kernel = K.conv2d_weight_grad_gemm if path == "gemm" else K.conv2d_weight_grad_direct
+    return kernel(x, g, *w_shape[2:], *geom)
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
