@@ -20,7 +20,8 @@ COLUMN_BLOCK = 16  # columns per parallel iteration: a 64-byte cache line of flo
 def scatter_add_rows(values, rows, n_rows):
     """``out[rows[r], :] += values[r, :]`` for r = 0, 1, ... in that order, into zeros.
 
-    values: [R, T] C-contiguous float array; rows: [R] int64, every entry in
+    values: [R, T] float array, any strides (a 0-stride broadcast is read in place);
+    rows: [R] int64, every entry in
     [0, n_rows) (checked by the caller: this loop does no bounds checks). Returns
     out[n_rows, T].
 

@@ -387,7 +387,7 @@ class GetItem(Function):
         index, t = _whole_trailing_dims(shape, index)
         lead, row = shape[:len(shape) - t], math.prod(shape[len(shape) - t:])
         rows = _source_positions(lead, index).reshape(-1)
-        values = np.ascontiguousarray(g).reshape(rows.size, row)
+        values = g.reshape(rows.size, row)  # a view even of a 0-stride broadcast g
         return K.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
 
 
