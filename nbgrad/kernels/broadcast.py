@@ -278,6 +278,40 @@ def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
 
 
 @njit(cache=True, error_model="numpy")
+def _flat_chunk(op, u, v, c):
+    s = c * CHUNK
+    e = min(u.size, s + CHUNK)
+    return _reduce_block(op, u[s:e], v[s:e])
+
+
+@njit(cache=True, error_model="numpy")
+def _ordered_total(part, scale, out):
+    total = part[0]
+    for c in range(1, part.size):
+        total += part[c]
+    out[0] = total * scale
+
+
+@njit(cache=True, error_model="numpy")
+def _reduce_flat(op, u, v, scale, out):
+    """out[0] = scale * sum of f(u, v) over contiguous 1-D u, v (size >= 1): partial sums
+    over fixed chunks of CHUNK elements, added in chunk order."""
+    part = np.empty((u.size + CHUNK - 1) // CHUNK, out.dtype)
+    for c in range(part.size):
+        part[c] = _flat_chunk(op, u, v, c)
+    _ordered_total(part, scale, out)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _reduce_flat_parallel(op, u, v, scale, out):
+    """``_reduce_flat`` with the chunks shared among threads (same chunks, same order)."""
+    part = np.empty((u.size + CHUNK - 1) // CHUNK, out.dtype)
+    for c in prange(part.size):
+        part[c] = _flat_chunk(op, u, v, c)
+    _ordered_total(part, scale, out)
+
+
+@njit(cache=True, error_model="numpy")
 def _combine(part, out, scale):
     """out[k] = scale * sum over chunks c (in order) of part[c, k]."""
     one = out.dtype.type(1)
@@ -420,6 +454,14 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         op, scale, v = COPY, scale * v.flat[0], u
     elif op == MUL and u.size and not any(u.strides):
         op, scale, u = COPY, scale * u.flat[0], v
+    if (u.shape == full_shape and v.shape == full_shape and u.size and len(shape) <= 1
+            and u.flags.c_contiguous and v.flags.c_contiguous
+            and (not shape or shape[0] == 1)):
+        # everything summed into one element: a flat chunked reduction, no planning
+        out = np.empty(shape, u.dtype)
+        (_reduce_flat if u.size < PARALLEL_MIN else _reduce_flat_parallel)(
+            op, u.reshape(-1), v.reshape(-1), u.dtype.type(scale), out.reshape(-1))
+        return out
     nd = len(full_shape)
     if len(shape) > nd:
         raise ValueError(f"sum_to_shape: shape {shape} has more dims than {full_shape}")

@@ -1,5 +1,6 @@
 """Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
-and the same-shape fast path of the binary ops (no broadcasting to plan).
+and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
+shape, or an array with a scalar.
 
 Binary op codes and their formulas are those of ``broadcast._block``; broadcasting
 operands go through ``broadcast.broadcast_apply`` instead. Arrays below
@@ -12,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .broadcast import CHUNK, _block
+from .broadcast import BLOCK, CHUNK, _block
 from .fastmath import exp, log
 
 # Unary op codes.
@@ -70,3 +71,33 @@ def binary_parallel(op, u, v, out):
         s = c * CHUNK
         e = min(u.size, s + CHUNK)
         _block(op, out[s:e], u[s:e], v[s:e])
+
+
+@njit(cache=True, error_model="numpy")
+def _scalar_range(op, x, s, out, scalar_first, i0, i1):
+    """out[i] = f(x[i], s) (or f(s, x[i]) when ``scalar_first``) for i in [i0, i1): the
+    scalar fills one block buffer once, then every block runs the two-array loop."""
+    buf = np.empty(min(BLOCK, i1 - i0), out.dtype)
+    for i in range(buf.size):
+        buf[i] = s
+    for j0 in range(i0, i1, BLOCK):
+        m = min(BLOCK, i1 - j0)
+        if scalar_first:
+            _block(op, out[j0:j0 + m], buf[:m], x[j0:j0 + m])
+        else:
+            _block(op, out[j0:j0 + m], x[j0:j0 + m], buf[:m])
+
+
+@njit(cache=True, error_model="numpy")
+def binary_scalar(op, x, s, out, scalar_first):
+    """Serial binary kernel of 1-D contiguous ``x`` with the scalar ``s``."""
+    _scalar_range(op, x, s, out, scalar_first, 0, x.size)
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def binary_scalar_parallel(op, x, s, out, scalar_first):
+    """``binary_scalar`` in fixed chunks of CHUNK elements, one prange iteration each."""
+    nchunks = (x.size + CHUNK - 1) // CHUNK
+    for c in prange(nchunks):
+        s0 = c * CHUNK
+        _scalar_range(op, x, s, out, scalar_first, s0, min(x.size, s0 + CHUNK))

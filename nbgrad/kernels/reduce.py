@@ -3,8 +3,8 @@ tie-splitting backward, plus a small scaling kernel for mean's backward.
 
 sum and mean are ``broadcast.reduce_term(COPY, ...)``: summing over axes is the
 backward of broadcasting, so they share its race-free, thread-count independent loop
-nest; the sum of a whole contiguous array takes ``sum_flat`` (fixed chunks, partials
-added in chunk order). max/min take x with the reduced axes moved last and flattened, ``x2[K, R]``.
+nest (a whole contiguous array takes its flat chunked path). max/min take x with the
+reduced axes moved last and flattened, ``x2[K, R]``.
 
 max/min forward: each row is cut into fixed chunks of ``CHUNK`` elements (a count that
 depends on R only); every (row, chunk) task writes its own partial extremum, and the
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .broadcast import CHUNK, PARALLEL_MIN, _sum
+from .broadcast import CHUNK, PARALLEL_MIN
 
 
 @njit(cache=True, error_model="numpy")
@@ -121,38 +121,6 @@ def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray) -> np.n
     else:
         _extremum_backward_serial(x2, m, g, out)
     return out
-
-
-@njit(cache=True, error_model="numpy")
-def _chunk_sum(x, c):
-    return _sum(x[c * CHUNK:min(x.size, (c + 1) * CHUNK)])
-
-
-@njit(cache=True, error_model="numpy")
-def _ordered_total(part, scale, out):
-    total = part[0]
-    for c in range(1, part.size):
-        total += part[c]
-    out[0] = total * scale
-
-
-@njit(cache=True, error_model="numpy")
-def sum_flat(x, scale, out):
-    """out[0] = scale * sum of contiguous 1-D ``x`` (x.size >= 1): partial sums over
-    fixed chunks of CHUNK elements, added in chunk order."""
-    part = np.empty((x.size + CHUNK - 1) // CHUNK, x.dtype)
-    for c in range(part.size):
-        part[c] = _chunk_sum(x, c)
-    _ordered_total(part, scale, out)
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def sum_flat_parallel(x, scale, out):
-    """``sum_flat`` with the chunks shared among threads (same chunks, same order)."""
-    part = np.empty((x.size + CHUNK - 1) // CHUNK, x.dtype)
-    for c in prange(part.size):
-        part[c] = _chunk_sum(x, c)
-    _ordered_total(part, scale, out)
 
 
 @njit(cache=True, error_model="numpy")

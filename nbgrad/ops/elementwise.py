@@ -60,10 +60,24 @@ def _same(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     return out
 
 
+def _with_scalar(op: int, x: np.ndarray, s: np.ndarray, scalar_first: bool) -> np.ndarray:
+    """f(x, s) (or f(s, x)) for contiguous ``x`` and a one-element ``s``."""
+    out = np.empty(x.shape, x.dtype)
+    (K.binary_scalar if x.size < B.PARALLEL_MIN else K.binary_scalar_parallel)(
+        op, x.reshape(-1), s.reshape(-1)[0], out.reshape(-1), scalar_first)
+    return out
+
+
 def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
-    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype)."""
-    if u.shape == shape and v.shape == shape:
-        return _same(op, u, v)
+    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype): the flat kernels
+    for equal shapes or a scalar operand, else the broadcasting kernel."""
+    if u.shape == shape:
+        if v.shape == shape:
+            return _same(op, u, v)
+        if v.size == 1 and u.size and u.flags.c_contiguous:
+            return _with_scalar(op, u, v, False)
+    elif v.shape == shape and u.size == 1 and v.size and v.flags.c_contiguous:
+        return _with_scalar(op, v, u, True)
     return B.broadcast_apply(op, u, v, shape)
 
 
@@ -85,12 +99,7 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
     if w is not None and w.dtype != g.dtype:
         w = w.astype(g.dtype)
     if x.shape == g.shape and scale == 1.0:
-        if w is None:
-            r = g
-        elif w.shape == g.shape:
-            r = _same(op, g, w)
-        else:
-            r = B.broadcast_apply(op, g, w, g.shape)
+        r = g if w is None else _binary(op, g, w, g.shape)
     else:
         r = B.reduce_term(op, g, w, x.shape, scale, g.shape)
     return r if r.dtype == x.dtype else r.astype(x.dtype)
@@ -100,7 +109,7 @@ def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarra
     if a.dtype == b.dtype and a.dtype.kind == "f":
         if a.shape == b.shape:
             return _same(op, a, b)
-        return B.broadcast_apply(op, a, b, B.broadcast_shapes(name, a.shape, b.shape))
+        return _binary(op, a, b, B.broadcast_shapes(name, a.shape, b.shape))
     shape = B.broadcast_shapes(name, a.shape, b.shape)
     dt = _compute_dtype(a.dtype, b.dtype)
     out = _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)

@@ -45,6 +45,9 @@ def _axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...]:
 
 def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
     """(the result's shape with reduced axes kept as 1, the returned shape)."""
+    if len(axes) == len(shape):
+        kept = (1,) * len(shape)
+        return kept, kept if keepdims else ()
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
     out = kept if keepdims else tuple(n for d, n in enumerate(shape) if d not in axes)
     return kept, out
@@ -75,17 +78,22 @@ def _broadcast_grad(g: np.ndarray, shape: tuple) -> np.ndarray:
     """g (reduced axes kept as 1) broadcast back to ``shape``: a 0-stride view, read in
     place downstream; a small result is materialised instead, since a contiguous array
     takes the element-wise ops' fast path (planning a strided loop costs more)."""
+    if g.size == 1 and _size(shape) <= _SMALL:
+        out = np.empty(shape, g.dtype)
+        out[...] = g
+        return out
     view = np.broadcast_to(g, shape)
     return np.array(view) if view.size <= _SMALL else view
 
 
-def _sum_forward(x: np.ndarray, axes: tuple, keepdims: bool, scale: float) -> np.ndarray:
-    kept, out_shape = _shapes(x.shape, axes, keepdims)
-    if len(axes) == x.ndim and x.size and x.dtype.kind == "f" and x.flags.c_contiguous:
-        y = np.empty(1, x.dtype)
-        (K.sum_flat if x.size < B.PARALLEL_MIN else K.sum_flat_parallel)(
-            x.reshape(-1), x.dtype.type(scale), y)
-        return y.reshape(out_shape)
+def _size(shape: tuple) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple, scale: float) -> np.ndarray:
     if x.dtype.kind != "f":
         y = B.reduce_term(B.COPY, x.astype(np.float64), None, kept, scale, x.shape)
         y = y.astype(np.int64 if scale == 1.0 else DEFAULT_DTYPE)
@@ -98,9 +106,9 @@ def _sum_forward(x: np.ndarray, axes: tuple, keepdims: bool, scale: float) -> np
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = _axes("sum", axis, x.shape)
-        ctx.shapes = (x.shape, _shapes(x.shape, axes, keepdims)[0])
-        return _sum_forward(x, axes, keepdims, 1.0)
+        kept, out_shape = _shapes(x.shape, _axes("sum", axis, x.shape), keepdims)
+        ctx.shapes = (x.shape, kept)
+        return _sum_forward(x, kept, out_shape, 1.0)
 
     @staticmethod
     def backward(ctx, g):
@@ -119,8 +127,9 @@ class Mean(Function):
         if n == 0:
             raise ValueError(f"mean: cannot average over axis {axis!r} of a tensor of shape "
                              f"{x.shape} (no elements)")
-        ctx.shapes = (x.shape, _shapes(x.shape, axes, keepdims)[0], 1.0 / n)
-        return _sum_forward(x, axes, keepdims, 1.0 / n)
+        kept, out_shape = _shapes(x.shape, axes, keepdims)
+        ctx.shapes = (x.shape, kept, 1.0 / n)
+        return _sum_forward(x, kept, out_shape, 1.0 / n)
 
     @staticmethod
     def backward(ctx, g):
