@@ -349,3 +349,22 @@ def test_sum_to_shape_rejects_non_broadcast_shape():
         B.sum_to_shape(np.ones((2, 4)), (3,))
     with pytest.raises(ValueError, match="more dims"):
         B.sum_to_shape(np.ones((4,)), (1, 4))
+
+
+def test_empty_and_high_rank_operands():
+    a = nb.zeros(0, 3, requires_grad=True)
+    b = nb.ones(3, requires_grad=True)
+    y = a * b + 2.0
+    assert y.shape == (0, 3) and y.sum().item() == 0.0
+    y.sum().backward()
+    assert a.grad.shape == (0, 3)
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros(3))
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 1, 2, 3, 1, 2))
+    w = rng.standard_normal((3, 4, 1, 1, 5, 1))
+    tx, tw = nb.tensor(x, requires_grad=True), nb.tensor(w, requires_grad=True)
+    gx, gw = nb.grad((tx * tw).sum(), [tx, tw])
+    np.testing.assert_allclose(gx.numpy(), unbroadcast(np.broadcast_to(w, (2, 3, 4, 2, 3, 5, 2)),
+                                                       x.shape))
+    np.testing.assert_allclose(gw.numpy(), unbroadcast(np.broadcast_to(x, (2, 3, 4, 2, 3, 5, 2)),
+                                                       w.shape))
