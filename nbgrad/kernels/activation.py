@@ -1,5 +1,7 @@
 """Activation, softmax-family and loss kernels: forward and backward loop nests.
 
+Kernels write into an ``out`` array the caller allocates (NumPy-owned, so the autograd
+engine keeps it without a copy, and large ones get transparent huge pages).
 Element-wise kernels take flat contiguous arrays and run one ``prange`` over the
 elements (Numba hands each thread one contiguous block; the body is straight-line code,
 vectorised by LLVM, so the result does not depend on the thread count). Row kernels
@@ -143,155 +145,142 @@ def _sigmoid(z, one):
 
 
 @njit(**_OPTS)
-def tanh_forward(x):
-    y = np.empty_like(x)
+def tanh_forward(x, out):
     for i in prange(x.size):
-        y[i] = tanh(x[i])
-    return y
+        out[i] = tanh(x[i])
+    return out
 
 
 @njit(**_OPTS)
-def tanh_backward(g, y):
+def tanh_backward(g, y, out):
     one = y.dtype.type(1)
-    gx = np.empty_like(y)
     for i in prange(y.size):
-        gx[i] = g[i] * (one - y[i] * y[i])
-    return gx
+        out[i] = g[i] * (one - y[i] * y[i])
+    return out
 
 
 @njit(**_OPTS)
-def sigmoid_forward(x):
+def sigmoid_forward(x, out):
     one = x.dtype.type(1)
-    y = np.empty_like(x)
     for i in prange(x.size):
-        y[i] = _sigmoid(x[i], one)
-    return y
+        out[i] = _sigmoid(x[i], one)
+    return out
 
 
 @njit(**_OPTS)
-def sigmoid_backward(g, y):
+def sigmoid_backward(g, y, out):
     one = y.dtype.type(1)
-    gx = np.empty_like(y)
     for i in prange(y.size):
-        gx[i] = g[i] * y[i] * (one - y[i])
-    return gx
+        out[i] = g[i] * y[i] * (one - y[i])
+    return out
 
 
 # -- relu family ---------------------------------------------------------------------------
 
 
 @njit(**_OPTS)
-def relu_forward(x):
+def relu_forward(x, out):
     zero = x.dtype.type(0)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = zero if v < zero else v       # NaN passes through
-    return y
+        out[i] = zero if v < zero else v       # NaN passes through
+    return out
 
 
 @njit(**_OPTS)
-def relu_backward(g, y):
+def relu_backward(g, y, out):
     zero = y.dtype.type(0)
-    gx = np.empty_like(y)
     for i in prange(y.size):
-        gx[i] = g[i] if y[i] > zero else zero
-    return gx
+        out[i] = g[i] if y[i] > zero else zero
+    return out
 
 
 @njit(**_OPTS)
-def leaky_relu_forward(x, negative_slope):
+def leaky_relu_forward(x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = v if v > zero else v * s
-    return y
+        out[i] = v if v > zero else v * s
+    return out
 
 
 @njit(**_OPTS)
-def leaky_relu_backward(g, x, negative_slope):
+def leaky_relu_backward(g, x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
-    gx = np.empty_like(x)
     for i in prange(x.size):
-        gx[i] = g[i] if x[i] > zero else g[i] * s
-    return gx
+        out[i] = g[i] if x[i] > zero else g[i] * s
+    return out
 
 
 @njit(**_OPTS)
-def elu_forward(x, alpha):
+def elu_forward(x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         neg = a * expm1(v)
-        y[i] = v if v > zero else neg
-    return y
+        out[i] = v if v > zero else neg
+    return out
 
 
 @njit(**_OPTS)
-def elu_backward(g, x, alpha):
+def elu_backward(g, x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         neg = g[i] * (a * exp(v))
-        gx[i] = g[i] if v > zero else neg
-    return gx
+        out[i] = g[i] if v > zero else neg
+    return out
 
 
 # -- gelu family, silu ----------------------------------------------------------------------
 
 
 @njit(**_OPTS)
-def gelu_forward(x):
+def gelu_forward(x, out):
     t = x.dtype.type
     half = t(0.5)
     one = t(1)
     inv_sqrt2 = t(0.7071067811865476)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = half * v * (one + erf(v * inv_sqrt2))
-    return y
+        out[i] = half * v * (one + erf(v * inv_sqrt2))
+    return out
 
 
 @njit(**_OPTS)
-def gelu_backward(g, x):
+def gelu_backward(g, x, out):
     t = x.dtype.type
     half = t(0.5)
     one = t(1)
     inv_sqrt2 = t(0.7071067811865476)
     inv_sqrt2pi = t(0.3989422804014327)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         cdf = half * (one + erf(v * inv_sqrt2))
         pdf = exp(-half * v * v) * inv_sqrt2pi
-        gx[i] = g[i] * (cdf + v * pdf)
-    return gx
+        out[i] = g[i] * (cdf + v * pdf)
+    return out
 
 
 @njit(**_OPTS)
-def gelu_tanh_forward(x):
+def gelu_tanh_forward(x, out):
     t = x.dtype.type
     half = t(0.5)
     one = t(1)
     k = t(0.7978845608028654)
     c = t(0.044715)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = half * v * (one + tanh(k * (v + c * v * v * v)))
-    return y
+        out[i] = half * v * (one + tanh(k * (v + c * v * v * v)))
+    return out
 
 
 @njit(**_OPTS)
-def gelu_tanh_backward(g, x):
+def gelu_tanh_backward(g, x, out):
     t = x.dtype.type
     half = t(0.5)
     one = t(1)
@@ -299,7 +288,6 @@ def gelu_tanh_backward(g, x):
     c = t(0.044715)
     c3 = t(3 * 0.044715)
     big = t(20)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         # beyond |x| = 20, tanh(v) is +-1 exactly and the derivative exactly 1 or 0; the
         # clamp keeps x^2 finite so that (1 - tanh^2) * x^2 is never 0 * inf
@@ -308,29 +296,27 @@ def gelu_tanh_backward(g, x):
         v = -big if v < -big else v
         th = tanh(k * (v + c * v * v * v))
         d = half * (one + th) + half * v * (one - th * th) * k * (one + c3 * v * v)
-        gx[i] = g[i] * d
-    return gx
+        out[i] = g[i] * d
+    return out
 
 
 @njit(**_OPTS)
-def gelu_quick_forward(x):
+def gelu_quick_forward(x, out):
     t = x.dtype.type
     one = t(1)
     a = t(1.702)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = v * _sigmoid(a * v, one)
-    return y
+        out[i] = v * _sigmoid(a * v, one)
+    return out
 
 
 @njit(**_OPTS)
-def gelu_quick_backward(g, x):
+def gelu_quick_backward(g, x, out):
     t = x.dtype.type
     one = t(1)
     a = t(1.702)
     big = t(100)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         # s(1 + a x (1 - s)) through s, never ggml's (..)/(1 + e)^2 (inf/inf below -49.5);
         # beyond |x| = 100 the derivative is exactly 0 or 1 and the clamp keeps a x finite
@@ -338,109 +324,99 @@ def gelu_quick_backward(g, x):
         v = big if v > big else v
         v = -big if v < -big else v
         s = _sigmoid(a * v, one)
-        gx[i] = g[i] * (s * (one + a * v * (one - s)))
-    return gx
+        out[i] = g[i] * (s * (one + a * v * (one - s)))
+    return out
 
 
 @njit(**_OPTS)
-def silu_forward(x):
+def silu_forward(x, out):
     one = x.dtype.type(1)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        y[i] = v * _sigmoid(v, one)
-    return y
+        out[i] = v * _sigmoid(v, one)
+    return out
 
 
 @njit(**_OPTS)
-def silu_backward(g, x):
+def silu_backward(g, x, out):
     one = x.dtype.type(1)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         s = _sigmoid(v, one)
-        gx[i] = g[i] * (s * (one + v * (one - s)))
-    return gx
+        out[i] = g[i] * (s * (one + v * (one - s)))
+    return out
 
 
 # -- softplus, clamp -------------------------------------------------------------------------
 
 
 @njit(**_OPTS)
-def softplus_forward(x, beta, threshold):
+def softplus_forward(x, beta, threshold, out):
     t = x.dtype.type
     zero = t(0)
     b = t(beta)
     thr = t(threshold)
     inv_b = t(1) / b
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         z = b * v
         # log(1 + e^z) = max(z, 0) + log1p(e^-|z|): no overflow for any z
         soft = ((z if z > zero else zero) + log1p(exp(-abs(z)))) * inv_b
-        y[i] = v if z > thr else soft
-    return y
+        out[i] = v if z > thr else soft
+    return out
 
 
 @njit(**_OPTS)
-def softplus_backward(g, x, beta, threshold):
+def softplus_backward(g, x, beta, threshold, out):
     t = x.dtype.type
     one = t(1)
     b = t(beta)
     thr = t(threshold)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         z = b * x[i]
-        gx[i] = g[i] if z > thr else g[i] * _sigmoid(z, one)
-    return gx
+        out[i] = g[i] if z > thr else g[i] * _sigmoid(z, one)
+    return out
 
 
 @njit(**_OPTS)
-def clamp_forward(x, lo, hi):
+def clamp_forward(x, lo, hi, out):
     t = x.dtype.type
     lo = t(lo)
     hi = t(hi)
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         v = lo if v < lo else v          # min(max(x, lo), hi): hi wins when lo > hi;
-        y[i] = hi if v > hi else v       # NaN passes through
-    return y
+        out[i] = hi if v > hi else v       # NaN passes through
+    return out
 
 
 @njit(**_OPTS)
-def clamp_backward(g, x, lo, hi):
+def clamp_backward(g, x, lo, hi, out):
     t = x.dtype.type
     zero = t(0)
     lo = t(lo)
     hi = t(hi)
-    gx = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
-        gx[i] = g[i] if (v >= lo and v <= hi) else zero
-    return gx
+        out[i] = g[i] if (v >= lo and v <= hi) else zero
+    return out
 
 
 @njit(**_OPTS)
-def clamp_tensor_forward(x, lo, hi):
+def clamp_tensor_forward(x, lo, hi, out):
     """clamp with element-wise bounds (all three flat, same size)."""
-    y = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         v = lo[i] if v < lo[i] else v
-        y[i] = hi[i] if v > hi[i] else v
-    return y
+        out[i] = hi[i] if v > hi[i] else v
+    return out
 
 
 @njit(**_OPTS)
-def clamp_tensor_backward(g, x, lo, hi):
+def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
     """PyTorch's split of g among x, min and max: x where lo <= x <= hi; min where
     x < lo < hi; max where x > hi or hi < lo (absent bounds come in as -inf/+inf)."""
     zero = x.dtype.type(0)
-    gx = np.empty_like(x)
-    glo = np.empty_like(x)
-    ghi = np.empty_like(x)
     for i in prange(x.size):
         v = x[i]
         a = lo[i]
@@ -452,59 +428,55 @@ def clamp_tensor_backward(g, x, lo, hi):
     return gx, glo, ghi
 
 
-# -- softmax family (rows of a [R, C] C-contiguous array) ----------------------------------
+# -- softmax family (rows of a [R, C] C-contiguous array; ``out`` has x's shape) ------------
 
 
 @njit(**_OPTS)
-def softmax_forward(x):
-    y = np.empty_like(x)
+def softmax_forward(x, out):
     one = x.dtype.type(1)
     for r in prange(x.shape[0]):
-        yr = y[r]
+        yr = out[r]
         s = _exp_shifted_sum(x[r], _max8(x[r]), yr)
         inv = one / s
         for j in range(yr.size):
             yr[j] *= inv
-    return y
+    return out
 
 
 @njit(**_OPTS)
-def softmax_backward(g, y):
-    gx = np.empty_like(y)
+def softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
         gr = g[r]
         yr = y[r]
-        out = gx[r]
+        outr = out[r]
         d = _dot8(gr, yr)
         for j in range(yr.size):
-            out[j] = yr[j] * (gr[j] - d)
-    return gx
+            outr[j] = yr[j] * (gr[j] - d)
+    return out
 
 
 @njit(**_OPTS)
-def log_softmax_forward(x):
-    y = np.empty_like(x)
+def log_softmax_forward(x, out):
     for r in prange(x.shape[0]):
         xr = x[r]
-        yr = y[r]
+        yr = out[r]
         m = _max8(xr)
         shift = m + log(_exp_shifted_sum(xr, m, yr))
         for j in range(yr.size):
             yr[j] = xr[j] - shift
-    return y
+    return out
 
 
 @njit(**_OPTS)
-def log_softmax_backward(g, y):
-    gx = np.empty_like(y)
+def log_softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
         gr = g[r]
         yr = y[r]
-        out = gx[r]
+        outr = out[r]
         sg = _sum8(gr)
         for j in range(yr.size):
-            out[j] = gr[j] - exp(yr[j]) * sg
-    return gx
+            outr[j] = gr[j] - exp(yr[j]) * sg
+    return out
 
 
 @njit(**_OPTS)
@@ -522,17 +494,16 @@ def logsumexp_forward(x):
 
 
 @njit(**_OPTS)
-def logsumexp_backward(g, x, y):
-    """gx[r, j] = g[r] exp(x[r, j] - y[r])."""
-    gx = np.empty_like(x)
+def logsumexp_backward(g, x, y, out):
+    """out[r, j] = g[r] exp(x[r, j] - y[r])."""
     for r in prange(x.shape[0]):
         xr = x[r]
-        out = gx[r]
+        outr = out[r]
         gr = g[r]
         yr = y[r]
         for j in range(xr.size):
-            out[j] = gr * exp(xr[j] - yr)
-    return gx
+            outr[j] = gr * exp(xr[j] - yr)
+    return out
 
 
 # -- losses -------------------------------------------------------------------------------
@@ -556,25 +527,23 @@ def cross_entropy_forward(x, target):
 
 
 @njit(**_OPTS)
-def cross_entropy_backward(g, x, target, lse):
-    """Fused log-softmax backward: gx[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r])."""
-    gx = np.empty_like(x)
+def cross_entropy_backward(g, x, target, lse, out):
+    """Fused log-softmax backward: out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r])."""
     for r in prange(x.shape[0]):
         xr = x[r]
-        out = gx[r]
+        outr = out[r]
         gr = g[r]
         lr = lse[r]
         tr = target[r]
         for j in range(xr.size):
-            out[j] = gr * exp(xr[j] - lr)
-        out[tr] = out[tr] - gr
-    return gx
+            outr[j] = gr * exp(xr[j] - lr)
+        outr[tr] = outr[tr] - gr
+    return out
 
 
 @njit(**_OPTS)
-def squared_error(pred, target):
+def squared_error(pred, target, out):
     """(pred - target)^2, element-wise (flat arrays)."""
-    out = np.empty_like(pred)
     for i in prange(pred.size):
         d = pred[i] - target[i]
         out[i] = d * d
@@ -600,12 +569,11 @@ def squared_error_sum(pred, target):
 
 
 @njit(**_OPTS)
-def squared_error_backward(g, pred, target, scale):
+def squared_error_backward(g, pred, target, scale, out):
     """d/dpred of scale * (pred - target)^2 times g: 2 scale g (pred - target); g flat
     and full size ('none') or of size 1 (a reduced loss)."""
     t = pred.dtype.type
     two_s = t(2) * t(scale)
-    out = np.empty_like(pred)
     if g.size == 1:
         gs = g[0] * two_s
         for i in prange(pred.size):

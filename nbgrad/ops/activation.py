@@ -36,6 +36,14 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
 
+def _into(kernel, shape: tuple, dtype, *args) -> np.ndarray:
+    """A new NumPy array of ``shape``, filled by the flat element-wise ``kernel(*args, out)``
+    (NumPy-owned, so the engine keeps a gradient returned this way without copying it)."""
+    out = np.empty(shape, dtype)
+    kernel(*args, out.reshape(-1))
+    return out
+
+
 def _signed(rng, shape, low=0.2, high=2.0):
     """Samples with |x| in [low, high] of random sign: away from the kink at 0."""
     return rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
@@ -61,14 +69,14 @@ def _kinked_samples(rng):
 class Tanh(Function):
     @staticmethod
     def forward(ctx, x):
-        y = K.tanh_forward(_flat(x)).reshape(x.shape)
+        y = _into(K.tanh_forward, x.shape, x.dtype, _flat(x))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return K.tanh_backward(_flat(g), y.reshape(-1)).reshape(y.shape)
+        return _into(K.tanh_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
 
 
 def tanh(x) -> Tensor:
@@ -80,14 +88,14 @@ def tanh(x) -> Tensor:
 class Sigmoid(Function):
     @staticmethod
     def forward(ctx, x):
-        y = K.sigmoid_forward(_flat(x)).reshape(x.shape)
+        y = _into(K.sigmoid_forward, x.shape, x.dtype, _flat(x))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return K.sigmoid_backward(_flat(g), y.reshape(-1)).reshape(y.shape)
+        return _into(K.sigmoid_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
 
 
 def sigmoid(x) -> Tensor:
@@ -99,14 +107,14 @@ def sigmoid(x) -> Tensor:
 class ReLU(Function):
     @staticmethod
     def forward(ctx, x):
-        y = K.relu_forward(_flat(x)).reshape(x.shape)
+        y = _into(K.relu_forward, x.shape, x.dtype, _flat(x))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return K.relu_backward(_flat(g), y.reshape(-1)).reshape(y.shape)
+        return _into(K.relu_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
 
 
 def relu(x) -> Tensor:
@@ -129,12 +137,13 @@ class LeakyReLU(Function):
     def forward(ctx, x, negative_slope=0.01):
         ctx.negative_slope = negative_slope
         ctx.save_for_backward(x)
-        return K.leaky_relu_forward(_flat(x), negative_slope).reshape(x.shape)
+        return _into(K.leaky_relu_forward, x.shape, x.dtype, _flat(x), negative_slope)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.leaky_relu_backward(_flat(g), _flat(x), ctx.negative_slope).reshape(x.shape)
+        return _into(K.leaky_relu_backward, x.shape, x.dtype, _flat(g), _flat(x),
+                     ctx.negative_slope)
 
 
 def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
@@ -156,12 +165,12 @@ class ELU(Function):
     def forward(ctx, x, alpha=1.0):
         ctx.alpha = alpha
         ctx.save_for_backward(x)
-        return K.elu_forward(_flat(x), alpha).reshape(x.shape)
+        return _into(K.elu_forward, x.shape, x.dtype, _flat(x), alpha)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.elu_backward(_flat(g), _flat(x), ctx.alpha).reshape(x.shape)
+        return _into(K.elu_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.alpha)
 
 
 def elu(x, alpha: float = 1.0) -> Tensor:
@@ -186,13 +195,13 @@ class GELU(Function):
         ctx.approximate = approximate
         ctx.save_for_backward(x)
         kernel = K.gelu_tanh_forward if approximate == "tanh" else K.gelu_forward
-        return kernel(_flat(x)).reshape(x.shape)
+        return _into(kernel, x.shape, x.dtype, _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         kernel = K.gelu_tanh_backward if ctx.approximate == "tanh" else K.gelu_backward
-        return kernel(_flat(g), _flat(x)).reshape(x.shape)
+        return _into(kernel, x.shape, x.dtype, _flat(g), _flat(x))
 
 
 def gelu(x, approximate: str = "none") -> Tensor:
@@ -209,12 +218,12 @@ class GELUQuick(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return K.gelu_quick_forward(_flat(x)).reshape(x.shape)
+        return _into(K.gelu_quick_forward, x.shape, x.dtype, _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.gelu_quick_backward(_flat(g), _flat(x)).reshape(x.shape)
+        return _into(K.gelu_quick_backward, x.shape, x.dtype, _flat(g), _flat(x))
 
 
 def gelu_quick(x) -> Tensor:
@@ -227,12 +236,12 @@ class SiLU(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return K.silu_forward(_flat(x)).reshape(x.shape)
+        return _into(K.silu_forward, x.shape, x.dtype, _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.silu_backward(_flat(g), _flat(x)).reshape(x.shape)
+        return _into(K.silu_backward, x.shape, x.dtype, _flat(g), _flat(x))
 
 
 def silu(x) -> Tensor:
@@ -257,13 +266,13 @@ class Softplus(Function):
     def forward(ctx, x, beta=1.0, threshold=20.0):
         ctx.beta, ctx.threshold = beta, threshold
         ctx.save_for_backward(x)
-        return K.softplus_forward(_flat(x), beta, threshold).reshape(x.shape)
+        return _into(K.softplus_forward, x.shape, x.dtype, _flat(x), beta, threshold)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.softplus_backward(_flat(g), _flat(x), ctx.beta,
-                                   ctx.threshold).reshape(x.shape)
+        return _into(K.softplus_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.beta,
+                     ctx.threshold)
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
@@ -295,12 +304,12 @@ class Clamp(Function):
     def forward(ctx, x, lo=-np.inf, hi=np.inf):
         ctx.lo, ctx.hi = lo, hi
         ctx.save_for_backward(x)
-        return K.clamp_forward(_flat(x), lo, hi).reshape(x.shape)
+        return _into(K.clamp_forward, x.shape, x.dtype, _flat(x), lo, hi)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return K.clamp_backward(_flat(g), _flat(x), ctx.lo, ctx.hi).reshape(x.shape)
+        return _into(K.clamp_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.lo, ctx.hi)
 
 
 def _clamp_tensor_samples(rng):
@@ -329,13 +338,14 @@ class ClampTensor(Function):
         ctx.shapes = (x.shape, None if lo is None else lo.shape,
                       None if hi is None else hi.shape, shape)
         ctx.save_for_backward(*full)
-        return K.clamp_tensor_forward(*full).reshape(shape)
+        return _into(K.clamp_tensor_forward, shape, x.dtype, *full)
 
     @staticmethod
     def backward(ctx, g):
         xs, los, his, shape = ctx.shapes
-        grads = K.clamp_tensor_backward(_flat(g), *ctx.saved_tensors)
-        return tuple(None if (s is None or not need) else sum_to_shape(gr.reshape(shape), s)
+        grads = [np.empty(shape, g.dtype) for _ in range(3)]
+        K.clamp_tensor_backward(_flat(g), *ctx.saved_tensors, *(a.reshape(-1) for a in grads))
+        return tuple(None if (s is None or not need) else sum_to_shape(gr, s)
                      for gr, s, need in zip(grads, (xs, los, his), ctx.needs_input_grad))
 
 
@@ -390,12 +400,20 @@ def _rows_last(a: np.ndarray, axis: int) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
 
 
-def _rows_back(r: np.ndarray, shape: tuple, axis: int) -> np.ndarray:
-    """Inverse of ``_rows_last`` for an array of the original ``shape``."""
+def _rows_into(kernel, shape: tuple, axis: int, dtype, *args) -> tuple[np.ndarray, np.ndarray]:
+    """Run the row ``kernel(*args, out)`` (rows along ``axis``) into a new array of
+    ``shape``; returns that array and the [rows, C] view the kernel wrote. With ``axis``
+    last (the usual case) no copy is made and the result is NumPy-owned."""
+    nd_shape = shape or (1,)
+    moved = nd_shape[:axis] + nd_shape[axis + 1:] + (nd_shape[axis],)
+    out = np.empty(moved, dtype)
+    rows = out.reshape(-1, moved[-1])
+    kernel(*args, rows)
     if not shape:
-        return r.reshape(())
-    moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
-    return np.ascontiguousarray(np.moveaxis(r.reshape(moved), -1, axis))
+        return out.reshape(()), rows
+    if axis == len(shape) - 1:
+        return out, rows
+    return np.ascontiguousarray(np.moveaxis(out, -1, axis)), rows
 
 
 def _softmax_samples(rng):
@@ -410,15 +428,15 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         ctx.axis = axis = axis % max(x.ndim, 1)
-        y = K.softmax_forward(_rows_last(x, axis))
-        ctx.save_for_backward(y)
-        return _rows_back(y, x.shape, axis)
+        y, rows = _rows_into(K.softmax_forward, x.shape, axis, x.dtype, _rows_last(x, axis))
+        ctx.save_for_backward(rows)
+        return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        gx = K.softmax_backward(_rows_last(g, ctx.axis), y)
-        return _rows_back(gx, g.shape, ctx.axis)
+        return _rows_into(K.softmax_backward, g.shape, ctx.axis, g.dtype,
+                          _rows_last(g, ctx.axis), y)[0]
 
 
 def softmax(x, axis: int = -1) -> Tensor:
@@ -432,15 +450,16 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         ctx.axis = axis = axis % max(x.ndim, 1)
-        y = K.log_softmax_forward(_rows_last(x, axis))
-        ctx.save_for_backward(y)
-        return _rows_back(y, x.shape, axis)
+        y, rows = _rows_into(K.log_softmax_forward, x.shape, axis, x.dtype,
+                             _rows_last(x, axis))
+        ctx.save_for_backward(rows)
+        return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        gx = K.log_softmax_backward(_rows_last(g, ctx.axis), y)
-        return _rows_back(gx, g.shape, ctx.axis)
+        return _rows_into(K.log_softmax_backward, g.shape, ctx.axis, g.dtype,
+                          _rows_last(g, ctx.axis), y)[0]
 
 
 def log_softmax(x, axis: int = -1) -> Tensor:
@@ -475,9 +494,12 @@ class LogSumExp(Function):
     @staticmethod
     def backward(ctx, g):
         xt, y = ctx.saved_tensors
-        gx = K.logsumexp_backward(_flat(g), xt, y)
-        return np.ascontiguousarray(np.transpose(gx.reshape(ctx.xt_shape),
-                                                 np.argsort(ctx.perm)))
+        gx = np.empty(ctx.xt_shape, xt.dtype)
+        K.logsumexp_backward(_flat(g), xt, y, gx.reshape(xt.shape))
+        inverse = np.argsort(ctx.perm)
+        if np.array_equal(inverse, np.arange(len(inverse))):
+            return gx
+        return np.ascontiguousarray(np.transpose(gx, inverse))
 
 
 def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:

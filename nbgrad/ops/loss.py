@@ -48,7 +48,9 @@ class MSELoss(Function):
         ctx.reduction, ctx.shape = reduction, pred.shape
         ctx.save_for_backward(p, t)
         if reduction == "none":
-            return K.squared_error(p, t).reshape(pred.shape)
+            out = np.empty(pred.shape, pred.dtype)
+            K.squared_error(p, t, out.reshape(-1))
+            return out
         total = K.squared_error_sum(p, t)
         if reduction == "mean":
             total = total / p.size if p.size else np.nan
@@ -59,7 +61,8 @@ class MSELoss(Function):
         p, t = ctx.saved_tensors
         g = np.ascontiguousarray(g, dtype=p.dtype).reshape(-1)
         scale = 1.0 / p.size if ctx.reduction == "mean" and p.size else 1.0
-        gp = K.squared_error_backward(g, p, t, scale).reshape(ctx.shape)
+        gp = np.empty(ctx.shape, p.dtype)
+        K.squared_error_backward(g, p, t, scale, gp.reshape(-1))
         gt = np.negative(gp) if ctx.needs_input_grad[1] else None
         return (gp if ctx.needs_input_grad[0] else None), gt
 
@@ -118,7 +121,9 @@ class CrossEntropy(Function):
         else:
             scale = 1.0 / n if ctx.reduction == "mean" and n else 1.0
             rows = np.full(n, float(g.reshape(())) * scale, dtype=x.dtype)
-        return K.cross_entropy_backward(rows, x, t, lse), None
+        gx = np.empty_like(x)
+        K.cross_entropy_backward(rows, x, t, lse, gx)
+        return gx, None
 
 
 def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
