@@ -186,8 +186,8 @@ def test_gemm_kernels_match_direct(cfg, dtype):
     pairs = [
         (K.conv2d_forward_direct(x, w, b, *geom, OH, OW),
          K.conv2d_forward_gemm(x, w, b, *geom, OH, OW)),
-        (K.conv2d_input_grad_direct(g, w, H, W, *geom),
-         K.conv2d_input_grad_gemm(g, w, H, W, *geom)),
+        (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), *geom),
+         K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan, dtype), *geom)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, *geom),
          K.conv2d_weight_grad_gemm(x, g, KH, KW, *geom)),
     ]
@@ -213,8 +213,8 @@ def test_s1_kernels_match_direct(cfg, dtype):
     pairs = [
         (K.conv2d_forward_direct(x, w, b, 1, 1, *geom, OH, OW),
          K.conv2d_forward_s1(x, w, b, *geom, OH, OW)),
-        (K.conv2d_input_grad_direct(g, w, H, W, 1, 1, *geom),
-         K.conv2d_input_grad_s1(g, w, H, W, *geom)),
+        (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), 1, 1, *geom),
+         K.conv2d_input_grad_s1(g, w, np.full(x.shape, np.nan, dtype), *geom)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, 1, 1, *geom),
          K.conv2d_weight_grad_s1(x, g, KH, KW, *geom)),
     ]
@@ -235,11 +235,11 @@ def test_gemm_chunks_images():
     assert [K.chunk_size(5, rows, cols, budget) for budget in (10**6, 2 * rows * cols, 7)] \
         == [5, 2, 1]
     direct = (K.conv2d_forward_direct(x, w, b, *geom, 4, 4),
-              K.conv2d_input_grad_direct(g, w, 6, 6, *geom),
+              K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
               K.conv2d_weight_grad_direct(x, g, 3, 3, *geom))
     for budget in (2 * rows * cols, 7):
         gemm = (K.conv2d_forward_gemm(x, w, b, *geom, 4, 4, budget),
-                K.conv2d_input_grad_gemm(g, w, 6, 6, *geom, budget),
+                K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, budget),
                 K.conv2d_weight_grad_gemm(x, g, 3, 3, *geom, budget))
         for a, c in zip(gemm, direct):
             np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)

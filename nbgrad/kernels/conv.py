@@ -127,20 +127,22 @@ def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
 
 
 @njit(cache=True, parallel=True)
-def conv2d_input_grad_direct(g, w, H, W, sh, sw, ph, pw, dh, dw, groups):
-    """dx[N, C, H, W] from g[N, F, OH, OW]. Parallel over (n, c): each iteration owns the
-    plane dx[n, c] and adds in every output of its group that reads it."""
+def conv2d_input_grad_direct(g, w, dx, sh, sw, ph, pw, dh, dw, groups):
+    """Fill dx[N, C, H, W] (and return it) from g[N, F, OH, OW]. Parallel over (n, c):
+    each iteration owns the plane dx[n, c] and adds in every output of its group that
+    reads it. (dx comes from the caller: a NumPy-owned gradient is not copied again by
+    the engine.)"""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
-    C = Cg * groups
+    _, C, H, W = dx.shape
     Fg = F // groups
-    dx = np.zeros((N, C, H, W), g.dtype)
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
         gi = c // Cg
         cl = c % Cg
         plane = dx[n, c]
+        plane[:, :] = 0
         for fl in range(Fg):
             f = gi * Fg + fl
             gp = g[n, f]
@@ -274,22 +276,22 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
 
 
 @njit(cache=True, parallel=True)
-def conv2d_input_grad_s1(g, w, H, W, ph, pw, dh, dw, groups):
+def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, c)."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
-    C = Cg * groups
+    _, C, H, W = dx.shape
     Fg = F // groups
     Hp = OH + dh * (KH - 1)
     Wp = OW + dw * (KW - 1)
     L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
-    dx = np.zeros((N, C, H, W), g.dtype)
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
         gi = c // Cg
         cl = c % Cg
+        dx[n, c] = 0
         dxp = np.zeros(Hp * Wp, g.dtype)
         for fl in range(Fg):
             f = gi * Fg + fl
@@ -338,10 +340,11 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
 
 # -- im2col + BLAS fast path ---------------------------------------------------------------
 # Images are processed in chunks whose column buffer holds at most ``col_budget`` elements
-# (COL_BUDGET by default: 32 MiB of float32); within a chunk, one parallel region builds
+# (COL_BUDGET by default: 2 MiB of float32, so the buffer stays in cache and is not
+# paged in afresh on every call); within a chunk, one parallel region builds
 # (or scatters back) the columns of every image
 # and BLAS multiplies image by image, so the parallel regions are few and coarse.
-COL_BUDGET = 1 << 23
+COL_BUDGET = 1 << 19
 
 
 @njit(cache=True)
@@ -429,7 +432,7 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW,
 
 
 @njit(cache=True)
-def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups,
+def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups,
                            col_budget=COL_BUDGET):
     """As ``conv2d_input_grad_direct``; dx[n] = col2im(w[group]^T @ g[n, group])."""
     N, F, OH, OW = g.shape
@@ -442,7 +445,6 @@ def conv2d_input_grad_gemm(g, w, H, W, sh, sw, ph, pw, dh, dw, groups,
     nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
     dcol = np.empty((nb, groups, K, OH * OW), g.dtype)
     dcol3 = dcol.reshape(nb, C * KH * KW, OH * OW)
-    dx = np.empty((N, C, H, W), g.dtype)
     for n0 in range(0, N, nb):
         m_end = min(nb, N - n0)
         for m in range(m_end):

@@ -4,7 +4,8 @@ kh < KH, kw < KW; positions outside x are padding.
 
 Every kernel is parallel over the N*C planes; each iteration owns its planes of the
 output and of the input gradient (overlapping windows add into the owned plane
-serially), so results do not depend on the thread count.
+serially), so results do not depend on the thread count. The backward kernels fill a
+gradient array the caller allocates with NumPy (the engine keeps it without a copy).
 """
 
 import numpy as np
@@ -48,20 +49,21 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 
 @njit(cache=True, parallel=True)
-def max_pool2d_backward(g, idx, H, W):
-    """dx[n, c] = sum of g[n, c, oh, ow] at the positions idx[n, c, oh, ow] (skipping -1)."""
+def max_pool2d_backward(g, idx, dx):
+    """Fill dx[N, C, H*W] (flat planes; returned too): dx[n, c] = sum of g[n, c, oh, ow]
+    at the positions idx[n, c, oh, ow] (skipping -1)."""
     N, C, OH, OW = g.shape
-    dx = np.zeros((N, C, H * W), g.dtype)
     for p in prange(N * C):
         n = p // C
         c = p % C
         plane = dx[n, c]
+        plane[:] = 0
         for oh in range(OH):
             for ow in range(OW):
                 at = idx[n, c, oh, ow]
                 if at >= 0:
                     plane[at] += g[n, c, oh, ow]
-    return dx.reshape(N, C, H, W)
+    return dx
 
 
 @njit(cache=True, parallel=True)
@@ -125,14 +127,16 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
 
 
 @njit(cache=True, parallel=True)
-def avg_pool2d_backward(g, H, W, KH, KW, sh, sw, ph, pw, count_include_pad):
-    """dx[n, c, ih, iw] = sum over the windows containing (ih, iw) of g / divisor."""
+def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad):
+    """Fill dx[N, C, H, W] (returned too): dx[n, c, ih, iw] = sum over the windows
+    containing (ih, iw) of g / divisor."""
     N, C, OH, OW = g.shape
-    dx = np.zeros((N, C, H, W), g.dtype)
+    _, _, H, W = dx.shape
     for p in prange(N * C):
         n = p // C
         c = p % C
         plane = dx[n, c]
+        plane[:, :] = 0
         for oh in range(OH):
             kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
             for ow in range(OW):

@@ -155,11 +155,12 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
 def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
                       geom: tuple) -> np.ndarray:
     """dx[N, C, H, W] (the transposed convolution of g with w)."""
+    dx = np.empty((g.shape[0], w.shape[1] * geom[-1], *in_hw), g.dtype)
     path = _kernel_path(w.shape, geom)
     if path == "s1":
-        return K.conv2d_input_grad_s1(g, w, *in_hw, *geom[2:])
+        return K.conv2d_input_grad_s1(g, w, dx, *geom[2:])
     kernel = K.conv2d_input_grad_gemm if path == "gemm" else K.conv2d_input_grad_direct
-    return kernel(g, w, *in_hw, *geom)
+    return kernel(g, w, dx, *geom)
 
 
 def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,

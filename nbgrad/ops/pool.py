@@ -63,8 +63,9 @@ class MaxPool2d(Function):
     @staticmethod
     def backward(ctx, g):
         (idx,) = ctx.saved_tensors
-        dx = K.max_pool2d_backward(_batched(g), idx, *ctx.x_shape[-2:])
-        return dx.reshape(ctx.x_shape)
+        g = _batched(g)
+        dx = np.empty(g.shape[:2] + (ctx.x_shape[-2] * ctx.x_shape[-1],), g.dtype)
+        return K.max_pool2d_backward(g, idx, dx).reshape(ctx.x_shape)
 
 
 def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
@@ -109,8 +110,9 @@ class AvgPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        dx = K.avg_pool2d_backward(_batched(g), *ctx.x_shape[-2:], *ctx.args)
-        return dx.reshape(ctx.x_shape)
+        g = _batched(g)
+        dx = np.empty(g.shape[:2] + ctx.x_shape[-2:], g.dtype)
+        return K.avg_pool2d_backward(g, dx, *ctx.args).reshape(ctx.x_shape)
 
 
 def avg_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
