@@ -133,12 +133,14 @@ def _sample_graph() -> Graph:
     return Graph.from_edges(src, dst, 6, edge_id=ids)
 
 
-def _mlp_params(rng: np.random.Generator, x: np.ndarray, hidden: int, f: int):
-    """U, b_u, V, b_v with every pre-activation |U x_e + b_u| >= 0.1 (away from relu's kink)."""
+def _mlp_params(rng: np.random.Generator, x: np.ndarray, hidden: int, f: int,
+                margin: float = 0.1):
+    """U, b_u, V, b_v with every pre-activation |U x_e + b_u| >= margin (away from relu's
+    kink, so finite differences see one side of it)."""
     while True:
         U = rng.standard_normal((hidden, x.shape[1]))
         b_u = rng.standard_normal(hidden)
-        if np.all(np.abs(x @ U.T + b_u) >= 0.1):
+        if np.all(np.abs(x @ U.T + b_u) >= margin):
             return U, b_u, rng.standard_normal((f, hidden)), rng.standard_normal(f)
 
 

@@ -1,0 +1,370 @@
+"""Graph neural operator: gno_kernel, gno_aggregate, fused gno.
+
+Gradchecks of every argument on random graphs (isolated nodes, self loops, shared edge
+ids) and radius graphs; fused == unfused == seed-000 reference loop; PyTorch oracle;
+'mean' on empty rows; 1 vs 2 threads; dtypes; memory of the fused path; bad input.
+"""
+
+import tracemalloc
+
+import numpy as np
+import pytest
+from conftest import assert_same_bits, at_threads
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.kernels import gno as K
+from nbgrad.ops.graph import _mlp_params
+from nbgrad.testing import gradcheck
+from nbgrad.testing.strategies_graph import point_clouds, random_graphs
+
+# -- helpers -------------------------------------------------------------------------------
+
+
+def gno_inputs(rng, graph, f_in, f_out, hidden, d, margin=0.0):
+    """h, edge_feats, U, b_u, V, b_v (float64) for ``graph``; pre-activations at least
+    ``margin`` from relu's kink (gradchecks use 1e-3; their eps is 1e-6)."""
+    h = rng.standard_normal((graph.num_nodes, f_in))
+    x = rng.standard_normal((graph.num_edge_ids, d))
+    return (h, x, *_mlp_params(rng, x, hidden, f_out * f_in, margin))
+
+
+def forward_backward(fn, arrays, upstream):
+    """fn(*tensors) and the gradients of <fn(...), upstream> for every array."""
+    tensors = [nb.tensor(a, requires_grad=True) for a in arrays]
+    out = fn(*tensors)
+    grads = nb.grad(out, tensors, grad_outputs=upstream)
+    return out.numpy(), [None if g is None else g.numpy() for g in grads]
+
+
+def unfused(graph, reduce, f_out, f_in):
+    return lambda h, x, U, b_u, V, b_v: nb.gno_aggregate(
+        h, nb.gno_kernel(x, U, b_u, V, b_v, f_out, f_in), graph, reduce=reduce)
+
+
+def fused(graph, reduce):
+    return lambda h, x, U, b_u, V, b_v: nb.gno(h, x, U, b_u, V, b_v, graph, reduce=reduce)
+
+
+def assert_all_close(got, want, rtol=1e-10, atol=1e-12):
+    for k, (a, b) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, err_msg=f"item {k}")
+
+
+sizes = st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 4), st.integers(1, 3))
+reduces = st.sampled_from(["sum", "mean"])
+seeds = st.integers(0, 2**32 - 1)
+
+
+def shared_graph():
+    """Isolated node 5, self loop on 0, undirected 1-2 and 2-3 sharing ids, fan-in to 4."""
+    return nb.Graph.from_edges([0, 1, 2, 2, 3, 0, 1, 3, 4], [0, 2, 1, 3, 2, 4, 4, 4, 1], 6,
+                               edge_id=[0, 1, 1, 2, 2, 3, 4, 5, 6])
+
+
+# -- gradients -----------------------------------------------------------------------------
+
+
+@settings(max_examples=20)  # ~100 inputs x 2 forward calls per example
+@given(random_graphs(max_nodes=6, max_edges=8), sizes, reduces, seeds)
+def test_gno_gradcheck_every_argument(graph, size, reduce, seed):
+    f_in, f_out, hidden, d = size
+    arrays = gno_inputs(np.random.default_rng(seed), graph, f_in, f_out, hidden, d, 1e-3)
+    gradcheck(fused(graph, reduce), arrays)
+
+
+@given(random_graphs(max_nodes=6, max_edges=10), sizes, reduces, seeds)
+def test_gno_aggregate_gradcheck(graph, size, reduce, seed):
+    f_in, f_out, _, _ = size
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((graph.num_nodes, f_in))
+    kernels = rng.standard_normal((graph.num_edge_ids, f_out, f_in))
+    gradcheck(lambda a, b: nb.gno_aggregate(a, b, graph, reduce=reduce), [h, kernels])
+
+
+@given(st.integers(0, 6), sizes, seeds)
+def test_gno_kernel_gradcheck(num_edges, size, seed):
+    f_in, f_out, hidden, d = size
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((num_edges, d))
+    gradcheck(lambda *a: nb.gno_kernel(*a, f_out, f_in),
+              [x, *_mlp_params(rng, x, hidden, f_out * f_in, 1e-3)])
+
+
+@settings(max_examples=15)
+@given(point_clouds(min_points=1, max_points=10, dims=(2, 3), lattice=False),
+       st.floats(0.2, 1.5), reduces, seeds)
+def test_gno_gradcheck_on_radius_graphs(points, radius, reduce, seed):
+    # edge features are the offsets p_j - p_i, as in the Fortran reference
+    graph = nb.radius_graph(points, radius)
+    edge_feats = points[graph.col] - points[graph.row]
+    rng = np.random.default_rng(seed)
+    h = rng.standard_normal((graph.num_nodes, 2))
+    params = _mlp_params(rng, edge_feats, 3, 2 * 2, 1e-3)
+    gradcheck(fused(graph, reduce), [h, edge_feats, *params])
+
+
+def test_shared_edge_id_gradient_is_the_sum_over_both_directions():
+    shared = shared_graph()
+    # the same graph with every CSR entry its own edge id and its own copy of the features
+    split = nb.Graph(shared.row_ptr, shared.col)
+    rng = np.random.default_rng(5)
+    h, x, U, b_u, V, b_v = gno_inputs(rng, shared, 3, 2, 4, 2)
+    upstream = rng.standard_normal((6, 2))
+    out_s, grads_s = forward_backward(fused(shared, "sum"), [h, x, U, b_u, V, b_v], upstream)
+    out_p, grads_p = forward_backward(fused(split, "sum"),
+                                      [h, x[shared.edge_id], U, b_u, V, b_v], upstream)
+    np.testing.assert_allclose(out_s, out_p, rtol=1e-12)
+    summed = np.zeros_like(x)
+    np.add.at(summed, shared.edge_id, grads_p[1])
+    np.testing.assert_allclose(grads_s[1], summed, rtol=1e-12)
+    assert np.count_nonzero(np.bincount(shared.edge_id) == 2) == 2  # ids 1 and 2 are shared
+
+
+# -- fused, unfused and the seed-000 reference agree ----------------------------------------
+
+
+@given(random_graphs(max_nodes=8, max_edges=16), sizes, reduces, seeds)
+def test_fused_unfused_and_reference_loop_agree(graph, size, reduce, seed):
+    f_in, f_out, hidden, d = size
+    rng = np.random.default_rng(seed)
+    arrays = gno_inputs(rng, graph, f_in, f_out, hidden, d)
+    upstream = rng.standard_normal((graph.num_nodes, f_out))
+    out_f, grads_f = forward_backward(fused(graph, reduce), arrays, upstream)
+    out_u, grads_u = forward_backward(unfused(graph, reduce, f_out, f_in), arrays, upstream)
+    mean = reduce == "mean"
+    ref_args = (*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out, mean)
+    out_r = K.reference_forward(*ref_args)
+    grads_r = K.reference_backward(upstream, *ref_args)
+    assert_all_close([out_f, *grads_f], [out_r, *grads_r])
+    assert_all_close([out_u, *grads_u], [out_r, *grads_r])
+
+
+def test_reference_loop_on_a_hand_computed_edge():
+    # one edge 0 -> 1, H = 2, F_in = F_out = 1: kappa = V relu(U x + b_u) + b_v
+    graph = nb.Graph.from_edges([0], [1], 2)
+    h, x = np.array([[2.0], [7.0]]), np.array([[1.0]])
+    U, b_u = np.array([[1.0], [-1.0]]), np.array([0.5, 0.5])  # pre = [1.5, -0.5]
+    V, b_v = np.array([[3.0, 100.0]]), np.array([0.25])        # kappa = 4.5 + 0.25
+    want = np.array([[0.0], [4.75 * 2.0]])
+    for fn in (fused(graph, "sum"), unfused(graph, "sum", 1, 1)):
+        np.testing.assert_allclose(fn(h, x, U, b_u, V, b_v).numpy(), want)
+    np.testing.assert_allclose(K.reference_forward(h, x, U, b_u, V, b_v, graph.row_ptr,
+                                                   graph.col, graph.edge_id, 1, False), want)
+
+
+# -- PyTorch oracle -------------------------------------------------------------------------
+
+
+def torch_gno(torch, graph, h, x, U, b_u, V, b_v, reduce):
+    """The GNO as a PyTorch user writes it: kernel MLP, index_select, bmm, index_add."""
+    f_in = h.shape[1]
+    f_out = V.shape[0] // f_in
+    src, dst = torch.from_numpy(graph.col), torch.from_numpy(graph.row)
+    eid = torch.from_numpy(graph.edge_id)
+    hidden = torch.relu(x @ U.T + b_u)
+    kappa = (hidden @ V.T + b_v).view(-1, f_out, f_in)
+    msg = torch.bmm(kappa.index_select(0, eid), h.index_select(0, src).unsqueeze(-1))
+    out = torch.zeros(graph.num_nodes, f_out, dtype=h.dtype).index_add(0, dst, msg[..., 0])
+    if reduce == "mean":
+        out = out / torch.from_numpy(np.maximum(graph.degree, 1)).to(h.dtype)[:, None]
+    return out
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-10), (np.float32, 2e-4)])
+def test_against_pytorch(reduce, dtype, rtol):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(11)
+    points = rng.random((60, 2))
+    graph = nb.radius_graph(points, 0.25)
+    arrays = [a.astype(dtype) for a in gno_inputs(rng, graph, 4, 3, 8, 2)]
+    upstream = rng.standard_normal((60, 3)).astype(dtype)
+    ts = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    out_t = torch_gno(torch, graph, *ts, reduce)
+    out_t.backward(torch.from_numpy(upstream))
+    want = [out_t.detach().numpy()] + [t.grad.numpy() for t in ts]
+    for fn in (fused(graph, reduce), unfused(graph, reduce, 3, 4)):
+        out, grads = forward_backward(fn, arrays, upstream)
+        assert out.dtype == dtype and all(g.dtype == dtype for g in grads)
+        assert_all_close([out, *grads], want, rtol=rtol, atol=rtol)
+
+
+def test_shared_ids_against_pytorch():
+    torch = pytest.importorskip("torch")
+    graph = shared_graph()
+    rng = np.random.default_rng(2)
+    arrays = gno_inputs(rng, graph, 3, 2, 5, 2)
+    upstream = rng.standard_normal((6, 2))
+    ts = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    out_t = torch_gno(torch, graph, *ts, "mean")
+    out_t.backward(torch.from_numpy(upstream))
+    out, grads = forward_backward(fused(graph, "mean"), arrays, upstream)
+    assert_all_close([out, *grads], [out_t.detach().numpy()] + [t.grad.numpy() for t in ts])
+
+
+# -- semantics ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_isolated_nodes_give_zeros_and_finite_gradients(reduce):
+    graph = nb.Graph.from_edges([0, 1], [1, 0], 4)  # nodes 2 and 3 have no neighbours
+    rng = np.random.default_rng(0)
+    arrays = gno_inputs(rng, graph, 2, 3, 4, 2)
+    upstream = rng.standard_normal((4, 3))
+    for fn in (fused(graph, reduce), unfused(graph, reduce, 3, 2)):
+        out, grads = forward_backward(fn, arrays, upstream)
+        assert np.array_equal(out[2:], np.zeros((2, 3)))
+        assert np.all(np.isfinite(out)) and all(np.all(np.isfinite(g)) for g in grads)
+        assert np.array_equal(grads[0][2:], np.zeros((2, 2)))  # isolated h rows: no gradient
+
+
+def test_mean_is_sum_divided_by_row_length():
+    graph = shared_graph()
+    arrays = gno_inputs(np.random.default_rng(1), graph, 3, 2, 4, 2)
+    total = nb.gno(*arrays, graph).numpy()
+    mean = nb.gno(*arrays, graph, reduce="mean").numpy()
+    deg = np.array([1, 2, 2, 1, 3, 0])  # in-edges per node (dst counts)
+    np.testing.assert_allclose(mean, total / np.maximum(deg, 1)[:, None], rtol=1e-13)
+
+
+def test_optional_biases_are_zero_biases():
+    graph = shared_graph()
+    h, x, U, b_u, V, b_v = gno_inputs(np.random.default_rng(3), graph, 3, 2, 4, 2)
+    np.testing.assert_allclose(nb.gno(h, x, U, None, V, None, graph).numpy(),
+                               nb.gno(h, x, U, 0 * b_u, V, 0 * b_v, graph).numpy(), rtol=1e-13)
+    np.testing.assert_allclose(nb.gno_kernel(x, U, None, V, None, 2, 3).numpy(),
+                               nb.gno_kernel(x, U, 0 * b_u, V, 0 * b_v, 2, 3).numpy())
+
+
+def test_non_contiguous_upstream_gradient():
+    graph = shared_graph()
+    arrays = gno_inputs(np.random.default_rng(4), graph, 3, 2, 4, 2)
+    upstream = np.random.default_rng(5).standard_normal((2, 6)).T  # a transposed view
+    assert not upstream.flags.c_contiguous
+    _, grads = forward_backward(fused(graph, "mean"), arrays, upstream)
+    _, want = forward_backward(fused(graph, "mean"), arrays, np.ascontiguousarray(upstream))
+    assert_all_close(grads, want, rtol=0, atol=0)
+
+
+def test_only_the_requested_gradients_are_computed():
+    graph = shared_graph()
+    h, x, U, b_u, V, b_v = gno_inputs(np.random.default_rng(6), graph, 3, 2, 4, 2)
+    Vt = nb.tensor(V, requires_grad=True)
+    out = nb.gno(h, x, U, b_u, Vt, b_v, graph)
+    (dV,) = nb.grad(out, [Vt], grad_outputs=np.ones((6, 2)))
+    _, grads = forward_backward(fused(graph, "sum"), [h, x, U, b_u, V, b_v], np.ones((6, 2)))
+    np.testing.assert_allclose(dV.numpy(), grads[4], rtol=1e-13)
+
+
+def test_float32_stays_float32_and_matches_float64():
+    rng = np.random.default_rng(8)
+    graph = nb.radius_graph(rng.random((80, 2)), 0.2)
+    arrays = gno_inputs(rng, graph, 4, 4, 16, 2)
+    upstream = rng.standard_normal((80, 4))
+    out64, grads64 = forward_backward(fused(graph, "sum"), arrays, upstream)
+    out32, grads32 = forward_backward(fused(graph, "sum"), [a.astype(np.float32) for a in
+                                                           arrays], upstream.astype(np.float32))
+    assert out32.dtype == np.float32 and all(g.dtype == np.float32 for g in grads32)
+    for a, b in zip([out32, *grads32], [out64, *grads64]):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
+
+
+# -- determinism and memory -------------------------------------------------------------------
+
+
+def test_same_bits_at_1_and_2_threads():
+    rng = np.random.default_rng(9)
+    points = rng.random((500, 2))
+    # shared ids: both directions of each pair get the id of the lower-index direction
+    base = nb.radius_graph(points, 0.08, loop=False)
+    src, dst = base.col, base.row
+    lo, hi = np.minimum(src, dst), np.maximum(src, dst)
+    pair_id = np.unique(lo * 500 + hi, return_inverse=True)[1]
+    graphs = [base, nb.Graph.from_edges(src, dst, 500, edge_id=pair_id)]
+    for graph in graphs:
+        arrays = [a.astype(np.float32) for a in gno_inputs(rng, graph, 8, 8, 32, 2)]
+        upstream = rng.standard_normal((500, 8)).astype(np.float32)
+        for fn in (fused(graph, "mean"), unfused(graph, "mean", 8, 8)):
+            one = at_threads(1, forward_backward, fn, arrays, upstream)
+            two = at_threads(2, forward_backward, fn, arrays, upstream)
+            for a, b in zip([one[0], *one[1]], [two[0], *two[1]]):
+                assert_same_bits(a, b)
+
+
+def test_fused_never_builds_the_edge_kernels():
+    rng = np.random.default_rng(10)
+    n, deg, f, hidden = 200, 8, 16, 8
+    graph = nb.Graph.from_edges(rng.integers(0, n, n * deg), np.repeat(np.arange(n), deg), n)
+    arrays = gno_inputs(rng, graph, f, f, hidden, 2)
+    upstream = rng.standard_normal((n, f))
+    kernels_bytes = graph.num_edge_ids * f * f * 8
+
+    def peak(fn):
+        forward_backward(fn, arrays, upstream)  # warm caches (transposed CSR, compilation)
+        tracemalloc.start()
+        forward_backward(fn, arrays, upstream)
+        result = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return result
+
+    assert peak(unfused(graph, "sum", f, f)) >= kernels_bytes  # tracemalloc sees NumPy
+    assert peak(fused(graph, "sum")) < kernels_bytes / 2
+
+
+# -- bad input ------------------------------------------------------------------------------
+
+
+def _good():
+    graph = shared_graph()
+    h, x, U, b_u, V, b_v = gno_inputs(np.random.default_rng(0), graph, 3, 2, 4, 2)
+    return dict(h=h, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v, graph=graph)
+
+
+@pytest.mark.parametrize("change, error, match", [
+    ({"h": np.zeros((5, 3))}, ValueError, r"gno: h has shape \(5, 3\), expected \[6, \*\]"),
+    ({"edge_feats": np.zeros((9, 2))}, ValueError,
+     r"gno: edge_feats has shape \(9, 2\), expected \[7, \*\].*num_edge_ids = 7"),
+    ({"V": np.zeros((7, 4))}, ValueError, r"gno: V has 7 rows \(shape \(7, 4\)\), not a "
+     r"multiple of F_in = 3 from h \(6, 3\)"),
+    ({"V": np.zeros((6, 5))}, ValueError, r"gno: V has shape \(6, 5\), expected \[\*, 4\]"),
+    ({"U": np.zeros((4, 3))}, ValueError, r"gno: U has shape \(4, 3\), expected \[\*, 2\]"),
+    ({"b_u": np.zeros(3)}, ValueError, r"gno: b_u has shape \(3,\), expected \[4\]"),
+    ({"b_v": np.zeros(5)}, ValueError, r"gno: b_v has shape \(5,\), expected \[6\]"),
+    ({"U": np.zeros((4, 2), np.float32)}, TypeError, r"gno: U is float32 but h is float64"),
+    ({"h": np.zeros((6, 3), np.int64)}, TypeError, r"gno: h must be float32 or float64"),
+    ({"graph": "graph"}, TypeError, r"gno: graph must be an nb.Graph, got str"),
+    ({"reduce": "max"}, ValueError, r"gno: reduce must be 'sum' or 'mean', got 'max'"),
+])
+def test_gno_bad_input(change, error, match):
+    args = {**_good(), **change}
+    reduce = args.pop("reduce", "sum")
+    with pytest.raises(error, match=match):
+        nb.gno(**args, reduce=reduce)
+
+
+@pytest.mark.parametrize("h_shape, k_shape, match", [
+    ((5, 3), (7, 2, 3), r"gno_aggregate: h has shape \(5, 3\), expected \[6, \*\]"),
+    ((6, 3), (7, 2, 4), r"gno_aggregate: kernels has shape \(7, 2, 4\), expected "
+     r"\[7, \*, 3\]"),
+    ((6, 3), (9, 2, 3), r"gno_aggregate: kernels has shape \(9, 2, 3\), expected \[7, \*, 3\]"),
+    ((6, 3), (7, 6), r"gno_aggregate: kernels has shape \(7, 6\)"),
+])
+def test_gno_aggregate_bad_input(h_shape, k_shape, match):
+    with pytest.raises(ValueError, match=match):
+        nb.gno_aggregate(np.zeros(h_shape), np.zeros(k_shape), shared_graph())
+    with pytest.raises(ValueError, match=r"gno_aggregate: reduce must be 'sum' or 'mean'"):
+        nb.gno_aggregate(np.zeros((6, 3)), np.zeros((7, 2, 3)), shared_graph(), reduce="min")
+
+
+@pytest.mark.parametrize("f_out, f_in, V_shape, match", [
+    (0, 3, (6, 4), r"gno_kernel: f_out must be a positive integer, got 0"),
+    (2, 2.5, (6, 4), r"gno_kernel: f_in must be a positive integer, got 2.5"),
+    (3, 3, (6, 4), r"gno_kernel: V has shape \(6, 4\), expected \[9, 4\]"),
+])
+def test_gno_kernel_bad_input(f_out, f_in, V_shape, match):
+    args = _good()
+    with pytest.raises(ValueError, match=match):
+        nb.gno_kernel(args["edge_feats"], args["U"], args["b_u"], np.zeros(V_shape),
+                      np.zeros(V_shape[0]), f_out, f_in)
