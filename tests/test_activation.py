@@ -464,3 +464,12 @@ def test_pytorch_oracle_clamp_tensor_bounds():
     np.testing.assert_array_equal(y.numpy(), torch.clamp(*ts).detach().numpy())
     for a, b in zip(ns, ts):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-14)
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4), (0,), (2, 0, 3)])
+def test_empty_arrays_keep_their_shape(shape):
+    for fn in [c[1] for c in ELEMENTWISE] + [nb.softmax, nb.log_softmax,
+                                             lambda t: nb.softmax(t, 0)]:
+        y, gx = _forward_backward(fn, np.zeros(shape, np.float32),
+                                  np.zeros(shape, np.float32))
+        assert y.shape == shape and gx.shape == shape

@@ -396,8 +396,14 @@ def _axis(op: str, axis, ndim: int, shape) -> int:
 
 def _rows_last(a: np.ndarray, axis: int) -> np.ndarray:
     """``a`` with ``axis`` moved last, as a C-contiguous [rows, a.shape[axis]] array."""
-    a = np.atleast_1d(a)
-    return np.ascontiguousarray(np.moveaxis(a, axis, -1)).reshape(-1, a.shape[axis])
+    moved = np.moveaxis(np.atleast_1d(a), axis, -1)
+    return np.ascontiguousarray(moved).reshape(_n_rows(moved.shape), moved.shape[-1])
+
+
+def _n_rows(shape: tuple) -> int:
+    """Rows of an array of ``shape`` seen as [rows, shape[-1]] (explicit, so that a
+    zero-length last axis still reshapes)."""
+    return int(np.prod(shape[:-1], dtype=np.int64))
 
 
 def _rows_into(kernel, shape: tuple, axis: int, dtype, *args) -> tuple[np.ndarray, np.ndarray]:
@@ -407,7 +413,7 @@ def _rows_into(kernel, shape: tuple, axis: int, dtype, *args) -> tuple[np.ndarra
     nd_shape = shape or (1,)
     moved = nd_shape[:axis] + nd_shape[axis + 1:] + (nd_shape[axis],)
     out = np.empty(moved, dtype)
-    rows = out.reshape(-1, moved[-1])
+    rows = out.reshape(_n_rows(moved), moved[-1])
     kernel(*args, rows)
     if not shape:
         return out.reshape(()), rows
