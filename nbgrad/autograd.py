@@ -162,8 +162,10 @@ def _root_grad(t, grad, caller: str) -> np.ndarray:
 
 
 def _owned(g: np.ndarray, handed_out: set) -> np.ndarray:
-    """A gradient array a leaf may keep: not a view, not shared with another leaf."""
-    if g.base is not None or not g.flags.writeable or id(g) in handed_out:
+    """A gradient array a leaf may keep: not a view of another array (arrays that Numba
+    returns carry a non-array base, its memory owner, and are kept), not read-only, not
+    shared with another leaf."""
+    if isinstance(g.base, np.ndarray) or not g.flags.writeable or id(g) in handed_out:
         g = g.copy()
     handed_out.add(id(g))
     return g
