@@ -473,3 +473,11 @@ def test_empty_arrays_keep_their_shape(shape):
         y, gx = _forward_backward(fn, np.zeros(shape, np.float32),
                                   np.zeros(shape, np.float32))
         assert y.shape == shape and gx.shape == shape
+
+
+@pytest.mark.parametrize("name, fn, f, df", ELEMENTWISE, ids=EW_IDS)
+def test_nan_propagates_like_pytorch(name, fn, f, df):
+    x = np.array([np.nan, 1.0, -1.0], np.float32)
+    y, gx = _forward_backward(fn, x, np.ones_like(x))
+    assert np.isnan(y[0]) and np.isfinite(y[1:]).all()
+    assert np.isfinite(gx[1:]).all()
