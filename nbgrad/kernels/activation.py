@@ -11,7 +11,14 @@ blocks in parallel and then the block sums in order, so they are bitwise reprodu
 
 Every constant is converted to the array's dtype (``t(0.5)`` with ``t = x.dtype.type``);
 transcendentals come from ``fastmath`` (vectorised float32). ``error_model="numpy"``
-makes division IEEE (no ZeroDivisionError branch), which keeps loops vectorisable.
+makes division IEEE (no ZeroDivisionError branch), which keeps loops vectorisable, and
+``fastmath={"contract"}`` lets LLVM fuse multiply-adds (FMA in both the vector body and
+the scalar tail, so results stay bitwise independent of the thread count); no other
+fast-math flag, so inf/NaN semantics hold.
+
+Numba 0.68 pitfall met here: tuple unpacking of row views and scalars in a ``prange``
+body (``xr, out, gr = x[r], gx[r], g[r]``) made a later store ``out[t] = ...`` vanish;
+the kernels assign one name per statement.
 
 Backward formulas (g = upstream gradient, y = output; see REFERENCE.md):
     tanh        g (1 - y^2)                 sigmoid   g y (1 - y)
