@@ -496,9 +496,11 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     kstr = np.array([[su[d] for d in kept], [sv[d] for d in kept]], np.int64).reshape(2, -1)
     rshape = np.array([sizes[d] for d in red], np.int64)
     rstr = np.array([[su[d] for d in red], [sv[d] for d in red]], np.int64).reshape(2, -1)
-    rows = int(np.prod(rshape))
-    total = rows * n * int(np.prod(kshape))
+    rows = 1
+    for d in red:
+        rows *= sizes[d]
     nk = out.size
+    total = rows * nk * (1 if lane_kept else n)
     flat_out = out.reshape(-1)
     scale = out.dtype.type(scale)
     parallel = total >= PARALLEL_MIN
