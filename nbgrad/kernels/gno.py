@@ -27,7 +27,8 @@ Three implementations:
   with V applied on the aggregated side: every edge then reads h_j (F_in numbers) and
   hidden_e, instead of a V-contracted [F_out, H] block per source node, which keeps the
   random memory traffic per edge small. The backward groups the upstream gradient the
-  same way (see ``gno_backward``). Extra memory O(E*H + N*H*(F_in + F_out)).
+  same way (see ``gno_backward``). Extra memory O(E*H + E*F_in + N*F_in*H); the
+forward's W (N*F_in*H) is kept for the backward only when V needs a gradient.
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph), so results are bitwise identical at any thread count.
@@ -195,9 +196,10 @@ def _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs):
                 e = edge_id[p]
                 for f in range(f_in):
                     hf = h[j, f]
-                    Hs[i, f] += hf
                     for k in range(H):
                         W[i, f, k] += hf * hidden[e, k]
+                for f in range(f_in):
+                    Hs[i, f] += h[j, f]
 
 
 @njit(cache=True, parallel=True)
@@ -223,30 +225,46 @@ def _fused_edges_grad_hidden(h, R, hidden, row, col, e_ptr, e_pos, gh):
 
 
 @njit(cache=True, parallel=True)
-def _fused_edges_grad_nodes(G, hidden, row, edge_id, t_ptr, t_pos, A, S):
-    """Per source node j, over its out-edges p (transposed CSR):
-    ``A[j, o, k] = sum_p G[row p, o] hidden[edge_id p, k]``, ``S[j, o] = sum_p G[row p, o]``."""
+def _fused_edges_messages_grad(Rt, GB, hidden, row_ptr, edge_id, C):
+    """Per CSR entry p = (j -> i), the gradient of the message kappa_e h_j w.r.t. h_j:
+    ``C[p, f] = GB[i, f] + sum_k hidden[e, k] Rt[i, k, f]`` (rows in parallel; relu
+    zeros in ``hidden`` are skipped)."""
+    n = row_ptr.shape[0] - 1
+    H, f_in = Rt.shape[1], Rt.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            for p in range(row_ptr[i], row_ptr[i + 1]):
+                e = edge_id[p]
+                for f in range(f_in):
+                    C[p, f] = GB[i, f]
+                for k in range(H):
+                    hk = hidden[e, k]
+                    if hk != 0:
+                        for f in range(f_in):
+                            C[p, f] += hk * Rt[i, k, f]
+
+
+@njit(cache=True, parallel=True)
+def _gather_columns(C, t_ptr, t_pos, dh):
+    """``dh[j] = sum_{p: col[p] = j} C[p]`` through the transposed CSR."""
     n = t_ptr.shape[0] - 1
-    f_out, H = G.shape[1], hidden.shape[1]
+    f_in = C.shape[1]
     chunks = min(n, CHUNKS)
     for c in prange(chunks):
         for j in range(c * n // chunks, (c + 1) * n // chunks):
             for q in range(t_ptr[j], t_ptr[j + 1]):
                 p = t_pos[q]
-                i = row[p]
-                e = edge_id[p]
-                for o in range(f_out):
-                    go = G[i, o]
-                    S[j, o] += go
-                    for k in range(H):
-                        A[j, o, k] += go * hidden[e, k]
+                for f in range(f_in):
+                    dh[j, f] += C[p, f]
 
 
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
-    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H])``.
+    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H], W, Hs)``.
 
-    ``m = W V_flat^T + Hs B_v^T`` with the per-node sums W, Hs of ``_fused_edges_forward``,
-    ``V_flat = V.reshape(F_out, F_in*H)`` and ``B_v = b_v.reshape(F_out, F_in)``.
+    ``m = W V_flat^T + Hs B_v^T`` with the per-node sums ``W[N, F_in, H]``, ``Hs[N, F_in]``
+    of ``_fused_edges_forward``, ``V_flat = V.reshape(F_out, F_in*H)`` and
+    ``B_v = b_v.reshape(F_out, F_in)``; the backward uses W for dV and Hs for db_v.
     """
     n, f_in = h.shape
     H = V.shape[1]
@@ -256,50 +274,52 @@ def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs)
     m = W.reshape(n, f_in * H) @ V.reshape(f_out, f_in * H).T
     m += Hs @ b_v.reshape(f_out, f_in).T
-    return m, hidden
+    return m, hidden, W, Hs
 
 
-def gno_backward(G, h, x, hidden, U, V, b_v, row, col, edge_id, by_edge_id, transpose,
-                 needs):
+def gno_backward(G, h, x, hidden, W, Hs, U, V, b_v, row_ptr, row, col, edge_id, by_edge_id,
+                 transpose, needs):
     """Fused GNO backward for the upstream ``G[N, F_out]`` (already divided by the row
-    length for 'mean'). ``row[nnz]`` is the row of every CSR entry; ``by_edge_id() ->
+    length for 'mean'). ``W``, ``Hs`` are the forward's per-node sums (None when V, b_v
+    need no gradient). ``row[nnz]`` is the row of every CSR entry; ``by_edge_id() ->
     (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR entries grouped by
     edge id and by column (called only when needed). ``needs`` = which of
     (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where not
-    needed).
+    needed). With ``R_i[f, k] = sum_o G_i[o] V3[o, f, k]`` (``R = G V_flat``, one BLAS
+    product):
 
-    * hidden: with ``R_i[f, k] = sum_o G_i[o] V3[o, f, k]`` (``R = G V_flat``, BLAS),
-      ``gh_e = relu' * sum_{p: id e} sum_f h_j[f] R_i[f, k]``; then dx, dU, db_u from gh
-      as for the kernel MLP;
-    * per source node j: ``A_j = sum_{p: col j} G_i hidden_e^T``, ``S_j = sum_{p: col j}
-      G_i``, so (BLAS products over nodes)
-      ``dV3[o, f, k] = sum_j h_j[f] A_j[o, k]``, ``db_v[o, f] = sum_j S_j[o] h_j[f]``,
-      ``dh_j[f] = sum_{o,k} V3[o, f, k] A_j[o, k] + sum_o b_v[o, f] S_j[o]``.
+    * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]`` and ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
+      (BLAS products over nodes);
+    * ``gh_e = relu' * sum_{p: id e} sum_f h_j[f] R_i[f, k]`` (gathered by edge id), then
+      dx, dU, db_u from gh as for the kernel MLP;
+    * ``dh_j = sum_{p: col j} C_p`` (gathered through the transposed CSR) with the
+      per-entry ``C_p[f] = sum_k hidden_e[k] R_i[f, k] + sum_o G_i[o] b_v[o, f]``,
+      computed row by row where R_i stays in cache.
     """
     n, f_in = h.shape
     f_out = G.shape[1]
     H = V.shape[1]
     dh = dx = dU = db_u = dV = db_v = None
+    if needs[4]:
+        dV = (G.T @ W.reshape(n, f_in * H)).reshape(f_out * f_in, H)
+    if needs[5]:
+        db_v = (G.T @ Hs).reshape(f_out * f_in)
     if needs[1] or needs[2] or needs[3]:
         R = (G @ V.reshape(f_out, f_in * H)).reshape(n, f_in, H)
         gh = np.zeros_like(hidden)
         _fused_edges_grad_hidden(h, R, hidden, row, col, *by_edge_id(), gh)
         del R
         dx, dU, db_u = mlp_input_grads(gh, x, U)
-    if needs[0] or needs[4] or needs[5]:
-        A = np.zeros((n, f_out, H), dtype=G.dtype)
-        S = np.zeros((n, f_out), dtype=G.dtype)
-        _fused_edges_grad_nodes(G, hidden, row, edge_id, *transpose(), A, S)
-        A = A.reshape(n, f_out * H)
-        if needs[4]:
-            dV = np.ascontiguousarray(
-                (h.T @ A).reshape(f_in, f_out, H).transpose(1, 0, 2)).reshape(f_out * f_in, H)
-        if needs[5]:
-            db_v = (S.T @ h).reshape(f_out * f_in)
-        if needs[0]:
-            V3 = V.reshape(f_out, f_in, H)
-            dh = A @ np.ascontiguousarray(V3.transpose(0, 2, 1)).reshape(f_out * H, f_in)
-            dh += S @ b_v.reshape(f_out, f_in)
+    if needs[0]:
+        V_hidden_major = np.ascontiguousarray(
+            V.reshape(f_out, f_in, H).transpose(0, 2, 1)).reshape(f_out, H * f_in)
+        Rt = (G @ V_hidden_major).reshape(n, H, f_in)
+        GB = G @ b_v.reshape(f_out, f_in)
+        C = np.empty((col.shape[0], f_in), dtype=G.dtype)
+        _fused_edges_messages_grad(Rt, GB, hidden, row_ptr, edge_id, C)
+        del Rt
+        dh = np.zeros_like(h)
+        _gather_columns(C, *transpose(), dh)
     return dh, dx, dU, db_u, dV, db_v
 
 
