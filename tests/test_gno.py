@@ -368,3 +368,16 @@ def test_gno_kernel_bad_input(f_out, f_in, V_shape, match):
     with pytest.raises(ValueError, match=match):
         nb.gno_kernel(args["edge_feats"], args["U"], args["b_u"], np.zeros(V_shape),
                       np.zeros(V_shape[0]), f_out, f_in)
+
+
+@pytest.mark.parametrize("num_nodes", [0, 3])
+def test_graph_without_edges(num_nodes):
+    graph = nb.Graph.from_edges([], [], num_nodes)
+    arrays = gno_inputs(np.random.default_rng(0), graph, 3, 2, 4, 2)
+    assert arrays[1].shape == (0, 2)
+    for reduce in ("sum", "mean"):
+        for fn in (fused(graph, reduce), unfused(graph, reduce, 2, 3)):
+            out, grads = forward_backward(fn, arrays, np.ones((num_nodes, 2)))
+            assert np.array_equal(out, np.zeros((num_nodes, 2)))
+            for g, a in zip(grads, arrays):
+                assert g.shape == a.shape and not np.any(g)
