@@ -481,3 +481,18 @@ def test_nan_propagates_like_pytorch(name, fn, f, df):
     y, gx = _forward_backward(fn, x, np.ones_like(x))
     assert np.isnan(y[0]) and np.isfinite(y[1:]).all()
     assert np.isfinite(gx[1:]).all()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_row_max_all_negative_infinite_and_nan_rows(dtype):
+    # float32 rows take the integer-key max, float64 rows the plain one: same answers
+    x = np.array([[-5.0, -1.0, -2.0], [-np.inf, -1.0, -3.0], [-0.0, -1e-45, -3.0],
+                  [np.nan, 0.0, 1.0], [-np.nan, 0.0, 1.0]], dtype)
+    y = nb.softmax(x).numpy()
+    finite = x[:3].astype(np.float64)
+    np.testing.assert_allclose(y[:3], np.exp(finite - scipy_logsumexp(finite, 1,
+                                                                      keepdims=True)),
+                               rtol=1e-6)
+    assert np.isnan(y[3:]).all()
+    np.testing.assert_allclose(nb.logsumexp(x[:3], 1).numpy(),
+                               scipy_logsumexp(finite, 1), rtol=1e-6)

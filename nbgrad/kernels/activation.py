@@ -35,9 +35,10 @@ Backward formulas (g = upstream gradient, y = output; see REFERENCE.md):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
-from .fastmath import erf, exp, expm1, log, log1p, tanh
+from .fastmath import _f32_from_bits, erf, exp, expm1, log, log1p, tanh
 
 _OPTS = {"cache": True, "parallel": True, "error_model": "numpy", "fastmath": {"contract"}}
 _SERIAL = {"cache": True, "error_model": "numpy"}
@@ -45,7 +46,7 @@ ROW_BLOCK = 32          # rows per prange iteration in the row kernels that need
 SUM_BLOCK = 1 << 14     # elements per partial sum in the reductions to a scalar
 
 
-# -- helpers: row reductions with 8 independent accumulators (fixed order, fast) ----------
+# -- helpers: row reductions (fixed order, so thread-count independent) --------------------
 
 
 @njit(**_SERIAL)
@@ -84,43 +85,49 @@ def _max8(a):
 
 
 @njit(**_SERIAL)
-def _sum8(a):
-    """sum of a 1-D array in a's dtype, in a fixed order (8 interleaved partial sums)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
-    n = a.size
-    nb = n - n % 8
-    for j in range(0, nb, 8):
-        s0 += a[j]
-        s1 += a[j + 1]
-        s2 += a[j + 2]
-        s3 += a[j + 3]
-        s4 += a[j + 4]
-        s5 += a[j + 5]
-        s6 += a[j + 6]
-        s7 += a[j + 7]
-    for j in range(nb, n):
-        s0 += a[j]
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+def _max_f32(a):
+    """max of a 1-D float32 array through order-preserving integer keys of its bits
+    (k = b ^ ((b >> 31) & 0x7fffffff) orders floats as signed ints), an integer max that
+    LLVM vectorises; -inf when empty. A NaN with the sign bit clear wins (so the row
+    turns NaN, as PyTorch); the caller's exp(x - max) turns any other NaN row NaN too."""
+    bits = a.view(np.int32)
+    m = np.int32(-2139095041)                    # key of -inf (bits 0xff800000)
+    for j in range(bits.size):
+        b = bits[j]
+        k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
+        m = k if k > m else m
+    return _f32_from_bits(np.int32(m ^ ((m >> 31) & 0x7FFFFFFF)))
 
 
-@njit(**_SERIAL)
-def _dot8(a, b):
-    """sum of a * b over two 1-D arrays, in a fixed order (8 interleaved partial sums)."""
-    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = a.dtype.type(0)
-    n = a.size
-    nb = n - n % 8
-    for j in range(0, nb, 8):
-        s0 += a[j] * b[j]
-        s1 += a[j + 1] * b[j + 1]
-        s2 += a[j + 2] * b[j + 2]
-        s3 += a[j + 3] * b[j + 3]
-        s4 += a[j + 4] * b[j + 4]
-        s5 += a[j + 5] * b[j + 5]
-        s6 += a[j + 6] * b[j + 6]
-        s7 += a[j + 7] * b[j + 7]
-    for j in range(nb, n):
-        s0 += a[j] * b[j]
-    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+def _row_max(a):
+    """max of a 1-D float array (NaN skipped or propagated as described in the helpers)."""
+    return np.max(a)
+
+
+@overload(_row_max)
+def _row_max_dispatch(a):
+    if isinstance(a, types.Array) and a.dtype == types.float32:
+        return lambda a: _max_f32(a)
+    return lambda a: _max8(a)
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _sum(a):
+    """sum of a 1-D array in a's dtype. ``reassoc`` lets LLVM vectorise it (several partial
+    sums); the order is fixed at compile time, so results do not depend on threads."""
+    s = a.dtype.type(0)
+    for j in range(a.size):
+        s += a[j]
+    return s
+
+
+@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
+def _dot(a, b):
+    """sum of a * b over two 1-D arrays (vectorised like ``_sum``)."""
+    s = a.dtype.type(0)
+    for j in range(a.size):
+        s += a[j] * b[j]
+    return s
 
 
 @njit(**_SERIAL)
@@ -128,14 +135,14 @@ def _exp_shifted_sum(x, m, e):
     """e[j] = exp(x[j] - m) and their sum."""
     for j in range(x.size):
         e[j] = exp(x[j] - m)
-    return _sum8(e)
+    return _sum(e)
 
 
 @njit(**_SERIAL)
 def _lse_shift(a):
     """The shift for a log-sum-exp: the row max, or 0 when that is +-inf (so an all -inf
     row gives -inf and a row holding +inf gives +inf, as PyTorch)."""
-    m = _max8(a)
+    m = _row_max(a)
     return m if abs(m) < np.inf else a.dtype.type(0)
 
 
@@ -443,7 +450,7 @@ def softmax_forward(x, out):
     one = x.dtype.type(1)
     for r in prange(x.shape[0]):
         yr = out[r]
-        s = _exp_shifted_sum(x[r], _max8(x[r]), yr)
+        s = _exp_shifted_sum(x[r], _row_max(x[r]), yr)
         inv = one / s
         for j in range(yr.size):
             yr[j] *= inv
@@ -456,7 +463,7 @@ def softmax_backward(g, y, out):
         gr = g[r]
         yr = y[r]
         outr = out[r]
-        d = _dot8(gr, yr)
+        d = _dot(gr, yr)
         for j in range(yr.size):
             outr[j] = yr[j] * (gr[j] - d)
     return out
@@ -467,7 +474,7 @@ def log_softmax_forward(x, out):
     for r in prange(x.shape[0]):
         xr = x[r]
         yr = out[r]
-        m = _max8(xr)
+        m = _row_max(xr)
         shift = m + log(_exp_shifted_sum(xr, m, yr))
         for j in range(yr.size):
             yr[j] = xr[j] - shift
@@ -480,7 +487,7 @@ def log_softmax_backward(g, y, out):
         gr = g[r]
         yr = y[r]
         outr = out[r]
-        sg = _sum8(gr)
+        sg = _sum(gr)
         for j in range(yr.size):
             outr[j] = gr[j] - exp(yr[j]) * sg
     return out
