@@ -225,24 +225,40 @@ def _fused_edges_grad_hidden(h, R, hidden, row, col, e_ptr, e_pos, gh):
 
 
 @njit(cache=True, parallel=True)
-def _fused_edges_messages_grad(Rt, GB, hidden, row_ptr, edge_id, C):
+def _fused_edges_messages_grad(G, Vt, Bv, hidden, row_ptr, edge_id, C):
     """Per CSR entry p = (j -> i), the gradient of the message kappa_e h_j w.r.t. h_j:
-    ``C[p, f] = GB[i, f] + sum_k hidden[e, k] Rt[i, k, f]`` (rows in parallel; relu
-    zeros in ``hidden`` are skipped)."""
+    ``C[p, f] = sum_o G[i, o] (b_v[o, f] + sum_k V3[o, f, k] hidden[e, k])``.
+
+    Rows run in parallel; each row first contracts its G_i with V into a small
+    ``Rt_i[k, f]`` (``Vt[o, k*F_in + f] = V3[o, f, k]``), which then serves all the row's
+    entries (relu zeros in ``hidden`` are skipped)."""
     n = row_ptr.shape[0] - 1
-    H, f_in = Rt.shape[1], Rt.shape[2]
+    f_out, f_in = Bv.shape
+    H = hidden.shape[1]
     chunks = min(n, CHUNKS)
     for c in prange(chunks):
+        Rt = np.empty(H * f_in, dtype=C.dtype)
+        gb = np.empty(f_in, dtype=C.dtype)
         for i in range(c * n // chunks, (c + 1) * n // chunks):
+            if row_ptr[i] == row_ptr[i + 1]:
+                continue
+            Rt[:] = 0
+            gb[:] = 0
+            for o in range(f_out):
+                go = G[i, o]
+                for r in range(H * f_in):
+                    Rt[r] += go * Vt[o, r]
+                for f in range(f_in):
+                    gb[f] += go * Bv[o, f]
             for p in range(row_ptr[i], row_ptr[i + 1]):
                 e = edge_id[p]
                 for f in range(f_in):
-                    C[p, f] = GB[i, f]
+                    C[p, f] = gb[f]
                 for k in range(H):
                     hk = hidden[e, k]
                     if hk != 0:
                         for f in range(f_in):
-                            C[p, f] += hk * Rt[i, k, f]
+                            C[p, f] += hk * Rt[k * f_in + f]
 
 
 @njit(cache=True, parallel=True)
@@ -294,7 +310,7 @@ def gno_backward(G, h, x, hidden, W, Hs, U, V, b_v, row_ptr, row, col, edge_id, 
       dx, dU, db_u from gh as for the kernel MLP;
     * ``dh_j = sum_{p: col j} C_p`` (gathered through the transposed CSR) with the
       per-entry ``C_p[f] = sum_k hidden_e[k] R_i[f, k] + sum_o G_i[o] b_v[o, f]``,
-      computed row by row where R_i stays in cache.
+      computed row by row with R_i rebuilt in a small per-row buffer.
     """
     n, f_in = h.shape
     f_out = G.shape[1]
@@ -311,13 +327,11 @@ def gno_backward(G, h, x, hidden, W, Hs, U, V, b_v, row_ptr, row, col, edge_id, 
         del R
         dx, dU, db_u = mlp_input_grads(gh, x, U)
     if needs[0]:
-        V_hidden_major = np.ascontiguousarray(
+        Vt = np.ascontiguousarray(
             V.reshape(f_out, f_in, H).transpose(0, 2, 1)).reshape(f_out, H * f_in)
-        Rt = (G @ V_hidden_major).reshape(n, H, f_in)
-        GB = G @ b_v.reshape(f_out, f_in)
         C = np.empty((col.shape[0], f_in), dtype=G.dtype)
-        _fused_edges_messages_grad(Rt, GB, hidden, row_ptr, edge_id, C)
-        del Rt
+        _fused_edges_messages_grad(G, Vt, b_v.reshape(f_out, f_in), hidden, row_ptr, edge_id,
+                                   C)
         dh = np.zeros_like(h)
         _gather_columns(C, *transpose(), dh)
     return dh, dx, dU, db_u, dV, db_v
