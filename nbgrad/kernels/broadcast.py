@@ -48,7 +48,7 @@ MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads
 
 # -- inner loops over contiguous slices ----------------------------------------------------
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _block(op, out, u, v):
     """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
 
@@ -96,7 +96,7 @@ def _block(op, out, u, v):
             out[i] = u[i] / (two * v[i])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _accumulate(op, acc, u, v):
     """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
     n = acc.size
@@ -111,7 +111,7 @@ def _accumulate(op, acc, u, v):
             acc[i] += u[i] / v[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _lanes(src, off, stride, j0, n, buf):
     """Lanes j0..j0+n of the row of ``src`` starting at ``off``, as a contiguous array:
     a slice of ``src`` when the stride is 1, else gathered into ``buf`` (a fill for a
@@ -156,7 +156,7 @@ def _reduce_block(op, u, v):
     return s
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _offsets(idx, shape, strides):
     """Element offsets of multi-index ``idx`` (row-major over ``shape``) in both operands."""
     o0 = 0
