@@ -40,7 +40,7 @@ from .fastmath import log
 # Op codes: out = f(u, v) elementwise (v is ignored by COPY).
 COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
 
-BLOCK = 512          # lanes per inner block (private buffers stay in L1)
+BLOCK = 2048         # lanes per inner block (private buffers stay in L1/L2)
 CHUNK = 1 << 16      # elements per parallel chunk
 PARALLEL_MIN = 1 << 17  # below this many elements the serial kernels run
 MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads)
