@@ -41,7 +41,7 @@ def _extremum(x, is_min):
     return m
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _extremum_task(x2, is_min, part, t):
     nch = part.shape[1]
     k = t // nch
@@ -83,7 +83,7 @@ def _combine_rows(part, is_min, out):
         out[k] = _extremum(part[k], is_min)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", inline="always")
 def _extremum_backward_rows(x2, m, g, out, k):
     """Row k: out[k, j] = g[k] / n_k where x2[k, j] == m[k], else 0, n_k being the number of
     tied extrema in row k (the gradient is split evenly among ties, as torch.amax).
