@@ -28,7 +28,7 @@ Three implementations:
   hidden_e, instead of a V-contracted [F_out, H] block per source node, which keeps the
   random memory traffic per edge small. The backward groups the upstream gradient the
   same way (see ``gno_backward``). Extra memory O(E*H + E*F_in + N*F_in*H); the
-forward's W (N*F_in*H) is kept for the backward only when V needs a gradient.
+  forward's W (N*F_in*H) is kept for the backward only when V needs a gradient.
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph), so results are bitwise identical at any thread count.
