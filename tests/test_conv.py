@@ -171,8 +171,8 @@ def test_conv_transpose2d_matches_reference(cfg):
 
 
 @given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=4, max_filters_per_group=5),
-       dtype=st.sampled_from([np.float32, np.float64]))
-def test_gemm_kernels_match_direct(cfg, dtype):
+       dtype=st.sampled_from([np.float32, np.float64]), slots=st.integers(1, 3))
+def test_gemm_kernels_match_direct(cfg, dtype, slots):
     """The im2col + BLAS fast path against the direct loop nests, at kernel level."""
     x, w, _ = _draw(cfg, dtype=dtype)
     b = np.random.default_rng(2).standard_normal(w.shape[0]).astype(dtype)
@@ -185,11 +185,11 @@ def test_gemm_kernels_match_direct(cfg, dtype):
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
         (K.conv2d_forward_direct(x, w, b, *geom, OH, OW),
-         K.conv2d_forward_gemm(x, w, b, *geom, OH, OW)),
+         K.conv2d_forward_gemm(x, w, b, *geom, OH, OW, slots)),
         (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), *geom),
-         K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan, dtype), *geom)),
+         K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan, dtype), *geom, slots)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, *geom),
-         K.conv2d_weight_grad_gemm(x, g, KH, KW, *geom)),
+         K.conv2d_weight_grad_gemm(x, g, KH, KW, *geom, slots)),
     ]
     for direct, gemm in pairs:
         assert direct.dtype == gemm.dtype == dtype
@@ -223,26 +223,37 @@ def test_s1_kernels_match_direct(cfg, dtype):
         np.testing.assert_allclose(fast, direct, **tol)
 
 
-def test_gemm_chunks_images():
-    """Small column budgets split the batch into chunks (down to one image per chunk, even
-    when one image alone exceeds the budget); the results do not change."""
+@pytest.mark.parametrize("slots", [1, 2, 3])
+def test_gemm_over_more_images_than_slots(slots):
+    """Images go through the scratch slots in rounds (5 images, 1 to 3 slots), at 1 and 2
+    threads; the results match the direct kernels and do not depend on either."""
     rng = np.random.default_rng(4)
-    x, w = rng.standard_normal((5, 4, 6, 6)), rng.standard_normal((6, 4, 3, 3))
-    b = rng.standard_normal(6)
-    g = rng.standard_normal((5, 6, 4, 4))
-    geom = (1, 1, 0, 0, 1, 1, 1)
-    rows, cols = 4 * 3 * 3, 4 * 4
-    assert [K.chunk_size(5, rows, cols, budget) for budget in (10**6, 2 * rows * cols, 7)] \
-        == [5, 2, 1]
-    direct = (K.conv2d_forward_direct(x, w, b, *geom, 4, 4),
+    x, w = rng.standard_normal((5, 6, 6, 7)), rng.standard_normal((10, 3, 3, 2))
+    b = rng.standard_normal(10)
+    g = rng.standard_normal((5, 10, 4, 6))
+    geom = (1, 1, 0, 0, 1, 1, 2)
+    direct = (K.conv2d_forward_direct(x, w, b, *geom, 4, 6),
               K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
-              K.conv2d_weight_grad_direct(x, g, 3, 3, *geom))
-    for budget in (2 * rows * cols, 7):
-        gemm = (K.conv2d_forward_gemm(x, w, b, *geom, 4, 4, budget),
-                K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, budget),
-                K.conv2d_weight_grad_gemm(x, g, 3, 3, *geom, budget))
-        for a, c in zip(gemm, direct):
-            np.testing.assert_allclose(a, c, rtol=1e-12, atol=1e-12)
+              K.conv2d_weight_grad_direct(x, g, 3, 2, *geom))
+
+    def gemm():
+        return (K.conv2d_forward_gemm(x, w, b, *geom, 4, 6, slots),
+                K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, slots),
+                K.conv2d_weight_grad_gemm(x, g, 3, 2, *geom, slots))
+    one, two = at_threads(1, gemm), at_threads(2, gemm)
+    for a, c, d in zip(one, two, direct):
+        assert_same_bits(a, c)
+        np.testing.assert_allclose(a, d, rtol=1e-12, atol=1e-12)
+
+
+@given(m=st.integers(1, 20), k=st.integers(1, 12), p=st.integers(1, 300))
+def test_gemm_matches_numpy(m, k, p):
+    """The register-blocked GEMM, including partial row blocks and column tiles."""
+    rng = np.random.default_rng(m * 1000 + k * 10 + p)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, p))
+    out = np.full((m, p), np.nan)
+    K.gemm(a, b, out)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
 
 
 # -- adjoint identities (REFERENCE.md) ----------------------------------------------------

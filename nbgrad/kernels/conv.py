@@ -22,8 +22,9 @@ does not divide the span) get a zero gradient.
 Two implementations:
 * ``*_direct``: the loop nests above, parallel over independent outputs. They are the
   reference, and the fast path when each group has one input channel (depthwise).
-* ``*_gemm``: im2col + BLAS per image (serial over images, im2col/col2im parallel over
-  rows/channels, GEMM threaded by BLAS). The tests compare them with ``*_direct``.
+* ``*_s1``: stride-1 kernels on zero-padded planes (long contiguous spans).
+* ``*_gemm``: im2col + a register-blocked GEMM per image, parallel over images.
+  The tests compare both with ``*_direct``.
 
 Race freedom (Kernel rule 2): forward owns y[n, f]; the input gradient owns dx[n, c]
 (it collects every output that touches that plane); the weight gradient owns one
@@ -338,37 +339,67 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     return dwt
 
 
-# -- im2col + BLAS fast path ---------------------------------------------------------------
-# Images are processed in chunks whose column buffer holds at most ``col_budget`` elements
-# (COL_BUDGET by default: 2 MiB of float32, so the buffer stays in cache and is not
-# paged in afresh on every call); within a chunk, one parallel region builds
-# (or scatters back) the columns of every image
-# and BLAS multiplies image by image, so the parallel regions are few and coarse.
-COL_BUDGET = 1 << 19
+# -- im2col + register-blocked GEMM fast path -----------------------------------------------
+# Per image: im2col, then a matrix product per group. The product is our own GEMM (below)
+# rather than BLAS, so that images run in parallel (prange) with one private column
+# buffer per slot (``slots`` images at once: the caller passes the thread count) and no
+# second thread pool competing with Numba's; every output element is summed in a fixed
+# order, so results do not depend on the thread count or the number of slots.
+GEMM_ROWS = 8
+GEMM_TILE = 128
 
 
 @njit(cache=True)
-def chunk_size(N, rows, cols, col_budget):
-    """Images per chunk so that a [chunk, rows, cols] column buffer fits col_budget
-    (at least one image)."""
-    return max(1, min(N, col_budget // max(1, rows * cols)))
+def gemm(a, b, out):
+    """out[M, P] = a[M, K] @ b[K, P] (overwritten). Blocks of 8 rows of a times 128
+    columns of b are accumulated in a small buffer: each b row segment is loaded once per
+    block and the column loop vectorises; the sum over K runs in order."""
+    M, K = a.shape
+    P = b.shape[1]
+    acc = np.empty((GEMM_ROWS, GEMM_TILE), out.dtype)
+    for j0 in range(0, P, GEMM_TILE):
+        n = min(GEMM_TILE, P - j0)
+        for i0 in range(0, M, GEMM_ROWS):
+            acc[:, :] = 0
+            if M - i0 >= GEMM_ROWS:
+                for k in range(K):
+                    br = b[k, j0: j0 + n]
+                    a0, a1, a2, a3 = a[i0, k], a[i0 + 1, k], a[i0 + 2, k], a[i0 + 3, k]
+                    a4, a5, a6, a7 = a[i0 + 4, k], a[i0 + 5, k], a[i0 + 6, k], a[i0 + 7, k]
+                    for j in range(n):
+                        v = br[j]
+                        acc[0, j] += a0 * v
+                        acc[1, j] += a1 * v
+                        acc[2, j] += a2 * v
+                        acc[3, j] += a3 * v
+                        acc[4, j] += a4 * v
+                        acc[5, j] += a5 * v
+                        acc[6, j] += a6 * v
+                        acc[7, j] += a7 * v
+                rows = GEMM_ROWS
+            else:
+                rows = M - i0
+                for k in range(K):
+                    br = b[k, j0: j0 + n]
+                    for r in range(rows):
+                        ar = a[i0 + r, k]
+                        for j in range(n):
+                            acc[r, j] += ar * br[j]
+            for r in range(rows):
+                out[i0 + r, j0: j0 + n] = acc[r, :n]
 
 
-@njit(cache=True, parallel=True)
-def im2col(x, n0, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """col[m, (c, kh, kw), (oh, ow)] = x[n0 + m, c, ih, iw] (zero in the padding), for the
-    col.shape[0] images from n0. Parallel over (image, row)."""
-    _, C, H, W = x.shape
-    nb, R, _ = col.shape
-    zero = x.dtype.type(0)
-    for mr in prange(nb * R):
-        m = mr // R
-        r = mr % R
+@njit(cache=True)
+def im2col(xn, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """col[(c, kh, kw), (oh, ow)] = xn[c, ih, iw] for one image (zero in the padding)."""
+    C, H, W = xn.shape
+    zero = xn.dtype.type(0)
+    for r in range(C * KH * KW):
         c = r // (KH * KW)
         kh = (r // KW) % KH
         kw = r % KW
-        row = col[m, r]
-        xc = x[n0 + m, c]
+        row = col[r]
+        xc = xn[c]
         oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
         ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
         for oh in range(OH):
@@ -382,23 +413,19 @@ def im2col(x, n0, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
             seg[ow_hi:] = zero
 
 
-@njit(cache=True, parallel=True)
-def col2im(dcol, dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """dx[n0 + m, c, ih, iw] = sum of the dcol[m] entries im2col copied from there.
-    Parallel over (image, channel): each iteration owns one plane of dx."""
-    _, C, H, W = dx.shape
-    nb = dcol.shape[0]
-    one = dx.dtype.type(1)
-    for mc in prange(nb * C):
-        m = mc // C
-        c = mc % C
-        plane = dx[n0 + m, c]
+@njit(cache=True)
+def col2im(dcol, dxn, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
+    """dxn[c, ih, iw] = sum of the dcol entries im2col copied from there (one image)."""
+    C, H, W = dxn.shape
+    one = dxn.dtype.type(1)
+    for c in range(C):
+        plane = dxn[c]
         plane[:, :] = 0
         for kh in range(KH):
             oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
             for kw in range(KW):
                 ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                row = dcol[m, (c * KH + kh) * KW + kw]
+                row = dcol[(c * KH + kh) * KW + kw]
                 for oh in range(oh_lo, oh_hi):
                     ih = oh * sh + kh * dh - ph
                     # plane[ih, ow*sw + kw*dw - pw] += row[oh*OW + ow]
@@ -406,77 +433,83 @@ def col2im(dcol, dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                                 sw, kw * dw - pw)
 
 
-@njit(cache=True)
-def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW,
-                        col_budget=COL_BUDGET):
-    """As ``conv2d_forward_direct``; y[n, group] = w[group] @ im2col(x[n])[group] + b."""
+@njit(cache=True, parallel=True)
+def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
+    """As ``conv2d_forward_direct``; y[n, group] = w[group] @ im2col(x[n])[group] + b.
+    Parallel over images."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
     K = Cg * KH * KW
+    P = OH * OW
     w3 = w.reshape(groups, Fg, K)
-    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
-    col = np.empty((nb, groups, K, OH * OW), x.dtype)
-    col3 = col.reshape(nb, C * KH * KW, OH * OW)
-    y = np.empty((N, groups, Fg, OH * OW), x.dtype)
-    for n0 in range(0, N, nb):
-        m_end = min(nb, N - n0)
-        im2col(x, n0, col3[:m_end], KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        for m in range(m_end):
+    cols = np.empty((slots, groups, K, P), x.dtype)
+    y = np.empty((N, groups, Fg, P), x.dtype)
+    for n0 in range(0, N, slots):
+        for s in prange(min(slots, N - n0)):
+            n = n0 + s
+            im2col(x[n], cols[s].reshape(groups * K, P), KH, KW, sh, sw, ph, pw, dh, dw,
+                   OH, OW)
             for gi in range(groups):
-                yg = y[n0 + m, gi]
-                np.dot(w3[gi], col[m, gi], yg)
+                yg = y[n, gi]
+                gemm(w3[gi], cols[s, gi], yg)
                 for fl in range(Fg):
                     yg[fl] += b[gi * Fg + fl]
     return y.reshape(N, F, OH, OW)
 
 
-@njit(cache=True)
-def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups,
-                           col_budget=COL_BUDGET):
-    """As ``conv2d_input_grad_direct``; dx[n] = col2im(w[group]^T @ g[n, group])."""
+@njit(cache=True, parallel=True)
+def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
+    """As ``conv2d_input_grad_direct``; dx[n] = col2im(w[group]^T @ g[n, group]).
+    Parallel over images (each owns dx[n])."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
-    C = Cg * groups
     Fg = F // groups
     K = Cg * KH * KW
+    P = OH * OW
+    wt = np.empty((groups, K, Fg), w.dtype)  # w[group]^T, contiguous
     w3 = w.reshape(groups, Fg, K)
-    g4 = g.reshape(N, groups, Fg, OH * OW)
-    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
-    dcol = np.empty((nb, groups, K, OH * OW), g.dtype)
-    dcol3 = dcol.reshape(nb, C * KH * KW, OH * OW)
-    for n0 in range(0, N, nb):
-        m_end = min(nb, N - n0)
-        for m in range(m_end):
+    for gi in range(groups):
+        wt[gi] = w3[gi].T
+    g4 = g.reshape(N, groups, Fg, P)
+    dcols = np.empty((slots, groups, K, P), g.dtype)
+    for n0 in range(0, N, slots):
+        for s in prange(min(slots, N - n0)):
+            n = n0 + s
             for gi in range(groups):
-                np.dot(w3[gi].T, g4[n0 + m, gi], dcol[m, gi])
-        col2im(dcol3[:m_end], dx, n0, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
+                gemm(wt[gi], g4[n, gi], dcols[s, gi])
+            col2im(dcols[s].reshape(groups * K, P), dx[n], KH, KW, sh, sw, ph, pw, dh, dw,
+                   OH, OW)
     return dx
 
 
-@njit(cache=True)
-def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups,
-                            col_budget=COL_BUDGET):
+@njit(cache=True, parallel=True)
+def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots):
     """As ``conv2d_weight_grad_direct``; dw[group] = sum over n, in order, of
-    g[n, group] @ im2col(x[n])[group]^T."""
+    (im2col(x[n])[group] @ g[n, group]^T)^T. Parallel over images, each writing its own
+    partial; the partials are summed afterwards in image order."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
     Fg = F // groups
     K = Cg * KH * KW
-    g4 = g.reshape(N, groups, Fg, OH * OW)
-    nb = chunk_size(N, C * KH * KW, OH * OW, col_budget)
-    col = np.empty((nb, groups, K, OH * OW), x.dtype)
-    col3 = col.reshape(nb, C * KH * KW, OH * OW)
-    dw3 = np.zeros((groups, Fg, K), x.dtype)
-    part = np.empty((Fg, K), x.dtype)
-    for n0 in range(0, N, nb):
-        m_end = min(nb, N - n0)
-        im2col(x, n0, col3[:m_end], KH, KW, sh, sw, ph, pw, dh, dw, OH, OW)
-        for m in range(m_end):
+    P = OH * OW
+    g4 = g.reshape(N, groups, Fg, P)
+    cols = np.empty((slots, groups, K, P), x.dtype)
+    gts = np.empty((slots, P, Fg), x.dtype)
+    parts = np.empty((N, groups, K, Fg), x.dtype)
+    for n0 in range(0, N, slots):
+        for s in prange(min(slots, N - n0)):
+            n = n0 + s
+            im2col(x[n], cols[s].reshape(groups * K, P), KH, KW, sh, sw, ph, pw, dh, dw,
+                   OH, OW)
             for gi in range(groups):
-                np.dot(g4[n0 + m, gi], col[m, gi].T, part)
-                dw3[gi] += part
+                gts[s] = g4[n, gi].T
+                gemm(cols[s, gi], gts[s], parts[n, gi])
+    dw3 = np.zeros((groups, Fg, K), x.dtype)
+    for gi in prange(groups):
+        for n in range(N):
+            dw3[gi] += parts[n, gi].T
     return dw3.reshape(F, Cg, KH, KW)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numba
 import numpy as np
 
 from ..function import Function, Sample, register
@@ -18,7 +19,7 @@ from ..tensor import FLOAT_DTYPES, Tensor, lift
 
 IntPair = int | tuple[int, int]
 
-# im2col + BLAS pays once a group's dot products are long enough (C/groups*KH*KW taps)
+# im2col + GEMM pays once a group's dot products are long enough (C/groups*KH*KW taps)
 # and there are a few filters per group to share each column; otherwise (depthwise, tiny
 # groups) the direct kernels are faster.
 GEMM_MIN_TAPS = 16
@@ -128,12 +129,17 @@ def _contig(a: np.ndarray) -> np.ndarray:
 
 
 def _kernel_path(w_shape: tuple, geom: tuple) -> str:
-    """'gemm' (im2col + BLAS) when a group's dot products are long and shared by a few
+    """'gemm' (im2col + GEMM) when a group's dot products are long and shared by a few
     filters; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop nests)."""
     F, Cg, KH, KW = w_shape
     if Cg * KH * KW >= GEMM_MIN_TAPS and F // geom[-1] >= GEMM_MIN_FILTERS:
         return "gemm"
     return "s1" if geom[:2] == (1, 1) else "direct"
+
+
+def _slots(batch: int) -> int:
+    """Images the GEMM kernels process at once: one per thread."""
+    return max(1, min(batch, numba.get_num_threads()))
 
 
 def _geometry(stride, pad, dilation, groups) -> tuple:
@@ -148,8 +154,9 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
     path = _kernel_path(w.shape, geom)
     if path == "s1":
         return K.conv2d_forward_s1(x, w, bias, *geom[2:], *out_hw)
-    kernel = K.conv2d_forward_gemm if path == "gemm" else K.conv2d_forward_direct
-    return kernel(x, w, bias, *geom, *out_hw)
+    if path == "gemm":
+        return K.conv2d_forward_gemm(x, w, bias, *geom, *out_hw, _slots(x.shape[0]))
+    return K.conv2d_forward_direct(x, w, bias, *geom, *out_hw)
 
 
 def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
@@ -159,8 +166,9 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     path = _kernel_path(w.shape, geom)
     if path == "s1":
         return K.conv2d_input_grad_s1(g, w, dx, *geom[2:])
-    kernel = K.conv2d_input_grad_gemm if path == "gemm" else K.conv2d_input_grad_direct
-    return kernel(g, w, dx, *geom)
+    if path == "gemm":
+        return K.conv2d_input_grad_gemm(g, w, dx, *geom, _slots(g.shape[0]))
+    return K.conv2d_input_grad_direct(g, w, dx, *geom)
 
 
 def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
@@ -169,8 +177,9 @@ def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
     path = _kernel_path(w_shape, geom)
     if path == "s1":
         return K.conv2d_weight_grad_s1(x, g, *w_shape[2:], *geom[2:])
-    kernel = K.conv2d_weight_grad_gemm if path == "gemm" else K.conv2d_weight_grad_direct
-    return kernel(x, g, *w_shape[2:], *geom)
+    if path == "gemm":
+        return K.conv2d_weight_grad_gemm(x, g, *w_shape[2:], *geom, _slots(x.shape[0]))
+    return K.conv2d_weight_grad_direct(x, g, *w_shape[2:], *geom)
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
