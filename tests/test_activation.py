@@ -496,3 +496,15 @@ def test_row_max_all_negative_infinite_and_nan_rows(dtype):
     assert np.isnan(y[3:]).all()
     np.testing.assert_allclose(nb.logsumexp(x[:3], 1).numpy(),
                                scipy_logsumexp(finite, 1), rtol=1e-6)
+
+
+def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
+    from scipy.special import ndtr
+    x = np.linspace(-12, -0.5, 20_001).astype(np.float32)
+    y, gx = _forward_backward(nb.gelu, x, np.ones_like(x))
+    x64 = x.astype(np.float64)
+    # erfc form, not 1 + erf(x / sqrt 2) (which cancels to 0 below x = -5.5); the
+    # tolerance covers the rounding of x^2 / 2 inside exp (x^2/2 = 72 at x = -12)
+    np.testing.assert_allclose(y, x64 * ndtr(x64), rtol=1e-5)
+    pdf = np.exp(-x64 * x64 / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(gx, ndtr(x64) + x64 * pdf, rtol=1e-5, atol=1e-7)
