@@ -206,7 +206,10 @@ class GELU(Function):
 
 def gelu(x, approximate: str = "none") -> Tensor:
     """gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2; derivative Phi(x) + x phi(x).
-    ``approximate='tanh'``: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    ``approximate='tanh'``: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+
+    float32 evaluates Phi as erfc(-x / sqrt 2) / 2 (relatively accurate for negative x,
+    where PyTorch's 1 + erf cancels); float64 uses libm's erf."""
     x = _float_input("gelu", x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
