@@ -214,7 +214,16 @@ def test_bad_axis(name):
         fn(x, 1.0)
 
 
-@pytest.mark.parametrize("name", ["max", "min", "mean"])
-def test_empty_reductions_raise(name):
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_empty_extremum_raises(name):
     with pytest.raises(ValueError, match=rf"{name}: cannot .* shape \(0, 3\)"):
         getattr(nb, name)(nb.zeros(0, 3), 0)
+
+
+def test_empty_sum_and_mean_follow_pytorch():
+    x = nb.zeros(0, 3, requires_grad=True)
+    np.testing.assert_array_equal(x.sum(axis=0).numpy(), np.zeros(3))
+    m = x.mean(axis=0)
+    assert m.shape == (3,) and np.isnan(m.numpy()).all()
+    m.sum().backward()
+    assert x.grad.shape == (0, 3)

@@ -474,7 +474,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     if out.size == 0:
         return out
     if 0 in full_shape:
-        out[...] = 0
+        out[...] = out.dtype.type(0) * out.dtype.type(scale)  # scale * (empty sum)
         return out
     fu, su = _flat(u, nd)
     fv, sv = _flat(v, nd)

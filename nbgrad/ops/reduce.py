@@ -124,12 +124,10 @@ class Mean(Function):
         n = 1
         for d in axes:
             n *= x.shape[d]
-        if n == 0:
-            raise ValueError(f"mean: cannot average over axis {axis!r} of a tensor of shape "
-                             f"{x.shape} (no elements)")
+        scale = 1.0 / n if n else float("nan")  # the mean of nothing is NaN (PyTorch)
         kept, out_shape = _shapes(x.shape, axes, keepdims)
-        ctx.shapes = (x.shape, kept, 1.0 / n)
-        return _sum_forward(x, kept, out_shape, 1.0 / n)
+        ctx.shapes = (x.shape, kept, scale)
+        return _sum_forward(x, kept, out_shape, scale)
 
     @staticmethod
     def backward(ctx, g):
@@ -182,13 +180,14 @@ class Min(_Extremum):
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Sum over ``axis`` (int, tuple, or None for all axes); grad: g broadcast back over
-    the reduced axes."""
+    """Sum over ``axis`` (int, tuple, or None for all axes; ``()`` reduces nothing, as in
+    NumPy); grad: g broadcast back over the reduced axes."""
     return Sum.apply(lift(x), axis=axis, keepdims=keepdims)
 
 
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` = sum / n (n reduced elements); grad: g / n broadcast back."""
+    """Mean over ``axis`` = sum / n (n reduced elements; NaN when n = 0, as PyTorch);
+    grad: g / n broadcast back."""
     return Mean.apply(lift(x), axis=axis, keepdims=keepdims)
 
 
