@@ -82,5 +82,11 @@ def index_expressions(draw, shape: tuple[int, ...], allow_arrays: bool = True):
     return (slice(None),) * axis + (index,)
 
 
+# Convolution/pooling parameters and point clouds/graphs live in their own modules.
+from .strategies_conv import *  # noqa: E402, F403
+from .strategies_conv import __all__ as _conv_names  # noqa: E402
+from .strategies_graph import *  # noqa: E402, F403
+from .strategies_graph import __all__ as _graph_names  # noqa: E402
+
 __all__ = ["arrays", "broadcastable_shapes", "data", "index_expressions", "reduction_axes",
-           "tensors"]
+           "tensors", *_conv_names, *_graph_names]
