@@ -345,46 +345,52 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
 # buffer per slot (``slots`` images at once: the caller passes the thread count) and no
 # second thread pool competing with Numba's; every output element is summed in a fixed
 # order, so results do not depend on the thread count or the number of slots.
-GEMM_ROWS = 8
 GEMM_TILE = 128
 
 
 @njit(cache=True)
 def gemm(a, b, out):
-    """out[M, P] = a[M, K] @ b[K, P] (overwritten). Blocks of 8 rows of a times 128
-    columns of b are accumulated in a small buffer: each b row segment is loaded once per
-    block and the column loop vectorises; the sum over K runs in order."""
+    """out[M, P] = a[M, K] @ b[K, P] (overwritten).
+
+    Blocks of 4 rows of a by 128 columns of b accumulate in a small buffer, 4 steps of K
+    at a time (acc += a0*b0 + a1*b1 + a2*b2 + a3*b3): every buffer load/store serves 4
+    multiply-adds and the column loop vectorises. The sum over K runs in a fixed order."""
     M, K = a.shape
     P = b.shape[1]
-    acc = np.empty((GEMM_ROWS, GEMM_TILE), out.dtype)
+    acc = np.empty((4, GEMM_TILE), out.dtype)
+    K4 = K - K % 4
     for j0 in range(0, P, GEMM_TILE):
         n = min(GEMM_TILE, P - j0)
-        for i0 in range(0, M, GEMM_ROWS):
+        for i0 in range(0, M, 4):
+            rows = min(4, M - i0)
             acc[:, :] = 0
-            if M - i0 >= GEMM_ROWS:
-                for k in range(K):
-                    br = b[k, j0: j0 + n]
-                    a0, a1, a2, a3 = a[i0, k], a[i0 + 1, k], a[i0 + 2, k], a[i0 + 3, k]
-                    a4, a5, a6, a7 = a[i0 + 4, k], a[i0 + 5, k], a[i0 + 6, k], a[i0 + 7, k]
+            if rows == 4:
+                for k in range(0, K4, 4):
+                    b0, b1 = b[k, j0: j0 + n], b[k + 1, j0: j0 + n]
+                    b2, b3 = b[k + 2, j0: j0 + n], b[k + 3, j0: j0 + n]
+                    a00, a01, a02, a03 = a[i0, k], a[i0, k + 1], a[i0, k + 2], a[i0, k + 3]
+                    a10, a11, a12, a13 = (a[i0 + 1, k], a[i0 + 1, k + 1], a[i0 + 1, k + 2],
+                                          a[i0 + 1, k + 3])
+                    a20, a21, a22, a23 = (a[i0 + 2, k], a[i0 + 2, k + 1], a[i0 + 2, k + 2],
+                                          a[i0 + 2, k + 3])
+                    a30, a31, a32, a33 = (a[i0 + 3, k], a[i0 + 3, k + 1], a[i0 + 3, k + 2],
+                                          a[i0 + 3, k + 3])
                     for j in range(n):
-                        v = br[j]
-                        acc[0, j] += a0 * v
-                        acc[1, j] += a1 * v
-                        acc[2, j] += a2 * v
-                        acc[3, j] += a3 * v
-                        acc[4, j] += a4 * v
-                        acc[5, j] += a5 * v
-                        acc[6, j] += a6 * v
-                        acc[7, j] += a7 * v
-                rows = GEMM_ROWS
+                        v0, v1, v2, v3 = b0[j], b1[j], b2[j], b3[j]
+                        acc[0, j] += a00 * v0 + a01 * v1 + a02 * v2 + a03 * v3
+                        acc[1, j] += a10 * v0 + a11 * v1 + a12 * v2 + a13 * v3
+                        acc[2, j] += a20 * v0 + a21 * v1 + a22 * v2 + a23 * v3
+                        acc[3, j] += a30 * v0 + a31 * v1 + a32 * v2 + a33 * v3
+                k_rest = K4
             else:
-                rows = M - i0
-                for k in range(K):
-                    br = b[k, j0: j0 + n]
-                    for r in range(rows):
-                        ar = a[i0 + r, k]
-                        for j in range(n):
-                            acc[r, j] += ar * br[j]
+                k_rest = 0
+            # the K % 4 last steps, and every step of a partial row block
+            for k in range(k_rest, K):
+                bk = b[k, j0: j0 + n]
+                for r in range(rows):
+                    ar = a[i0 + r, k]
+                    for j in range(n):
+                        acc[r, j] += ar * bk[j]
             for r in range(rows):
                 out[i0 + r, j0: j0 + n] = acc[r, :n]
 
