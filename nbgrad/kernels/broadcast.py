@@ -174,16 +174,26 @@ def _offsets(idx, shape, strides):
 
 @njit(cache=True, error_model="numpy")
 def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
-    """Rows r0..r1 of out[rows, n] = f(u, v); the outer dims are ``shape``/``strides``."""
+    """Rows r0..r1 of out[rows, n] = f(u, v); the outer dims are ``shape``/``strides``.
+    A 0-stride (broadcast) lane is filled into its buffer only when its offset changes
+    (once in all for a scalar broadcast such as sum's upstream gradient)."""
     ubuf = np.empty(BLOCK, out.dtype)
     vbuf = np.empty(BLOCK, out.dtype)
+    ulast = -1
+    vlast = -1
     for r in range(r0, r1):
         uo, vo = _offsets(r, shape, strides)
+        if us == 0 and uo != ulast:
+            _lanes(u, uo, 0, 0, min(BLOCK, n), ubuf)
+            ulast = uo
+        if vs == 0 and vo != vlast:
+            _lanes(v, vo, 0, 0, min(BLOCK, n), vbuf)
+            vlast = vo
         for j0 in range(0, n, BLOCK):
             m = min(BLOCK, n - j0)
             o = r * n + j0
-            _block(op, out[o:o + m], _lanes(u, uo, us, j0, m, ubuf),
-                   _lanes(v, vo, vs, j0, m, vbuf))
+            _block(op, out[o:o + m], ubuf[:m] if us == 0 else _lanes(u, uo, us, j0, m, ubuf),
+                   vbuf[:m] if vs == 0 else _lanes(v, vo, vs, j0, m, vbuf))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
