@@ -498,6 +498,20 @@ def test_row_max_all_negative_infinite_and_nan_rows(dtype):
                                scipy_logsumexp(finite, 1), rtol=1e-6)
 
 
+def test_gelu_float32_fast_path_matches_the_reference_loop_nest():
+    from nbgrad.kernels import activation as K
+    x = np.concatenate([np.linspace(-10, 10, 20_001), [0.0, -0.0, 3.4e38, -3.4e38]])
+    x = x.astype(np.float32)
+    g = np.random.default_rng(11).standard_normal(x.size).astype(np.float32)
+    fast, ref = np.empty_like(x), np.empty_like(x)
+    K.gelu_forward_f32(x, fast)
+    K.gelu_forward(x, ref)
+    np.testing.assert_allclose(fast, ref, rtol=1e-6, atol=1e-6)   # ref cancels below 0
+    K.gelu_backward_f32(g, x, fast)
+    K.gelu_backward(g, x, ref)
+    np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-6)
+
+
 def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
     from scipy.special import ndtr
     x = np.linspace(-12, -0.5, 20_001).astype(np.float32)

@@ -264,33 +264,12 @@ _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _CDF_C
 
 
 @njit(**_SERIAL, inline="always")
-def _normal_cdf_f32(v):
-    one = np.float32(1)
-    half = np.float32(0.5)
-    a = abs(v) * np.float32(0.7071067811865476)
-    t = one / (one + _CDF_P * a)
+def _erfcx_f32(a):
+    """erfcx(a) = e^(a^2) erfc(a) for float32 a >= 0 (or NaN)."""
+    t = np.float32(1) / (np.float32(1) + _CDF_P * a)
     p = (((((((((_C10 * t + _C9) * t + _C8) * t + _C7) * t + _C6) * t + _C5) * t + _C4) * t
             + _C3) * t + _C2) * t + _C1) * t + _C0
-    tail = half * exp(-half * v * v) * (t * p)          # erfc(|v| / sqrt 2) / 2
-    return one - tail if v > 0 else tail
-
-
-@njit(**_SERIAL, inline="always")
-def _normal_cdf_f64(v):
-    return 0.5 * (1.0 + erf(v * 0.7071067811865476))    # libm erf: exact to 1 ulp
-
-
-def _normal_cdf(v):
-    """Phi(v), the standard normal CDF (float32: erfcx form above; float64: libm erf)."""
-    return 0.5 * (1.0 + erf(v / np.sqrt(2.0)))
-
-
-@overload(_normal_cdf, inline="always")
-def _normal_cdf_dispatch(v):
-    if isinstance(v, types.Float):
-        return (lambda v: _normal_cdf_f32(v)) if v.bitwidth == 32 else (
-            lambda v: _normal_cdf_f64(v))
-    return None
+    return t * p
 
 
 # -- gelu family, silu ----------------------------------------------------------------------
@@ -298,21 +277,60 @@ def _normal_cdf_dispatch(v):
 
 @njit(**_OPTS)
 def gelu_forward(x, out):
+    """Reference form, y = x (1 + erf(x / sqrt 2)) / 2 (used for float64: libm erf)."""
+    t = x.dtype.type
+    half = t(0.5)
+    one = t(1)
+    inv_sqrt2 = t(0.7071067811865476)
     for i in prange(x.size):
         v = x[i]
-        out[i] = v * _normal_cdf(v)
+        out[i] = half * v * (one + erf(v * inv_sqrt2))
     return out
 
 
 @njit(**_OPTS)
 def gelu_backward(g, x, out):
+    """Reference form, Phi(x) + x phi(x) with Phi through erf (used for float64)."""
     t = x.dtype.type
     half = t(0.5)
+    one = t(1)
+    inv_sqrt2 = t(0.7071067811865476)
     inv_sqrt2pi = t(0.3989422804014327)
     for i in prange(x.size):
         v = x[i]
-        pdf = exp(-half * v * v) * inv_sqrt2pi       # the same exp as in _normal_cdf (CSE)
-        out[i] = g[i] * (_normal_cdf(v) + v * pdf)
+        cdf = half * (one + erf(v * inv_sqrt2))
+        pdf = exp(-half * v * v) * inv_sqrt2pi
+        out[i] = g[i] * (cdf + v * pdf)
+    return out
+
+
+@njit(**_OPTS)
+def gelu_forward_f32(x, out):
+    """float32 fast path: Phi = erfc(-x / sqrt 2) / 2 = 1 - tail or tail, with
+    tail = e^(-x^2/2) erfcx(|x| / sqrt 2) / 2."""
+    half = np.float32(0.5)
+    one = np.float32(1)
+    inv_sqrt2 = np.float32(0.7071067811865476)
+    for i in prange(x.size):
+        v = x[i]
+        tail = half * exp(-half * v * v) * _erfcx_f32(abs(v) * inv_sqrt2)
+        out[i] = v * (one - tail if v > 0 else tail)
+    return out
+
+
+@njit(**_OPTS)
+def gelu_backward_f32(g, x, out):
+    """float32 fast path: Phi(x) + x phi(x), one exp for both (see gelu_forward_f32)."""
+    half = np.float32(0.5)
+    one = np.float32(1)
+    inv_sqrt2 = np.float32(0.7071067811865476)
+    inv_sqrt2pi = np.float32(0.3989422804014327)
+    for i in prange(x.size):
+        v = x[i]
+        e = exp(-half * v * v)
+        tail = half * e * _erfcx_f32(abs(v) * inv_sqrt2)
+        cdf = one - tail if v > 0 else tail
+        out[i] = g[i] * (cdf + v * (e * inv_sqrt2pi))
     return out
 
 

@@ -194,13 +194,15 @@ class GELU(Function):
     def forward(ctx, x, approximate="none"):
         ctx.approximate = approximate
         ctx.save_for_backward(x)
-        kernel = K.gelu_tanh_forward if approximate == "tanh" else K.gelu_forward
+        kernel = K.gelu_tanh_forward if approximate == "tanh" else (
+            K.gelu_forward_f32 if x.dtype == np.float32 else K.gelu_forward)
         return _into(kernel, x.shape, x.dtype, _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        kernel = K.gelu_tanh_backward if ctx.approximate == "tanh" else K.gelu_backward
+        kernel = K.gelu_tanh_backward if ctx.approximate == "tanh" else (
+            K.gelu_backward_f32 if x.dtype == np.float32 else K.gelu_backward)
         return _into(kernel, x.shape, x.dtype, _flat(g), _flat(x))
 
 
