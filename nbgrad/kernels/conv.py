@@ -66,7 +66,10 @@ def row_axpy(out, a, src, lo, hi, stride, offset):
 def row_gather(out, src, lo, hi, stride, offset):
     """out[o] = src[o*stride + offset]."""
     if stride == 1:
-        out[lo:hi] = src[lo + offset: hi + offset]
+        dst = out[lo:hi]
+        seg = src[lo + offset: hi + offset]
+        for j in range(dst.size):
+            dst[j] = seg[j]
     else:
         for o in range(lo, hi):
             out[o] = src[o * stride + offset]
@@ -411,12 +414,15 @@ def im2col(xn, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
         for oh in range(OH):
             seg = row[oh * OW: (oh + 1) * OW]
             if oh < oh_lo or oh >= oh_hi:
-                seg[:] = zero
+                for ow in range(OW):
+                    seg[ow] = zero
                 continue
-            seg[:ow_lo] = zero
+            for ow in range(ow_lo):
+                seg[ow] = zero
             # seg[ow] = xc[ih, ow*sw + kw*dw - pw]
             row_gather(seg, xc[oh * sh + kh * dh - ph], ow_lo, ow_hi, sw, kw * dw - pw)
-            seg[ow_hi:] = zero
+            for ow in range(ow_hi, OW):
+                seg[ow] = zero
 
 
 @njit(cache=True)
