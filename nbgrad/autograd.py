@@ -154,7 +154,7 @@ def _root_grad(t, grad, caller: str) -> np.ndarray:
                 f"{caller}: grad can be implicitly created only for scalar outputs; this "
                 f"output has shape {t.shape}, so pass grad= of that shape")
         return np.ones(t.shape, dtype=t.dtype)
-    g = np.array(grad.data if isinstance(grad, _tensor.Tensor) else grad, dtype=t.dtype)
+    g = np.asarray(grad.data if isinstance(grad, _tensor.Tensor) else grad, dtype=t.dtype)
     if g.shape != t.shape:
         raise ValueError(f"{caller}: grad has shape {g.shape} but the output has shape "
                          f"{t.shape}")
@@ -178,7 +178,7 @@ def backward(t, grad=None, retain_graph: bool = False) -> None:
         raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
                            "(did you create it under no_grad, or forget requires_grad=True?)")
     root_grad = _root_grad(t, grad, "backward")
-    handed_out: set = set()
+    handed_out = {id(root_grad)}  # the caller's array: a leaf gets a copy, never it
     for leaf, g in _run([t], [root_grad], retain_graph).values():
         g = _owned(g, handed_out)
         if leaf.grad is None:

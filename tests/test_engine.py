@@ -197,6 +197,14 @@ def test_backward_does_not_modify_the_grad_it_was_given():
     np.testing.assert_array_equal(g, [1.0, 1.0])
 
 
+def test_a_leaf_never_keeps_the_callers_grad_array():
+    x = leaf([1.0, 2.0])
+    g = np.array([3.0, 4.0])
+    x.backward(g)
+    assert not np.shares_memory(x.grad.numpy(), g)
+    np.testing.assert_array_equal(x.grad.numpy(), g)
+
+
 def test_deep_chain_of_ten_thousand_ops():
     x = leaf([1.0])
     y = x
