@@ -26,7 +26,7 @@ PATHS = ["direct", "s1", "gemm"]
 @contextmanager
 def kernel_path(path):
     """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
-    kernels (where the stride is 1, else direct) or im2col + BLAS."""
+    kernels (where the stride is 1, else direct) or im2col + GEMM."""
     saved = conv_ops._kernel_path
 
     def forced(w_shape, geom):
@@ -173,7 +173,7 @@ def test_conv_transpose2d_matches_reference(cfg):
 @given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=4, max_filters_per_group=5),
        dtype=st.sampled_from([np.float32, np.float64]), slots=st.integers(1, 3))
 def test_gemm_kernels_match_direct(cfg, dtype, slots):
-    """The im2col + BLAS fast path against the direct loop nests, at kernel level."""
+    """The im2col + GEMM fast path against the direct loop nests, at kernel level."""
     x, w, _ = _draw(cfg, dtype=dtype)
     b = np.random.default_rng(2).standard_normal(w.shape[0]).astype(dtype)
     (sh, sw), (dh, dw), (ph, pw) = (_pair(cfg[k]) for k in ("stride", "dilation", "padding"))

@@ -19,16 +19,19 @@ implied by the output size (OH, OW), so asymmetric padding ('same' with an even 
 needs nothing extra. Input positions no output reads (trailing rows when the stride
 does not divide the span) get a zero gradient.
 
-Two implementations:
-* ``*_direct``: the loop nests above, parallel over independent outputs. They are the
-  reference, and the fast path when each group has one input channel (depthwise).
-* ``*_s1``: stride-1 kernels on zero-padded planes (long contiguous spans).
-* ``*_gemm``: im2col + a register-blocked GEMM per image, parallel over images.
-  The tests compare both with ``*_direct``.
+Three implementations (ops/conv.py picks one per call):
+* ``*_direct``: the loop nests above, parallel over independent outputs: the reference,
+  and the path for strided convolutions with few channels per group.
+* ``*_s1``: stride 1 on zero-padded planes (long contiguous spans): depthwise and other
+  small-group convolutions.
+* ``*_gemm``: im2col + a register-blocked GEMM per image, parallel over images: the
+  path once a group has many input channels and filters.
+The tests compare ``*_s1`` and ``*_gemm`` with ``*_direct``.
 
-Race freedom (Kernel rule 2): forward owns y[n, f]; the input gradient owns dx[n, c]
-(it collects every output that touches that plane); the weight gradient owns one
-dw[f, cl] and sums the batch inside in a fixed order; the bias gradient owns db[f].
+Race freedom (Kernel rule 2): forward owns y[n, f] (gemm: y[n]); the input gradient owns
+dx[n, c] (gemm: dx[n]) and collects every output that touches it; the weight gradient
+owns one dw[f, cl] and sums the batch inside in a fixed order (gemm: one partial per
+image, summed in image order); the bias gradient owns db[f].
 """
 
 import numpy as np
