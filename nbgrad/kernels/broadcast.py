@@ -464,9 +464,9 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         op, scale, v = COPY, scale * v.flat[0], u
     elif op == MUL and u.size and not any(u.strides):
         op, scale, u = COPY, scale * u.flat[0], v
-    if (u.shape == full_shape and v.shape == full_shape and u.size and len(shape) <= 1
+    if (u.shape == full_shape and v.shape == full_shape and u.size
             and u.flags.c_contiguous and v.flags.c_contiguous
-            and (not shape or shape[0] == 1)):
+            and all(s == 1 for s in shape)):
         # everything summed into one element: a flat chunked reduction, no planning
         out = np.empty(shape, u.dtype)
         (_reduce_flat if u.size < PARALLEL_MIN else _reduce_flat_parallel)(
