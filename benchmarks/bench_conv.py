@@ -11,11 +11,11 @@ from .harness import Row, median_time
 
 # name, x shape, w shape (None for pooling), op keyword arguments, target
 WORKLOADS = [
-    ("W5a conv2d 8x16x64x64 F32 k3 s2 d2 p1", (8, 16, 64, 64), (32, 16, 3, 3),
+    ("W5a conv2d 8x16x64x64->32 k3 s2 d2 p1", (8, 16, 64, 64), (32, 16, 3, 3),
      dict(stride=2, padding=1, dilation=2), "<=1.5x"),
-    ("W5b conv2d 16x32x32x32 F64 k3 p1", (16, 32, 32, 32), (64, 32, 3, 3),
+    ("W5b conv2d 16x32x32x32->64 k3 p1", (16, 32, 32, 32), (64, 32, 3, 3),
      dict(stride=1, padding=1), "<=1.5x"),
-    ("W5c depthwise 8x64x56x56 k3 p1", (8, 64, 56, 56), (64, 1, 3, 3),
+    ("W5c depthwise conv2d 8x64x56x56 k3 p1", (8, 64, 56, 56), (64, 1, 3, 3),
      dict(padding=1, groups=64), "<=1.0x"),
     ("W5d max_pool2d k2 s2 16x64x64x64", (16, 64, 64, 64), None,
      dict(kernel_size=2, stride=2), "<=1.0x"),
