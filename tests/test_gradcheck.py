@@ -41,6 +41,13 @@ def test_gradcheck_passes_a_right_gradient_and_names_the_worst_element_of_a_wron
     np.testing.assert_array_equal(x, [0.5, -2.0, 1.0])  # inputs are not modified
 
 
+def test_gradcheck_perturbs_non_contiguous_inputs():
+    x = np.arange(1.0, 7.0).reshape(2, 3).T  # Fortran-ordered view
+    assert gradcheck(Cube.apply, [x])
+    with pytest.raises(GradcheckError):
+        gradcheck(WrongCube.apply, [x])
+
+
 def test_gradcheck_sees_every_output_element_not_just_the_sum():
     class ShiftedSoftmaxLikeBug(nb.Function):
         """y = x - mean(x): sum(y) is constant, so a zero backward would pass a plain sum."""

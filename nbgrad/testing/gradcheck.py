@@ -72,7 +72,9 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
     for i, x in enumerate(inputs):
         arr = x.data if isinstance(x, Tensor) else x
         if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
-            tensors.append(Tensor(arr.astype(np.float64), requires_grad=True))
+            # C order, so that the flat view below perturbs the tensor itself
+            tensors.append(Tensor(np.ascontiguousarray(arr, dtype=np.float64),
+                                  requires_grad=True))
             checked.append(i)
         else:
             tensors.append(x)
