@@ -67,6 +67,14 @@ def test_radius_graph_max_neighbors_keeps_nearest(points, radius, loop, k):
     assert_rows_equal(g, want)
 
 
+def test_radius_graph_pairs_whose_squared_distance_underflows():
+    # d2 = (2e-215)^2 underflows to 0 <= r2 = 0, so the pair counts as within radius 0
+    points = np.array([[0.0], [2.1e-215]])
+    rows, _ = brute_force_rows(points, 0.0, loop=False)
+    assert_rows_equal(nb.radius_graph(points, 0.0, loop=False), rows)
+    assert_rows_equal(nb.radius_graph(points, 0.0, loop=False, max_neighbors=1), rows)
+
+
 def test_radius_graph_max_neighbors_tie_goes_to_smaller_index():
     points = np.array([[0.0], [-1.0], [1.0], [2.0]])  # 1 and 2 are both at distance 1 from 0
     g = nb.radius_graph(points, 1.5, loop=False, max_neighbors=1)

@@ -166,6 +166,9 @@ def _radius_pass(sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, r2, lo
                                              dims, offsets, r2, loop, col, -1)
 
 
+_SMALLEST_CELL = 1e-150
+
+
 def radius_csr(points, radius, loop):
     """CSR ``(row_ptr, col)`` of all pairs with ``|p_i - p_j| <= radius`` (float64 points).
 
@@ -184,8 +187,10 @@ def radius_csr(points, radius, loop):
     cell = float(radius)
     widest = float(extent.max())
     if cell <= 0.0 or widest / cell > max_cells:
-        cell = max(widest / max_cells, np.finfo(np.float64).tiny) if widest > 0 else 1.0
-        cell = max(cell, float(radius))
+        cell = max(widest / max_cells, float(radius)) if widest > 0 else 1.0
+    # A coordinate difference below ~1.5e-154 squares to 0 (underflow) and so passes
+    # d2 <= r2 even for radius 0: cells at least this wide keep such pairs adjacent.
+    cell = max(cell, _SMALLEST_CELL)
     while True:
         dims = (np.floor(extent / cell).astype(np.int64) + 1)
         if float(np.prod(dims.astype(np.float64))) <= max_cells:
