@@ -11,6 +11,10 @@ import importlib
 
 import numba
 
+# nbgrad first: its kernel thread pool must start before PyTorch loads its own libgomp
+# (see nbgrad/threads.py); imported for that side effect.
+import nbgrad  # noqa: F401
+
 from .harness import THREADS, print_table, torch_or_none
 
 SUITES = ["core", "activation", "conv", "gno", "bases"]

@@ -17,15 +17,14 @@ from .ops.shape import *  # noqa: F403
 from .tensor import (
     Tensor,
     full,
-    get_num_threads,
     ones,
     ones_like,
     rand,
     randn,
-    set_num_threads,
     tensor,
     zeros,
     zeros_like,
 )
+from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"

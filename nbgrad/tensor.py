@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numba
 import numpy as np
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -308,16 +307,6 @@ def rand(*shape, seed: int | None = None, dtype: Any = DEFAULT_DTYPE,
     rng = np.random.default_rng(seed)
     data = rng.random(_shape_arg(shape)).astype(_resolve_dtype(dtype))
     return _new(data, requires_grad)
-
-
-def set_num_threads(n: int) -> None:
-    """Threads used by the parallel kernels (at most the pool size fixed at import, which
-    NUMBA_NUM_THREADS sets)."""
-    numba.set_num_threads(int(n))
-
-
-def get_num_threads() -> int:
-    return numba.get_num_threads()
 
 
 # The ops import this module for Tensor; import them last so the class exists by then.
