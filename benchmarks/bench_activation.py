@@ -15,7 +15,7 @@ from numba import njit, prange
 
 import nbgrad as nb
 
-from .harness import Row, median_time
+from .harness import Row, median_time, paired_times
 
 N_ELEMENTWISE = 4_000_000
 SOFTMAX_SHAPE = (4096, 1024)
@@ -50,8 +50,7 @@ def _row(name, nb_fn, torch_fn, torch, x, g, n_bytes, copy_bw, target, extra=())
         xt.grad = None
         nb_fn(xt, *extra).backward(g)
 
-    t_nb = median_time(run_nb)
-    t_torch = None
+    run_torch = None
     if torch is not None:
         xq = torch.tensor(x, requires_grad=True)
         gq = None if g is None else torch.tensor(g)
@@ -61,7 +60,7 @@ def _row(name, nb_fn, torch_fn, torch, x, g, n_bytes, copy_bw, target, extra=())
             xq.grad = None
             torch_fn(xq, *extra_q).backward(gq)
 
-        t_torch = median_time(run_torch)
+    t_nb, t_torch = paired_times(run_nb, run_torch)
     bw = n_bytes / t_nb
     note = (f"{bw / 1e9:.1f} GB/s = {100 * bw / copy_bw:.0f}% of copy "
             f"{copy_bw / 1e9:.1f} GB/s")

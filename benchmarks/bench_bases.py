@@ -21,7 +21,7 @@ import numpy as np
 import nbgrad as nb
 from nbgrad.ops import gram_schmidt as gs_ops
 
-from .harness import Row, format_seconds, median_time
+from .harness import Row, format_seconds, median_time, paired_times
 
 S, N, K, M = 256, 1024, 64, 32
 N_LARGE = 65536
@@ -105,16 +105,18 @@ def _torch_lno_step(torch, t):
 def run(torch) -> list[Row]:
     a = _data()
     t = None if torch is None else {k: torch.from_numpy(v) for k, v in a.items()}
-    ono = median_time(lambda: _ono_step(a))
+    def with_torch(step):
+        return None if torch is None else (lambda: step(torch, t))
+
+    ono, qr = paired_times(lambda: _ono_step(a),
+                           with_torch(lambda torch, t: _torch_ono_step(torch, t, mgs=False)))
+    lno, tlno = paired_times(lambda: _lno_step(a), with_torch(_torch_lno_step))
     ono2 = median_time(lambda: _ono_step(a, reorthogonalize=True))
-    lno = median_time(lambda: _lno_step(a))
     large = median_time(lambda: _basis_step(a), repeats=3, warmup=1)
     large_serial = _serial_basis_time(a)
-    qr = mgs = tlno = tlarge = None
+    mgs = tlarge = None
     if torch is not None:
-        qr = median_time(lambda: _torch_ono_step(torch, t, mgs=False))
         mgs = median_time(lambda: _torch_ono_step(torch, t, mgs=True), repeats=3, warmup=1)
-        tlno = median_time(lambda: _torch_lno_step(torch, t))
         tlarge = median_time(lambda: _torch_basis_step(torch, t), repeats=3, warmup=1)
     return [
         Row("W7 ono_encode vs torch.linalg.qr path", ono, qr, "<= 1.0x"),

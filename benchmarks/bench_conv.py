@@ -7,7 +7,7 @@ import numpy as np
 
 import nbgrad as nb
 
-from .harness import Row, median_time
+from .harness import Row, paired_times
 
 # name, x shape, w shape (None for pooling), op keyword arguments, target
 WORKLOADS = [
@@ -62,7 +62,8 @@ def run(torch) -> list[Row]:
     rows = []
     for name, x_shape, w_shape, kwargs, target in WORKLOADS:
         x, w, b = _arrays(x_shape, w_shape)
-        nb_s = median_time(_nbgrad_step(x, w, b, kwargs))
-        torch_s = None if torch is None else median_time(_torch_step(torch, x, w, b, kwargs))
+        nb_s, torch_s = paired_times(
+            _nbgrad_step(x, w, b, kwargs),
+            None if torch is None else _torch_step(torch, x, w, b, kwargs))
         rows.append(Row(name, nb_s, torch_s, target, "fwd+bwd float32"))
     return rows

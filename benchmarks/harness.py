@@ -42,6 +42,23 @@ def median_time(fn: Callable[[], object], repeats: int = 7, warmup: int = 2) -> 
     return statistics.median(times)
 
 
+def paired_times(nb_fn: Callable[[], object], torch_fn: Callable[[], object] | None,
+                 repeats: int = 7, warmup: int = 2, rounds: int = 3
+                 ) -> tuple[float, float | None]:
+    """Median times of ``nb_fn`` and ``torch_fn`` measured in alternating blocks, each
+    side's best block kept: one process hosts two thread pools (Numba's and PyTorch's)
+    and a block can be slowed by the other pool's idle spinning or by fresh page faults,
+    which a single block per side turned into 3x swings between runs."""
+    nb_best = torch_best = None
+    for _ in range(rounds):
+        t = median_time(nb_fn, repeats, warmup)
+        nb_best = t if nb_best is None else min(nb_best, t)
+        if torch_fn is not None:
+            t = median_time(torch_fn, repeats, warmup)
+            torch_best = t if torch_best is None else min(torch_best, t)
+    return nb_best, torch_best
+
+
 def torch_or_none():
     """PyTorch set to the benchmark thread count, or None where it is not installed."""
     try:
