@@ -108,7 +108,7 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
 def _compare(position: int, analytic: np.ndarray, numeric: np.ndarray, atol: float,
              rtol: float) -> InputReport:
     abs_err = np.abs(analytic - numeric)
-    rel_err = abs_err / np.maximum(np.abs(numeric), 1e-300)
+    rel_err = abs_err / np.maximum(np.abs(numeric), atol)  # relative where |numeric| > atol
     excess = abs_err - (atol + rtol * np.abs(numeric))
     bad = ~np.isfinite(analytic) | ~np.isfinite(numeric)
     excess = np.where(bad, np.inf, excess)
@@ -116,7 +116,7 @@ def _compare(position: int, analytic: np.ndarray, numeric: np.ndarray, atol: flo
         return InputReport(position, analytic.shape, 0.0, 0.0, None, 0.0, 0.0, True)
     worst = np.unravel_index(int(np.argmax(excess)), analytic.shape)
     return InputReport(position, analytic.shape, float(np.max(abs_err)),
-                       float(np.max(np.where(abs_err > atol, rel_err, 0.0))),
+                       float(np.max(rel_err)),
                        tuple(int(i) for i in worst), float(analytic[worst]),
                        float(numeric[worst]), bool(np.all(excess <= 0)))
 
