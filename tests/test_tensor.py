@@ -71,3 +71,19 @@ def test_thread_count_can_be_lowered_and_restored():
     assert nb.get_num_threads() == 1
     nb.set_num_threads(n)
     assert nb.get_num_threads() == n
+
+
+def _environment_after_import(extra_env):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
+    env.update(extra_env)
+    code = "import os, nbgrad; print(os.environ.get('GOMP_SPINCOUNT'))"
+    return subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_starting_the_kernel_pool_leaves_the_environment_as_it_was():
+    assert _environment_after_import({}) == "None"
+    assert _environment_after_import({"GOMP_SPINCOUNT": "7"}) == "7"
