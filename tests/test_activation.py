@@ -512,6 +512,42 @@ def test_gelu_float32_fast_path_matches_the_reference_loop_nest():
     np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-6)
 
 
+def test_gelu_float32_saved_derivative_matches_the_backward_kernel_bit_for_bit():
+    # with grad on, the float32 forward also writes Phi(x) + x phi(x) and the backward is
+    # g * that (mul_saved): the same bits as gelu_backward_f32, edges included
+    from nbgrad.kernels import activation as K
+    x = np.concatenate([np.linspace(-12, 12, 4001), [0.0, -0.0, 3.4e38, -3.4e38, np.inf,
+                                                      -np.inf, np.nan, 1e-40, -1e-40]])
+    x = x.astype(np.float32)
+    g = np.random.default_rng(12).standard_normal(x.size).astype(np.float32)
+    g[:3] = [np.inf, np.nan, 0.0]
+    y_ref, gx_ref = np.empty_like(x), np.empty_like(x)
+    K.gelu_forward_f32(x, y_ref)
+    K.gelu_backward_f32(g, x, gx_ref)
+    y, d, gx = np.empty_like(x), np.empty_like(x), np.empty_like(x)
+    K.gelu_forward_grad_f32(x, y, d)
+    assert_same_bits(y, y_ref)
+    assert_same_bits(K.mul_saved(g, d, gx), gx_ref)
+    y_op, gx_op = _forward_backward(nb.gelu, x, g)          # through the op
+    assert_same_bits(y_op, y_ref)
+    assert_same_bits(gx_op, gx_ref)
+    with nb.no_grad():                                      # no grad: plain forward
+        assert_same_bits(nb.gelu(nb.tensor(x)).numpy(), y_ref)
+
+
+def test_mul_saved_takes_a_broadcast_scalar_upstream_without_materialising_it():
+    from nbgrad.kernels import activation as K
+    d = np.linspace(-3, 3, 101).astype(np.float32)
+    out = np.empty_like(d)
+    K.mul_saved(np.array([np.float32(1.5)]), d, out)
+    assert_same_bits(out, np.float32(1.5) * d)
+    x = np.linspace(-4, 4, 60, dtype=np.float32).reshape(6, 10)
+    g0 = np.broadcast_to(np.float32(0.25), x.shape)          # 0-stride upstream
+    assert not any(g0.strides)
+    full = _forward_backward(nb.gelu, x, np.full(x.shape, 0.25, np.float32))[1]
+    assert_same_bits(_forward_backward(nb.gelu, x, g0)[1], full)
+
+
 def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
     from scipy.special import ndtr
     x = np.linspace(-12, -0.5, 20_001).astype(np.float32)

@@ -36,6 +36,15 @@ def _flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
 
+def _upstream(g: np.ndarray) -> np.ndarray:
+    """The upstream gradient for a kernel taking a flat g of full size or of size 1: a
+    broadcast scalar (every stride 0, as a sum's backward hands over) stays one element
+    instead of being materialised."""
+    if g.size > 1 and not any(g.strides):
+        return np.full(1, g.flat[0], g.dtype)
+    return _flat(g)
+
+
 def _into(kernel, shape: tuple, dtype, *args) -> np.ndarray:
     """A new NumPy array of ``shape``, filled by the flat element-wise ``kernel(*args, out)``
     (NumPy-owned, so the engine keeps a gradient returned this way without copying it)."""
@@ -193,6 +202,16 @@ class GELU(Function):
     @staticmethod
     def forward(ctx, x, approximate="none"):
         ctx.approximate = approximate
+        if approximate == "none" and x.dtype == np.float32 and any(ctx.needs_input_grad):
+            # the float32 forward is compute-bound: it also writes the derivative, and the
+            # backward reads g and that one array (no second exp and erfcx)
+            y = np.empty(x.shape, x.dtype)
+            d = np.empty(x.shape, x.dtype)
+            K.gelu_forward_grad_f32(_flat(x), y.reshape(-1), d.reshape(-1))
+            ctx.saved_derivative = True
+            ctx.save_for_backward(d)
+            return y
+        ctx.saved_derivative = False
         ctx.save_for_backward(x)
         kernel = K.gelu_tanh_forward if approximate == "tanh" else (
             K.gelu_forward_f32 if x.dtype == np.float32 else K.gelu_forward)
@@ -200,6 +219,9 @@ class GELU(Function):
 
     @staticmethod
     def backward(ctx, g):
+        if ctx.saved_derivative:
+            (d,) = ctx.saved_tensors
+            return _into(K.mul_saved, d.shape, d.dtype, _upstream(g), d.reshape(-1))
         (x,) = ctx.saved_tensors
         kernel = K.gelu_tanh_backward if ctx.approximate == "tanh" else (
             K.gelu_backward_f32 if x.dtype == np.float32 else K.gelu_backward)
