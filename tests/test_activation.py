@@ -512,6 +512,24 @@ def test_gelu_float32_fast_path_matches_the_reference_loop_nest():
     np.testing.assert_allclose(fast, ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("shape", [(1, 1), (33, 7), (70, 1024), (5, 0), (0, 4)])
+def test_softmax_float32_pipelined_kernel_matches_the_plain_one_bit_for_bit(shape):
+    from nbgrad.kernels import activation as K
+    rng = np.random.default_rng(13)
+    x = (rng.standard_normal(shape) * 30).astype(np.float32)
+    if x.size and shape[0] > 4:
+        x[1, 0] = np.inf                           # +inf row, -inf row, NaN row, huge row
+        x[2, :] = -np.inf
+        x[3, -1] = np.nan
+        x[4, :] = 3.4e38
+    ref, fast = np.empty_like(x), np.empty_like(x)
+    K.softmax_forward(x, ref)
+    at_threads(1, K.softmax_forward_f32, x, fast)
+    assert_same_bits(fast, ref)
+    at_threads(2, K.softmax_forward_f32, x, fast)
+    assert_same_bits(fast, ref)
+
+
 def test_gelu_float32_saved_derivative_matches_the_backward_kernel_bit_for_bit():
     # with grad on, the float32 forward also writes Phi(x) + x phi(x) and the backward is
     # g * that (mul_saved): the same bits as gelu_backward_f32, edges included

@@ -546,6 +546,38 @@ def softmax_forward(x, out):
 
 
 @njit(**_OPTS)
+def softmax_forward_f32(x, out):
+    """softmax_forward for float32, bit for bit, with the row max software-pipelined: the
+    loop computing row r's exponentials also takes the max of row r + 1 (the integer-key
+    max of ``_max_f32``), so reading the next row from memory overlaps the exp arithmetic
+    instead of being a separate memory-bound pass. prange runs over blocks of ROW_BLOCK
+    rows; each block starts with one plain row max."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    one = np.float32(1)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        lo = blk * ROW_BLOCK
+        hi = min(rows, lo + ROW_BLOCK)
+        m = _max_f32(x[lo])
+        for r in range(lo, hi):
+            xr = x[r]
+            yr = out[r]
+            nxt = r + 1 if r + 1 < hi else r
+            keys = x[nxt].view(np.int32)          # float bits, ordered as in _max_f32
+            km = np.int32(-2139095041)            # key of -inf
+            for j in range(cols):
+                yr[j] = exp(xr[j] - m)            # e_j = e^(x_j - max)
+                b = keys[j]
+                k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
+                km = k if k > km else km          # next row's max key
+            inv = one / _sum(yr)                  # 1 / sum_j e_j
+            for j in range(cols):
+                yr[j] *= inv
+            m = _f32_from_bits(np.int32(km ^ ((km >> 31) & 0x7FFFFFFF)))
+    return out
+
+
+@njit(**_OPTS)
 def softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
         gr = g[r]

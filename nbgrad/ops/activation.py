@@ -461,7 +461,8 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         ctx.axis = axis = axis % max(x.ndim, 1)
-        y, rows = _rows_into(K.softmax_forward, x.shape, axis, x.dtype, _rows_last(x, axis))
+        kernel = K.softmax_forward_f32 if x.dtype == np.float32 else K.softmax_forward
+        y, rows = _rows_into(kernel, x.shape, axis, x.dtype, _rows_last(x, axis))
         ctx.save_for_backward(rows)
         return y
 
