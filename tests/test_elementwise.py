@@ -266,6 +266,48 @@ def test_fused_reduction_equals_materialised_reference():
             assert fused.shape == target
 
 
+def test_mul_grads_fused_equals_two_pass_bitwise():
+    """Rule 5: mul's one-pass backward (both gradients) == the two-pass path
+    (reduce_term for the broadcast operand, broadcast_apply for the full one), bit for
+    bit, for a full-size and a 0-stride upstream g, at 1 and 2 threads."""
+    rng = np.random.default_rng(9)
+    for su, sw in [((1, 1024), (4096, 1024)), ((1024,), (4096, 1024)), ((5,), (3, 5)),
+                   ((1, 3, 4), (70000, 3, 4)), ((1, 1, 5000), (2, 60, 5000)),
+                   ((20000,), (9, 20000)), ((1, 2), (200_000, 2))]:
+        for dt in (np.float32, np.float64):
+            u = rng.standard_normal(su).astype(dt)
+            w = rng.standard_normal(sw).astype(dt)
+            for g in (rng.standard_normal(sw).astype(dt),
+                      np.broadcast_to(np.asarray(dt(1.5)).reshape((1,) * len(sw)), sw)):
+                ref_u = B.reduce_term(B.MUL, g, w, su, 1.0, sw)
+                ref_w = B.broadcast_apply(B.MUL, g, u, sw)
+                np.testing.assert_allclose(ref_u, unbroadcast(g * w, su), rtol=1e-3, atol=1e-2)
+                for threads in (1, 2):
+                    gu, gw = at_threads(threads, B.mul_grads, g, u, w)
+                    assert_same_bits(gu, ref_u)
+                    assert_same_bits(gw, ref_w)
+    # shapes that do not fit (u broadcast inside, g strided, u full, u a scalar) fall
+    # back to the two-pass path: None
+    g = rng.standard_normal((4, 3))
+    assert B.mul_grads(g, rng.standard_normal((1, 1)), g) is None
+    assert B.mul_grads(g, rng.standard_normal((4, 1)), rng.standard_normal((4, 3))) is None
+    assert B.mul_grads(g.T.T[:, ::-1], rng.standard_normal(3), g) is None
+    assert B.mul_grads(g, g, g) is None
+
+
+def test_mul_backward_takes_fused_path_either_operand_order():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((1, 64)).astype(np.float32)
+    b = rng.standard_normal((300, 64)).astype(np.float32)
+    for x, y in [(a, b), (b, a)]:
+        tx, ty = nb.tensor(x, requires_grad=True), nb.tensor(y, requires_grad=True)
+        (tx * ty).sum().backward()
+        np.testing.assert_allclose(tx.grad.numpy(), unbroadcast(np.ones((300, 64)) * y, x.shape),
+                                   rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(ty.grad.numpy(), unbroadcast(np.ones((300, 64)) * x, y.shape),
+                                   rtol=1e-5, atol=1e-4)
+
+
 # -- determinism ----------------------------------------------------------------------------
 @pytest.mark.parametrize("sa,sb", [((1, 1024), (4096, 1024)), ((300_000,), (1,)),
                                    ((256, 1), (256, 1024)), ((2, 1, 1, 9), (7, 2000, 1))])

@@ -172,6 +172,24 @@ def test_one_vs_two_threads_bitwise(shape, axis):
         assert_same_bits(r1, r2)
 
 
+@pytest.mark.parametrize("shape,target", [((4096, 1024), (4096, 1)), ((4096, 1024), (1024,)),
+                                          ((4096, 1024), (4096, 1024)), ((70, 9, 3000), (9, 1))])
+def test_parallel_task_runs_equal_serial_bitwise(shape, target, monkeypatch):
+    """The parallel reductions hand tasks to threads in runs of several; each task owns
+    its outputs, so the result equals the serial kernel's bit for bit."""
+    from nbgrad.kernels import broadcast as B
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape[-1:]).astype(np.float32)
+    par = [B.reduce_term(B.MUL, x, w, target, 0.5), B.reduce_term(B.COPY, x, None, target, -1.0)]
+    monkeypatch.setattr(B, "PARALLEL_MIN", 1 << 62)
+    ser = [B.reduce_term(B.MUL, x, w, target, 0.5), B.reduce_term(B.COPY, x, None, target, -1.0)]
+    for p, s in zip(par, ser):
+        assert_same_bits(p, s)
+    np.testing.assert_allclose(ser[0], sum_to_shape(0.5 * x.astype(np.float64) * w, target),
+                               rtol=1e-4, atol=1e-3)
+
+
 # -- PyTorch oracle -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", sorted(OPS))
 @given(case=reduction_cases(), seed=st.integers(0, 99))

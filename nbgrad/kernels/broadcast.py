@@ -10,6 +10,9 @@ Public entry points (plain Python wrappers that plan the loop nest and call the 
 * ``reduce_term(op, u, v, shape, scale)``: ``scale * sum_to_shape(op(u, v), shape)``
   for op COPY, MUL or DIV, without materialising ``op(u, v)`` (e.g. mul's grad_a = sum
   of g*b over the broadcast axes).
+* ``mul_grads(g, u, w)``: both gradients of ``u * w`` when ``u`` is broadcast over the
+  leading axes of ``w`` (a bias-like vector), in one pass over ``w`` that writes
+  ``g * u`` and accumulates the partial sums of ``g * w``.
 
 How a call is planned. Every operand is passed to the kernels as a flat 1-D buffer that
 starts at its first element, plus one element stride per dimension (0 along broadcast
@@ -44,6 +47,9 @@ BLOCK = 2048         # lanes per inner block (private buffers stay in L1/L2)
 CHUNK = 1 << 16      # elements per parallel chunk
 PARALLEL_MIN = 1 << 17  # below this many elements the serial kernels run
 MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads)
+TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this many
+                     # runs (each run allocates its lane buffers once; every task
+                     # still owns its outputs, so results do not depend on it)
 
 
 # -- inner loops over contiguous slices ----------------------------------------------------
@@ -273,18 +279,20 @@ def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
 def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                                rows_per_chunk):
     ntasks = part.shape[0] * (part.shape[1] // n) * ((n + BLOCK - 1) // BLOCK)
-    for t in prange(ntasks):
+    per = (ntasks + TASK_GROUPS - 1) // TASK_GROUPS
+    for grp in prange((ntasks + per - 1) // per):
         _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                          rows_per_chunk, t, t + 1)
+                          rows_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
 
 
 @njit(cache=True, parallel=True, error_model="numpy")
 def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                           rows_per_chunk, lanes_per_chunk):
     ntasks = part.shape[0] * part.shape[1]
-    for t in prange(ntasks):
+    per = (ntasks + TASK_GROUPS - 1) // TASK_GROUPS
+    for grp in prange((ntasks + per - 1) // per):
         _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                     rows_per_chunk, lanes_per_chunk, t, t + 1)
+                     rows_per_chunk, lanes_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
 
 
 @njit(cache=True, error_model="numpy")
@@ -336,6 +344,47 @@ def _combine(part, out, scale):
 def _scale(x, scale):
     for i in range(x.size):
         x[i] *= scale
+
+
+# -- mul's backward, both gradients in one pass --------------------------------------------
+
+@njit(cache=True, error_model="numpy")
+def _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c0, c1):
+    """Chunks c0..c1 of mul's backward for a vector ``a[n]`` broadcast over the rows of
+    ``b[rows, n]`` (both flat, contiguous), upstream ``g`` full-size (``full_g``) or the
+    scalar ``g[0]`` of a 0-stride broadcast:
+
+        gb[r, j]      = g[r, j] * a[j]                 (grad_b, chunk c owns its rows)
+        part[c, j]    = sum over rows r of chunk c of g[r, j] * b[r, j]   (grad_a partial)
+
+    For a scalar g the partial is the plain sum of b (g is applied by ``_combine``), as
+    in ``reduce_term``, so the two paths agree bit for bit."""
+    n = a.size
+    rows = b.size // n
+    for c in range(c0, c1):
+        acc = part[c]
+        for j in range(n):
+            acc[j] = 0
+        for r in range(c * rows_per_chunk, min(rows, (c + 1) * rows_per_chunk)):
+            o = r * n
+            br = b[o:o + n]
+            gr = gb[o:o + n]
+            if full_g:
+                ur = g[o:o + n]
+                for j in range(n):
+                    gr[j] = ur[j] * a[j]
+                    acc[j] += ur[j] * br[j]
+            else:
+                s = g[0]
+                for j in range(n):
+                    gr[j] = s * a[j]
+                    acc[j] += br[j]
+
+
+@njit(cache=True, parallel=True, error_model="numpy")
+def _mul_grads_rows_parallel(g, full_g, a, b, gb, part, rows_per_chunk):
+    for c in prange(part.shape[0]):
+        _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c, c + 1)
 
 
 # -- planning (Python) ------------------------------------------------------------------
@@ -564,3 +613,60 @@ def sum_to_shape(g: np.ndarray, shape: tuple) -> np.ndarray:
     if g.shape == shape:
         return g
     return reduce_term(COPY, g, None, shape, 1.0, g.shape)
+
+
+def mul_grads(g: np.ndarray, u: np.ndarray, w: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+    """Both gradients of ``u * w`` in one pass over ``w``, when ``w`` is the full-size
+    operand (C-contiguous, ``w.shape == g.shape``) and ``u`` is broadcast over leading
+    axes only (``u`` C-contiguous, its shape a suffix of ``w``'s after dropping leading
+    1s), with ``g`` C-contiguous of that shape or a 0-stride scalar broadcast, all of one
+    float dtype: returns ``(grad_u, grad_w)`` with
+
+        grad_w = g * u                 (full size)
+        grad_u = sum over the broadcast rows of g * w       (u's shape)
+
+    bitwise equal to ``reduce_term(MUL, g, w, u.shape)`` and ``broadcast_apply(MUL, g,
+    u)``. Returns None when the shapes do not fit (the caller takes the two-pass path).
+    """
+    shape = g.shape
+    if not (w.shape == shape and g.dtype == u.dtype == w.dtype and u.size and w.size
+            and u.dtype.kind == "f" and u.flags.c_contiguous and w.flags.c_contiguous):
+        return None
+    full_g = g.flags.c_contiguous
+    if not full_g and any(g.strides):
+        return None
+    ushape = tuple(u.shape)
+    while ushape and ushape[0] == 1:
+        ushape = ushape[1:]
+    if len(ushape) > len(shape) or shape[len(shape) - len(ushape):] != ushape:
+        return None
+    n = u.size
+    rows = w.size // n
+    if rows == 1 or n == 1:  # nothing broadcast, or a scalar u (reduce_term's flat sum)
+        return None
+    scale = 1.0
+    if not full_g:
+        scale = g.flat[0]
+        g = np.full(1, scale, g.dtype)
+    # the chunking of reduce_term's kept-lane path (shapes only, never the thread count)
+    total = rows * n
+    want = min(MAX_CHUNKS, max(1, total // CHUNK))
+    nchunks = 1 if _ceil_div(n, BLOCK) >= MAX_CHUNKS // 2 else min(rows, want)
+    rpc = _ceil_div(rows, nchunks)
+    nchunks = _ceil_div(rows, rpc)
+    gu = np.empty(u.shape, u.dtype)
+    gw = np.empty(shape, w.dtype)
+    flat_gu = gu.reshape(-1)
+    part = flat_gu.reshape(1, n) if nchunks == 1 else np.empty((nchunks, n), u.dtype)
+    args = (g.reshape(-1), full_g, u.reshape(-1), w.reshape(-1), gw.reshape(-1), part, rpc)
+    if total >= PARALLEL_MIN:
+        _mul_grads_rows_parallel(*args)
+    else:
+        _mul_grads_rows(*args, 0, nchunks)
+    scale = u.dtype.type(scale)
+    if nchunks > 1:
+        _combine(part, flat_gu, scale)
+    elif scale != 1:
+        _scale(flat_gu, scale)
+    return gu, gw

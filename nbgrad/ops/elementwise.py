@@ -10,7 +10,10 @@ Integer-only arithmetic is computed in float64 and returned as int64 (exact belo
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
 axes (``kernels/broadcast.py``): fused, so mul's ``grad_a = sum(g * b)`` never
 materialises ``g * b``, and a 0-stride upstream ``g`` (from ``sum().backward()``) is read
-in place. div's and pow's less common gradient terms materialise one full-size array.
+in place. When both operands of mul need a gradient and one is broadcast over the
+other's leading axes, both gradients come from one pass over the full-size operand
+(``kernels/broadcast.py: mul_grads``). div's and pow's less common gradient terms
+materialise one full-size array.
 """
 
 from __future__ import annotations
@@ -197,6 +200,15 @@ class Mul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
+        if need_a and need_b:
+            # one operand broadcast over the other's leading axes (a bias, a row scale):
+            # both gradients in one pass over the full-size operand
+            fused = B.mul_grads(g, a, b)
+            if fused is not None:
+                return fused
+            fused = B.mul_grads(g, b, a)
+            if fused is not None:
+                return fused[::-1]
         return (_grad(B.MUL, g, b, a) if need_a else None,
                 _grad(B.MUL, g, a, b) if need_b else None)
 
