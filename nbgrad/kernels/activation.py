@@ -38,7 +38,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from .fastmath import _f32_from_bits, erf, exp, expm1, log, log1p, tanh
+from .fastmath import _f32_from_bits, erf, exp, exp_nonpositive, expm1, log, log1p, tanh
 
 _OPTS = {"cache": True, "parallel": True, "error_model": "numpy", "fastmath": {"contract"}}
 _SERIAL = {"cache": True, "error_model": "numpy"}
@@ -151,7 +151,7 @@ def _sigmoid(z, one):
     """1 / (1 + e^-z) through e = e^-|z|, so the negative tail is e / (1 + e): no overflow,
     and subnormal results (z down to -103 in float32) are kept instead of flushed.
     ``one`` is 1 in z's dtype."""
-    e = exp(-abs(z))
+    e = exp_nonpositive(-abs(z))
     return (one if z >= 0 else e) / (one + e)
 
 
@@ -313,7 +313,7 @@ def gelu_forward_f32(x, out):
     inv_sqrt2 = np.float32(0.7071067811865476)
     for i in prange(x.size):
         v = x[i]
-        tail = half * exp(-half * v * v) * _erfcx_f32(abs(v) * inv_sqrt2)
+        tail = half * exp_nonpositive(-half * v * v) * _erfcx_f32(abs(v) * inv_sqrt2)
         out[i] = v * (one - tail if v > 0 else tail)
     return out
 
@@ -327,7 +327,7 @@ def gelu_backward_f32(g, x, out):
     inv_sqrt2pi = np.float32(0.3989422804014327)
     for i in prange(x.size):
         v = x[i]
-        e = exp(-half * v * v)
+        e = exp_nonpositive(-half * v * v)
         tail = half * e * _erfcx_f32(abs(v) * inv_sqrt2)
         cdf = one - tail if v > 0 else tail
         out[i] = g[i] * (cdf + v * (e * inv_sqrt2pi))
@@ -346,7 +346,7 @@ def gelu_forward_grad_f32(x, out, dout):
     inv_sqrt2pi = np.float32(0.3989422804014327)
     for i in prange(x.size):
         v = x[i]
-        e = exp(-half * v * v)                                   # e = e^(-x^2/2)
+        e = exp_nonpositive(-half * v * v)                       # e = e^(-x^2/2)
         tail = half * e * _erfcx_f32(abs(v) * inv_sqrt2)         # Phi(-|x|)
         cdf = one - tail if v > 0 else tail                      # Phi(x)
         out[i] = v * cdf                                         # y = x Phi(x)
@@ -566,7 +566,7 @@ def softmax_forward_f32(x, out):
             keys = x[nxt].view(np.int32)          # float bits, ordered as in _max_f32
             km = np.int32(-2139095041)            # key of -inf
             for j in range(cols):
-                yr[j] = exp(xr[j] - m)            # e_j = e^(x_j - max)
+                yr[j] = exp_nonpositive(xr[j] - m)  # e_j = e^(x_j - max), x_j - max <= 0
                 b = keys[j]
                 k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
                 km = k if k > km else km          # next row's max key

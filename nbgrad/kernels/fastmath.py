@@ -191,6 +191,24 @@ def _exp_f32(x):
     return _ZERO if x < _EXP_LO else y
 
 
+@register_jitable(inline="always")
+def _exp_nonpos_f32(x):
+    """_exp_f32 for x <= 0 (or NaN), bit for bit, without the overflow edge (its upper
+    clamp and the inf select): e^-|z| in sigmoid, e^(x - max) in softmax, e^(-x^2/2)."""
+    t = x * _LOG2E
+    t = t if t > _F(-151.0) else _F(-151.0)     # NaN goes to -151 here but stays in r
+    k = (t + _ROUND) - _ROUND
+    r = x - k * _LN2_HI - k * _LN2_LO
+    p = ((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2
+    y = p * r * r + r + _ONE
+    ki = np.int32(k)
+    h = np.int32(ki >> 1)
+    s1 = _f32_from_bits(np.int32((h + 127) << 23))
+    s2 = _f32_from_bits(np.int32((ki - h + 127) << 23))
+    y = (y * s1) * s2                            # 2^k in two halves: subnormals kept
+    return _ZERO if x < _EXP_LO else y
+
+
 @register_jitable
 def _expm1_f32(x):
     p = (((((_M6 * x + _M5) * x + _M4) * x + _M3) * x + _M2) * x + _M1) * x + _M0
@@ -265,6 +283,11 @@ def _exp_f64(x):
 
 
 @register_jitable
+def _exp_nonpos_f64(x):
+    return math.exp(x)
+
+
+@register_jitable
 def _expm1_f64(x):
     return math.expm1(x)
 
@@ -305,6 +328,12 @@ def exp(x):
     return np.exp(x)
 
 
+def exp_nonpositive(x):
+    """e^x for x <= 0 or NaN (float32: exp's bits there, fewer operations; a positive x
+    gives garbage, not inf; float64: libm)."""
+    return np.exp(x)
+
+
 def expm1(x):
     """e^x - 1, accurate near 0 (float32: <= 2 ulp; float64: libm)."""
     return np.expm1(x)
@@ -332,10 +361,11 @@ def tanh(x):
 
 
 overload(exp, inline="always")(_dispatch(_exp_f32, _exp_f64))
+overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, _exp_nonpos_f64))
 overload(expm1, inline="always")(_dispatch(_expm1_f32, _expm1_f64))
 overload(log, inline="always")(_dispatch(_log_f32, _log_f64))
 overload(log1p, inline="always")(_dispatch(_log1p_f32, _log1p_f64))
 overload(erf, inline="always")(_dispatch(_erf_f32, _erf_f64))
 overload(tanh, inline="always")(_dispatch(_tanh_f32, _tanh_f64))
 
-__all__ = ["exp", "expm1", "log", "log1p", "erf", "tanh"]
+__all__ = ["exp", "exp_nonpositive", "expm1", "log", "log1p", "erf", "tanh"]
