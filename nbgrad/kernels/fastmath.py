@@ -283,11 +283,6 @@ def _exp_f64(x):
 
 
 @register_jitable
-def _exp_nonpos_f64(x):
-    return math.exp(x)
-
-
-@register_jitable
 def _expm1_f64(x):
     return math.expm1(x)
 
@@ -361,7 +356,7 @@ def tanh(x):
 
 
 overload(exp, inline="always")(_dispatch(_exp_f32, _exp_f64))
-overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, _exp_nonpos_f64))
+overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, _exp_f64))
 overload(expm1, inline="always")(_dispatch(_expm1_f32, _expm1_f64))
 overload(log, inline="always")(_dispatch(_log_f32, _log_f64))
 overload(log1p, inline="always")(_dispatch(_log1p_f32, _log1p_f64))
