@@ -22,18 +22,20 @@ Three implementations:
       W_i[f, k] = sum_{p in row i} h_j[f] hidden_e[k],   Hs_i[f] = sum_{p in row i} h_j[f]
 
   so an edge costs F_in*H multiply-adds (an outer product into its row's W_i) instead of
-  F_out*F_in*H, V meets the per-node sums once in an [N, F_in*H] x [F_in*H, F_out] BLAS
-  product, and no kappa is built. This is the issue's "contract V with each node once"
-  with V applied on the aggregated side: every edge then reads h_j (F_in numbers) and
-  hidden_e, instead of a V-contracted [F_out, H] block per source node, which keeps the
-  random memory traffic per edge small. The backward groups the upstream gradient the
-  same way (see ``gno_backward``). Extra memory O(E*H + E*F_in + N*F_in*H); the
-  forward's W (N*F_in*H) is kept for the backward only when V needs a gradient.
+  F_out*F_in*H, V meets each node's sums once, and no kappa is built. Each row is one
+  task: hidden_e is recomputed per entry (2*H*d flops) and W_i lives in a chunk-local
+  buffer, so the forward allocates nothing beyond m and the backward rebuilds W_i instead
+  of keeping an [N, F_in*H] array. The backward contracts the upstream G_i with V once
+  per row (``R_i``) and takes every gradient in the same row pass (see ``gno_backward``).
+  Extra memory: O(nnz*(d + F_in)) per-entry rows and a few parameter-sized partials.
+  Everything runs in Numba loops on one thread pool (no BLAS call, whose own pool would
+  fight Numba's).
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
-or edge-id grouping of the Graph), so results are bitwise identical at any thread count.
-Parallel loops run over a fixed number of chunks of rows. Outputs are allocated by
-NumPy outside the compiled loops, so ``tracemalloc`` sees the memory the ops use.
+or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
+in chunk order, so results are bitwise identical at any thread count. Outputs and
+per-entry rows are allocated by NumPy outside the compiled loops, so ``tracemalloc``
+sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 """
 
 import numpy as np
@@ -181,159 +183,239 @@ def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
 
 # -- fused, re-associated graph neural operator -------------------------------------------
 
+# FMA and re-associated sums: LLVM vectorises the dot products below. The order of every
+# sum is fixed by the compiled loop and the fixed row chunks, never by the thread count.
+FUSED_MATH = {"reassoc", "contract"}
+GRAD_CHUNKS = 16  # the backward's parameter gradients: one partial per chunk, summed in order
 
-@njit(cache=True, parallel=True)
-def _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs):
-    """Per destination node i, over its in-edges p (CSR row i):
-    ``W[i, f, k] = sum_p h[col p, f] hidden[edge_id p, k]``, ``Hs[i, f] = sum_p h[col p, f]``."""
+
+def row_chunks(row_ptr, chunks):
+    """Node bounds ``[c + 1]`` cutting the rows into ``c = min(chunks, N)`` runs of about
+    equal entry counts (a function of the graph only, so the split and every partial sum
+    are the same at any thread count)."""
     n = row_ptr.shape[0] - 1
-    f_in, H = W.shape[1], W.shape[2]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for i in range(c * n // chunks, (c + 1) * n // chunks):
-            for p in range(row_ptr[i], row_ptr[i + 1]):
-                j = col[p]
-                e = edge_id[p]
-                for f in range(f_in):
-                    hf = h[j, f]
-                    for k in range(H):
-                        W[i, f, k] += hf * hidden[e, k]
-                for f in range(f_in):
-                    Hs[i, f] += h[j, f]
+    c = max(1, min(chunks, n))
+    bounds = np.searchsorted(row_ptr, np.arange(c + 1) * row_ptr[-1] // c)
+    bounds[-1] = n
+    return bounds
 
 
-@njit(cache=True, parallel=True)
-def _fused_edges_grad_hidden(h, R, hidden, row, col, e_ptr, e_pos, gh):
-    """``gh[e, k] = [hidden[e, k] > 0] sum_{p: edge_id[p] = e} sum_f h[col p, f]
-    R[row p, f, k]``, gathered by edge id."""
-    num_e, H = hidden.shape
-    f_in = R.shape[1]
-    chunks = min(num_e, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
-            for q in range(e_ptr[e], e_ptr[e + 1]):
-                p = e_pos[q]
-                i = row[p]
-                j = col[p]
-                for f in range(f_in):
-                    hf = h[j, f]
-                    for k in range(H):
-                        gh[e, k] += hf * R[i, f, k]
-            for k in range(H):
-                if not hidden[e, k] > 0:
-                    gh[e, k] = 0
+@njit(cache=True, fastmath=FUSED_MATH)
+def _dot(a, b):
+    """``sum_r a[r] b[r]`` (vectorised, re-associated)."""
+    s = a.dtype.type(0)
+    for r in range(a.shape[0]):
+        s += a[r] * b[r]
+    return s
 
 
-@njit(cache=True, parallel=True)
-def _fused_edges_messages_grad(G, Vt, Bv, hidden, row_ptr, edge_id, C):
-    """Per CSR entry p = (j -> i), the gradient of the message kappa_e h_j w.r.t. h_j:
-    ``C[p, f] = sum_o G[i, o] (b_v[o, f] + sum_k V3[o, f, k] hidden[e, k])``.
+@njit(cache=True, fastmath=FUSED_MATH)
+def _edge_hidden(x, e, Ut, b_u, hid):
+    """``hid = relu(U x[e] + b_u)`` with ``Ut = U^T`` ([d, H]); relu'(0) = 0, so
+    ``hid[k] > 0`` is the relu mask."""
+    for k in range(hid.shape[0]):
+        hid[k] = b_u[k]
+    for a in range(Ut.shape[0]):
+        xa = x[e, a]
+        for k in range(hid.shape[0]):
+            hid[k] += Ut[a, k] * xa
+    for k in range(hid.shape[0]):
+        if not hid[k] > 0:
+            hid[k] = 0
 
-    Rows run in parallel; each row first contracts its G_i with V into a small
-    ``Rt_i[k, f]`` (``Vt[o, k*F_in + f] = V3[o, f, k]``), which then serves all the row's
-    entries (relu zeros in ``hidden`` are skipped)."""
-    n = row_ptr.shape[0] - 1
-    f_out, f_in = Bv.shape
-    H = hidden.shape[1]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        Rt = np.empty(H * f_in, dtype=C.dtype)
-        gb = np.empty(f_in, dtype=C.dtype)
-        for i in range(c * n // chunks, (c + 1) * n // chunks):
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _add_outer(u, v, out):
+    """``out[f*len(v) + k] += u[f] v[k]`` (out is a flattened [len(u), len(v)] matrix)."""
+    H = v.shape[0]
+    for f in range(u.shape[0]):
+        uf = u[f]
+        for k in range(H):
+            out[f * H + k] += uf * v[k]
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _mat_t_vec(M, v, out):
+    """``out[r] = sum_o v[o] M[o, r]`` (v^T M, rows of M added in order)."""
+    out[:] = 0
+    for o in range(M.shape[0]):
+        vo = v[o]
+        for r in range(M.shape[1]):
+            out[r] += vo * M[o, r]
+
+
+@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
+    """Per node i, with the per-node sums built in chunk-local buffers
+    ``W[f*H + k] = sum_{p in row i} h[col p, f] hidden_{edge_id p}[k]`` and
+    ``hs[f] = sum_p h[col p, f]`` (hidden recomputed per entry, never stored):
+    ``m[i, o] = sum_r Vf[o, r] W[r] + sum_f Bv[o, f] hs[f]``
+    (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``)."""
+    f_in = h.shape[1]
+    H = Ut.shape[1]
+    for c in prange(bounds.shape[0] - 1):
+        W = np.empty(f_in * H, dtype=m.dtype)
+        hs = np.empty(f_in, dtype=m.dtype)
+        hid = np.empty(H, dtype=m.dtype)
+        for i in range(bounds[c], bounds[c + 1]):
             if row_ptr[i] == row_ptr[i + 1]:
                 continue
-            Rt[:] = 0
-            gb[:] = 0
-            for o in range(f_out):
-                go = G[i, o]
-                for r in range(H * f_in):
-                    Rt[r] += go * Vt[o, r]
+            W[:] = 0
+            hs[:] = 0
+            for p in range(row_ptr[i], row_ptr[i + 1]):
+                _edge_hidden(x, edge_id[p], Ut, b_u, hid)
+                _add_outer(h[col[p]], hid, W)
                 for f in range(f_in):
-                    gb[f] += go * Bv[o, f]
+                    hs[f] += h[col[p], f]
+            for o in range(m.shape[1]):
+                m[i, o] = _dot(Vf[o], W) + _dot(Bv[o], hs)
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _entry_mlp_grads(hj, xe, R, hid, Ut, gh, dx_p, dUt, db_u):
+    """Kernel-MLP gradients of one CSR entry from its row's ``R[f*H + k]``:
+    ``gh[k] = [hid[k] > 0] sum_f hj[f] R[f*H + k]``; ``dx_p[a] = sum_k U[k, a] gh[k]``;
+    ``dUt[a, k] += xe[a] gh[k]``; ``db_u[k] += gh[k]``."""
+    H = hid.shape[0]
+    gh[:] = 0
+    for f in range(hj.shape[0]):
+        hf = hj[f]
+        for k in range(H):
+            gh[k] += hf * R[f * H + k]
+    for k in range(H):
+        if not hid[k] > 0:
+            gh[k] = 0
+        db_u[k] += gh[k]
+    for a in range(Ut.shape[0]):
+        dx_p[a] = _dot(Ut[a], gh)
+        xa = xe[a]
+        for k in range(H):
+            dUt[a, k] += xa * gh[k]
+
+
+@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, want_v,
+                    want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
+    """The fused backward, row by row. Per node i with ``R[f*H + k] = sum_o G[i, o]
+    Vf[o, f*H + k]`` and ``gb[f] = sum_o G[i, o] Bv[o, f]`` (G_i contracted with V and
+    b_v once per row), and per entry p = (j -> i) of edge id e with hidden_e recomputed:
+
+    * ``want_v``: chunk c's partials ``dV_c[c, o*F_in*H + r] += G[i, o] W_i[r]``,
+      ``dbv_c[c, o*F_in + f] += G[i, o] Hs_i[f]`` (W_i, Hs_i the forward's per-node sums);
+    * ``want_mlp``: ``gh_p`` and ``DX[p]``, ``dUt_c[c]``, ``dbu_c[c]`` as in
+      ``_entry_mlp_grads`` (gh = relu' * V^T (G_i h_j^T) reshaped, seed 000);
+    * ``want_h``: ``C[p, f] = gb[f] + sum_k R[f*H + k] hidden_e[k]`` = (kappa_e^T G_i)[f],
+      the message gradient that ``_gather_groups`` adds up per source node.
+    """
+    f_in = h.shape[1]
+    H = Ut.shape[1]
+    for c in prange(bounds.shape[0] - 1):
+        R = np.empty(f_in * H, dtype=G.dtype)
+        gb = np.empty(f_in, dtype=G.dtype)
+        W = np.empty(f_in * H, dtype=G.dtype)
+        hs = np.empty(f_in, dtype=G.dtype)
+        hid = np.empty(H, dtype=G.dtype)
+        gh = np.empty(H, dtype=G.dtype)
+        for i in range(bounds[c], bounds[c + 1]):
+            if row_ptr[i] == row_ptr[i + 1]:
+                continue
+            if want_mlp or want_h:
+                _mat_t_vec(Vf, G[i], R)
+                _mat_t_vec(Bv, G[i], gb)
+            W[:] = 0
+            hs[:] = 0
             for p in range(row_ptr[i], row_ptr[i + 1]):
                 e = edge_id[p]
-                for f in range(f_in):
-                    C[p, f] = gb[f]
-                for k in range(H):
-                    hk = hidden[e, k]
-                    if hk != 0:
-                        for f in range(f_in):
-                            C[p, f] += hk * Rt[k * f_in + f]
+                j = col[p]
+                _edge_hidden(x, e, Ut, b_u, hid)
+                if want_v:
+                    _add_outer(h[j], hid, W)
+                    for f in range(f_in):
+                        hs[f] += h[j, f]
+                if want_mlp:
+                    _entry_mlp_grads(h[j], x[e], R, hid, Ut, gh, DX[p], dUt_c[c], dbu_c[c])
+                if want_h:
+                    for f in range(f_in):
+                        C[p, f] = gb[f] + _dot(R[f * H:(f + 1) * H], hid)
+            if want_v:
+                _add_outer(G[i], W, dV_c[c])
+                _add_outer(G[i], hs, dbv_c[c])
 
 
 @njit(cache=True, parallel=True)
-def _gather_columns(C, t_ptr, t_pos, dh):
-    """``dh[j] = sum_{p: col[p] = j} C[p]`` through the transposed CSR."""
-    n = t_ptr.shape[0] - 1
-    f_in = C.shape[1]
+def _gather_groups(C, g_ptr, g_pos, out):
+    """``out[j] = sum_{q in group j} C[g_pos[q]]`` in increasing position (groups: the
+    transposed CSR's columns, or the CSR entries sharing an edge id)."""
+    n = g_ptr.shape[0] - 1
+    f = C.shape[1]
     chunks = min(n, CHUNKS)
     for c in prange(chunks):
         for j in range(c * n // chunks, (c + 1) * n // chunks):
-            for q in range(t_ptr[j], t_ptr[j + 1]):
-                p = t_pos[q]
-                for f in range(f_in):
-                    dh[j, f] += C[p, f]
+            for q in range(g_ptr[j], g_ptr[j + 1]):
+                p = g_pos[q]
+                for a in range(f):
+                    out[j, a] += C[p, a]
 
 
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
-    """Fused GNO forward (sum over each row). Returns ``(m[N, F_out], hidden[E, H], W, Hs)``.
-
-    ``m = W V_flat^T + Hs B_v^T`` with the per-node sums ``W[N, F_in, H]``, ``Hs[N, F_in]``
-    of ``_fused_edges_forward``, ``V_flat = V.reshape(F_out, F_in*H)`` and
-    ``B_v = b_v.reshape(F_out, F_in)``; the backward uses W for dV and Hs for db_v.
-    """
+    """Fused GNO forward (sum over each row): ``m[N, F_out] = W V_flat^T + Hs B_v^T`` with
+    the per-node sums ``W_i``, ``Hs_i`` of ``_fused_forward`` (never stored: the backward
+    rebuilds them), ``V_flat = V.reshape(F_out, F_in*H)``, ``B_v = b_v.reshape(F_out,
+    F_in)``. No extra memory beyond m."""
     n, f_in = h.shape
-    H = V.shape[1]
-    hidden = hidden_forward(x, U, b_u)
-    W = np.zeros((n, f_in, H), dtype=h.dtype)
-    Hs = np.zeros((n, f_in), dtype=h.dtype)
-    _fused_edges_forward(h, hidden, row_ptr, col, edge_id, W, Hs)
-    m = W.reshape(n, f_in * H) @ V.reshape(f_out, f_in * H).T
-    m += Hs @ b_v.reshape(f_out, f_in).T
-    return m, hidden, W, Hs
+    m = np.zeros((n, f_out), dtype=h.dtype)
+    _fused_forward(h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, -1),
+                   b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
+                   row_chunks(row_ptr, CHUNKS), m)
+    return m
 
 
-def gno_backward(G, h, x, hidden, W, Hs, U, V, b_v, row_ptr, row, col, edge_id, by_edge_id,
-                 transpose, needs):
+def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, transpose,
+                 needs):
     """Fused GNO backward for the upstream ``G[N, F_out]`` (already divided by the row
-    length for 'mean'). ``W``, ``Hs`` are the forward's per-node sums (None when V, b_v
-    need no gradient). ``row[nnz]`` is the row of every CSR entry; ``by_edge_id() ->
-    (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR entries grouped by
-    edge id and by column (called only when needed). ``needs`` = which of
-    (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where not
-    needed). With ``R_i[f, k] = sum_o G_i[o] V3[o, f, k]`` (``R = G V_flat``, one BLAS
-    product):
+    length for 'mean'). ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() -> (t_ptr,
+    t_pos)`` give the CSR entries grouped by edge id and by column (called only when
+    needed). ``needs`` = which of (h, x, U, b_u, V, b_v) want a gradient. Returns those
+    six gradients (None where not needed), from one pass of ``_fused_backward``:
 
-    * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]`` and ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
-      (BLAS products over nodes);
-    * ``gh_e = relu' * sum_{p: id e} sum_f h_j[f] R_i[f, k]`` (gathered by edge id), then
-      dx, dU, db_u from gh as for the kernel MLP;
-    * ``dh_j = sum_{p: col j} C_p`` (gathered through the transposed CSR) with the
-      per-entry ``C_p[f] = sum_k hidden_e[k] R_i[f, k] + sum_o G_i[o] b_v[o, f]``,
-      computed row by row with R_i rebuilt in a small per-row buffer.
+    * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]``, ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
+      and ``dU``, ``db_u``: partials of GRAD_CHUNKS fixed row chunks, summed in order;
+    * ``dx_e = sum_{p: id e} U^T gh_p`` gathered by edge id from per-entry rows;
+    * ``dh_j = sum_{p: col j} C_p`` gathered through the transposed CSR.
+
+    Extra memory: ``[nnz, d + F_in]`` per-entry rows and GRAD_CHUNKS parameter-sized
+    partials.
     """
     n, f_in = h.shape
     f_out = G.shape[1]
-    H = V.shape[1]
+    d, H = x.shape[1], U.shape[0]
+    want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
+    bounds = row_chunks(row_ptr, GRAD_CHUNKS)
+    chunks = bounds.shape[0] - 1
+    dV_c = np.zeros((chunks if want_v else 0, f_out * f_in * H), dtype=G.dtype)
+    dbv_c = np.zeros((chunks if want_v else 0, f_out * f_in), dtype=G.dtype)
+    dUt_c = np.zeros((chunks if want_mlp else 0, d, H), dtype=G.dtype)
+    dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
+    DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
+    C = np.empty((col.shape[0] if want_h else 0, f_in), dtype=G.dtype)
+    _fused_backward(G, h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, -1),
+                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
+                    want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None
     if needs[4]:
-        dV = (G.T @ W.reshape(n, f_in * H)).reshape(f_out * f_in, H)
+        dV = dV_c.sum(axis=0).reshape(f_out * f_in, H)
     if needs[5]:
-        db_v = (G.T @ Hs).reshape(f_out * f_in)
-    if needs[1] or needs[2] or needs[3]:
-        R = (G @ V.reshape(f_out, f_in * H)).reshape(n, f_in, H)
-        gh = np.zeros_like(hidden)
-        _fused_edges_grad_hidden(h, R, hidden, row, col, *by_edge_id(), gh)
-        del R
-        dx, dU, db_u = mlp_input_grads(gh, x, U)
+        db_v = dbv_c.sum(axis=0).reshape(f_out * f_in)
+    if needs[1]:
+        dx = np.zeros_like(x)
+        _gather_groups(DX, *by_edge_id(), dx)
+    if needs[2]:
+        dU = np.ascontiguousarray(dUt_c.sum(axis=0).T)
+    if needs[3]:
+        db_u = dbu_c.sum(axis=0)
     if needs[0]:
-        Vt = np.ascontiguousarray(
-            V.reshape(f_out, f_in, H).transpose(0, 2, 1)).reshape(f_out, H * f_in)
-        C = np.empty((col.shape[0], f_in), dtype=G.dtype)
-        _fused_edges_messages_grad(G, Vt, b_v.reshape(f_out, f_in), hidden, row_ptr, edge_id,
-                                   C)
         dh = np.zeros_like(h)
-        _gather_columns(C, *transpose(), dh)
+        _gather_groups(C, *transpose(), dh)
     return dh, dx, dU, db_u, dV, db_v
 
 

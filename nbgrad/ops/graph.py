@@ -233,26 +233,23 @@ class Gno(Function):
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
         f_out = V.shape[0] // h.shape[1]
-        m, hidden, W, Hs = K.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
-                                         graph.edge_id, f_out)
+        m = K.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col, graph.edge_id,
+                          f_out)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
-        needs = ctx.needs_input_grad
-        ctx.save_for_backward(h, x, hidden, W if needs[4] else None,
-                              Hs if needs[5] else None, U, V, b_v)
+        ctx.save_for_backward(h, x, U, b_u, V, b_v)
         ctx.graph = graph
         ctx.reduce = reduce
         return m
 
     @staticmethod
     def backward(ctx, g):
-        h, x, hidden, W, Hs, U, V, b_v = ctx.saved_tensors
+        h, x, U, b_u, V, b_v = ctx.saved_tensors
         graph = ctx.graph
         g = g / _mean_divisor(graph, g.dtype) if ctx.reduce == "mean" else g
-        return K.gno_backward(np.ascontiguousarray(g), h, x, hidden, W, Hs, U, V, b_v,
-                              graph.row_ptr, graph.row, graph.col, graph.edge_id,
-                              lambda: graph.by_edge_id, lambda: graph.transpose,
-                              ctx.needs_input_grad)
+        return K.gno_backward(np.ascontiguousarray(g), h, x, U, b_u, V, b_v, graph.row_ptr,
+                              graph.col, graph.edge_id, lambda: graph.by_edge_id,
+                              lambda: graph.transpose, ctx.needs_input_grad)
 
 
 # -- public functions --------------------------------------------------------------------------
