@@ -39,7 +39,10 @@ sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 """
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import carray, njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 
@@ -183,10 +186,14 @@ def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
 
 # -- fused, re-associated graph neural operator -------------------------------------------
 
-# FMA and re-associated sums: LLVM vectorises the dot products below. The order of every
-# sum is fixed by the compiled loop and the fixed row chunks, never by the thread count.
+# FMA and re-associated sums: LLVM vectorises the dot products and keeps the register
+# tiles below. The order of every sum is fixed by the compiled loops and the fixed row
+# chunks, never by the thread count.
 FUSED_MATH = {"reassoc", "contract"}
 GRAD_CHUNKS = 16  # the backward's parameter gradients: one partial per chunk, summed in order
+NODE_BLOCK = 8  # nodes whose products with V share one pass over V
+ENTRY_BLOCK = 8  # CSR entries of a row gathered together (h rows and hidden vectors)
+TILE_ROWS, TILE_COLS = 4, 64  # register tile of _tile_tn_acc: 16 zmm of float32
 
 
 def row_chunks(row_ptr, chunks):
@@ -198,6 +205,69 @@ def row_chunks(row_ptr, chunks):
     bounds = np.searchsorted(row_ptr, np.arange(c + 1) * row_ptr[-1] // c)
     bounds[-1] = n
     return bounds
+
+
+@intrinsic
+def _stack_tile(typingctx, dtype):
+    """Pointer to an uninitialised TILE_ROWS x TILE_COLS stack buffer of ``dtype``.
+    Constant-size stack memory (an np.empty is a heap call LLVM cannot see through) lets
+    LLVM keep the tile in vector registers."""
+    elem = dtype.dtype if isinstance(dtype, types.DType) else dtype.instance_type
+
+    def codegen(context, builder, signature, args):
+        llvm_elem = context.get_value_type(elem)
+        buf = cgutils.alloca_once(builder, ir.ArrayType(llvm_elem, TILE_ROWS * TILE_COLS))
+        return builder.bitcast(buf, llvm_elem.as_pointer())
+
+    return types.CPointer(elem)(dtype), codegen
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _tile_tn_acc(A, B, out, a0, r0):
+    """``out[a0 + t, r0 + l] += sum_k A[k, a0 + t] B[k, r0 + l]`` for t < TILE_ROWS,
+    l < TILE_COLS: the sum over k (ascending) is formed in registers, then added."""
+    acc = carray(_stack_tile(out.dtype), (TILE_ROWS, TILE_COLS))
+    for t in range(TILE_ROWS):
+        for l in range(TILE_COLS):
+            acc[t, l] = 0
+    for k in range(A.shape[0]):
+        Bk = B[k, r0:r0 + TILE_COLS]
+        Ak = A[k, a0:a0 + TILE_ROWS]
+        for t in range(TILE_ROWS):
+            akt = Ak[t]
+            for l in range(TILE_COLS):
+                acc[t, l] += akt * Bk[l]
+    for t in range(TILE_ROWS):
+        ot = out[a0 + t, r0:r0 + TILE_COLS]
+        for l in range(TILE_COLS):
+            ot[l] += acc[t, l]
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _axpy_tn_acc(A, B, out, a_lo, a_hi, r_lo, r_hi):
+    """``out[a, r] += A[k, a] B[k, r]`` term by term (k ascending) on the block
+    ``[a_lo, a_hi) x [r_lo, r_hi)``; rows a interleave, so their updates overlap."""
+    for k in range(A.shape[0]):
+        Bk = B[k, r_lo:r_hi]
+        for a in range(a_lo, a_hi):
+            a_ka = A[k, a]
+            oa = out[a, r_lo:r_hi]
+            for r in range(r_hi - r_lo):
+                oa[r] += a_ka * Bk[r]
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _gemm_tn_acc(A, B, out):
+    """``out += A^T B`` (``out[a, r] += sum_k A[k, a] B[k, r]``): full TILE_ROWS x
+    TILE_COLS tiles in registers, the bottom and right edges term by term."""
+    rows, cols = out.shape
+    rows_t = rows - rows % TILE_ROWS
+    cols_t = cols - cols % TILE_COLS
+    for a0 in range(0, rows_t, TILE_ROWS):
+        for r0 in range(0, cols_t, TILE_COLS):
+            _tile_tn_acc(A, B, out, a0, r0)
+    _axpy_tn_acc(A, B, out, rows_t, rows, 0, cols)
+    _axpy_tn_acc(A, B, out, 0, rows_t, cols_t, cols)
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
@@ -225,121 +295,139 @@ def _edge_hidden(x, e, Ut, b_u, hid):
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
-def _add_outer(u, v, out):
-    """``out[f*len(v) + k] += u[f] v[k]`` (out is a flattened [len(u), len(v)] matrix)."""
-    H = v.shape[0]
-    for f in range(u.shape[0]):
-        uf = u[f]
-        for k in range(H):
-            out[f * H + k] += uf * v[k]
+def _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid):
+    """For the CSR entries p0 + t, t < ne: ``Hj[t] = h[col p]`` and ``Hid[t] =
+    hidden_{edge_id p}`` (recomputed)."""
+    for t in range(ne):
+        Hj[t] = h[col[p0 + t]]
+        _edge_hidden(x, edge_id[p0 + t], Ut, b_u, Hid[t])
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
-def _mat_t_vec(M, v, out):
-    """``out[r] = sum_o v[o] M[o, r]`` (v^T M, rows of M added in order)."""
-    out[:] = 0
-    for o in range(M.shape[0]):
-        vo = v[o]
-        for r in range(M.shape[1]):
-            out[r] += vo * M[o, r]
+def _add_node_sums(Hj, Hid, ne, W, hs):
+    """``W[f, k] += sum_{t < ne} Hj[t, f] Hid[t, k]``, ``hs[f] += sum_t Hj[t, f]``."""
+    _gemm_tn_acc(Hj[:ne], Hid[:ne], W)
+    for t in range(ne):
+        for f in range(hs.shape[0]):
+            hs[f] += Hj[t, f]
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
+    """Row i's sums ``W[f, k] = sum_{p in row i} h[col p, f] hidden_{edge_id p}[k]`` and
+    ``hs[f] = sum_p h[col p, f]``, ENTRY_BLOCK entries at a time."""
+    W[:] = 0
+    hs[:] = 0
+    for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
+        ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
+        _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid)
+        _add_node_sums(Hj, Hid, ne, W, hs)
 
 
 @njit(cache=True, parallel=True, fastmath=FUSED_MATH)
 def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
-    """Per node i, with the per-node sums built in chunk-local buffers
-    ``W[f*H + k] = sum_{p in row i} h[col p, f] hidden_{edge_id p}[k]`` and
-    ``hs[f] = sum_p h[col p, f]`` (hidden recomputed per entry, never stored):
-    ``m[i, o] = sum_r Vf[o, r] W[r] + sum_f Bv[o, f] hs[f]``
-    (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``)."""
+    """Per node i, from its sums W_i, Hs_i (``_node_sums``, chunk-local buffers):
+    ``m[i, o] = sum_r Vf[o, r] W_i[r] + sum_f Bv[o, f] Hs_i[f]``
+    (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``). Nodes go in
+    blocks of NODE_BLOCK, so each row of Vf serves the whole block from L1."""
     f_in = h.shape[1]
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        W = np.empty(f_in * H, dtype=m.dtype)
-        hs = np.empty(f_in, dtype=m.dtype)
-        hid = np.empty(H, dtype=m.dtype)
-        for i in range(bounds[c], bounds[c + 1]):
-            if row_ptr[i] == row_ptr[i + 1]:
-                continue
-            W[:] = 0
-            hs[:] = 0
-            for p in range(row_ptr[i], row_ptr[i + 1]):
-                _edge_hidden(x, edge_id[p], Ut, b_u, hid)
-                _add_outer(h[col[p]], hid, W)
-                for f in range(f_in):
-                    hs[f] += h[col[p], f]
+        W = np.empty((NODE_BLOCK, f_in * H), dtype=m.dtype)
+        hs = np.empty((NODE_BLOCK, f_in), dtype=m.dtype)
+        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=m.dtype)
+        Hid = np.empty((ENTRY_BLOCK, H), dtype=m.dtype)
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            for b in range(nb):
+                _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
+                           W[b].reshape((f_in, H)), hs[b])
             for o in range(m.shape[1]):
-                m[i, o] = _dot(Vf[o], W) + _dot(Bv[o], hs)
+                for b in range(nb):
+                    if row_ptr[i0 + b] < row_ptr[i0 + b + 1]:
+                        m[i0 + b, o] = _dot(Vf[o], W[b]) + _dot(Bv[o], hs[b])
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
-def _entry_mlp_grads(hj, xe, R, hid, Ut, gh, dx_p, dUt, db_u):
-    """Kernel-MLP gradients of one CSR entry from its row's ``R[f*H + k]``:
-    ``gh[k] = [hid[k] > 0] sum_f hj[f] R[f*H + k]``; ``dx_p[a] = sum_k U[k, a] gh[k]``;
-    ``dUt[a, k] += xe[a] gh[k]``; ``db_u[k] += gh[k]``."""
-    H = hid.shape[0]
-    gh[:] = 0
-    for f in range(hj.shape[0]):
-        hf = hj[f]
-        for k in range(H):
-            gh[k] += hf * R[f * H + k]
-    for k in range(H):
-        if not hid[k] > 0:
-            gh[k] = 0
-        db_u[k] += gh[k]
-    for a in range(Ut.shape[0]):
-        dx_p[a] = _dot(Ut[a], gh)
-        xa = xe[a]
-        for k in range(H):
-            dUt[a, k] += xa * gh[k]
+def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
+    """Kernel-MLP gradients of the entries p0 + t from ``GH[t] = R_i^T h_j`` (the
+    gradient of hidden_e for this entry): ``gh = GH[t] * [Hid[t] > 0]``, then
+    ``DX[p, a] = sum_k U[k, a] gh[k]``, ``dUt[a, k] += x[e, a] gh[k]``, ``db_u += gh``."""
+    for t in range(ne):
+        gh = GH[t]
+        for k in range(gh.shape[0]):
+            if not Hid[t, k] > 0:
+                gh[k] = 0
+            db_u[k] += gh[k]
+        for a in range(Ut.shape[0]):
+            DX[p0 + t, a] = _dot(Ut[a], gh)
+            xa = x[edge_id[p0 + t], a]
+            for k in range(gh.shape[0]):
+                dUt[a, k] += xa * gh[k]
+
+
+@njit(cache=True, fastmath=FUSED_MATH)
+def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, GH,
+                      want_mlp, want_h, dUt, db_u, DX, C):
+    """Per entry p = (j -> i) of row i, from the row's ``R[f, k] = sum_o G_i[o] V3[o,
+    f, k]`` and ``gb = G_i B_v``, ENTRY_BLOCK entries at a time: the kernel-MLP
+    gradients (``_entry_mlp_grads`` with ``GH[t] = R^T h_j``, one small product per
+    block) and the message gradient ``C[p, f] = (kappa_e^T G_i)[f] = gb[f] + sum_k
+    R[f, k] hidden_e[k]``."""
+    for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
+        ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
+        _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid)
+        if want_mlp:
+            GH[:] = 0
+            _gemm_tn_acc(Hj[:ne].T, R, GH[:ne])
+            _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u)
+        if want_h:
+            for t in range(ne):
+                for f in range(gb.shape[0]):
+                    C[p0 + t, f] = gb[f] + _dot(R[f], Hid[t])
 
 
 @njit(cache=True, parallel=True, fastmath=FUSED_MATH)
 def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
-    """The fused backward, row by row. Per node i with ``R[f*H + k] = sum_o G[i, o]
-    Vf[o, f*H + k]`` and ``gb[f] = sum_o G[i, o] Bv[o, f]`` (G_i contracted with V and
-    b_v once per row), and per entry p = (j -> i) of edge id e with hidden_e recomputed:
+    """The fused backward, NODE_BLOCK rows at a time. With ``G_b = G[i0:i0+nb]``:
 
-    * ``want_v``: chunk c's partials ``dV_c[c, o*F_in*H + r] += G[i, o] W_i[r]``,
-      ``dbv_c[c, o*F_in + f] += G[i, o] Hs_i[f]`` (W_i, Hs_i the forward's per-node sums);
-    * ``want_mlp``: ``gh_p`` and ``DX[p]``, ``dUt_c[c]``, ``dbu_c[c]`` as in
-      ``_entry_mlp_grads`` (gh = relu' * V^T (G_i h_j^T) reshaped, seed 000);
-    * ``want_h``: ``C[p, f] = gb[f] + sum_k R[f*H + k] hidden_e[k]`` = (kappa_e^T G_i)[f],
-      the message gradient that ``_gather_groups`` adds up per source node.
+    * ``R = G_b Vf``, ``gb = G_b Bv`` (``want_mlp`` or ``want_h``): each node's
+      upstream contracted with V and b_v once, for ``_node_entry_grads``;
+    * ``want_v``: W_i, Hs_i rebuilt (``_node_sums``), then chunk c's partials
+      ``dV_c[c] += G_b^T W``, ``dbv_c[c] += G_b^T Hs``;
+    * ``want_mlp``: ``DX[p]`` and chunk partials ``dUt_c[c]``, ``dbu_c[c]``;
+      ``want_h``: ``C[p]`` (see ``_node_entry_grads``).
     """
     f_in = h.shape[1]
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        R = np.empty(f_in * H, dtype=G.dtype)
-        gb = np.empty(f_in, dtype=G.dtype)
-        W = np.empty(f_in * H, dtype=G.dtype)
-        hs = np.empty(f_in, dtype=G.dtype)
-        hid = np.empty(H, dtype=G.dtype)
-        gh = np.empty(H, dtype=G.dtype)
-        for i in range(bounds[c], bounds[c + 1]):
-            if row_ptr[i] == row_ptr[i + 1]:
-                continue
+        R = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
+        gb = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
+        W = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
+        hs = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
+        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=G.dtype)
+        Hid = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
+        GH = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            Gb = G[i0:i0 + nb]
             if want_mlp or want_h:
-                _mat_t_vec(Vf, G[i], R)
-                _mat_t_vec(Bv, G[i], gb)
-            W[:] = 0
-            hs[:] = 0
-            for p in range(row_ptr[i], row_ptr[i + 1]):
-                e = edge_id[p]
-                j = col[p]
-                _edge_hidden(x, e, Ut, b_u, hid)
+                R[:] = 0
+                gb[:] = 0
+                _gemm_tn_acc(Gb.T, Vf, R[:nb])
+                _gemm_tn_acc(Gb.T, Bv, gb[:nb])
+            for b in range(nb):
                 if want_v:
-                    _add_outer(h[j], hid, W)
-                    for f in range(f_in):
-                        hs[f] += h[j, f]
-                if want_mlp:
-                    _entry_mlp_grads(h[j], x[e], R, hid, Ut, gh, DX[p], dUt_c[c], dbu_c[c])
-                if want_h:
-                    for f in range(f_in):
-                        C[p, f] = gb[f] + _dot(R[f * H:(f + 1) * H], hid)
+                    _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
+                               W[b].reshape((f_in, H)), hs[b])
+                if want_mlp or want_h:
+                    _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b,
+                                      R[b].reshape((f_in, H)), gb[b], Hj, Hid, GH,
+                                      want_mlp, want_h, dUt_c[c], dbu_c[c], DX, C)
             if want_v:
-                _add_outer(G[i], W, dV_c[c])
-                _add_outer(G[i], hs, dbv_c[c])
+                _gemm_tn_acc(Gb, W[:nb], dV_c[c])
+                _gemm_tn_acc(Gb, hs[:nb], dbv_c[c])
 
 
 @njit(cache=True, parallel=True)
@@ -392,8 +480,8 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
     bounds = row_chunks(row_ptr, GRAD_CHUNKS)
     chunks = bounds.shape[0] - 1
-    dV_c = np.zeros((chunks if want_v else 0, f_out * f_in * H), dtype=G.dtype)
-    dbv_c = np.zeros((chunks if want_v else 0, f_out * f_in), dtype=G.dtype)
+    dV_c = np.zeros((chunks if want_v else 0, f_out, f_in * H), dtype=G.dtype)
+    dbv_c = np.zeros((chunks if want_v else 0, f_out, f_in), dtype=G.dtype)
     dUt_c = np.zeros((chunks if want_mlp else 0, d, H), dtype=G.dtype)
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
