@@ -1,5 +1,5 @@
 """conv2d, conv1d, conv_transpose2d: gradchecks over drawn parameters, NumPy loop
-references, the adjoint identities, direct vs im2col kernels, PyTorch oracle, threads,
+references, the adjoint identities, direct vs fast kernels, PyTorch oracle, threads,
 bad input."""
 
 from contextlib import contextmanager
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.kernels import conv as K
+from nbgrad.kernels import gemm
 from nbgrad.ops import conv as conv_ops
 from nbgrad.testing import gradcheck
 from nbgrad.testing.strategies_conv import (
@@ -26,7 +27,7 @@ PATHS = ["direct", "s1", "gemm"]
 @contextmanager
 def kernel_path(path):
     """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
-    kernels (where the stride is 1, else direct) or im2col + GEMM."""
+    kernels (where the stride is 1, else direct) or the implicit GEMM."""
     saved = conv_ops._kernel_path
 
     def forced(w_shape, geom):
@@ -173,7 +174,7 @@ def test_conv_transpose2d_matches_reference(cfg):
 @given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=4, max_filters_per_group=5),
        dtype=st.sampled_from([np.float32, np.float64]), slots=st.integers(1, 3))
 def test_gemm_kernels_match_direct(cfg, dtype, slots):
-    """The im2col + GEMM fast path against the direct loop nests, at kernel level."""
+    """The implicit-GEMM fast path against the direct loop nests, at kernel level."""
     x, w, _ = _draw(cfg, dtype=dtype)
     b = np.random.default_rng(2).standard_normal(w.shape[0]).astype(dtype)
     (sh, sw), (dh, dw), (ph, pw) = (_pair(cfg[k]) for k in ("stride", "dilation", "padding"))
@@ -191,9 +192,9 @@ def test_gemm_kernels_match_direct(cfg, dtype, slots):
         (K.conv2d_weight_grad_direct(x, g, KH, KW, *geom),
          K.conv2d_weight_grad_gemm(x, g, KH, KW, *geom, slots)),
     ]
-    for direct, gemm in pairs:
-        assert direct.dtype == gemm.dtype == dtype
-        np.testing.assert_allclose(gemm, direct, **tol)
+    for direct, fast in pairs:
+        assert direct.dtype == fast.dtype == dtype
+        np.testing.assert_allclose(fast, direct, **tol)
 
 
 @given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=3, max_filters_per_group=3,
@@ -236,24 +237,74 @@ def test_gemm_over_more_images_than_slots(slots):
               K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
               K.conv2d_weight_grad_direct(x, g, 3, 2, *geom))
 
-    def gemm():
+    def implicit_gemm():
         return (K.conv2d_forward_gemm(x, w, b, *geom, 4, 6, slots),
                 K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, slots),
                 K.conv2d_weight_grad_gemm(x, g, 3, 2, *geom, slots))
-    one, two = at_threads(1, gemm), at_threads(2, gemm)
+    one, two = at_threads(1, implicit_gemm), at_threads(2, implicit_gemm)
     for a, c, d in zip(one, two, direct):
         assert_same_bits(a, c)
         np.testing.assert_allclose(a, d, rtol=1e-12, atol=1e-12)
 
 
-@given(m=st.integers(1, 20), k=st.integers(1, 12), p=st.integers(1, 300))
-def test_gemm_matches_numpy(m, k, p):
-    """The register-blocked GEMM, including partial row blocks and column tiles."""
-    rng = np.random.default_rng(m * 1000 + k * 10 + p)
-    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, p))
-    out = np.full((m, p), np.nan)
-    K.gemm(a, b, out)
-    np.testing.assert_allclose(out, a @ b, rtol=1e-12, atol=1e-12)
+@pytest.mark.parametrize("stride, dilation, padding, groups", [
+    ((1, 1), (1, 1), (1, 1), 1), ((2, 3), (2, 1), (0, 2), 1), ((3, 2), (1, 3), (2, 1), 2)])
+def test_gemm_kernels_match_direct_over_many_tiles(stride, dilation, padding, groups):
+    """Shapes spanning several micro-tiles in every direction (F, C*KH*KW, the plane
+    length), and strides that split the input into several phase planes."""
+    rng = np.random.default_rng(11)
+    x, w = rng.standard_normal((3, 10, 37, 41)), rng.standard_normal((14, 10 // groups, 3, 4))
+    b = rng.standard_normal(14)
+    (sh, sw), (dh, dw), (ph, pw) = stride, dilation, padding
+    geom = (sh, sw, ph, pw, dh, dw, groups)
+    OH = (37 + 2 * ph - dh * 2 - 1) // sh + 1
+    OW = (41 + 2 * pw - dw * 3 - 1) // sw + 1
+    g = rng.standard_normal((3, 14, OH, OW))
+    pairs = [
+        (K.conv2d_forward_direct(x, w, b, *geom, OH, OW),
+         K.conv2d_forward_gemm(x, w, b, *geom, OH, OW, 2)),
+        (K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
+         K.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, 2)),
+        (K.conv2d_weight_grad_direct(x, g, 3, 4, *geom),
+         K.conv2d_weight_grad_gemm(x, g, 3, 4, *geom, 2)),
+    ]
+    for direct, fast in pairs:
+        np.testing.assert_allclose(fast, direct, rtol=1e-12, atol=1e-11)
+
+
+@given(tiles=st.tuples(st.integers(1, 3), st.integers(0, 12), st.integers(1, 3)),
+       overlap=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_offset_gemm_matches_loops(tiles, overlap, dtype):
+    """out[i, j] = sum_k a[a_row[i] + k] * b[b_row[k] + j], on plain row-major matrices
+    and on rows that start at arbitrary, overlapping offsets (as the conv planes do)."""
+    (mt, K, pt), rng = tiles, np.random.default_rng(sum(tiles) + 7 * overlap)
+    M, P = mt * gemm.MR, pt * gemm.NR
+    a = rng.standard_normal(M * K + 9).astype(dtype)
+    b = rng.standard_normal(K * P + 9).astype(dtype)
+    if overlap:
+        a_row = rng.integers(0, a.size - K + 1, M)
+        b_row = rng.integers(0, b.size - P + 1, K)
+    else:
+        a_row, b_row = np.arange(M) * K, np.arange(K) * P
+    out = np.full((M, P), np.nan, dtype)
+    gemm.offset_gemm(a, a_row, b, b_row, K, out)
+    ref = np.zeros((M, P))
+    for k in range(K):
+        ref += np.outer(a[a_row + k], b[b_row[k]: b_row[k] + P])
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+def test_offset_gemm_rejects_rows_outside_buffers():
+    a, b = np.zeros(gemm.MR * 4), np.zeros(4 * gemm.NR)
+    rows_a, rows_b = np.arange(gemm.MR) * 4, np.arange(4) * gemm.NR
+    out = np.empty((gemm.MR, gemm.NR))
+    with pytest.raises(ValueError, match="outside its buffer"):
+        gemm.offset_gemm(a, rows_a + 1, b, rows_b, 4, out)
+    with pytest.raises(ValueError, match="outside its buffer"):
+        gemm.offset_gemm(a, rows_a, b, rows_b - 1, 4, out)
+    with pytest.raises(ValueError, match="multiple"):
+        gemm.offset_gemm(a, rows_a, b, rows_b, 4, np.empty((gemm.MR, gemm.NR - 1)))
 
 
 # -- adjoint identities (REFERENCE.md) ----------------------------------------------------

@@ -24,8 +24,9 @@ Three implementations (ops/conv.py picks one per call):
   and the path for strided convolutions with few channels per group.
 * ``*_s1``: stride 1 on zero-padded planes (long contiguous spans): depthwise and other
   small-group convolutions.
-* ``*_gemm``: im2col + a register-blocked GEMM per image, parallel over images: the
-  path once a group has many input channels and filters.
+* ``*_gemm``: an implicit GEMM per image (kernels/gemm.py on offset rows into the
+  input's phase planes, no im2col copy), parallel over images: the path once a group
+  has many input channels and filters.
 The tests compare ``*_s1`` and ``*_gemm`` with ``*_direct``.
 
 Race freedom (Kernel rule 2): forward owns y[n, f] (gemm: y[n]); the input gradient owns
@@ -36,6 +37,8 @@ image, summed in image order); the bias gradient owns db[f].
 
 import numpy as np
 from numba import njit, prange
+
+from .gemm import MR, NR, offset_gemm
 
 
 @njit(cache=True)
@@ -345,186 +348,249 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     return dwt
 
 
-# -- im2col + register-blocked GEMM fast path -----------------------------------------------
-# Per image: im2col, then a matrix product per group. The product is our own GEMM (below)
-# rather than BLAS, so that images run in parallel (prange) with one private column
-# buffer per slot (``slots`` images at once: the caller passes the thread count) and no
-# second thread pool competing with Numba's; every output element is summed in a fixed
-# order, so results do not depend on the thread count or the number of slots.
-GEMM_TILE = 128
+# -- implicit GEMM on phase planes --------------------------------------------------------
+# Along an axis with stride s, dilation d and top padding p, output oh and tap kh read the
+# padded input row u = oh*s + kh*d. Split u into its phase a = u mod s and its row
+# q = u div s = oh + (kh*d) div s in the plane of phase a: tap kh always reads phase
+# (kh*d) mod s, shifted by (kh*d) div s. Copying each channel's input into its s_h*s_w
+# phase planes of Hq = OH + ((KH-1)*dh) div sh rows and Wq = OW + ((KW-1)*dw) div sw
+# columns (zero where the plane is outside the input), output (oh, ow) sits at the flat
+# position j = oh*Wq + ow of every plane, and tap t = (kh, kw) of channel c reads
+#
+#     planes[start(c, t) + j],   start(c, t) = plane(c, phase_t)*S + shift_h*Wq + shift_w
+#
+# (S = Hq*Wq). The im2col matrix is then an offset matrix over one copy of the input
+# (kernels/gemm.py), and per image and group
+#
+#     forward      yq[f, j]    = sum_{(cl, t)} w[f, cl, t] * planes[start(c, t) + j]
+#     weight grad  dw[f, cl, t] = sum_j planes[start(c, t) + j] * gq[j, f]
+#     input grad   dxq[c, a][m] = sum_{f, t of phase a} w[f, cl, t] * G[f, m - shift_t]
+#
+# where j < L = (OH-1)*Wq + OW runs over the outputs plus Wq - OW scratch columns per row
+# (gq, G: the output gradient on the same pitch, zero in the scratch columns and, for G,
+# in a margin before and after). The input gradient is the adjoint gather: input row
+# u = q*s + a collects the taps of phase a. Images run in parallel (``slots`` at once,
+# each with private buffers); results do not depend on the thread count or the slots.
+@njit(cache=True)
+def round_up(n, m):
+    return (n + m - 1) // m * m
 
 
 @njit(cache=True)
-def gemm(a, b, out):
-    """out[M, P] = a[M, K] @ b[K, P] (overwritten).
-
-    Blocks of 4 rows of a by 128 columns of b accumulate in a small buffer, 4 steps of K
-    at a time (acc += a0*b0 + a1*b1 + a2*b2 + a3*b3): every buffer load/store serves 4
-    multiply-adds and the column loop vectorises. The sum over K runs in a fixed order."""
-    M, K = a.shape
-    P = b.shape[1]
-    acc = np.empty((4, GEMM_TILE), out.dtype)
-    K4 = K - K % 4
-    for j0 in range(0, P, GEMM_TILE):
-        n = min(GEMM_TILE, P - j0)
-        for i0 in range(0, M, 4):
-            rows = min(4, M - i0)
-            acc[:, :] = 0
-            if rows == 4:
-                for k in range(0, K4, 4):
-                    b0, b1 = b[k, j0: j0 + n], b[k + 1, j0: j0 + n]
-                    b2, b3 = b[k + 2, j0: j0 + n], b[k + 3, j0: j0 + n]
-                    a00, a01, a02, a03 = a[i0, k], a[i0, k + 1], a[i0, k + 2], a[i0, k + 3]
-                    a10, a11, a12, a13 = (a[i0 + 1, k], a[i0 + 1, k + 1], a[i0 + 1, k + 2],
-                                          a[i0 + 1, k + 3])
-                    a20, a21, a22, a23 = (a[i0 + 2, k], a[i0 + 2, k + 1], a[i0 + 2, k + 2],
-                                          a[i0 + 2, k + 3])
-                    a30, a31, a32, a33 = (a[i0 + 3, k], a[i0 + 3, k + 1], a[i0 + 3, k + 2],
-                                          a[i0 + 3, k + 3])
-                    for j in range(n):
-                        v0, v1, v2, v3 = b0[j], b1[j], b2[j], b3[j]
-                        acc[0, j] += a00 * v0 + a01 * v1 + a02 * v2 + a03 * v3
-                        acc[1, j] += a10 * v0 + a11 * v1 + a12 * v2 + a13 * v3
-                        acc[2, j] += a20 * v0 + a21 * v1 + a22 * v2 + a23 * v3
-                        acc[3, j] += a30 * v0 + a31 * v1 + a32 * v2 + a33 * v3
-                k_rest = K4
-            else:
-                k_rest = 0
-            # the K % 4 last steps, and every step of a partial row block
-            for k in range(k_rest, K):
-                bk = b[k, j0: j0 + n]
-                for r in range(rows):
-                    ar = a[i0 + r, k]
-                    for j in range(n):
-                        acc[r, j] += ar * bk[j]
-            for r in range(rows):
-                out[i0 + r, j0: j0 + n] = acc[r, :n]
+def phase_shape(OH, OW, KH, KW, sh, sw, dh, dw):
+    """(Hq, Wq): the rows and columns of one phase plane."""
+    return OH + (KH - 1) * dh // sh, OW + (KW - 1) * dw // sw
 
 
 @njit(cache=True)
-def im2col(xn, col, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """col[(c, kh, kw), (oh, ow)] = xn[c, ih, iw] for one image (zero in the padding)."""
-    C, H, W = xn.shape
-    zero = xn.dtype.type(0)
-    for r in range(C * KH * KW):
-        c = r // (KH * KW)
-        kh = (r // KW) % KH
-        kw = r % KW
-        row = col[r]
-        xc = xn[c]
-        oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-        ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-        for oh in range(OH):
-            seg = row[oh * OW: (oh + 1) * OW]
-            if oh < oh_lo or oh >= oh_hi:
-                for ow in range(OW):
-                    seg[ow] = zero
-                continue
-            for ow in range(ow_lo):
-                seg[ow] = zero
-            # seg[ow] = xc[ih, ow*sw + kw*dw - pw]
-            row_gather(seg, xc[oh * sh + kh * dh - ph], ow_lo, ow_hi, sw, kw * dw - pw)
-            for ow in range(ow_hi, OW):
-                seg[ow] = zero
+def tap_layout(KH, KW, sh, sw, dh, dw, Wq):
+    """Per tap t = kh*KW + kw: its phase (kh*dh mod sh)*sw + (kw*dw mod sw) and its flat
+    shift ((kh*dh) div sh)*Wq + (kw*dw) div sw inside that phase plane."""
+    phase = np.empty(KH * KW, np.int64)
+    shift = np.empty(KH * KW, np.int64)
+    for kh in range(KH):
+        for kw in range(KW):
+            phase[kh * KW + kw] = (kh * dh % sh) * sw + kw * dw % sw
+            shift[kh * KW + kw] = (kh * dh // sh) * Wq + kw * dw // sw
+    return phase, shift
 
 
 @njit(cache=True)
-def col2im(dcol, dxn, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
-    """dxn[c, ih, iw] = sum of the dcol entries im2col copied from there (one image)."""
-    C, H, W = dxn.shape
-    one = dxn.dtype.type(1)
+def tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, S):
+    """start(c, t) for the im2col rows (c, kh, kw), in w's order."""
+    phase, shift = tap_layout(KH, KW, sh, sw, dh, dw, Wq)
+    T = KH * KW
+    starts = np.empty(C * T, np.int64)
     for c in range(C):
-        plane = dxn[c]
-        plane[:, :] = 0
-        for kh in range(KH):
-            oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-            for kw in range(KW):
-                ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                row = dcol[(c * KH + kh) * KW + kw]
-                for oh in range(oh_lo, oh_hi):
-                    ih = oh * sh + kh * dh - ph
-                    # plane[ih, ow*sw + kw*dw - pw] += row[oh*OW + ow]
-                    row_scatter(plane[ih], one, row[oh * OW: (oh + 1) * OW], ow_lo, ow_hi,
-                                sw, kw * dw - pw)
+        for t in range(T):
+            starts[c * T + t] = (c * sh * sw + phase[t]) * S + shift[t]
+    return starts
+
+
+@njit(cache=True)
+def phase_planes(xn, planes, sh, sw, ph, pw, Hq, Wq):
+    """planes[plane(c, a)*S + q*Wq + r] = xn[c, q*sh + ah - ph, r*sw + aw - pw] with
+    a = ah*sw + aw (zero outside the input); the slack past the last plane is zeroed."""
+    C, H, W = xn.shape
+    S = Hq * Wq
+    for c in range(C):
+        for ah in range(sh):
+            q_lo, q_hi = out_range(ah - ph, sh, H, Hq)
+            for aw in range(sw):
+                r_lo, r_hi = out_range(aw - pw, sw, W, Wq)
+                base = ((c * sh + ah) * sw + aw) * S
+                for q in range(Hq):
+                    row = planes[base + q * Wq: base + (q + 1) * Wq]
+                    if q < q_lo or q >= q_hi:
+                        row[:] = 0
+                        continue
+                    row[:r_lo] = 0
+                    row_gather(row, xn[c, q * sh + ah - ph], r_lo, r_hi, sw, aw - pw)
+                    row[r_hi:] = 0
+    planes[C * sh * sw * S:] = 0
 
 
 @njit(cache=True, parallel=True)
 def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
-    """As ``conv2d_forward_direct``; y[n, group] = w[group] @ im2col(x[n])[group] + b.
-    Parallel over images."""
+    """As ``conv2d_forward_direct``: yq = w[group] @ (offset matrix of the planes), then
+    y[n, f, oh, ow] = yq[f, oh*Wq + ow] + b[f]. Parallel over images."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
-    K = Cg * KH * KW
-    P = OH * OW
-    w3 = w.reshape(groups, Fg, K)
-    cols = np.empty((slots, groups, K, P), x.dtype)
-    y = np.empty((N, groups, Fg, P), x.dtype)
+    Kg = Cg * KH * KW
+    Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
+    L = round_up((OH - 1) * Wq + OW, NR)
+    starts = tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, Hq * Wq)
+    Fp = round_up(Fg, MR)
+    wp = np.zeros((groups, Fp, Kg), w.dtype)  # w per group, zero rows up to Fp
+    wp[:, :Fg] = w.reshape(groups, Fg, Kg)
+    w_flat = wp.reshape(groups, Fp * Kg)
+    w_rows = np.arange(Fp) * Kg
+    planes = np.empty((slots, C * sh * sw * Hq * Wq + NR), x.dtype)
+    yq = np.empty((slots, Fp, L), x.dtype)
+    y = np.empty((N, F, OH, OW), x.dtype)
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
-            im2col(x[n], cols[s].reshape(groups * K, P), KH, KW, sh, sw, ph, pw, dh, dw,
-                   OH, OW)
+            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq)
             for gi in range(groups):
-                yg = y[n, gi]
-                gemm(w3[gi], cols[s, gi], yg)
+                offset_gemm(w_flat[gi], w_rows, planes[s], starts[gi * Kg: (gi + 1) * Kg],
+                            Kg, yq[s])
                 for fl in range(Fg):
-                    yg[fl] += b[gi * Fg + fl]
-    return y.reshape(N, F, OH, OW)
+                    f = gi * Fg + fl
+                    for oh in range(OH):
+                        src = yq[s, fl, oh * Wq: oh * Wq + OW]
+                        dst = y[n, f, oh]
+                        for ow in range(OW):
+                            dst[ow] = src[ow] + b[f]
+    return y
+
+
+@njit(cache=True)
+def taps_by_phase(phase, phases):
+    """The taps grouped by phase (ascending within each): order[ptr[a]: ptr[a + 1]]."""
+    ptr = np.zeros(phases + 1, np.int64)
+    for t in range(phase.size):
+        ptr[phase[t] + 1] += 1
+    for a in range(phases):
+        ptr[a + 1] += ptr[a]
+    order = np.empty(phase.size, np.int64)
+    fill = ptr[:-1].copy()
+    for t in range(phase.size):
+        order[fill[phase[t]]] = t
+        fill[phase[t]] += 1
+    return order, ptr
 
 
 @njit(cache=True, parallel=True)
 def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
-    """As ``conv2d_input_grad_direct``; dx[n] = col2im(w[group]^T @ g[n, group]).
-    Parallel over images (each owns dx[n])."""
+    """As ``conv2d_input_grad_direct``: per image, group and phase a,
+    dxq[cl, m] = sum_{fl, t of phase a} w[f, cl, t] * G[f, m - shift_t], then the plane
+    positions inside the input are copied to dx (the rest of dx is zero). Parallel over
+    images (each owns dx[n])."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
+    _, C, H, W = dx.shape
     Fg = F // groups
-    K = Cg * KH * KW
-    P = OH * OW
-    wt = np.empty((groups, K, Fg), w.dtype)  # w[group]^T, contiguous
-    w3 = w.reshape(groups, Fg, K)
+    T = KH * KW
+    phases = sh * sw
+    Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
+    phase, shift = tap_layout(KH, KW, sh, sw, dh, dw, Wq)
+    order, ptr = taps_by_phase(phase, phases)
+    margin = shift.max()
+    Sp = round_up(Hq * Wq, NR)
+    R = margin + Sp  # G[f] lives at gbuf[f*R + margin + j], zero elsewhere
+    Cp = round_up(Cg, MR)
+    # wa: per group, per phase a, the matrix A[cl, fl*Ta + i] = w[f, cl, order[ptr[a] + i]]
+    # (Cp x Fg*Ta, zero rows past Cg); b_rows: the G row of each column (fl, i)
+    wa = np.zeros((groups, Cp * Fg * T), w.dtype)
+    b_rows = np.empty((groups, Fg * T), np.int64)
     for gi in range(groups):
-        wt[gi] = w3[gi].T
-    g4 = g.reshape(N, groups, Fg, P)
-    dcols = np.empty((slots, groups, K, P), g.dtype)
+        for a in range(phases):
+            Ta = ptr[a + 1] - ptr[a]
+            A = wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]].reshape(Cp, Fg * Ta)
+            for fl in range(Fg):
+                f = gi * Fg + fl
+                for i in range(Ta):
+                    t = order[ptr[a] + i]
+                    A[:Cg, fl * Ta + i] = w[f, :, t // KW, t % KW]
+                    b_rows[gi, Fg * ptr[a] + fl * Ta + i] = f * R + margin - shift[t]
+    gbuf = np.zeros((slots, F * R), g.dtype)
+    dxq = np.empty((slots, Cp, Sp), g.dtype)
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
+            for f in range(F):
+                for oh in range(OH):
+                    start = f * R + margin + oh * Wq
+                    gbuf[s, start: start + OW] = g[n, f, oh]
+            dx[n] = 0
             for gi in range(groups):
-                gemm(wt[gi], g4[n, gi], dcols[s, gi])
-            col2im(dcols[s].reshape(groups * K, P), dx[n], KH, KW, sh, sw, ph, pw, dh, dw,
-                   OH, OW)
+                for a in range(phases):
+                    Ta = ptr[a + 1] - ptr[a]
+                    if Ta == 0:
+                        continue  # no tap reads this phase: its inputs keep zero gradient
+                    offset_gemm(wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]],
+                                np.arange(Cp) * (Fg * Ta), gbuf[s],
+                                b_rows[gi, Fg * ptr[a]: Fg * ptr[a + 1]], Fg * Ta, dxq[s])
+                    scatter_phase(dxq[s], dx[n, gi * Cg: (gi + 1) * Cg], a // sw, a % sw,
+                                  sh, sw, ph, pw, Hq, Wq)
     return dx
+
+
+@njit(cache=True)
+def scatter_phase(dxq, dxg, ah, aw, sh, sw, ph, pw, Hq, Wq):
+    """dxg[cl, q*sh + ah - ph, r*sw + aw - pw] = dxq[cl, q*Wq + r] where inside the input."""
+    Cg, H, W = dxg.shape
+    q_lo, q_hi = out_range(ah - ph, sh, H, Hq)
+    r_lo, r_hi = out_range(aw - pw, sw, W, Wq)
+    for cl in range(Cg):
+        for q in range(q_lo, q_hi):
+            src = dxq[cl, q * Wq: (q + 1) * Wq]
+            dst = dxg[cl, q * sh + ah - ph]
+            for r in range(r_lo, r_hi):
+                dst[r * sw + aw - pw] = src[r]
 
 
 @njit(cache=True, parallel=True)
 def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots):
-    """As ``conv2d_weight_grad_direct``; dw[group] = sum over n, in order, of
-    (im2col(x[n])[group] @ g[n, group]^T)^T. Parallel over images, each writing its own
-    partial; the partials are summed afterwards in image order."""
+    """As ``conv2d_weight_grad_direct``: per image and group,
+    part[(cl, t), fl] = sum_j planes[start(c, t) + j] * gq[j, fl]; dw is the sum of the
+    parts in image order. Parallel over images, each writing its own part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
     Fg = F // groups
-    K = Cg * KH * KW
-    P = OH * OW
-    g4 = g.reshape(N, groups, Fg, P)
-    cols = np.empty((slots, groups, K, P), x.dtype)
-    gts = np.empty((slots, P, Fg), x.dtype)
-    parts = np.empty((N, groups, K, Fg), x.dtype)
+    Kg = Cg * KH * KW
+    Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
+    L = (OH - 1) * Wq + OW
+    starts = tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, Hq * Wq)
+    Kp = round_up(Kg, MR)
+    Fp = round_up(Fg, NR)
+    x_rows = np.zeros((groups, Kp), np.int64)  # rows past Kg read plane 0, discarded
+    for gi in range(groups):
+        x_rows[gi, :Kg] = starts[gi * Kg: (gi + 1) * Kg]
+    g_rows = np.arange(L) * Fp
+    planes = np.empty((slots, C * sh * sw * Hq * Wq + NR), x.dtype)
+    gq = np.zeros((slots, L * Fp), x.dtype)  # gq[j*Fp + fl]: zero in scratch columns
+    parts = np.empty((N, groups, Kp, Fp), x.dtype)
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
-            im2col(x[n], cols[s].reshape(groups * K, P), KH, KW, sh, sw, ph, pw, dh, dw,
-                   OH, OW)
+            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq)
             for gi in range(groups):
-                gts[s] = g4[n, gi].T
-                gemm(cols[s, gi], gts[s], parts[n, gi])
-    dw3 = np.zeros((groups, Fg, K), x.dtype)
+                for fl in range(Fg):
+                    for oh in range(OH):
+                        src = g[n, gi * Fg + fl, oh]
+                        for ow in range(OW):
+                            gq[s, (oh * Wq + ow) * Fp + fl] = src[ow]
+                offset_gemm(planes[s], x_rows[gi], gq[s], g_rows, L, parts[n, gi])
+    dw3 = np.empty((groups, Fg, Kg), x.dtype)
     for gi in prange(groups):
-        for n in range(N):
-            dw3[gi] += parts[n, gi].T
+        total = parts[0, gi].copy()
+        for n in range(1, N):
+            total += parts[n, gi]
+        dw3[gi] = total[:Kg, :Fg].T
     return dw3.reshape(F, Cg, KH, KW)
 
 

@@ -19,7 +19,7 @@ from ..tensor import FLOAT_DTYPES, Tensor, lift
 
 IntPair = int | tuple[int, int]
 
-# im2col + GEMM pays once a group's dot products are long enough (C/groups*KH*KW taps)
+# The implicit GEMM pays once a group's dot products are long enough (C/groups*KH*KW taps)
 # and there are a few filters per group to share each column; otherwise (depthwise, tiny
 # groups) the direct kernels are faster.
 GEMM_MIN_TAPS = 16
@@ -129,8 +129,9 @@ def _contig(a: np.ndarray) -> np.ndarray:
 
 
 def _kernel_path(w_shape: tuple, geom: tuple) -> str:
-    """'gemm' (im2col + GEMM) when a group's dot products are long and shared by a few
-    filters; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop nests)."""
+    """'gemm' (implicit GEMM on phase planes) when a group's dot products are long and
+    shared by a few filters; else 's1' (padded-plane spans) for stride 1, or 'direct'
+    (the loop nests)."""
     F, Cg, KH, KW = w_shape
     if Cg * KH * KW >= GEMM_MIN_TAPS and F // geom[-1] >= GEMM_MIN_FILTERS:
         return "gemm"

@@ -1,0 +1,98 @@
+"""A register-tiled matrix product over "offset matrices", as a Numba loop nest.
+
+An offset matrix is a flat buffer plus one start offset per row: row i is
+``buf[row[i]: row[i] + width]``. A plain row-major matrix has row[i] = i * width; the
+convolution kernels instead point the rows of one matrix at shifted spans of the same
+zero-padded input planes, so that a convolution is a matrix product without an im2col
+copy (kernels/conv.py). The product is
+
+    out[i, j] = sum_{k = 0}^{K-1} a[a_row[i] + k] * b[b_row[k] + j]      (k ascending)
+
+for all i < out.shape[0] and j < out.shape[1], which must be multiples of MR and NR (the
+caller pads: extra rows may start anywhere valid, their results are discarded).
+
+Each tile of MR = 6 rows by NR = 64 columns of ``out`` accumulates in a stack array of
+constant shape, which LLVM keeps in vector registers for the whole k loop (with AVX-512,
+6 x 4 zmm): each step k costs NR/16 loads of b, MR broadcasts of a and MR*NR/16 fused
+multiply-adds (the BLIS micro-kernel, written as plain loops).
+
+It is single-threaded: the convolutions call it inside a ``prange`` over images (a BLAS
+call there would start a second thread pool competing with Numba's). Every element is
+one sum over k in ascending order, so results do not depend on any caller's threads.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import carray, njit, types
+from numba.core import cgutils, errors
+from numba.extending import intrinsic
+
+MR = 6  # rows of a per micro-tile
+NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)
+NR_U = np.uint64(NR)
+TILE = MR * NR  # elements of one accumulator tile
+
+
+@intrinsic
+def stack_buffer(typingctx, size, dtype):
+    """Pointer to ``size`` uninitialised elements of ``dtype`` on the stack, for
+    ``carray``; ``size`` must be a compile-time constant (a literal or module-level int).
+
+    Constant-size stack memory (unlike np.empty, which is a heap call LLVM cannot see
+    through) is what lets LLVM promote a small accumulator tile to registers."""
+    if not isinstance(size, types.IntegerLiteral):
+        raise errors.RequireLiteralValue("stack_buffer: size must be a constant")
+    elem = dtype.dtype if isinstance(dtype, types.DType) else dtype.instance_type
+
+    def codegen(context, builder, signature, args):
+        llvm_elem = context.get_value_type(elem)
+        buf = cgutils.alloca_once(builder, ir.ArrayType(llvm_elem, size.literal_value))
+        return builder.bitcast(buf, llvm_elem.as_pointer())
+
+    return types.CPointer(elem)(size, dtype), codegen
+
+
+@njit(cache=True, inline="always")
+def micro_tile(a, a_start, b, b_row, K, out, i0, j0):
+    """out[i0 + r, j0 + j] = sum_k a[a_start[r] + k] * b[b_row[k] + j0 + j] for r < MR,
+    j < NR (k ascending). Offsets, K, j0 and the loop counters k and j are unsigned:
+    Numba then indexes without the fix-up for negative indices, so LLVM sees that
+    b[b_row[k] + j0 + j] is NR consecutive elements and loads whole vectors."""
+    acc = carray(stack_buffer(TILE, out.dtype), (MR, NR))
+    for r in range(MR):
+        for j in range(NR):
+            acc[r, j] = 0
+    for k in range(K):
+        b0 = b_row[k] + j0
+        for r in range(MR):
+            ark = a[a_start[r] + k]
+            for j in range(NR_U):
+                acc[r, j] += ark * b[b0 + j]
+    for r in range(MR):
+        out_row = out[i0 + r, j0: j0 + NR_U]
+        for j in range(NR):
+            out_row[j] = acc[r, j]
+
+
+@njit(cache=True, fastmath={"contract"})
+def panel_tiles(a, a_row, b, b_row, K, out, j0):
+    """Columns [j0, j0 + NR) of out, one micro-tile per MR rows."""
+    for i0 in range(0, out.shape[0], MR):
+        micro_tile(a, a_row[i0: i0 + MR], b, b_row, K, out, i0, j0)
+
+
+@njit(cache=True)
+def offset_gemm(a, a_row, b, b_row, K, out):
+    """out[i, j] = sum_{k < K} a[a_row[i] + k] * b[b_row[k] + j] (see the module doc).
+
+    Raises if a row would read past its buffer (the kernels have no bounds checks)."""
+    M, P = out.shape
+    if M % MR or P % NR:
+        raise ValueError("offset_gemm: out's shape must be a multiple of (MR, NR)")
+    if (M and a_row[:M].min() < 0 or K and b_row[:K].min() < 0
+            or M and a_row[:M].max() + K > a.size or K and b_row[:K].max() + P > b.size):
+        raise ValueError("offset_gemm: a row reaches outside its buffer")
+    a_row_u = a_row[:M].astype(np.uint64)
+    b_row_u = b_row[:K].astype(np.uint64)
+    for j0 in range(0, P, NR):
+        panel_tiles(a, a_row_u, b, b_row_u, np.uint64(K), out, np.uint64(j0))
