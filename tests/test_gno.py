@@ -313,6 +313,97 @@ def test_fused_never_builds_the_edge_kernels():
     assert peak(fused(graph, "sum")) < kernels_bytes / 2
 
 
+# -- fused kernels -----------------------------------------------------------------------------
+
+
+def _big_graph(rng, n, max_deg, shared):
+    """Rows of 0..max_deg random in-neighbours (isolated nodes and rows longer than
+    ENTRY_BLOCK included); ``shared`` gives pairs of consecutive entries one edge id."""
+    deg = rng.integers(0, max_deg + 1, n)
+    dst = np.repeat(np.arange(n), deg)
+    src = rng.integers(0, n, dst.shape[0])
+    edge_id = np.arange(dst.shape[0]) // 2 if shared else None
+    return nb.Graph.from_edges(src, dst, n, edge_id=edge_id)
+
+
+def _fused_grads(graph, arrays, upstream, needs=(True,) * 6):
+    h, x, U, b_u, V, b_v = arrays
+    return K.gno_backward(upstream, h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                          graph.edge_id, lambda: graph.by_edge_id, lambda: graph.transpose,
+                          needs)
+
+
+@pytest.mark.parametrize("f_in, f_out, hidden, d, shared", [
+    (5, 6, 70, 3, True),   # H = 64 + 6: a register tile and an edge in every product
+    (16, 16, 64, 2, False),  # W6's shapes: full tiles only
+    (1, 1, 1, 1, True),
+])
+def test_fused_kernels_match_the_reference_loop(f_in, f_out, hidden, d, shared):
+    rng = np.random.default_rng(12)
+    graph = _big_graph(rng, 150, 2 * K.ENTRY_BLOCK + 3, shared)
+    arrays = gno_inputs(rng, graph, f_in, f_out, hidden, d)
+    upstream = rng.standard_normal((graph.num_nodes, f_out))
+    ref_args = (*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out, False)
+    m = K.gno_forward(*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out)
+    assert_all_close([m, *_fused_grads(graph, arrays, upstream)],
+                     [K.reference_forward(*ref_args),
+                      *K.reference_backward(upstream, *ref_args)])
+
+
+def test_fused_backward_gradients_do_not_depend_on_which_are_requested():
+    rng = np.random.default_rng(13)
+    graph = _big_graph(rng, 60, 12, True)
+    arrays = [a.astype(np.float32) for a in gno_inputs(rng, graph, 4, 3, 64, 2)]
+    upstream = rng.standard_normal((60, 3)).astype(np.float32)
+    full = _fused_grads(graph, arrays, upstream)
+    for k in range(6):
+        needs = tuple(j == k for j in range(6))
+        grads = _fused_grads(graph, arrays, upstream, needs)
+        assert all(g is None for j, g in enumerate(grads) if j != k)
+        assert_same_bits(grads[k], full[k])
+
+
+def test_fused_kernels_same_bits_at_1_and_2_threads():
+    # W6's feature sizes (full register tiles), rows of 0..20 entries, shared edge ids
+    rng = np.random.default_rng(14)
+    graph = _big_graph(rng, 700, 20, True)
+    arrays = [a.astype(np.float32) for a in gno_inputs(rng, graph, 16, 16, 64, 2)]
+    upstream = rng.standard_normal((700, 16)).astype(np.float32)
+
+    def run():
+        m = K.gno_forward(*arrays, graph.row_ptr, graph.col, graph.edge_id, 16)
+        return [m, *_fused_grads(graph, arrays, upstream)]
+
+    for a, b in zip(at_threads(1, run), at_threads(2, run)):
+        assert_same_bits(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows, k, cols", [(0, 3, 5), (4, 0, 64), (4, 5, 64), (9, 17, 130),
+                                           (3, 2, 63), (8, 16, 1024)])
+def test_gemm_tn_acc_is_out_plus_a_transpose_b(dtype, rows, k, cols):
+    rng = np.random.default_rng(15)
+    A = rng.standard_normal((rows, k)).astype(dtype).T  # a strided [k, rows] view
+    B = rng.standard_normal((k, cols)).astype(dtype)
+    out = rng.standard_normal((rows, cols)).astype(dtype)
+    want = out + A.T.astype(np.float64) @ B
+    K._gemm_tn_acc(A, B, out)
+    np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_row_chunks_split_the_entries_evenly():
+    rng = np.random.default_rng(16)
+    graph = _big_graph(rng, 1000, 20, False)
+    bounds = K.row_chunks(graph.row_ptr, 16)
+    assert bounds.shape == (17,) and bounds[0] == 0 and bounds[-1] == 1000
+    assert np.all(np.diff(bounds) >= 0)
+    per_chunk = np.diff(graph.row_ptr[bounds])
+    assert per_chunk.max() - per_chunk.min() <= 2 * 20
+    assert list(K.row_chunks(np.zeros(4, np.int64), 16)) == [0, 0, 0, 3]  # no entries
+    assert list(K.row_chunks(np.zeros(1, np.int64), 16)) == [0, 0]  # no nodes
+
+
 # -- bad input ------------------------------------------------------------------------------
 
 
