@@ -235,14 +235,15 @@ def span_dot(a, b, n):
 
 @njit(cache=True)
 def pad_plane(src, top, left, Hp, Wp):
-    """A flat [Hp * Wp] buffer holding src[i - top, j - left] at i*Wp + j, zero elsewhere."""
+    """A flat [Hp * Wp] buffer holding src[i - top, j - left] at i*Wp + j, zero elsewhere.
+    (Rows are copied with row_gather's loop: a slice assignment between two arrays is
+    several times slower in Numba, which guards it against overlap.)"""
     H, W = src.shape
     buf = np.zeros(Hp * Wp, src.dtype)
+    lo = max(0, left)
+    hi = min(Wp, W + left)
     for i in range(max(0, top), min(Hp, H + top)):
-        lo = max(0, left)
-        hi = min(Wp, W + left)
-        if hi > lo:
-            buf[i * Wp + lo: i * Wp + hi] = src[i - top, lo - left: hi - left]
+        row_gather(buf[i * Wp: (i + 1) * Wp], src[i - top], lo, hi, 1, -left)
     return buf
 
 
@@ -280,8 +281,10 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
                 for j in range(L):
                     acc[j] += wv * seg[j]
         for oh in range(OH):
+            src = acc[oh * Wp: oh * Wp + OW]
+            dst = y[n, f, oh]
             for ow in range(OW):
-                y[n, f, oh, ow] = acc[oh * Wp + ow] + b[f]
+                dst[ow] = src[ow] + b[f]
     return y
 
 
@@ -316,7 +319,7 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
             lo = max(0, -pw)
             hi = min(W, Wp - pw)
             if hi > lo:
-                dx[n, c, ih, lo:hi] = dxp[(ih + ph) * Wp + lo + pw: (ih + ph) * Wp + hi + pw]
+                row_gather(dx[n, c, ih], dxp[(ih + ph) * Wp:], lo, hi, 1, pw)
     return dx
 
 
@@ -523,7 +526,7 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
             for f in range(F):
                 for oh in range(OH):
                     start = f * R + margin + oh * Wq
-                    gbuf[s, start: start + OW] = g[n, f, oh]
+                    row_gather(gbuf[s, start: start + OW], g[n, f, oh], 0, OW, 1, 0)
             dx[n] = 0
             for gi in range(groups):
                 for a in range(phases):
