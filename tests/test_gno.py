@@ -392,6 +392,16 @@ def test_gemm_tn_acc_is_out_plus_a_transpose_b(dtype, rows, k, cols):
                                atol=1e-5 if dtype == np.float32 else 1e-12)
 
 
+@pytest.mark.parametrize("n", range(10))
+def test_dots_are_dot_products_by_fours_and_rest(n):
+    rng = np.random.default_rng(17)
+    v, S = rng.standard_normal(37), rng.standard_normal((n, 37))
+    out = np.full((n + 2, 3), np.nan)
+    K._dots(v, S, n, out, 2, 1)
+    np.testing.assert_allclose(out[2:, 1], S @ v, rtol=1e-12)
+    assert np.isnan(out[:2]).all() and np.isnan(out[:, [0, 2]]).all()  # nothing else written
+
+
 def test_row_chunks_split_the_entries_evenly():
     rng = np.random.default_rng(16)
     graph = _big_graph(rng, 1000, 20, False)
