@@ -319,7 +319,9 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
 
     ``h[N, F_in]``, ``edge_feats[num_edge_ids, d]``, ``U[H, d]``, ``b_u[H]``,
     ``V[F_out*F_in, H]`` (F_out = V.shape[0] / F_in), ``b_v[F_out*F_in]`` (biases may be
-    None) -> ``[N, F_out]``. Extra memory O(E*H + N*F_out*H).
+    None) -> ``[N, F_out]``. The forward keeps nothing beyond its inputs (hidden and the
+    per-node sums are recomputed in the backward); the backward's extra memory is
+    O(nnz * (d + F_in)) plus a few parameter-sized partials.
     """
     op = "gno"
     _check_graph(op, graph)
