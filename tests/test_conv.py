@@ -219,6 +219,11 @@ def test_s1_kernels_match_direct(cfg, dtype):
         (K.conv2d_weight_grad_direct(x, g, KH, KW, 1, 1, *geom),
          K.conv2d_weight_grad_s1(x, g, KH, KW, *geom)),
     ]
+    # the fused backward: all three gradients, and dw, db alone
+    fused_dx, fused_dw, fused_db = K.conv2d_backward_s1(x, g, w, *geom, True)
+    _, alone_dw, alone_db = K.conv2d_backward_s1(x, g, w, *geom, False)
+    pairs += [(pairs[1][0], fused_dx), (pairs[2][0], fused_dw), (pairs[2][0], alone_dw),
+              (K.conv2d_bias_grad(g), fused_db), (K.conv2d_bias_grad(g), alone_db)]
     for direct, fast in pairs:
         assert direct.dtype == fast.dtype == dtype
         np.testing.assert_allclose(fast, direct, **tol)

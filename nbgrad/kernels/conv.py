@@ -198,20 +198,28 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     return dwt
 
 
+@njit(cache=True)
+def plane_sum(plane):
+    """Sum of a 2-D plane: each row summed in order, then the row sums in order."""
+    zero = plane.dtype.type(0)
+    total = zero
+    for i in range(plane.shape[0]):
+        row = zero
+        for j in range(plane.shape[1]):
+            row += plane[i, j]
+        total += row
+    return total
+
+
 @njit(cache=True, parallel=True)
 def conv2d_bias_grad(g):
-    """db[f] = sum of g[:, f] over batch and space (rows summed first, then in order)."""
+    """db[f] = sum over n, in order, of the plane sums of g[n, f]."""
     N, F, OH, OW = g.shape
     db = np.empty(F, g.dtype)
-    zero = g.dtype.type(0)
     for f in prange(F):
-        acc = zero
+        acc = g.dtype.type(0)
         for n in range(N):
-            for oh in range(OH):
-                row = zero
-                for ow in range(OW):
-                    row += g[n, f, oh, ow]
-                acc += row
+            acc += plane_sum(g[n, f])
         db[f] = acc
     return db
 
@@ -223,7 +231,7 @@ def conv2d_bias_grad(g):
 # Each tap is then one long contiguous multiply-add over the span L = (OH-1)*Wp + OW (the
 # Wp - OW columns past each output row are scratch). For few channels per group
 # (depthwise) this beats im2col; the tests compare it with the loop nests above.
-@njit(cache=True, fastmath={"reassoc"})
+@njit(cache=True, fastmath={"reassoc", "contract"})
 def span_dot(a, b, n):
     """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
     order depends on the machine's vector width, never on the thread count."""
@@ -234,17 +242,51 @@ def span_dot(a, b, n):
 
 
 @njit(cache=True)
-def pad_plane(src, top, left, Hp, Wp):
-    """A flat [Hp * Wp] buffer holding src[i - top, j - left] at i*Wp + j, zero elsewhere.
-    (Rows are copied with row_gather's loop: a slice assignment between two arrays is
-    several times slower in Numba, which guards it against overlap.)"""
+def pad_plane(src, buf, top, left, Hp, Wp):
+    """buf[i*Wp + j] = src[i - top, j - left], zero outside src (buf is flat, Hp * Wp).
+    (Rows are copied by plain loops: Numba's array-to-array slice assignment guards
+    against overlap and costs several times more on rows this short.)"""
     H, W = src.shape
-    buf = np.zeros(Hp * Wp, src.dtype)
+    buf[:] = 0
     lo = max(0, left)
     hi = min(Wp, W + left)
     for i in range(max(0, top), min(Hp, H + top)):
-        row_gather(buf[i * Wp: (i + 1) * Wp], src[i - top], lo, hi, 1, -left)
-    return buf
+        dst = buf[i * Wp + lo: i * Wp + hi]
+        row = src[i - top, lo - left: hi - left]
+        for j in range(hi - lo):
+            dst[j] = row[j]
+
+
+@njit(cache=True)
+def unpad_plane(buf, dst, top, left, Wp):
+    """dst[i, j] = buf[(i + top)*Wp + j + left] where inside buf; zero elsewhere."""
+    H, W = dst.shape
+    Hp = buf.size // Wp
+    dst[:, :] = 0
+    lo = max(0, -left)
+    hi = min(W, Wp - left)
+    for i in range(max(0, -top), min(H, Hp - top)):
+        row = dst[i, lo:hi]
+        src = buf[(i + top) * Wp + lo + left: (i + top) * Wp + hi + left]
+        for j in range(hi - lo):
+            row[j] = src[j]
+
+
+@njit(cache=True)
+def scatter_taps(dxp, gq, wt, offs, L):
+    """dxp[offs[t] + j] += wt[t] * gq[j] for every tap t and j < L."""
+    for t in range(offs.size):
+        seg = dxp[offs[t]: offs[t] + L]
+        wv = wt[t]
+        for j in range(L):
+            seg[j] += wv * gq[j]
+
+
+@njit(cache=True)
+def dot_taps(gq, xp, offs, L, out):
+    """out[t] = sum_{j < L} gq[j] * xp[offs[t] + j] for every tap t."""
+    for t in range(offs.size):
+        out[t] = span_dot(gq, xp[offs[t]:], L)
 
 
 @njit(cache=True)
@@ -273,8 +315,9 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
         f = nf % F
         c0 = (f // Fg) * Cg
         acc = np.zeros(L, x.dtype)
+        xp = np.empty(Hp * Wp, x.dtype)
         for cl in range(Cg):
-            xp = pad_plane(x[n, c0 + cl], ph, pw, Hp, Wp)
+            pad_plane(x[n, c0 + cl], xp, ph, pw, Hp, Wp)
             for t in range(KH * KW):
                 wv = w[f, cl, t // KW, t % KW]
                 seg = xp[offs[t]: offs[t] + L]
@@ -290,7 +333,8 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
 
 @njit(cache=True, parallel=True)
 def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
-    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, c)."""
+    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, c): dxp, the
+    gradient of the padded plane, collects every tap's shifted g; dx is its interior."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     _, C, H, W = dx.shape
@@ -299,27 +343,18 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     Wp = OW + dw * (KW - 1)
     L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
+    w3 = w.reshape(F, Cg, KH * KW)
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
         gi = c // Cg
-        cl = c % Cg
-        dx[n, c] = 0
         dxp = np.zeros(Hp * Wp, g.dtype)
+        gq = np.empty(OH * Wp, g.dtype)  # g on pitch Wp, zero scratch columns
         for fl in range(Fg):
             f = gi * Fg + fl
-            gq = pad_plane(g[n, f], 0, 0, OH, Wp)  # g on pitch Wp, zero scratch columns
-            for t in range(KH * KW):
-                wv = w[f, cl, t // KW, t % KW]
-                seg = dxp[offs[t]: offs[t] + L]
-                for j in range(L):
-                    seg[j] += wv * gq[j]
-        # dx[ih, iw] = dxp[ih + ph, iw + pw]; inputs no tap reaches keep zero
-        for ih in range(max(0, -ph), min(H, Hp - ph)):
-            lo = max(0, -pw)
-            hi = min(W, Wp - pw)
-            if hi > lo:
-                row_gather(dx[n, c, ih], dxp[(ih + ph) * Wp:], lo, hi, 1, pw)
+            pad_plane(g[n, f], gq, 0, 0, OH, Wp)
+            scatter_taps(dxp, gq, w3[f, c % Cg], offs, L)
+        unpad_plane(dxp, dx[n, c], ph, pw, Wp)
     return dx
 
 
@@ -335,20 +370,70 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     Wp = OW + dw * (KW - 1)
     L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
-    dwt = np.empty((F, Cg, KH, KW), x.dtype)
+    dwt = np.empty((F, Cg, KH * KW), x.dtype)
     for fc in prange(F * Cg):
         f = fc // Cg
-        cl = fc % Cg
-        c = (f // Fg) * Cg + cl
+        c = (f // Fg) * Cg + fc % Cg
         acc = np.zeros(KH * KW, x.dtype)
+        part = np.empty(KH * KW, x.dtype)
+        xp = np.empty(Hp * Wp, x.dtype)
+        gq = np.empty(OH * Wp, x.dtype)  # zero in the scratch columns
         for n in range(N):
-            xp = pad_plane(x[n, c], ph, pw, Hp, Wp)
-            gq = pad_plane(g[n, f], 0, 0, OH, Wp)  # zero in the scratch columns
-            for t in range(KH * KW):
-                acc[t] += span_dot(gq, xp[offs[t]:], L)
-        for t in range(KH * KW):
-            dwt[f, cl, t // KW, t % KW] = acc[t]
-    return dwt
+            pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
+            pad_plane(g[n, f], gq, 0, 0, OH, Wp)
+            dot_taps(gq, xp, offs, L, part)
+            acc += part
+        dwt[f, fc % Cg] = acc
+    return dwt.reshape(F, Cg, KH, KW)
+
+
+@njit(cache=True, parallel=True)
+def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
+    """(dx, dw, db) of a stride-1 convolution in one pass over the batch: task (n, group)
+    pads the group's input planes and output gradients once, then
+        dx[n, c]          as ``conv2d_input_grad_s1`` (only if need_dx; else dx is empty),
+        part[n, f, cl, t] = <gq[f], xp[cl] shifted by tap t>,   rows[n, f] = sum g[n, f],
+    and dw, db sum those over n in order. Parallel over (n, group)."""
+    N, C, H, W = x.shape
+    _, F, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    Fg = F // groups
+    T = KH * KW
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    w3 = w.reshape(F, Cg, T)
+    dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
+    parts = np.empty((N, F, Cg, T), x.dtype)
+    sums = np.empty((N, F), x.dtype)
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        gq = np.empty((Fg, OH * Wp), x.dtype)
+        for fl in range(Fg):
+            f = gi * Fg + fl
+            pad_plane(g[n, f], gq[fl], 0, 0, OH, Wp)
+            sums[n, f] = plane_sum(g[n, f])
+        xp = np.empty(Hp * Wp, x.dtype)
+        dxp = np.empty(Hp * Wp, x.dtype)
+        for cl in range(Cg):
+            c = gi * Cg + cl
+            pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
+            dxp[:] = 0
+            for fl in range(Fg):
+                f = gi * Fg + fl
+                dot_taps(gq[fl], xp, offs, L, parts[n, f, cl])
+                if need_dx:
+                    scatter_taps(dxp, gq[fl], w3[f, cl], offs, L)
+            if need_dx:
+                unpad_plane(dxp, dx[n, c], ph, pw, Wp)
+    dwt = np.zeros((F, Cg, T), x.dtype)
+    db = np.zeros(F, x.dtype)
+    for n in range(N):
+        dwt += parts[n]
+        db += sums[n]
+    return dx, dwt.reshape(F, Cg, KH, KW), db
 
 
 # -- implicit GEMM on phase planes --------------------------------------------------------

@@ -188,6 +188,10 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
     x, w = ctx.saved_tensors
     g = _contig(g)
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    if need_w and _kernel_path(w.shape, ctx.geom) == "s1":
+        # one pass over the batch for all three (the planes are padded once)
+        dx, dw, db = K.conv2d_backward_s1(x, g, w, *ctx.geom[2:], need_x)
+        return (dx if need_x else None), dw, (db if need_b else None)
     dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
     dw = conv2d_weight_grad(x, g, w.shape, ctx.geom) if need_w else None
     db = K.conv2d_bias_grad(g) if need_b else None
