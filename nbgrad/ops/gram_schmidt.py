@@ -4,9 +4,10 @@ encode/decode (ONO) built on them.
 ``gram_schmidt(B)`` orthonormalises the columns of ``B[n, k]`` in order (Q spans the same
 nested subspaces as B, with ``B = Q R``, R upper triangular with positive diagonal), so
 it matches ``torch.linalg.qr(B).Q`` up to the sign of each column. Its backward is seed
-001's reverse sweep, which is linear in dL/dQ: ``ono_encode`` / ``ono_decode`` are plain
-compositions through ``matmul``, whose backward sums the batch into one dL/dQ before the
-single sweep.
+001's reverse sweep, which is linear in dL/dQ: ``ono_encode`` / ``ono_decode`` are each
+one op (MGS, then the product with Q or Q.T) whose backward sums the batch into one dL/dQ
+before a single sweep. Their products run on Numba's threads (kernels/bases_gemm.py), not
+BLAS, whose own thread pool would compete with Numba's.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import bases_gemm as BG
 from ..kernels import gram_schmidt as K
 from ..tensor import Tensor, lift
-from .matmul import matmul
 
 # From this many elements of B on, the op runs the parallel forms. Below it, one step of
 # them (one barrier per column) is too little work to pay for waking the threads. The
@@ -44,12 +45,28 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return Qt, K.mgs(Qt, tol)
 
 
-def _sweep(Qt: np.ndarray, R: np.ndarray, dQ: np.ndarray) -> np.ndarray:
-    """dL/dB[n, k] of one MGS pass from dL/dQ[n, k] (any layout)."""
-    dQw = np.array(dQ.T, order="C")      # a fresh copy: the sweep's workspace
+def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(Q.T, R) of each MGS pass: one, or two with the second on the first one's Q."""
+    passes = [_orthonormalise(B)]
+    if reorthogonalize:
+        passes.append(_orthonormalise(passes[0][0].T))
+    return passes
+
+
+def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray) -> np.ndarray:
+    """dL/dB.T [k, n] of one MGS pass from dL/dQ.T (``dQw``, C-contiguous [k, n]: the
+    sweep's workspace, overwritten)."""
     if Qt.size >= _PARALLEL_MIN_SIZE:
-        return K.mgs_sweep_parallel(Qt, R, dQw).T
-    return K.mgs_sweep(Qt, R, dQw).T
+        return K.mgs_sweep_parallel(Qt, R, dQw)
+    return K.mgs_sweep(Qt, R, dQw)
+
+
+def _sweep_passes(passes: list, dQw: np.ndarray) -> np.ndarray:
+    """dL/dB [n, k] from dL/dQ.T of the last pass (overwritten): each pass maps the
+    gradient of its Q to that of its input, the last pass first."""
+    for Qt, R in reversed(passes):
+        dQw = _sweep(Qt, R, dQw)
+    return BG.transpose(dQw)
 
 
 def _samples(rng):
@@ -64,20 +81,13 @@ def _samples(rng):
 class GramSchmidt(Function):
     @staticmethod
     def forward(ctx, B, reorthogonalize=False):
-        Qt, R = _orthonormalise(B)
-        passes = [(Qt, R)]
-        if reorthogonalize:
-            Qt, R = _orthonormalise(Qt.T)
-            passes.append((Qt, R))
+        passes = _passes(B, reorthogonalize)
         ctx.save_for_backward(*passes)
-        return np.ascontiguousarray(Qt.T)
+        return BG.transpose(passes[-1][0])
 
     @staticmethod
     def backward(ctx, g):
-        # Each pass maps dL/d(its Q) to dL/d(its input); the last pass runs first.
-        for Qt, R in reversed(ctx.saved_tensors):
-            g = _sweep(Qt, R, g)
-        return np.ascontiguousarray(g)
+        return _sweep_passes(list(ctx.saved_tensors), np.array(g.T, order="C"))
 
 
 def _check_basis(op: str, B: Tensor) -> None:
@@ -119,6 +129,71 @@ def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
     return GramSchmidt.apply(B, reorthogonalize=bool(reorthogonalize))
 
 
+def _ono_samples(rng, decode):
+    n = rng.standard_normal
+    width = 3 if decode else 7
+    yield Sample(n((4, width)), n((7, 3)), label="batch of 4")
+    yield Sample(n(width), n((7, 3)), label="one field")
+    yield Sample(n((2, 3, width)), n((7, 3)), label="2-D batch")
+    yield Sample(n((2, width)), n((7, 3)), reorthogonalize=True, label="reorthogonalized")
+
+
+def _ono_forward(ctx, a, B, reorthogonalize, decode):
+    """``a @ Q`` (encode) or ``a @ Q.T`` (decode) for a[..., n or k], Q = MGS(B); float32
+    with float64 gives float64, as ``matmul``."""
+    dtype = np.promote_types(a.dtype, B.dtype)
+    ctx.dtypes, ctx.shape, ctx.decode = (a.dtype, B.dtype), a.shape, decode
+    a2 = np.ascontiguousarray(a.reshape(-1, a.shape[-1]), dtype=dtype)
+    passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
+    Qt = passes[-1][0]
+    y = BG.matmul(a2, Qt if decode else BG.transpose(Qt))
+    ctx.save_for_backward(a2, *passes)
+    return y.reshape(a.shape[:-1] + y.shape[1:])
+
+
+def _ono_backward(ctx, g):
+    """Encode y = a Q: da = g Q^T, dQ^T = g^T a. Decode y = a Q^T: da = g Q, dQ^T = a^T g.
+    dQ^T, summed over the whole batch by the product, goes through one sweep per pass."""
+    a2, *passes = ctx.saved_tensors
+    Qt = passes[-1][0]
+    g2 = np.ascontiguousarray(g.reshape(a2.shape[0], -1), dtype=a2.dtype)
+    da = dB = None
+    if ctx.needs_input_grad[0]:
+        da = BG.matmul(g2, BG.transpose(Qt) if ctx.decode else Qt)
+        if da.shape != ctx.shape:
+            da = da.reshape(ctx.shape)
+        da = da.astype(ctx.dtypes[0], copy=False)
+    if ctx.needs_input_grad[1]:
+        if ctx.decode:
+            dQw = BG.matmul(BG.transpose(a2), g2)
+        else:
+            dQw = BG.matmul(BG.transpose(g2), a2)
+        dB = _sweep_passes(passes, dQw).astype(ctx.dtypes[1], copy=False)
+    return da, dB
+
+
+@register("ono_encode", samples=lambda rng: _ono_samples(rng, decode=False))
+class OnoEncode(Function):
+    @staticmethod
+    def forward(ctx, u, B, reorthogonalize=False):
+        return _ono_forward(ctx, u, B, reorthogonalize, decode=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _ono_backward(ctx, g)
+
+
+@register("ono_decode", samples=lambda rng: _ono_samples(rng, decode=True))
+class OnoDecode(Function):
+    @staticmethod
+    def forward(ctx, x, B, reorthogonalize=False):
+        return _ono_forward(ctx, x, B, reorthogonalize, decode=True)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _ono_backward(ctx, g)
+
+
 def _check_operand(op: str, name: str, x: Tensor, size: int, B: Tensor, what: str) -> None:
     if x.dtype.kind != "f":
         raise TypeError(f"{op}: {name} has dtype {x.dtype}; it needs float32 or float64")
@@ -129,21 +204,22 @@ def _check_operand(op: str, name: str, x: Tensor, size: int, B: Tensor, what: st
 
 def ono_encode(u: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
     """Coefficients of ``u[..., n]`` in the orthonormal basis of ``B[n, k]``:
-    ``u @ gram_schmidt(B)`` -> ``[..., k]``. A composition, so backward sums the batch
-    into one dL/dQ = u^T g and runs a single Gram-Schmidt sweep."""
+    ``u @ gram_schmidt(B)`` -> ``[..., k]``. One op: its backward sums the batch into one
+    dL/dQ = u^T g and runs a single Gram-Schmidt sweep (per pass)."""
     u, B = lift(u), lift(B)
     _check_basis("ono_encode", B)
     _check_operand("ono_encode", "u", u, B.shape[0], B, "n")
-    return matmul(u, gram_schmidt(B, reorthogonalize))
+    return OnoEncode.apply(u, B, reorthogonalize=bool(reorthogonalize))
 
 
 def ono_decode(x: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
     """Field with coefficients ``x[..., k]`` in the orthonormal basis of ``B[n, k]``:
-    ``x @ gram_schmidt(B).T`` -> ``[..., n]`` (one Gram-Schmidt sweep in backward)."""
+    ``x @ gram_schmidt(B).T`` -> ``[..., n]`` (one op; one Gram-Schmidt sweep in
+    backward)."""
     x, B = lift(x), lift(B)
     _check_basis("ono_decode", B)
     _check_operand("ono_decode", "x", x, B.shape[1], B, "k")
-    return matmul(x, gram_schmidt(B, reorthogonalize).T)
+    return OnoDecode.apply(x, B, reorthogonalize=bool(reorthogonalize))
 
 
 __all__ = ["gram_schmidt", "ono_encode", "ono_decode"]
