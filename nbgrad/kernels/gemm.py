@@ -57,7 +57,8 @@ def micro_tile(a, a_start, b, b_row, K, out, i0, j0):
     """out[i0 + r, j0 + j] = sum_k a[a_start[r] + k] * b[b_row[k] + j0 + j] for r < MR,
     j < NR (k ascending). Offsets, K, j0 and the loop counters k and j are unsigned:
     Numba then indexes without the fix-up for negative indices, so LLVM sees that
-    b[b_row[k] + j0 + j] is NR consecutive elements and loads whole vectors."""
+    b[b_row[k] + j0 + j] is NR consecutive elements and loads whole vectors. Inlined
+    into panel_tiles, it takes that caller's fastmath={"contract"}: one FMA per term."""
     acc = carray(stack_buffer(TILE, out.dtype), (MR, NR))
     for r in range(MR):
         for j in range(NR):
@@ -89,8 +90,9 @@ def offset_gemm(a, a_row, b, b_row, K, out):
     M, P = out.shape
     if M % MR or P % NR:
         raise ValueError("offset_gemm: out's shape must be a multiple of (MR, NR)")
-    if (M and a_row[:M].min() < 0 or K and b_row[:K].min() < 0
-            or M and a_row[:M].max() + K > a.size or K and b_row[:K].max() + P > b.size):
+    a_outside = M > 0 and (a_row[:M].min() < 0 or a_row[:M].max() + K > a.size)
+    b_outside = K > 0 and (b_row[:K].min() < 0 or b_row[:K].max() + P > b.size)
+    if a_outside or b_outside:
         raise ValueError("offset_gemm: a row reaches outside its buffer")
     a_row_u = a_row[:M].astype(np.uint64)
     b_row_u = b_row[:K].astype(np.uint64)
