@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
+from nbgrad.kernels import bases_gemm as BG
 from nbgrad.kernels import gram_schmidt as K
 from nbgrad.ops import gram_schmidt as gs_ops
 from nbgrad.testing import gradcheck
@@ -304,6 +305,22 @@ def test_parallel_forms_bitwise_equal_serial_at_1_and_2_threads(rng, dtype):
         assert_same_bits(at_threads(threads, K.mgs_sweep_parallel, Qt, R, dQt.copy()), dBt)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 4, 7, 9, 16])
+def test_blocked_sweep_bitwise_equal_reference(rng, dtype, k):
+    # Groups of GROUP = 4 kept columns and a short last group; a dropped column shifts
+    # the groups (they are formed from the kept columns only).
+    n = 130
+    Bt = rng.standard_normal((k, n)).astype(dtype)
+    if k > 5:
+        Bt[5] = Bt[1] - 2 * Bt[3]
+    Qt = Bt.copy()
+    R = K.mgs(Qt, dtype(gs_ops.rank_tolerance(dtype, k)))
+    assert k <= 5 or R[5, 5] == 0
+    dQt = rng.standard_normal((k, n)).astype(dtype)
+    assert_same_bits(K.mgs_sweep_blocked(Qt, R, dQt.copy()), K.mgs_sweep(Qt, R, dQt.copy()))
+
+
 def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
     B = rng.standard_normal((300, 16)).astype(np.float32)
     u = rng.standard_normal((20, 300)).astype(np.float32)
@@ -320,6 +337,34 @@ def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
         one, two = at_threads(1, run), at_threads(2, run)
         assert_same_bits(one[0], two[0])
         assert_same_bits(one[1], two[1])
+
+
+# -- products of ono_encode / ono_decode (kernels/bases_gemm.py) --------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(256, 1024, 64), (256, 64, 1024), (64, 256, 1024),
+                                   (7, 5, 3), (13, 17, 130), (1, 1, 1), (0, 3, 4),
+                                   (5, 0, 70), (6, 4, 0)])
+def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, shape):
+    # Rows and columns that are and are not whole micro-tiles (MR = 6, NR = 64), an empty
+    # product, and a zero inner dimension.
+    M, Kd, P = shape
+    a = rng.standard_normal((M, Kd)).astype(dtype)
+    b = rng.standard_normal((Kd, P)).astype(dtype)
+    one = at_threads(1, BG.matmul, a, b)
+    assert one.shape == (M, P) and one.dtype == dtype
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(one, a.astype(np.float64) @ b, rtol=tol, atol=tol * Kd)
+    assert_same_bits(at_threads(2, BG.matmul, a, b), one)
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (256, 64), (7, 45), (0, 3), (1, 1)])
+def test_bases_transpose(rng, shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    xt = BG.transpose(x)
+    assert xt.flags.c_contiguous
+    np.testing.assert_array_equal(xt, x.T)
 
 
 # -- PyTorch oracle: autograd through the same MGS math ----------------------------------------

@@ -14,6 +14,10 @@ way), so Q and dB stay finite whatever B is.
 Two forms of each pass:
 * ``mgs`` / ``mgs_sweep``: the loop nests of REFERENCE.md and seed 001 (left-looking
   forward; backward column by column, j = k..1, i = j-1..1), serial.
+* ``mgs_sweep_blocked``: the sweep with the columns in groups of GROUP that take their
+  steps below the group together, one pass over memory for q_i and dq_i per group instead
+  of per column; each column and each dq_i sees its operations in the reference order,
+  so it is bitwise ``mgs_sweep`` (serial, for bases too small for the parallel forms).
 * ``mgs_parallel`` / ``mgs_sweep_parallel``: the same floating-point operations
   reorganised so that the independent work of one step runs in parallel (right-looking
   forward: once q_i is final, every later column j > i is projected at once; the sweep
@@ -182,4 +186,97 @@ def mgs_sweep_parallel(Qt, R, dQw):
                     _undo_projection(V[j, lo:hi], Dv[j, lo:hi], dqt, qt, R[t, j], dR[j])
         if R[t, t] != 0:
             _open_column(dQw[t], Qt[t], R[t, t], Dv[t], V[t])
+    return Dv
+
+
+GROUP = 4  # columns of mgs_sweep_blocked that take their steps together
+
+
+@njit(cache=True, fastmath=_FM)
+def _sweep_step(Qt, dQw, R, i, j, v, dv):
+    """Column j's step i of the sweep: dR = -dv.q_i, then ``_undo_projection``."""
+    _undo_projection(v, dv, dQw[i], Qt[i], R[i, j], -_dot(dv, Qt[i]))
+
+
+@njit(cache=True, inline="always")
+def _undo_one(qp, acc, r, dr, v, dv, p):
+    """Element p of ``_undo_projection`` for one column, its dq_i term added to ``acc``:
+    v += r q_i; acc += -r dv + dr v (in this order); dv += dr q_i."""
+    vp = v[p] + r * qp
+    dvp = dv[p]
+    v[p] = vp
+    dv[p] = dvp + dr * qp
+    return (acc - r * dvp) + dr * vp
+
+
+# No fastmath: reassociation could sum the GROUP terms of dq_i in another order.
+@njit(cache=True)
+def _undo_projection_group(q, dq, r, dr, v0, v1, v2, v3, dv0, dv1, dv2, dv3):
+    """``_undo_projection`` of step i for GROUP = 4 columns at once, in the order given
+    (tuples r[c] = R_ij, dr[c] = dR_ij of the c-th column: scalars, not arrays the
+    loop's stores might alias), with q_i and dq_i read once."""
+    for p in range(q.shape[0]):
+        qp = q[p]
+        acc = dq[p]
+        acc = _undo_one(qp, acc, r[0], dr[0], v0, dv0, p)
+        acc = _undo_one(qp, acc, r[1], dr[1], v1, dv1, p)
+        acc = _undo_one(qp, acc, r[2], dr[2], v2, dv2, p)
+        acc = _undo_one(qp, acc, r[3], dr[3], v3, dv3, p)
+        dq[p] = acc
+
+
+@njit(cache=True, fastmath=_FM)
+def _kept_columns(R):
+    """Indices j with R_jj != 0 (the columns the forward kept), descending."""
+    k = R.shape[0]
+    kept = np.empty(k, np.int64)
+    m = 0
+    for j in range(k - 1, -1, -1):
+        if R[j, j] != 0:
+            kept[m] = j
+            m += 1
+    return kept[:m]
+
+
+@njit(cache=True, fastmath=_FM)
+def _sweep_group_below(Qt, dQw, R, cols, V, Dv):
+    """Steps i = cols[-1]-1..0 of the GROUP columns ``cols`` (descending), together: the
+    dR_ij = -dv_j.q_i of all of them, then one pass of their updates in cols' order."""
+    a, b, c, d = cols[0], cols[1], cols[2], cols[3]
+    for i in range(d - 1, -1, -1):
+        q = Qt[i]
+        r = (R[i, a], R[i, b], R[i, c], R[i, d])
+        dr = (-_dot(Dv[a], q), -_dot(Dv[b], q), -_dot(Dv[c], q), -_dot(Dv[d], q))
+        _undo_projection_group(q, dQw[i], r, dr, V[0], V[1], V[2], V[3],
+                               Dv[a], Dv[b], Dv[c], Dv[d])
+
+
+@njit(cache=True, fastmath=_FM)
+def mgs_sweep_blocked(Qt, R, dQw):
+    """``mgs_sweep`` (bitwise), with the kept columns in groups of GROUP, last first.
+
+    In a group j_1 > ... > j_G, each column in turn opens and takes its steps down to
+    i = j_G (so dq_i of a column inside the group has every later column's contribution,
+    in the reference order, before that column opens); then all G columns take each step
+    i < j_G together, adding to dq_i in the order j_1..j_G as the reference does. A last
+    group of fewer than GROUP columns takes those steps one column at a time.
+    ``dQw`` is overwritten, as in ``mgs_sweep``."""
+    k, n = Qt.shape
+    Dv = np.zeros((k, n), Qt.dtype)     # dv_j of every column; ends as dB
+    V = np.empty((GROUP, n), Qt.dtype)  # v_j of the group's columns, in group order
+    kept = _kept_columns(R)
+    for g0 in range(0, kept.shape[0], GROUP):
+        cols = kept[g0: g0 + GROUP]
+        last = cols[-1]
+        for g in range(cols.shape[0]):
+            j = cols[g]
+            _open_column(dQw[j], Qt[j], R[j, j], Dv[j], V[g])
+            for i in range(j - 1, last - 1, -1):
+                _sweep_step(Qt, dQw, R, i, j, V[g], Dv[j])
+        if cols.shape[0] == GROUP:
+            _sweep_group_below(Qt, dQw, R, cols, V, Dv)
+        else:
+            for g in range(cols.shape[0]):
+                for i in range(last - 1, -1, -1):
+                    _sweep_step(Qt, dQw, R, i, cols[g], V[g], Dv[cols[g]])
     return Dv

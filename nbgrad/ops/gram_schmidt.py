@@ -58,7 +58,7 @@ def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray) -> np.ndarray:
     sweep's workspace, overwritten)."""
     if Qt.size >= _PARALLEL_MIN_SIZE:
         return K.mgs_sweep_parallel(Qt, R, dQw)
-    return K.mgs_sweep(Qt, R, dQw)
+    return K.mgs_sweep_blocked(Qt, R, dQw)
 
 
 def _sweep_passes(passes: list, dQw: np.ndarray) -> np.ndarray:
