@@ -38,7 +38,7 @@ image, summed in image order); the bias gradient owns db[f].
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, offset_gemm
+from .gemm import MR, NR, SPAN, offset_gemm, offset_gemv
 
 
 @njit(cache=True)
@@ -198,13 +198,13 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     return dwt
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc"})
 def plane_sum(plane):
-    """Sum of a 2-D plane: each row summed in order, then the row sums in order."""
-    zero = plane.dtype.type(0)
-    total = zero
+    """Sum of a 2-D plane: each row summed (reassociated so that LLVM vectorises it, as in
+    span_dot), then the row sums in order."""
+    total = plane.dtype.type(0)
     for i in range(plane.shape[0]):
-        row = zero
+        row = plane.dtype.type(0)
         for j in range(plane.shape[1]):
             row += plane[i, j]
         total += row
@@ -224,13 +224,19 @@ def conv2d_bias_grad(g):
     return db
 
 
-# -- stride-1 direct fast path -------------------------------------------------------------
+# -- stride-1 padded-plane fast path ----------------------------------------------------
 # With stride 1, a tap (kh, kw) shifts the whole plane by one constant offset once the
 # input is zero-padded into a buffer of row pitch Wp = OW + dw(KW-1): on that pitch the
-# outputs are the flat positions j = oh*Wp + ow, and tap (kh, kw) reads j + kh*dh*Wp + kw*dw.
-# Each tap is then one long contiguous multiply-add over the span L = (OH-1)*Wp + OW (the
-# Wp - OW columns past each output row are scratch). For few channels per group
-# (depthwise) this beats im2col; the tests compare it with the loop nests above.
+# outputs are the flat positions j = oh*Wp + ow, and tap t = (kh, kw) reads j + off_t,
+# off_t = kh*dh*Wp + kw*dw (the Wp - OW columns past each output row are scratch). So
+#
+#     forward      yq[j]  = sum_{cl, t} w[f, cl, t] * xp[cl][off_t + j]
+#     input grad   dxp[m] = sum_{fl, t} w[f, cl, t] * gq[fl][m - off_t]
+#     weight grad  dw[f, cl, t] = sum_j gq[f][j] * xp[cl][off_t + j]
+#
+# are sums of shifted spans (kernels/gemm.py's offset_gemv for the first two: gq carries
+# a zero margin in front so that m - off_t never leaves it). For few channels per group
+# (depthwise) this beats the implicit GEMM; the tests compare it with the loop nests.
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def span_dot(a, b, n):
     """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
@@ -273,16 +279,6 @@ def unpad_plane(buf, dst, top, left, Wp):
 
 
 @njit(cache=True)
-def scatter_taps(dxp, gq, wt, offs, L):
-    """dxp[offs[t] + j] += wt[t] * gq[j] for every tap t and j < L."""
-    for t in range(offs.size):
-        seg = dxp[offs[t]: offs[t] + L]
-        wv = wt[t]
-        for j in range(L):
-            seg[j] += wv * gq[j]
-
-
-@njit(cache=True)
 def dot_taps(gq, xp, offs, L, out):
     """out[t] = sum_{j < L} gq[j] * xp[offs[t] + j] for every tap t."""
     for t in range(offs.size):
@@ -299,62 +295,104 @@ def span_taps(KH, KW, dh, dw, Wp):
     return offs
 
 
+@njit(cache=True)
+def pad_group(x, c0, Cg, ph, pw, Hp, Wp):
+    """Channels c0 .. c0+Cg-1 of one image zero-padded, plane cl at [cl*Hp*Wp, ...), plus
+    SPAN zeros of slack for offset_gemv's last tile."""
+    xp = np.empty(Cg * Hp * Wp + SPAN, x.dtype)
+    for cl in range(Cg):
+        pad_plane(x[c0 + cl], xp[cl * Hp * Wp: (cl + 1) * Hp * Wp], ph, pw, Hp, Wp)
+    xp[Cg * Hp * Wp:] = 0
+    return xp
+
+
+@njit(cache=True)
+def pad_grad_group(g, f0, Fg, OH, Wp, margin, R):
+    """Planes f0 .. f0+Fg-1 of one image's output gradient on pitch Wp (zero scratch
+    columns), plane fl at [fl*R + margin, ...) with zeros around it."""
+    gq = np.zeros(Fg * R, g.dtype)
+    for fl in range(Fg):
+        start = fl * R + margin
+        pad_plane(g[f0 + fl], gq[start: start + OH * Wp], 0, 0, OH, Wp)
+    return gq
+
+
+@njit(cache=True)
+def shifted_rows(count, pitch, offs, sign, base):
+    """rows[i*T + t] = base + i*pitch + sign*offs[t]: the span starts of every (plane,
+    tap) pair for offset_gemv."""
+    T = offs.size
+    rows = np.empty(count * T, np.int64)
+    for i in range(count):
+        for t in range(T):
+            rows[i * T + t] = base + i * pitch + sign * offs[t]
+    return rows
+
+
+@njit(cache=True)
+def input_grad_plane(gq, rows, w3, gi, cl, dxp, dxc, ph, pw, Hp, Wp):
+    """dxc = the interior of dxp[m] = sum_{fl, t} w3[gi*Fg + fl, cl, t] * gq[rows[fl*T + t] + m]
+    (the input gradient of channel cl of group gi, on the padded plane)."""
+    T = w3.shape[2]
+    Fg = rows.size // T
+    wt = np.empty(Fg * T, w3.dtype)
+    for fl in range(Fg):
+        for t in range(T):
+            wt[fl * T + t] = w3[gi * Fg + fl, cl, t]
+    offset_gemv(wt, gq, rows, Fg * T, dxp)
+    unpad_plane(dxp[: Hp * Wp], dxc, ph, pw, Wp)
+
+
 @njit(cache=True, parallel=True)
 def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
-    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, f)."""
+    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group): the group's
+    planes are padded once for its Fg filters."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
     Hp = OH + dh * (KH - 1)
     Wp = OW + dw * (KW - 1)
-    L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
+    rows = shifted_rows(Cg, Hp * Wp, offs, 1, 0)
+    w2 = w.reshape(F, Cg * KH * KW)
     y = np.empty((N, F, OH, OW), x.dtype)
-    for nf in prange(N * F):
-        n = nf // F
-        f = nf % F
-        c0 = (f // Fg) * Cg
-        acc = np.zeros(L, x.dtype)
-        xp = np.empty(Hp * Wp, x.dtype)
-        for cl in range(Cg):
-            pad_plane(x[n, c0 + cl], xp, ph, pw, Hp, Wp)
-            for t in range(KH * KW):
-                wv = w[f, cl, t // KW, t % KW]
-                seg = xp[offs[t]: offs[t] + L]
-                for j in range(L):
-                    acc[j] += wv * seg[j]
-        for oh in range(OH):
-            src = acc[oh * Wp: oh * Wp + OW]
-            dst = y[n, f, oh]
-            for ow in range(OW):
-                dst[ow] = src[ow] + b[f]
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
+        yq = np.empty(round_up((OH - 1) * Wp + OW, SPAN), x.dtype)
+        for fl in range(Fg):
+            f = gi * Fg + fl
+            offset_gemv(w2[f], xp, rows, Cg * KH * KW, yq)
+            for oh in range(OH):
+                src = yq[oh * Wp: oh * Wp + OW]
+                dst = y[n, f, oh]
+                for ow in range(OW):
+                    dst[ow] = src[ow] + b[f]
     return y
 
 
 @njit(cache=True, parallel=True)
 def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
-    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, c): dxp, the
-    gradient of the padded plane, collects every tap's shifted g; dx is its interior."""
+    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, group): dxp, the
+    gradient of a padded input plane, gathers every tap's shifted g; dx is its interior."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
-    _, C, H, W = dx.shape
     Fg = F // groups
     Hp = OH + dh * (KH - 1)
     Wp = OW + dw * (KW - 1)
-    L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
+    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
+    R = margin + round_up(Hp * Wp, SPAN)
+    rows = shifted_rows(Fg, R, offs, -1, margin)
     w3 = w.reshape(F, Cg, KH * KW)
-    for nc in prange(N * C):
-        n = nc // C
-        c = nc % C
-        gi = c // Cg
-        dxp = np.zeros(Hp * Wp, g.dtype)
-        gq = np.empty(OH * Wp, g.dtype)  # g on pitch Wp, zero scratch columns
-        for fl in range(Fg):
-            f = gi * Fg + fl
-            pad_plane(g[n, f], gq, 0, 0, OH, Wp)
-            scatter_taps(dxp, gq, w3[f, c % Cg], offs, L)
-        unpad_plane(dxp, dx[n, c], ph, pw, Wp)
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
+        dxp = np.empty(R - margin, g.dtype)
+        for cl in range(Cg):
+            input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
     return dx
 
 
@@ -392,7 +430,7 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     """(dx, dw, db) of a stride-1 convolution in one pass over the batch: task (n, group)
     pads the group's input planes and output gradients once, then
         dx[n, c]          as ``conv2d_input_grad_s1`` (only if need_dx; else dx is empty),
-        part[n, f, cl, t] = <gq[f], xp[cl] shifted by tap t>,   rows[n, f] = sum g[n, f],
+        part[n, f, cl, t] = <gq[f], xp[cl] shifted by tap t>,   sums[n, f] = sum g[n, f],
     and dw, db sum those over n in order. Parallel over (n, group)."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
@@ -403,6 +441,9 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     Wp = OW + dw * (KW - 1)
     L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
+    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
+    R = margin + round_up(Hp * Wp, SPAN)
+    rows = shifted_rows(Fg, R, offs, -1, margin)
     w3 = w.reshape(F, Cg, T)
     dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
     parts = np.empty((N, F, Cg, T), x.dtype)
@@ -410,24 +451,17 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     for ng in prange(N * groups):
         n = ng // groups
         gi = ng % groups
-        gq = np.empty((Fg, OH * Wp), x.dtype)
+        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
+        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
         for fl in range(Fg):
-            f = gi * Fg + fl
-            pad_plane(g[n, f], gq[fl], 0, 0, OH, Wp)
-            sums[n, f] = plane_sum(g[n, f])
-        xp = np.empty(Hp * Wp, x.dtype)
-        dxp = np.empty(Hp * Wp, x.dtype)
+            sums[n, gi * Fg + fl] = plane_sum(g[n, gi * Fg + fl])
+        dxp = np.empty(R - margin, x.dtype)
         for cl in range(Cg):
-            c = gi * Cg + cl
-            pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
-            dxp[:] = 0
             for fl in range(Fg):
-                f = gi * Fg + fl
-                dot_taps(gq[fl], xp, offs, L, parts[n, f, cl])
-                if need_dx:
-                    scatter_taps(dxp, gq[fl], w3[f, cl], offs, L)
+                dot_taps(gq[fl * R + margin:], xp[cl * Hp * Wp:], offs, L,
+                         parts[n, gi * Fg + fl, cl])
             if need_dx:
-                unpad_plane(dxp, dx[n, c], ph, pw, Wp)
+                input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
     dwt = np.zeros((F, Cg, T), x.dtype)
     db = np.zeros(F, x.dtype)
     for n in range(N):

@@ -31,6 +31,8 @@ MR = 6  # rows of a per micro-tile
 NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)
 NR_U = np.uint64(NR)
 TILE = MR * NR  # elements of one accumulator tile
+SPAN = 128  # outputs per register tile of offset_gemv (8 zmm: enough independent FMAs)
+SPAN_U = np.uint64(SPAN)
 
 
 @intrinsic
@@ -98,3 +100,35 @@ def offset_gemm(a, a_row, b, b_row, K, out):
     b_row_u = b_row[:K].astype(np.uint64)
     for j0 in range(0, P, NR):
         panel_tiles(a, a_row_u, b, b_row_u, np.uint64(K), out, np.uint64(j0))
+
+
+@njit(cache=True, inline="always")
+def span_tile(w, b, b_row, K, out, j0):
+    """out[j0 + j] = sum_k w[k] * b[b_row[k] + j0 + j] for j < SPAN (k ascending), in a
+    register tile as in micro_tile (unsigned offsets, K and j0)."""
+    acc = carray(stack_buffer(SPAN, out.dtype), SPAN)
+    for j in range(SPAN):
+        acc[j] = 0
+    for k in range(K):
+        wk = w[k]
+        b0 = b_row[k] + j0
+        for j in range(SPAN_U):
+            acc[j] += wk * b[b0 + j]
+    dst = out[j0: j0 + SPAN_U]
+    for j in range(SPAN):
+        dst[j] = acc[j]
+
+
+@njit(cache=True, fastmath={"contract"})
+def offset_gemv(w, b, b_row, K, out):
+    """out[j] = sum_{k < K} w[k] * b[b_row[k] + j] (k ascending): the one-row case of
+    offset_gemm, e.g. a depthwise convolution's taps as shifted spans of one plane.
+    out.size must be a multiple of SPAN; raises if a row would read outside b."""
+    P = out.size
+    if P % SPAN:
+        raise ValueError("offset_gemv: out's size must be a multiple of SPAN")
+    if K > 0 and (b_row[:K].min() < 0 or b_row[:K].max() + P > b.size):
+        raise ValueError("offset_gemv: a row reaches outside its buffer")
+    b_row_u = b_row[:K].astype(np.uint64)
+    for j0 in range(0, P, SPAN):
+        span_tile(w, b, b_row_u, np.uint64(K), out, np.uint64(j0))
