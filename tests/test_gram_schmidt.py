@@ -321,6 +321,22 @@ def test_blocked_sweep_bitwise_equal_reference(rng, dtype, k):
     assert_same_bits(K.mgs_sweep_blocked(Qt, R, dQt.copy()), K.mgs_sweep(Qt, R, dQt.copy()))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sweep_beside_product_bitwise_at_1_and_2_threads(rng, dtype):
+    n, k, S = 200, 10, 13
+    Bt = rng.standard_normal((k, n)).astype(dtype)
+    Qt = Bt.copy()
+    R = K.mgs(Qt, dtype(gs_ops.rank_tolerance(dtype, k)))
+    dQt = rng.standard_normal((k, n)).astype(dtype)
+    g = rng.standard_normal((S, k)).astype(dtype)
+    dBt = K.mgs_sweep(Qt, R, dQt.copy())
+    for threads in (1, 2):
+        sweep, product = at_threads(threads, K.mgs_sweep_beside_product, Qt, R, dQt.copy(),
+                                    g, Qt)
+        assert_same_bits(sweep, dBt)
+        assert_same_bits(product, BG.matmul(g, Qt))
+
+
 def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
     B = rng.standard_normal((300, 16)).astype(np.float32)
     u = rng.standard_normal((20, 300)).astype(np.float32)

@@ -19,7 +19,7 @@ waits for one.
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, panel_tiles
+from .gemm import MR, NR, offset_gemm, panel_tiles
 
 ROW_TILES = 2  # micro-tiles (of MR rows) per task: small tasks balance the two cores
 
@@ -50,19 +50,27 @@ def _flat_with_tail(b, tail):
     return flat
 
 
+@njit(cache=True)
+def padded_operands(a, b):
+    """gemm.py's operands for a[M, K] @ b[K, P]: the padded [M', P'] output buffer, a and
+    b as flat buffers (b with its tail) and their row offsets."""
+    M, K = a.shape
+    P = b.shape[1]
+    Mp = _round_up(M, MR)
+    Pp = _round_up(P, NR)
+    out = np.empty((Mp, Pp), a.dtype)
+    b_flat = _flat_with_tail(b, Pp - P)
+    return out, a.ravel(), _row_offsets(M, K, Mp), b_flat, _row_offsets(K, P, K)
+
+
 @njit(cache=True, parallel=True)
 def matmul(a, b):
     """out[i, j] = sum_{k < K} a[i, k] b[k, j] (k ascending) for C-contiguous a[M, K] and
     b[K, P]: a new [M, P] array (a view of the padded buffer, see the module doc)."""
     M, K = a.shape
     P = b.shape[1]
-    Mp = _round_up(M, MR)
-    Pp = _round_up(P, NR)
-    out = np.empty((Mp, Pp), a.dtype)
-    a_flat = a.ravel()
-    b_flat = _flat_with_tail(b, Pp - P)
-    a_row = _row_offsets(M, K, Mp)
-    b_row = _row_offsets(K, P, K)
+    out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
+    Mp, Pp = out.shape
     block = ROW_TILES * MR
     panels = Pp // NR
     blocks = (Mp + block - 1) // block
@@ -71,6 +79,16 @@ def matmul(a, b):
         r1 = min(r0 + block, Mp)
         j0 = np.uint64(t // blocks * NR)
         panel_tiles(a_flat, a_row[r0:r1], b_flat, b_row, np.uint64(K), out[r0:r1], j0)
+    return out[:M, :P]
+
+
+@njit(cache=True)
+def matmul_serial(a, b):
+    """``matmul`` on the calling thread only (the same sums, so the same bits)."""
+    M, K = a.shape
+    P = b.shape[1]
+    out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
+    offset_gemm(a_flat, a_row, b_flat, b_row, K, out)
     return out[:M, :P]
 
 

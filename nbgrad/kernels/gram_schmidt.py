@@ -30,6 +30,9 @@ Two forms of each pass:
 import numpy as np
 from numba import njit, prange
 
+from .bases_gemm import padded_operands
+from .gemm import offset_gemm
+
 # Reassociation lets LLVM vectorise the dot-product reductions. The compiled reduction
 # order is fixed, so results do not depend on the thread count.
 _FM = {"reassoc"}
@@ -241,42 +244,83 @@ def _kept_columns(R):
 @njit(cache=True, fastmath=_FM)
 def _sweep_group_below(Qt, dQw, R, cols, V, Dv):
     """Steps i = cols[-1]-1..0 of the GROUP columns ``cols`` (descending), together: the
-    dR_ij = -dv_j.q_i of all of them, then one pass of their updates in cols' order."""
+    dR_ij = -dv_j.q_i of all of them, then one pass of their updates in cols' order.
+    V[g] and Dv[g] (tuples of rows) hold v and dv of the g-th column."""
     a, b, c, d = cols[0], cols[1], cols[2], cols[3]
     for i in range(d - 1, -1, -1):
         q = Qt[i]
         r = (R[i, a], R[i, b], R[i, c], R[i, d])
-        dr = (-_dot(Dv[a], q), -_dot(Dv[b], q), -_dot(Dv[c], q), -_dot(Dv[d], q))
+        dr = (-_dot(Dv[0], q), -_dot(Dv[1], q), -_dot(Dv[2], q), -_dot(Dv[3], q))
         _undo_projection_group(q, dQw[i], r, dr, V[0], V[1], V[2], V[3],
-                               Dv[a], Dv[b], Dv[c], Dv[d])
+                               Dv[0], Dv[1], Dv[2], Dv[3])
+
+
+# Padding of the rows of mgs_sweep_blocked's workspace: with n a multiple of 1024 the
+# group's 2 * GROUP rows would be whole pages apart, and a load from one row right after
+# a store to another at the same page offset stalls on a false dependency (4K aliasing).
+_ROW_PAD = 16
+
+
+@njit(cache=True)
+def _padded_rows(work, count, n):
+    """``count`` contiguous rows of length n, _ROW_PAD apart, in the flat buffer ``work``
+    (1-D slices of a 1-D array, so Numba still sees them contiguous)."""
+    w = n + _ROW_PAD
+    return [work[r * w: r * w + n] for r in range(count)]
 
 
 @njit(cache=True, fastmath=_FM)
-def mgs_sweep_blocked(Qt, R, dQw):
+def _sweep_blocked_into(Qt, R, dQw, dBt):
     """``mgs_sweep`` (bitwise), with the kept columns in groups of GROUP, last first.
 
     In a group j_1 > ... > j_G, each column in turn opens and takes its steps down to
     i = j_G (so dq_i of a column inside the group has every later column's contribution,
     in the reference order, before that column opens); then all G columns take each step
     i < j_G together, adding to dq_i in the order j_1..j_G as the reference does. A last
-    group of fewer than GROUP columns takes those steps one column at a time.
-    ``dQw`` is overwritten, as in ``mgs_sweep``."""
-    k, n = Qt.shape
-    Dv = np.zeros((k, n), Qt.dtype)     # dv_j of every column; ends as dB
-    V = np.empty((GROUP, n), Qt.dtype)  # v_j of the group's columns, in group order
+    group of fewer than GROUP columns takes those steps one column at a time. The group's
+    v and dv live in a padded workspace; dv goes to dB when the group is done.
+    ``dQw`` is overwritten, as in ``mgs_sweep``; dB.T goes to dBt (zeros on entry)."""
+    n = Qt.shape[1]
+    rows = _padded_rows(np.empty(2 * GROUP * (n + _ROW_PAD), Qt.dtype), 2 * GROUP, n)
+    V = (rows[0], rows[1], rows[2], rows[3])    # v_j of the group's columns, in order
+    Dv = (rows[4], rows[5], rows[6], rows[7])   # dv_j likewise
     kept = _kept_columns(R)
     for g0 in range(0, kept.shape[0], GROUP):
         cols = kept[g0: g0 + GROUP]
         last = cols[-1]
         for g in range(cols.shape[0]):
             j = cols[g]
-            _open_column(dQw[j], Qt[j], R[j, j], Dv[j], V[g])
+            _open_column(dQw[j], Qt[j], R[j, j], Dv[g], V[g])
             for i in range(j - 1, last - 1, -1):
-                _sweep_step(Qt, dQw, R, i, j, V[g], Dv[j])
+                _sweep_step(Qt, dQw, R, i, j, V[g], Dv[g])
         if cols.shape[0] == GROUP:
             _sweep_group_below(Qt, dQw, R, cols, V, Dv)
         else:
             for g in range(cols.shape[0]):
                 for i in range(last - 1, -1, -1):
-                    _sweep_step(Qt, dQw, R, i, cols[g], V[g], Dv[cols[g]])
-    return Dv
+                    _sweep_step(Qt, dQw, R, i, cols[g], V[g], Dv[g])
+        for g in range(cols.shape[0]):
+            dBt[cols[g]] = Dv[g]
+
+
+@njit(cache=True)
+def mgs_sweep_blocked(Qt, R, dQw):
+    """dB.T by ``_sweep_blocked_into``; ``dQw`` is overwritten."""
+    dBt = np.zeros(Qt.shape, Qt.dtype)
+    _sweep_blocked_into(Qt, R, dQw, dBt)
+    return dBt
+
+
+@njit(cache=True, parallel=True)
+def mgs_sweep_beside_product(Qt, R, dQw, a, b):
+    """(``mgs_sweep_blocked(Qt, R, dQw)``, ``a @ b``) with the product on a second thread
+    while the sweep runs: in ono_encode's backward, dL/du = g Q^T does not wait for dL/dB.
+    Each job is serial, so the bits do not depend on the thread count."""
+    dBt = np.zeros(Qt.shape, Qt.dtype)
+    out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
+    for job in prange(2):
+        if job == 0:
+            _sweep_blocked_into(Qt, R, dQw, dBt)
+        else:
+            offset_gemm(a_flat, a_row, b_flat, b_row, a.shape[1], out)
+    return dBt, out[: a.shape[0], : b.shape[1]]

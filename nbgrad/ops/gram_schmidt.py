@@ -53,20 +53,28 @@ def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.n
     return passes
 
 
-def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray) -> np.ndarray:
+def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray, beside: tuple = ()
+           ) -> tuple[np.ndarray, np.ndarray | None]:
     """dL/dB.T [k, n] of one MGS pass from dL/dQ.T (``dQw``, C-contiguous [k, n]: the
-    sweep's workspace, overwritten)."""
+    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None).
+    Below the parallel size the serial sweep leaves the second thread to the product."""
     if Qt.size >= _PARALLEL_MIN_SIZE:
-        return K.mgs_sweep_parallel(Qt, R, dQw)
-    return K.mgs_sweep_blocked(Qt, R, dQw)
+        return K.mgs_sweep_parallel(Qt, R, dQw), BG.matmul(*beside) if beside else None
+    if beside:
+        return K.mgs_sweep_beside_product(Qt, R, dQw, *beside)
+    return K.mgs_sweep_blocked(Qt, R, dQw), None
 
 
-def _sweep_passes(passes: list, dQw: np.ndarray) -> np.ndarray:
+def _sweep_passes(passes: list, dQw: np.ndarray, beside: tuple = ()
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
     """dL/dB [n, k] from dL/dQ.T of the last pass (overwritten): each pass maps the
-    gradient of its Q to that of its input, the last pass first."""
-    for Qt, R in reversed(passes):
-        dQw = _sweep(Qt, R, dQw)
-    return BG.transpose(dQw)
+    gradient of its Q to that of its input, the last pass first, whose sweep runs beside
+    the product ``beside`` (see ``_sweep``)."""
+    last, *earlier = reversed(passes)
+    dQw, product = _sweep(*last, dQw, beside)
+    for Qt, R in earlier:
+        dQw, _ = _sweep(Qt, R, dQw)
+    return BG.transpose(dQw), product
 
 
 def _samples(rng):
@@ -87,7 +95,7 @@ class GramSchmidt(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return _sweep_passes(list(ctx.saved_tensors), np.array(g.T, order="C"))
+        return _sweep_passes(list(ctx.saved_tensors), np.array(g.T, order="C"))[0]
 
 
 def _check_basis(op: str, B: Tensor) -> None:
@@ -153,22 +161,28 @@ def _ono_forward(ctx, a, B, reorthogonalize, decode):
 
 def _ono_backward(ctx, g):
     """Encode y = a Q: da = g Q^T, dQ^T = g^T a. Decode y = a Q^T: da = g Q, dQ^T = a^T g.
-    dQ^T, summed over the whole batch by the product, goes through one sweep per pass."""
+    dQ^T, summed over the whole batch by the product, goes through one sweep per pass;
+    da's product runs beside the first sweep."""
     a2, *passes = ctx.saved_tensors
     Qt = passes[-1][0]
     g2 = np.ascontiguousarray(g.reshape(a2.shape[0], -1), dtype=a2.dtype)
-    da = dB = None
+    da_factors = ()
     if ctx.needs_input_grad[0]:
-        da = BG.matmul(g2, BG.transpose(Qt) if ctx.decode else Qt)
-        if da.shape != ctx.shape:
-            da = da.reshape(ctx.shape)
-        da = da.astype(ctx.dtypes[0], copy=False)
+        da_factors = (g2, BG.transpose(Qt) if ctx.decode else Qt)
+    da = dB = None
     if ctx.needs_input_grad[1]:
         if ctx.decode:
             dQw = BG.matmul(BG.transpose(a2), g2)
         else:
             dQw = BG.matmul(BG.transpose(g2), a2)
-        dB = _sweep_passes(passes, dQw).astype(ctx.dtypes[1], copy=False)
+        dB, da = _sweep_passes(passes, dQw, da_factors)
+        dB = dB.astype(ctx.dtypes[1], copy=False)
+    elif da_factors:
+        da = BG.matmul(*da_factors)
+    if da is not None:
+        if da.shape != ctx.shape:
+            da = da.reshape(ctx.shape)
+        da = da.astype(ctx.dtypes[0], copy=False)
     return da, dB
 
 
