@@ -620,7 +620,7 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
     phase, shift = tap_layout(KH, KW, sh, sw, dh, dw, Wq)
     order, ptr = taps_by_phase(phase, phases)
     margin = shift.max()
-    Sp = round_up(Hq * Wq, NR)
+    Sp = round_up(Hq * Wq, NR) + NR
     R = margin + Sp  # G[f] lives at gbuf[f*R + margin + j], zero elsewhere
     Cp = round_up(Cg, MR)
     # wa: per group, per phase a, the matrix A[cl, fl*Ta + i] = w[f, cl, order[ptr[a] + i]]
@@ -638,7 +638,6 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
                     A[:Cg, fl * Ta + i] = w[f, :, t // KW, t % KW]
                     b_rows[gi, Fg * ptr[a] + fl * Ta + i] = f * R + margin - shift[t]
     gbuf = np.zeros((slots, F * R), g.dtype)
-    dxq = np.empty((slots, Cp, Sp), g.dtype)
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
@@ -649,26 +648,32 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
             dx[n] = 0
             for gi in range(groups):
                 for a in range(phases):
-                    Ta = ptr[a + 1] - ptr[a]
-                    if Ta == 0:
-                        continue  # no tap reads this phase: its inputs keep zero gradient
-                    offset_gemm(wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]],
-                                np.arange(Cp) * (Fg * Ta), gbuf[s],
-                                b_rows[gi, Fg * ptr[a]: Fg * ptr[a + 1]], Fg * Ta, dxq[s])
-                    scatter_phase(dxq[s], dx[n, gi * Cg: (gi + 1) * Cg], a // sw, a % sw,
-                                  sh, sw, ph, pw, Hq, Wq)
+                    input_grad_phase(wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]],
+                                     b_rows[gi, Fg * ptr[a]: Fg * ptr[a + 1]], gbuf[s],
+                                     dx[n, gi * Cg: (gi + 1) * Cg], a // sw, a % sw,
+                                     sh, sw, ph, pw, Hq, Wq)
     return dx
 
 
 @njit(cache=True)
-def scatter_phase(dxq, dxg, ah, aw, sh, sw, ph, pw, Hq, Wq):
-    """dxg[cl, q*sh + ah - ph, r*sw + aw - pw] = dxq[cl, q*Wq + r] where inside the input."""
+def input_grad_phase(A, b_rows, gbuf, dxg, ah, aw, sh, sw, ph, pw, Hq, Wq):
+    """The inputs of phase a = (ah, aw) in one group:
+    dxq[cl, m] = sum_k A[cl, k] * gbuf[b_rows[k] + m] over the plane rows q in [q_lo, q_hi)
+    that fall inside the input (m = (q - q_lo)*Wq + r), then
+    dxg[cl, q*sh + ah - ph, r*sw + aw - pw] = dxq[cl, m] where inside the input.
+    A phase no tap reads keeps its zero gradient."""
     Cg, H, W = dxg.shape
+    K = b_rows.size
     q_lo, q_hi = out_range(ah - ph, sh, H, Hq)
     r_lo, r_hi = out_range(aw - pw, sw, W, Wq)
+    if K == 0 or q_hi <= q_lo or r_hi <= r_lo:
+        return
+    Cp = A.size // K
+    dxq = np.empty((Cp, round_up((q_hi - q_lo) * Wq, NR)), dxg.dtype)
+    offset_gemm(A, np.arange(Cp) * K, gbuf, b_rows + q_lo * Wq, K, dxq)
     for cl in range(Cg):
         for q in range(q_lo, q_hi):
-            src = dxq[cl, q * Wq: (q + 1) * Wq]
+            src = dxq[cl, (q - q_lo) * Wq: (q - q_lo + 1) * Wq]
             dst = dxg[cl, q * sh + ah - ph]
             for r in range(r_lo, r_hi):
                 dst[r * sw + aw - pw] = src[r]
