@@ -706,8 +706,8 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots)
             n = n0 + s
             phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq)
             for gi in range(groups):
-                for fl in range(Fg):
-                    for oh in range(OH):
+                for oh in range(OH):  # row by row: the block of gq written stays in L1
+                    for fl in range(Fg):
                         src = g[n, gi * Fg + fl, oh]
                         for ow in range(OW):
                             gq[s, (oh * Wq + ow) * Fp + fl] = src[ow]
