@@ -306,6 +306,24 @@ def test_parallel_forms_bitwise_equal_serial_at_1_and_2_threads(rng, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 8, 9, 20])
+def test_mgs_panels_bitwise_equal_reference_at_1_and_2_threads(rng, dtype, k):
+    # One panel, a whole panel, a panel and one column, panels with a dropped column.
+    n = 90
+    Bt = rng.standard_normal((k, n)).astype(dtype)
+    if k > 10:
+        Bt[10] = Bt[2] + Bt[9]
+    tol = dtype(gs_ops.rank_tolerance(dtype, k))
+    Qt = Bt.copy()
+    R = K.mgs(Qt, tol)
+    assert k <= 10 or R[10, 10] == 0
+    for threads in (1, 2):
+        Qp = Bt.copy()
+        assert_same_bits(at_threads(threads, K.mgs_panels, Qp, tol), R)
+        assert_same_bits(Qp, Qt)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("k", [1, 4, 7, 9, 16])
 def test_blocked_sweep_bitwise_equal_reference(rng, dtype, k):
     # Groups of GROUP = 4 kept columns and a short last group; a dropped column shifts

@@ -14,6 +14,8 @@ way), so Q and dB stay finite whatever B is.
 Two forms of each pass:
 * ``mgs`` / ``mgs_sweep``: the loop nests of REFERENCE.md and seed 001 (left-looking
   forward; backward column by column, j = k..1, i = j-1..1), serial.
+* ``mgs_panels``: MGS with a barrier per panel of PANEL columns (bitwise ``mgs``), for
+  bases too small for ``mgs_parallel``'s barrier per column.
 * ``mgs_sweep_blocked``: the sweep with the columns in groups of GROUP that take their
   steps below the group together, one pass over memory for q_i and dq_i per group instead
   of per column; each column and each dq_i sees its operations in the reference order,
@@ -111,6 +113,31 @@ def mgs_parallel(Qt, tol):
         _finish_column(Qt, R, i, norms[i], tol)
         for j in prange(i + 1, k):
             _project_out(Qt, R, i, j)
+    return R
+
+
+PANEL = 8  # columns mgs_panels finishes before projecting them out of the later ones
+
+
+@njit(cache=True, parallel=True, fastmath=_FM)
+def mgs_panels(Qt, tol):
+    """MGS in panels of PANEL columns, in place like ``mgs`` and bitwise equal to it: the
+    panel's columns are finished by left-looking MGS among themselves, then each later
+    column j applies the panel's projections, in order, in parallel over j. Column j
+    thus sees i = 0..j-1 in order, as in ``mgs``, with one barrier per panel instead of
+    one per column (``mgs_parallel``). Returns R."""
+    k = Qt.shape[0]
+    R = np.zeros((k, k), Qt.dtype)
+    norms = _column_norms(Qt)
+    for p0 in range(0, k, PANEL):
+        p1 = min(p0 + PANEL, k)
+        for j in range(p0, p1):
+            for i in range(p0, j):
+                _project_out(Qt, R, i, j)
+            _finish_column(Qt, R, j, norms[j], tol)
+        for j in prange(p1, k):
+            for i in range(p0, p1):
+                _project_out(Qt, R, i, j)
     return R
 
 

@@ -42,7 +42,7 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
     if Qt.size >= _PARALLEL_MIN_SIZE:
         return Qt, K.mgs_parallel(Qt, tol)
-    return Qt, K.mgs(Qt, tol)
+    return Qt, K.mgs_panels(Qt, tol)
 
 
 def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.ndarray]]:
