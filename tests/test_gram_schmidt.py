@@ -165,6 +165,34 @@ def test_ono_forward_and_grads_against_numpy(rng):
 
 
 @pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
+def test_ono_gradients_of_one_input_equal_those_of_both(rng, op):
+    # Backward runs the dL/du product beside the sweep when both are wanted, alone
+    # otherwise: the same bits either way.
+    B = rng.standard_normal((30, 5)).astype(np.float32)
+    a = rng.standard_normal((4, 30 if op == "ono_encode" else 5)).astype(np.float32)
+
+    def grads(wants_a, wants_B):
+        at, Bt = nb.tensor(a, requires_grad=wants_a), nb.tensor(B, requires_grad=wants_B)
+        y = getattr(nb, op)(at, Bt)
+        y.backward(np.ones(y.shape, np.float32))
+        return at.grad, Bt.grad
+
+    both = grads(True, True)
+    assert_same_bits(grads(True, False)[0].numpy(), both[0].numpy())
+    assert_same_bits(grads(False, True)[1].numpy(), both[1].numpy())
+
+
+def test_ono_mixed_dtypes_promote_like_matmul(rng):
+    u = nb.tensor(rng.standard_normal((3, 9)).astype(np.float32), requires_grad=True)
+    B = nb.tensor(rng.standard_normal((9, 4)), requires_grad=True)
+    y = nb.ono_encode(u, B)
+    assert y.dtype == np.float64
+    y.backward(np.ones(y.shape))
+    assert u.grad.dtype == np.float32 and B.grad.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), u.numpy() @ mgs_numpy(B.numpy())[0], atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
 def test_one_sweep_per_backward_whatever_the_batch(rng, monkeypatch, op):
     calls = []
     sweep = gs_ops._sweep
