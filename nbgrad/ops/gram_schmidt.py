@@ -38,7 +38,7 @@ def rank_tolerance(dtype: Any, k: int) -> float:
 
 def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Q.T, R) of MGS on the columns of B[n, k]."""
-    Qt = np.array(B.T, order="C")        # a fresh copy: the kernels work in place
+    Qt = BG.transpose(B)                 # a fresh copy: the kernels work in place
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
     if Qt.size >= _PARALLEL_MIN_SIZE:
         return Qt, K.mgs_parallel(Qt, tol)
