@@ -378,6 +378,28 @@ def test_fused_kernels_same_bits_at_1_and_2_threads():
         assert_same_bits(a, b)
 
 
+@pytest.mark.parametrize("E, d, hidden, F", [(1000, 2, 64, 256), (37, 3, 70, 6), (0, 2, 4, 6)])
+def test_kernel_mlp_against_numpy_and_same_bits_at_1_and_2_threads(E, d, hidden, F):
+    rng = np.random.default_rng(18)
+    x = rng.standard_normal((E, d)).astype(np.float32)
+    U, b_u, V, b_v = (rng.standard_normal(s).astype(np.float32)
+                      for s in ((hidden, d), hidden, (F, hidden), F))
+    g = rng.standard_normal((E, F)).astype(np.float32)
+    kappa, hid = at_threads(1, K.kernel_forward, x, U, b_u, V, b_v)
+    grads = at_threads(1, K.kernel_backward, g, x, hid, U, V)
+    kappa2, hid2 = at_threads(2, K.kernel_forward, x, U, b_u, V, b_v)
+    for a, b in zip([kappa, hid, *grads],
+                    [kappa2, hid2, *at_threads(2, K.kernel_backward, g, x, hid2, U, V)]):
+        assert_same_bits(a, b)
+    x64, U64, V64, g64 = (a.astype(np.float64) for a in (x, U, V, g))
+    pre = x64 @ U64.T + b_u
+    gh = (g64 @ V64) * (hid > 0)  # float32's relu mask (pre may round to either side of 0)
+    want = [np.maximum(pre, 0) @ V64.T + b_v, np.maximum(pre, 0), gh @ U64, gh.T @ x64,
+            gh.sum(axis=0), g64.T @ np.maximum(pre, 0), g64.sum(axis=0)]
+    for got, w in zip([kappa, hid, *grads], want):
+        np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-4 * max(1, np.abs(w).max(initial=0)))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("rows, k, cols", [(0, 3, 5), (4, 0, 64), (4, 5, 64), (9, 17, 130),
                                            (3, 2, 63), (8, 16, 1024)])

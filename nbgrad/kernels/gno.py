@@ -14,7 +14,8 @@ Three implementations:
 * ``reference_forward`` / ``reference_backward``: the per-edge loop of seed 000, serial,
   building every kappa; the tests compare the fast paths with it.
 * ``kernel_forward/backward`` + ``aggregate_forward/backward``: the unfused pair
-  (kappa materialised as ``[E, F_out, F_in]``).
+  (kappa materialised as ``[E, F_out, F_in]``); the kernel MLP's products are
+  register-tiled loop nests (``_gemm_tn_acc``) over fixed row chunks, not BLAS calls.
 * ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
   V[o*F_in + f, k]``,
 
@@ -45,166 +46,16 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
-
-
-# -- kernel MLP ------------------------------------------------------------------------
-
-
-def hidden_forward(x, U, b_u):
-    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu'(0) = 0, as in PyTorch)."""
-    hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
-    _hidden_forward(x, U, b_u, hidden)
-    return hidden
-
-
-@njit(cache=True, parallel=True)
-def _hidden_forward(x, U, b_u, hidden):
-    n, d = x.shape
-    H = U.shape[0]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * n // chunks, (c + 1) * n // chunks):
-            for k in range(H):
-                s = b_u[k]
-                for a in range(d):
-                    s += U[k, a] * x[e, a]
-                if s > 0:
-                    hidden[e, k] = s
-
-
-@njit(cache=True, parallel=True)
-def relu_mask_(grad_hidden, hidden):
-    """``grad_hidden *= [hidden > 0]`` in place (the relu backward; hidden > 0 iff pre > 0)."""
-    n, H = hidden.shape
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * n // chunks, (c + 1) * n // chunks):
-            for k in range(H):
-                if not hidden[e, k] > 0:
-                    grad_hidden[e, k] = 0
-
-
-def mlp_input_grads(grad_hidden, x, U):
-    """``(dx, dU, db_u)`` from the masked hidden gradient ``gh[E, H]``:
-    dx = gh @ U, dU = gh^T x, db_u = sum_e gh (seed 000's accumulation, as products)."""
-    return grad_hidden @ U, grad_hidden.T @ x, grad_hidden.sum(axis=0)
-
-
-def kernel_forward(x, U, b_u, V, b_v):
-    """``(kappa[E, F_out*F_in], hidden[E, H])``: kappa = relu(x U^T + b_u) V^T + b_v."""
-    hidden = hidden_forward(x, U, b_u)
-    kappa = hidden @ V.T
-    kappa += b_v
-    return kappa, hidden
-
-
-def kernel_backward(g, x, hidden, U, V):
-    """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
-    ``g[E, F_out*F_in]``: db_v = sum_e g, dV = g^T hidden, gh = (g V) * [pre > 0]."""
-    grad_hidden = g @ V
-    relu_mask_(grad_hidden, hidden)
-    dx, dU, db_u = mlp_input_grads(grad_hidden, x, U)
-    return dx, dU, db_u, g.T @ hidden, g.sum(axis=0)
-
-
-# -- aggregation with materialised kernels ----------------------------------------------
-
-
-def aggregate_forward(h, kappa, row_ptr, col, edge_id):
-    """``m[i, o] = sum_{p in row i} sum_f kappa[edge_id[p], o, f] h[col[p], f]``."""
-    m = np.zeros((row_ptr.shape[0] - 1, kappa.shape[1]), dtype=h.dtype)
-    _aggregate_forward(h, kappa, row_ptr, col, edge_id, m)
-    return m
-
-
-@njit(cache=True, parallel=True)
-def _aggregate_forward(h, kappa, row_ptr, col, edge_id, m):
-    n = row_ptr.shape[0] - 1
-    f_out, f_in = kappa.shape[1], kappa.shape[2]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for i in range(c * n // chunks, (c + 1) * n // chunks):
-            for p in range(row_ptr[i], row_ptr[i + 1]):
-                j = col[p]
-                e = edge_id[p]
-                for o in range(f_out):
-                    s = m[i, o]
-                    for f in range(f_in):
-                        s += kappa[e, o, f] * h[j, f]
-                    m[i, o] = s
-
-
-def aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos):
-    """``dh[j, f] = sum_{p: col[p] = j} sum_o kappa[edge_id[p], o, f] g[row[p], o]``,
-    gathered through the transposed CSR (each j owns its row of dh)."""
-    dh = np.zeros((t_ptr.shape[0] - 1, kappa.shape[2]), dtype=g.dtype)
-    _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh)
-    return dh
-
-
-@njit(cache=True, parallel=True)
-def _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh):
-    n = t_ptr.shape[0] - 1
-    f_out, f_in = kappa.shape[1], kappa.shape[2]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for j in range(c * n // chunks, (c + 1) * n // chunks):
-            for q in range(t_ptr[j], t_ptr[j + 1]):
-                p = t_pos[q]
-                i = row[p]
-                e = edge_id[p]
-                for o in range(f_out):
-                    go = g[i, o]
-                    for f in range(f_in):
-                        dh[j, f] += kappa[e, o, f] * go
-
-
-def aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos):
-    """``dkappa[e, o, f] = sum_{p: edge_id[p] = e} g[row[p], o] h[col[p], f]``, gathered
-    by edge id (entries sharing an id add up in CSR order; unused ids get 0)."""
-    dk = np.zeros((e_ptr.shape[0] - 1, g.shape[1], h.shape[1]), dtype=g.dtype)
-    _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk)
-    return dk
-
-
-@njit(cache=True, parallel=True)
-def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
-    num_e = e_ptr.shape[0] - 1
-    f_out, f_in = g.shape[1], h.shape[1]
-    chunks = min(num_e, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
-            for q in range(e_ptr[e], e_ptr[e + 1]):
-                p = e_pos[q]
-                i = row[p]
-                j = col[p]
-                for o in range(f_out):
-                    go = g[i, o]
-                    for f in range(f_in):
-                        dk[e, o, f] += go * h[j, f]
-
-
-# -- fused, re-associated graph neural operator -------------------------------------------
-
+GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
+ROW_BLOCK = 64  # rows of a chunk whose products share the partial's tiles in cache
 # FMA and re-associated sums: LLVM vectorises the dot products and keeps the register
 # tiles below. The order of every sum is fixed by the compiled loops and the fixed row
 # chunks, never by the thread count.
 FUSED_MATH = {"reassoc", "contract"}
-GRAD_CHUNKS = 16  # the backward's parameter gradients: one partial per chunk, summed in order
-NODE_BLOCK = 8  # nodes whose products with V share one pass over V
-ENTRY_BLOCK = 8  # CSR entries of a row gathered together (h rows and hidden vectors)
 TILE_ROWS, TILE_COLS = 4, 64  # register tile of _tile_tn_acc: 16 zmm of float32
 
 
-def row_chunks(row_ptr, chunks):
-    """Node bounds ``[c + 1]`` cutting the rows into ``c = min(chunks, N)`` runs of about
-    equal entry counts (a function of the graph only, so the split and every partial sum
-    are the same at any thread count)."""
-    n = row_ptr.shape[0] - 1
-    c = max(1, min(chunks, n))
-    bounds = np.searchsorted(row_ptr, np.arange(c + 1) * row_ptr[-1] // c)
-    bounds[-1] = n
-    return bounds
+# -- small dense products ------------------------------------------------------------------
 
 
 @intrinsic
@@ -308,6 +159,191 @@ def _dots(v, S, n, out, i0, o):
         _dots4(v, S, t0, out, i0 + t0, o)
     for t in range(full, n):
         out[i0 + t, o] = _dot(v, S[t])
+
+
+# -- kernel MLP ------------------------------------------------------------------------
+
+
+def hidden_forward(x, U, b_u):
+    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu'(0) = 0, as in PyTorch)."""
+    hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
+    _hidden_forward(x, U, b_u, hidden)
+    return hidden
+
+
+@njit(cache=True, parallel=True)
+def _hidden_forward(x, U, b_u, hidden):
+    n, d = x.shape
+    H = U.shape[0]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * n // chunks, (c + 1) * n // chunks):
+            for k in range(H):
+                s = b_u[k]
+                for a in range(d):
+                    s += U[k, a] * x[e, a]
+                if s > 0:
+                    hidden[e, k] = s
+
+
+def kernel_forward(x, U, b_u, V, b_v):
+    """``(kappa[E, F_out*F_in], hidden[E, H])``: kappa = relu(x U^T + b_u) V^T + b_v."""
+    hidden = hidden_forward(x, U, b_u)
+    kappa = np.empty((x.shape[0], V.shape[0]), dtype=x.dtype)
+    _bias_plus_product(hidden, np.ascontiguousarray(V.T), b_v, kappa)
+    return kappa, hidden
+
+
+@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+def _bias_plus_product(A, B, bias, out):
+    """``out[e] = bias + sum_k A[e, k] B[k]`` for every row e, by fixed row chunks (each a
+    product of register tiles, ``_gemm_tn_acc``)."""
+    n = A.shape[0]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        lo = c * n // chunks
+        hi = (c + 1) * n // chunks
+        for e in range(lo, hi):
+            out[e] = bias
+        _gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
+
+
+def kernel_backward(g, x, hidden, U, V):
+    """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
+    ``g[E, F_out*F_in]``: gh = (g V) * [pre > 0], then seed 000's accumulations as
+    products, dx = gh U, dU = gh^T x, db_u = sum_e gh, dV = g^T hidden, db_v = sum_e g
+    (the sums over edges as GRAD_CHUNKS partials, added in chunk order)."""
+    E, H = hidden.shape
+    grad_hidden = np.empty_like(hidden)
+    _bias_plus_product(g, V, np.zeros(H, dtype=g.dtype), grad_hidden)
+    chunks = max(1, min(E, GRAD_CHUNKS))
+    dx = np.empty_like(x)
+    dUt_c = np.zeros((chunks, x.shape[1], H), dtype=g.dtype)
+    dbu_c = np.zeros((chunks, H), dtype=g.dtype)
+    dV_c = np.zeros((chunks, *V.shape), dtype=g.dtype)
+    dbv_c = np.zeros((chunks, V.shape[0]), dtype=g.dtype)
+    _mlp_backward_rows(g, grad_hidden, hidden, x, np.ascontiguousarray(U.T), dx, dUt_c,
+                       dbu_c, dV_c, dbv_c)
+    return (dx, np.ascontiguousarray(dUt_c.sum(axis=0).T), dbu_c.sum(axis=0),
+            dV_c.sum(axis=0), dbv_c.sum(axis=0))
+
+
+@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+def _mlp_backward_rows(g, gh, hidden, x, Ut, dx, dUt_c, dbu_c, dV_c, dbv_c):
+    """Over the edge rows of fixed chunk c, ROW_BLOCK rows at a time: the relu backward
+    ``gh *= [hidden > 0]``, ``dx[e, a] = sum_k U[k, a] gh[e, k]`` and chunk c's partials
+    ``dUt_c[c] += x^T gh``, ``dbu_c[c] += sum_e gh[e]``, ``dV_c[c] += g^T hidden``,
+    ``dbv_c[c] += sum_e g[e]``."""
+    n = g.shape[0]
+    chunks = dV_c.shape[0]
+    for c in prange(chunks):
+        for lo in range(c * n // chunks, (c + 1) * n // chunks, ROW_BLOCK):
+            hi = min(lo + ROW_BLOCK, (c + 1) * n // chunks)
+            for e in range(lo, hi):
+                for k in range(gh.shape[1]):
+                    if not hidden[e, k] > 0:
+                        gh[e, k] = 0
+                    dbu_c[c, k] += gh[e, k]
+                for a in range(Ut.shape[0]):
+                    dx[e, a] = _dot(Ut[a], gh[e])
+                for r in range(g.shape[1]):
+                    dbv_c[c, r] += g[e, r]
+            _gemm_tn_acc(x[lo:hi], gh[lo:hi], dUt_c[c])
+            _gemm_tn_acc(g[lo:hi], hidden[lo:hi], dV_c[c])
+
+
+# -- aggregation with materialised kernels ----------------------------------------------
+
+
+def aggregate_forward(h, kappa, row_ptr, col, edge_id):
+    """``m[i, o] = sum_{p in row i} sum_f kappa[edge_id[p], o, f] h[col[p], f]``."""
+    m = np.zeros((row_ptr.shape[0] - 1, kappa.shape[1]), dtype=h.dtype)
+    _aggregate_forward(h, kappa, row_ptr, col, edge_id, m)
+    return m
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_forward(h, kappa, row_ptr, col, edge_id, m):
+    n = row_ptr.shape[0] - 1
+    f_out, f_in = kappa.shape[1], kappa.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for i in range(c * n // chunks, (c + 1) * n // chunks):
+            for p in range(row_ptr[i], row_ptr[i + 1]):
+                j = col[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    s = m[i, o]
+                    for f in range(f_in):
+                        s += kappa[e, o, f] * h[j, f]
+                    m[i, o] = s
+
+
+def aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos):
+    """``dh[j, f] = sum_{p: col[p] = j} sum_o kappa[edge_id[p], o, f] g[row[p], o]``,
+    gathered through the transposed CSR (each j owns its row of dh)."""
+    dh = np.zeros((t_ptr.shape[0] - 1, kappa.shape[2]), dtype=g.dtype)
+    _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh)
+    return dh
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh):
+    n = t_ptr.shape[0] - 1
+    f_out, f_in = kappa.shape[1], kappa.shape[2]
+    chunks = min(n, CHUNKS)
+    for c in prange(chunks):
+        for j in range(c * n // chunks, (c + 1) * n // chunks):
+            for q in range(t_ptr[j], t_ptr[j + 1]):
+                p = t_pos[q]
+                i = row[p]
+                e = edge_id[p]
+                for o in range(f_out):
+                    go = g[i, o]
+                    for f in range(f_in):
+                        dh[j, f] += kappa[e, o, f] * go
+
+
+def aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos):
+    """``dkappa[e, o, f] = sum_{p: edge_id[p] = e} g[row[p], o] h[col[p], f]``, gathered
+    by edge id (entries sharing an id add up in CSR order; unused ids get 0)."""
+    dk = np.zeros((e_ptr.shape[0] - 1, g.shape[1], h.shape[1]), dtype=g.dtype)
+    _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk)
+    return dk
+
+
+@njit(cache=True, parallel=True)
+def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
+    num_e = e_ptr.shape[0] - 1
+    f_out, f_in = g.shape[1], h.shape[1]
+    chunks = min(num_e, CHUNKS)
+    for c in prange(chunks):
+        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
+            for q in range(e_ptr[e], e_ptr[e + 1]):
+                p = e_pos[q]
+                i = row[p]
+                j = col[p]
+                for o in range(f_out):
+                    go = g[i, o]
+                    for f in range(f_in):
+                        dk[e, o, f] += go * h[j, f]
+
+
+# -- fused, re-associated graph neural operator -------------------------------------------
+
+NODE_BLOCK = 8  # nodes whose products with V share one pass over V
+ENTRY_BLOCK = 8  # CSR entries of a row gathered together (h rows and hidden vectors)
+
+
+def row_chunks(row_ptr, chunks):
+    """Node bounds ``[c + 1]`` cutting the rows into ``c = min(chunks, N)`` runs of about
+    equal entry counts (a function of the graph only, so the split and every partial sum
+    are the same at any thread count)."""
+    n = row_ptr.shape[0] - 1
+    c = max(1, min(chunks, n))
+    bounds = np.searchsorted(row_ptr, np.arange(c + 1) * row_ptr[-1] // c)
+    bounds[-1] = n
+    return bounds
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
