@@ -17,9 +17,13 @@ Two forms of each pass:
 * ``mgs_panels``: MGS with a barrier per panel of PANEL columns (bitwise ``mgs``), for
   bases too small for ``mgs_parallel``'s barrier per column.
 * ``mgs_sweep_blocked``: the sweep with the columns in groups of GROUP that take their
-  steps below the group together, one pass over memory for q_i and dq_i per group instead
-  of per column; each column and each dq_i sees its operations in the reference order,
-  so it is bitwise ``mgs_sweep`` (serial, for bases too small for the parallel forms).
+  steps below the group together, two steps i, i-1 per pass over memory (the sweep is
+  bound by its stores: v_j and dv_j are written once per two steps, dq_i once per group
+  instead of once per column). Every element sees the reference's operations in the
+  reference order, except that dR_{i-1,j} = -dv_j.q_{i-1} is computed from dv_j before
+  step i plus a correction (mathematically the same number, rounded differently), so it
+  matches ``mgs_sweep`` to rounding, not bitwise. Serial, for bases too small for the
+  parallel forms.
 * ``mgs_parallel`` / ``mgs_sweep_parallel``: the same floating-point operations
   reorganised so that the independent work of one step runs in parallel (right-looking
   forward: once q_i is final, every later column j > i is projected at once; the sweep
@@ -269,16 +273,95 @@ def _kept_columns(R):
 
 
 @njit(cache=True, fastmath=_FM)
-def _sweep_group_below(Qt, dQw, R, cols, V, Dv):
-    """Steps i = cols[-1]-1..0 of the GROUP columns ``cols`` (descending), together: the
-    dR_ij = -dv_j.q_i of all of them, then one pass of their updates in cols' order.
+def _dot2(d, q1, q2):
+    """(d.q1, d.q2) in one pass over d."""
+    s1 = d.dtype.type(0)
+    s2 = d.dtype.type(0)
+    for p in range(d.shape[0]):
+        s1 += d[p] * q1[p]
+        s2 += d[p] * q2[p]
+    return s1, s2
+
+
+@njit(cache=True, fastmath=_FM)
+def _two_step_dr(dv, q1, q2, g12):
+    """(dR_ij, dR_{i-1,j}) of a column from its dv before step i, with g12 = q_{i-1}.q_i:
+    dR_ij = -dv.q_i; step i makes dv' = dv + dR_ij q_i, so dR_{i-1,j} = -dv'.q_{i-1} =
+    -(dv.q_{i-1} + dR_ij g12), and both come from one pass over dv."""
+    x1, x2 = _dot2(dv, q1, q2)
+    dr1 = -x1
+    return dr1, -(x2 + dr1 * g12)
+
+
+@njit(cache=True, inline="always")
+def _undo_two(q1p, q2p, acc1, acc2, r1, dr1, r2, dr2, v, dv, p):
+    """Element p of one column's steps i and i-1 (``_undo_one`` with q_i, then with
+    q_{i-1}), v and dv stored once; dq_i's term goes to acc1, dq_{i-1}'s to acc2."""
+    vp = v[p] + r1 * q1p
+    dvp = dv[p]
+    acc1 = (acc1 - r1 * dvp) + dr1 * vp
+    dvp = dvp + dr1 * q1p
+    vp = vp + r2 * q2p
+    acc2 = (acc2 - r2 * dvp) + dr2 * vp
+    v[p] = vp
+    dv[p] = dvp + dr2 * q2p
+    return acc1, acc2
+
+
+# No fastmath, as in _undo_projection_group.
+@njit(cache=True)
+def _undo_two_steps_group(q1, q2, dq1, dq2, r1, dr1, r2, dr2, v0, v1, v2, v3,
+                          dv0, dv1, dv2, dv3):
+    """Steps i and i-1 of GROUP = 4 columns in one pass (q1, dq1 = q_i, dq_i; q2, dq2 =
+    q_{i-1}, dq_{i-1}; tuples r1, dr1 = R_ij, dR_ij and r2, dr2 = R_{i-1,j}, dR_{i-1,j}
+    per column), each dq receiving the columns' terms in the order given."""
+    for p in range(q1.shape[0]):
+        q1p = q1[p]
+        q2p = q2[p]
+        a1 = dq1[p]
+        a2 = dq2[p]
+        a1, a2 = _undo_two(q1p, q2p, a1, a2, r1[0], dr1[0], r2[0], dr2[0], v0, dv0, p)
+        a1, a2 = _undo_two(q1p, q2p, a1, a2, r1[1], dr1[1], r2[1], dr2[1], v1, dv1, p)
+        a1, a2 = _undo_two(q1p, q2p, a1, a2, r1[2], dr1[2], r2[2], dr2[2], v2, dv2, p)
+        a1, a2 = _undo_two(q1p, q2p, a1, a2, r1[3], dr1[3], r2[3], dr2[3], v3, dv3, p)
+        dq1[p] = a1
+        dq2[p] = a2
+
+
+@njit(cache=True, fastmath=_FM)
+def _neighbour_dots(Qt):
+    """g[i] = q_{i-1}.q_i (g[0] unused)."""
+    g = np.zeros(Qt.shape[0], Qt.dtype)
+    for i in range(1, Qt.shape[0]):
+        g[i] = _dot(Qt[i - 1], Qt[i])
+    return g
+
+
+@njit(cache=True, fastmath=_FM)
+def _sweep_group_below(Qt, dQw, R, cols, V, Dv, gram):
+    """Steps i = cols[-1]-1..0 of the GROUP columns ``cols`` (descending), together, two
+    at a time (``_undo_two_steps_group``), the last one alone if their number is odd.
     V[g] and Dv[g] (tuples of rows) hold v and dv of the g-th column."""
     a, b, c, d = cols[0], cols[1], cols[2], cols[3]
-    for i in range(d - 1, -1, -1):
-        q = Qt[i]
-        r = (R[i, a], R[i, b], R[i, c], R[i, d])
+    i = d - 1
+    while i >= 1:
+        q1, q2 = Qt[i], Qt[i - 1]
+        e0 = _two_step_dr(Dv[0], q1, q2, gram[i])
+        e1 = _two_step_dr(Dv[1], q1, q2, gram[i])
+        e2 = _two_step_dr(Dv[2], q1, q2, gram[i])
+        e3 = _two_step_dr(Dv[3], q1, q2, gram[i])
+        _undo_two_steps_group(q1, q2, dQw[i], dQw[i - 1],
+                              (R[i, a], R[i, b], R[i, c], R[i, d]),
+                              (e0[0], e1[0], e2[0], e3[0]),
+                              (R[i - 1, a], R[i - 1, b], R[i - 1, c], R[i - 1, d]),
+                              (e0[1], e1[1], e2[1], e3[1]),
+                              V[0], V[1], V[2], V[3], Dv[0], Dv[1], Dv[2], Dv[3])
+        i -= 2
+    if i == 0:
+        q = Qt[0]
+        r = (R[0, a], R[0, b], R[0, c], R[0, d])
         dr = (-_dot(Dv[0], q), -_dot(Dv[1], q), -_dot(Dv[2], q), -_dot(Dv[3], q))
-        _undo_projection_group(q, dQw[i], r, dr, V[0], V[1], V[2], V[3],
+        _undo_projection_group(q, dQw[0], r, dr, V[0], V[1], V[2], V[3],
                                Dv[0], Dv[1], Dv[2], Dv[3])
 
 
@@ -298,20 +381,22 @@ def _padded_rows(work, count, n):
 
 @njit(cache=True, fastmath=_FM)
 def _sweep_blocked_into(Qt, R, dQw, dBt):
-    """``mgs_sweep`` (bitwise), with the kept columns in groups of GROUP, last first.
+    """``mgs_sweep`` (to rounding), with the kept columns in groups of GROUP, last first.
 
     In a group j_1 > ... > j_G, each column in turn opens and takes its steps down to
     i = j_G (so dq_i of a column inside the group has every later column's contribution,
     in the reference order, before that column opens); then all G columns take each step
-    i < j_G together, adding to dq_i in the order j_1..j_G as the reference does. A last
-    group of fewer than GROUP columns takes those steps one column at a time. The group's
-    v and dv live in a padded workspace; dv goes to dB when the group is done.
+    i < j_G together, two by two (see the module doc), adding to dq_i in the order
+    j_1..j_G as the reference does. A last group of fewer than GROUP columns takes those
+    steps one column at a time. The group's v and dv live in a padded workspace; dv goes
+    to dB when the group is done.
     ``dQw`` is overwritten, as in ``mgs_sweep``; dB.T goes to dBt (zeros on entry)."""
     n = Qt.shape[1]
     rows = _padded_rows(np.empty(2 * GROUP * (n + _ROW_PAD), Qt.dtype), 2 * GROUP, n)
     V = (rows[0], rows[1], rows[2], rows[3])    # v_j of the group's columns, in order
     Dv = (rows[4], rows[5], rows[6], rows[7])   # dv_j likewise
     kept = _kept_columns(R)
+    gram = _neighbour_dots(Qt)
     for g0 in range(0, kept.shape[0], GROUP):
         cols = kept[g0: g0 + GROUP]
         last = cols[-1]
@@ -321,7 +406,7 @@ def _sweep_blocked_into(Qt, R, dQw, dBt):
             for i in range(j - 1, last - 1, -1):
                 _sweep_step(Qt, dQw, R, i, j, V[g], Dv[g])
         if cols.shape[0] == GROUP:
-            _sweep_group_below(Qt, dQw, R, cols, V, Dv)
+            _sweep_group_below(Qt, dQw, R, cols, V, Dv, gram)
         else:
             for g in range(cols.shape[0]):
                 for i in range(last - 1, -1, -1):
