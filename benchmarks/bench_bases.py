@@ -8,10 +8,8 @@ autograd through the same modified Gram-Schmidt loop nbgrad runs, and nbgrad wit
 columns), ``u @ Q`` and ``g^T u`` on both threads, then the serial sweep on one thread
 while ``g @ Q^T`` runs on the other.
 
-W7-large: ``gram_schmidt(B[65536, 64])`` forward + backward, where the op switches to the
-parallel kernels (right-looking MGS, wavefront sweep), against ``torch.linalg.qr``; the
-note gives the time of the small-basis kernels (MGS in panels, blocked serial sweep) on
-the same input.
+W7-large: ``gram_schmidt(B[65536, 64])`` forward + backward against ``torch.linalg.qr``
+(the same kernels: MGS in panels, the blocked serial sweep).
 
 W7b: ``lno_decode(lno_encode(u[256, 1024], mu[32]), mu, 1024)``, float32, gradients for
 u and mu; PyTorch builds ``E = exp(-mu t)`` once and computes ``(u @ E.T) @ E``.
@@ -22,9 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 import nbgrad as nb
-from nbgrad.ops import gram_schmidt as gs_ops
 
-from .harness import Row, format_seconds, median_time, paired_times
+from .harness import Row, median_time, paired_times
 
 S, N, K, M = 256, 1024, 64, 32
 N_LARGE = 65536
@@ -55,15 +52,6 @@ def _basis_step(a):
     B = nb.tensor(a["B_large"], requires_grad=True)
     nb.gram_schmidt(B).backward(a["g_large"])
     return B.grad
-
-
-def _small_basis_kernels_time(a):
-    saved = gs_ops._PARALLEL_MIN_SIZE
-    gs_ops._PARALLEL_MIN_SIZE = a["B_large"].size + 1
-    try:
-        return median_time(lambda: _basis_step(a), repeats=3, warmup=1)
-    finally:
-        gs_ops._PARALLEL_MIN_SIZE = saved
 
 
 def _lno_step(a):
@@ -116,7 +104,6 @@ def run(torch) -> list[Row]:
     lno, tlno = paired_times(lambda: _lno_step(a), with_torch(_torch_lno_step))
     ono2 = median_time(lambda: _ono_step(a, reorthogonalize=True))
     large = median_time(lambda: _basis_step(a), repeats=3, warmup=1)
-    large_small = _small_basis_kernels_time(a)
     mgs = tlarge = None
     if torch is not None:
         mgs = median_time(lambda: _torch_ono_step(torch, t, mgs=True), repeats=3, warmup=1)
@@ -127,7 +114,6 @@ def run(torch) -> list[Row]:
             "same MGS math, autograd per op"),
         Row("W7 ono_encode reorthogonalize=True vs qr", ono2, qr, "",
             "two MGS passes and sweeps"),
-        Row("W7-large gram_schmidt B[65536, 64] vs qr", large, tlarge, "",
-            f"parallel kernels; small-basis kernels: {format_seconds(large_small)}"),
+        Row("W7-large gram_schmidt B[65536, 64] vs qr", large, tlarge, ""),
         Row("W7b lno_encode + lno_decode (M=32)", lno, tlno, "<= 1.0x"),
     ]

@@ -11,26 +11,23 @@ A dropped column gets ``q_j = 0`` and ``R[j, j] = 0``; the backward gives it ``d
 and it contributes nothing to the other columns' gradients (seed 001 skips it the same
 way), so Q and dB stay finite whatever B is.
 
-Two forms of each pass:
+The forms:
 * ``mgs`` / ``mgs_sweep``: the loop nests of REFERENCE.md and seed 001 (left-looking
-  forward; backward column by column, j = k..1, i = j-1..1), serial.
-* ``mgs_panels``: MGS with a barrier per panel of PANEL columns (bitwise ``mgs``), for
-  bases too small for ``mgs_parallel``'s barrier per column.
+  forward; backward column by column, j = k..1, i = j-1..1), serial: the references.
+* ``mgs_panels``: MGS with one barrier per panel of PANEL columns, bitwise ``mgs`` at any
+  thread count (each column sees its projections in the reference order). The
+  right-looking form with a barrier per column that it replaced was 4x slower at
+  n = 65536.
 * ``mgs_sweep_blocked``: the sweep with the columns in groups of GROUP that take their
   steps below the group together, two steps i, i-1 per pass over memory (the sweep is
   bound by its stores: v_j and dv_j are written once per two steps, dq_i once per group
   instead of once per column). Every element sees the reference's operations in the
   reference order, except that dR_{i-1,j} = -dv_j.q_{i-1} is computed from dv_j before
   step i plus a correction (mathematically the same number, rounded differently), so it
-  matches ``mgs_sweep`` to rounding, not bitwise. Serial, for bases too small for the
-  parallel forms.
-* ``mgs_parallel`` / ``mgs_sweep_parallel``: the same floating-point operations
-  reorganised so that the independent work of one step runs in parallel (right-looking
-  forward: once q_i is final, every later column j > i is projected at once; the sweep
-  as a wavefront: at step t every still-open column j > t takes its i = t step at once,
-  and q_t's gradient gathers their contributions over row chunks in the reference's j
-  order). Each column sees its operations in the reference order, so the results are
-  bitwise those of the serial forms, at any thread count.
+  matches ``mgs_sweep`` to rounding, not bitwise. Serial: a sweep parallel over rows
+  needs a barrier per step, and the wavefront form this replaced (a barrier per step,
+  every open column streamed per step) was 10x slower even at n = 65536;
+  ``mgs_sweep_beside_product`` gives the second thread a matrix product instead.
 """
 
 import numpy as np
@@ -42,11 +39,6 @@ from .gemm import offset_gemm
 # Reassociation lets LLVM vectorise the dot-product reductions. The compiled reduction
 # order is fixed, so results do not depend on the thread count.
 _FM = {"reassoc"}
-
-# Row-chunk length of the sweep's gather step: a fixed partition (not one per thread), so
-# the work split never changes the arithmetic.
-_CHUNK = 256
-
 
 @njit(cache=True, fastmath=_FM)
 def _dot(a, b):
@@ -105,21 +97,6 @@ def mgs(Qt, tol):
     return R
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
-def mgs_parallel(Qt, tol):
-    """Right-looking MGS, in place like ``mgs`` and bitwise equal to it: once q_i is
-    final, project it out of every later column in parallel (each prange iteration owns
-    column j). Returns R."""
-    k = Qt.shape[0]
-    R = np.zeros((k, k), Qt.dtype)
-    norms = _column_norms(Qt)
-    for i in range(k):
-        _finish_column(Qt, R, i, norms[i], tol)
-        for j in prange(i + 1, k):
-            _project_out(Qt, R, i, j)
-    return R
-
-
 PANEL = 8  # columns mgs_panels finishes before projecting them out of the later ones
 
 
@@ -129,7 +106,7 @@ def mgs_panels(Qt, tol):
     panel's columns are finished by left-looking MGS among themselves, then each later
     column j applies the panel's projections, in order, in parallel over j. Column j
     thus sees i = 0..j-1 in order, as in ``mgs``, with one barrier per panel instead of
-    one per column (``mgs_parallel``). Returns R."""
+    one per column. Returns R."""
     k = Qt.shape[0]
     R = np.zeros((k, k), Qt.dtype)
     norms = _column_norms(Qt)
@@ -158,8 +135,7 @@ def _open_column(dq, q, rjj, dv, v):
 @njit(cache=True, fastmath=_FM)
 def _undo_projection(v, dv, dq, q, rij, dr):
     """One step i of column j's backward, given dr = -dv.q_i (computed before it):
-    v += R_ij q_i; dq_i += -R_ij dv + dr v; dv += dr q_i (elementwise, so a row chunk of
-    the four vectors can be done on its own)."""
+    v += R_ij q_i; dq_i += -R_ij dv + dr v; dv += dr q_i."""
     for p in range(q.shape[0]):
         v[p] = v[p] + rij * q[p]
         dq[p] = dq[p] - rij * dv[p]
@@ -188,39 +164,6 @@ def mgs_sweep(Qt, R, dQw):
             _undo_projection(v, dv, dQw[i], Qt[i], R[i, j], dr)
         dBt[j] = dv
     return dBt
-
-
-@njit(cache=True, parallel=True, fastmath=_FM)
-def mgs_sweep_parallel(Qt, R, dQw):
-    """The reverse sweep as a wavefront (bitwise equal to ``mgs_sweep``).
-
-    Column j's backward runs its steps i = j-1..1 in order, and q_i's gradient receives
-    the contributions of columns j = k..i+1 in that order, as in the reference; but at
-    step t every open column j > t takes its step together: first dR_tj = -dv_j.q_t for
-    all j (parallel over j), then each row chunk applies the updates of v_j, dq_t and dv_j
-    for j = k..t+1 (parallel over chunks, each owning its elements). Then column t opens.
-    ``dQw`` is overwritten, as in ``mgs_sweep``.
-    """
-    k, n = Qt.shape
-    Dv = np.zeros((k, n), Qt.dtype)   # dv_j of every open column; ends as dB
-    V = np.empty((k, n), Qt.dtype)    # v_j of every open column, rebuilt step by step
-    dR = np.empty(k, Qt.dtype)
-    nchunks = (n + _CHUNK - 1) // _CHUNK
-    for t in range(k - 1, -1, -1):
-        for j in prange(t + 1, k):
-            if R[j, j] != 0:
-                dR[j] = -_dot(Dv[j], Qt[t])
-        for c in prange(nchunks):
-            lo = c * _CHUNK
-            hi = min(lo + _CHUNK, n)
-            qt = Qt[t, lo:hi]
-            dqt = dQw[t, lo:hi]
-            for j in range(k - 1, t, -1):
-                if R[j, j] != 0:
-                    _undo_projection(V[j, lo:hi], Dv[j, lo:hi], dqt, qt, R[t, j], dR[j])
-        if R[t, t] != 0:
-            _open_column(dQw[t], Qt[t], R[t, t], Dv[t], V[t])
-    return Dv
 
 
 GROUP = 4  # columns of mgs_sweep_blocked that take their steps together

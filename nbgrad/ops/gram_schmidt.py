@@ -21,11 +21,6 @@ from ..kernels import bases_gemm as BG
 from ..kernels import gram_schmidt as K
 from ..tensor import Tensor, lift
 
-# From this many elements of B on, the op runs the parallel forms. Below it, one step of
-# them (one barrier per column) is too little work to pay for waking the threads. The
-# crossover is machine-dependent: bench_bases' W7-large row times both forms.
-_PARALLEL_MIN_SIZE = 1 << 20
-
 
 def rank_tolerance(dtype: Any, k: int) -> float:
     """Relative rank threshold of ``gram_schmidt``: column j is dropped when what is left
@@ -40,8 +35,6 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Q.T, R) of MGS on the columns of B[n, k]."""
     Qt = BG.transpose(B)                 # a fresh copy: the kernels work in place
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
-    if Qt.size >= _PARALLEL_MIN_SIZE:
-        return Qt, K.mgs_parallel(Qt, tol)
     return Qt, K.mgs_panels(Qt, tol)
 
 
@@ -56,10 +49,8 @@ def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.n
 def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray, beside: tuple = ()
            ) -> tuple[np.ndarray, np.ndarray | None]:
     """dL/dB.T [k, n] of one MGS pass from dL/dQ.T (``dQw``, C-contiguous [k, n]: the
-    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None).
-    Below the parallel size the serial sweep leaves the second thread to the product."""
-    if Qt.size >= _PARALLEL_MIN_SIZE:
-        return K.mgs_sweep_parallel(Qt, R, dQw), BG.matmul(*beside) if beside else None
+    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None),
+    computed on the second thread while the (serial) sweep runs."""
     if beside:
         return K.mgs_sweep_beside_product(Qt, R, dQw, *beside)
     return K.mgs_sweep_blocked(Qt, R, dQw), None
