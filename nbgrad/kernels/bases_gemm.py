@@ -98,17 +98,16 @@ TI = 8
 TJ = 16
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def transpose(x):
-    """x.T as a new C-contiguous array, block by block, each thread writing whole rows of
-    the result (NumPy's copy of the transposed view is ~4x slower on a [64, 1024] x, whose
-    rows map to the same cache sets)."""
+    """x.T as a new C-contiguous array, block by block (NumPy's copy of the transposed view
+    is ~4x slower on a [64, 1024] x, whose rows map to the same cache sets). Serial: a
+    prange over blocks of result rows ran slower at 1 thread and no faster at 2."""
     m, n = x.shape
     out = np.empty((n, m), x.dtype)
-    for jb in prange((n + TJ - 1) // TJ):
-        j0 = jb * TJ
-        for i0 in range(0, m, TI):
-            i1 = min(i0 + TI, m)
+    for i0 in range(0, m, TI):
+        i1 = min(i0 + TI, m)
+        for j0 in range(0, n, TJ):
             for j in range(j0, min(j0 + TJ, n)):
                 for i in range(i0, i1):
                     out[j, i] = x[i, j]

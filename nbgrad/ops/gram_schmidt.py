@@ -33,7 +33,7 @@ def rank_tolerance(dtype: Any, k: int) -> float:
 
 def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Q.T, R) of MGS on the columns of B[n, k]."""
-    Qt = BG.transpose(B)                 # a fresh copy: the kernels work in place
+    Qt = np.array(B.T, order="C")        # a fresh copy: the kernels work in place
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
     return Qt, K.mgs_panels(Qt, tol)
 
