@@ -164,10 +164,13 @@ def test_ono_forward_and_grads_against_numpy(rng):
     np.testing.assert_allclose(Bt.grad.numpy(), qr_adjoint(Q, R, gz.T @ x), atol=1e-10)
 
 
+@pytest.mark.parametrize("beside_max_ratio", [gs_ops._BESIDE_MAX_RATIO, 0])
 @pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
-def test_ono_gradients_of_one_input_equal_those_of_both(rng, op):
-    # Backward runs the dL/du product beside the sweep when both are wanted, alone
-    # otherwise: the same bits either way.
+def test_ono_gradients_of_one_input_equal_those_of_both(rng, monkeypatch, op,
+                                                         beside_max_ratio):
+    # Backward runs the dL/du product beside the sweep when both are wanted (or after it,
+    # when it is much longer), alone otherwise: the same bits in every case.
+    monkeypatch.setattr(gs_ops, "_BESIDE_MAX_RATIO", beside_max_ratio)
     B = rng.standard_normal((30, 5)).astype(np.float32)
     a = rng.standard_normal((4, 30 if op == "ono_encode" else 5)).astype(np.float32)
 

@@ -46,13 +46,25 @@ def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.n
     return passes
 
 
+# A product runs beside the serial sweep (on the other thread) when it has at most this
+# many multiply-adds per (column pair, row) step of the sweep, k^2 n / 2 of them: one step
+# costs ~10 multiply-adds of the micro-kernel (W7's size), so up to here the product takes
+# less than twice as long as the sweep, and beside it beats sweep-then-parallel-product.
+_BESIDE_MAX_RATIO = 20
+
+
 def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray, beside: tuple = ()
            ) -> tuple[np.ndarray, np.ndarray | None]:
     """dL/dB.T [k, n] of one MGS pass from dL/dQ.T (``dQw``, C-contiguous [k, n]: the
-    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None),
-    computed on the second thread while the (serial) sweep runs."""
+    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None):
+    on the second thread while the (serial) sweep runs, or after it on both threads if
+    the product is much longer than the sweep."""
     if beside:
-        return K.mgs_sweep_beside_product(Qt, R, dQw, *beside)
+        (M, Kd), P = beside[0].shape, beside[1].shape[1]
+        k, n = Qt.shape
+        if M * Kd * P <= _BESIDE_MAX_RATIO * (k * k * n // 2):
+            return K.mgs_sweep_beside_product(Qt, R, dQw, *beside)
+        return K.mgs_sweep_blocked(Qt, R, dQw), BG.matmul(*beside)
     return K.mgs_sweep_blocked(Qt, R, dQw), None
 
 
