@@ -423,9 +423,12 @@ def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, s
     assert_same_bits(at_threads(2, BG.matmul, a, b), one)
 
 
-@pytest.mark.parametrize("shape", [(64, 1024), (256, 64), (7, 45), (0, 3), (1, 1)])
-def test_bases_transpose(rng, shape):
-    x = rng.standard_normal(shape).astype(np.float32)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(64, 1024), (65, 100), (256, 64), (7, 45), (0, 3), (3, 0),
+                                   (1, 1)])
+def test_bases_transpose(rng, shape, dtype):
+    # Both forms: row by row (up to SHORT = 64 rows) and block by block.
+    x = rng.standard_normal(shape).astype(dtype)
     xt = BG.transpose(x)
     assert xt.flags.c_contiguous
     np.testing.assert_array_equal(xt, x.T)

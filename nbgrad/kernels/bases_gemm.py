@@ -96,15 +96,25 @@ def matmul_serial(a, b):
 # few enough that rows a power of two apart do not evict each other) by TJ columns.
 TI = 8
 TJ = 16
+# Up to this many rows, ``transpose`` copies each row of x into a column of the result
+# instead (contiguous reads; the strided writes land on result rows short enough to stay
+# in cache): [64, 1024] in 26 us instead of 41.
+SHORT = 64
 
 
 @njit(cache=True)
 def transpose(x):
-    """x.T as a new C-contiguous array, block by block (NumPy's copy of the transposed view
-    is ~4x slower on a [64, 1024] x, whose rows map to the same cache sets). Serial: a
-    prange over blocks of result rows ran slower at 1 thread and no faster at 2."""
+    """x.T as a new C-contiguous array: row by row into the result's columns when x has at
+    most SHORT rows, else block by block (NumPy's copy of the transposed view is ~4x
+    slower on a [64, 1024] x, whose rows map to the same cache sets). Serial: a prange
+    over blocks of result rows ran slower at 1 thread and no faster at 2."""
     m, n = x.shape
     out = np.empty((n, m), x.dtype)
+    if m <= SHORT:
+        columns = out.T
+        for i in range(m):
+            columns[i] = x[i]
+        return out
     for i0 in range(0, m, TI):
         i1 = min(i0 + TI, m)
         for j0 in range(0, n, TJ):
