@@ -19,7 +19,7 @@ waits for one.
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, offset_gemm, panel_tiles
+from .gemm import MR, NR, panel_tiles
 
 ROW_TILES = 2  # micro-tiles (of MR rows) per task: small tasks balance the two cores
 
@@ -79,16 +79,6 @@ def matmul(a, b):
         r1 = min(r0 + block, Mp)
         j0 = np.uint64(t // blocks * NR)
         panel_tiles(a_flat, a_row[r0:r1], b_flat, b_row, np.uint64(K), out[r0:r1], j0)
-    return out[:M, :P]
-
-
-@njit(cache=True)
-def matmul_serial(a, b):
-    """``matmul`` on the calling thread only (the same sums, so the same bits)."""
-    M, K = a.shape
-    P = b.shape[1]
-    out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
-    offset_gemm(a_flat, a_row, b_flat, b_row, K, out)
     return out[:M, :P]
 
 
