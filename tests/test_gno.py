@@ -161,7 +161,7 @@ def torch_gno(torch, graph, h, x, U, b_u, V, b_v, reduce):
     """The GNO as a PyTorch user writes it: kernel MLP, index_select, bmm, index_add."""
     f_in = h.shape[1]
     f_out = V.shape[0] // f_in
-    src, dst = torch.from_numpy(graph.col), torch.from_numpy(graph.row)
+    src, dst = torch.from_numpy(graph.col.copy()), torch.from_numpy(graph.row.copy())
     eid = torch.from_numpy(graph.edge_id)
     hidden = torch.relu(x @ U.T + b_u)
     kappa = (hidden @ V.T + b_v).view(-1, f_out, f_in)

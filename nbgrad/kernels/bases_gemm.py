@@ -19,14 +19,9 @@ waits for one.
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, panel_tiles
+from .gemm import MR, NR, panel_tiles, round_up
 
 ROW_TILES = 2  # micro-tiles (of MR rows) per task: small tasks balance the two cores
-
-
-@njit(cache=True)
-def _round_up(m, step):
-    return (m + step - 1) // step * step
 
 
 @njit(cache=True)
@@ -56,8 +51,8 @@ def padded_operands(a, b):
     b as flat buffers (b with its tail) and their row offsets."""
     M, K = a.shape
     P = b.shape[1]
-    Mp = _round_up(M, MR)
-    Pp = _round_up(P, NR)
+    Mp = round_up(M, MR)
+    Pp = round_up(P, NR)
     out = np.empty((Mp, Pp), a.dtype)
     b_flat = _flat_with_tail(b, Pp - P)
     return out, a.ravel(), _row_offsets(M, K, Mp), b_flat, _row_offsets(K, P, K)

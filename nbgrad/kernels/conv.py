@@ -38,7 +38,7 @@ image, summed in image order); the bias gradient owns db[f].
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, SPAN, offset_gemm, offset_gemv
+from .gemm import MR, NR, SPAN, offset_gemm, offset_gemv, round_up
 
 
 @njit(cache=True)
@@ -493,11 +493,6 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
 # in a margin before and after). The input gradient is the adjoint gather: input row
 # u = q*s + a collects the taps of phase a. Images run in parallel (``slots`` at once,
 # each with private buffers); results do not depend on the thread count or the slots.
-@njit(cache=True)
-def round_up(n, m):
-    return (n + m - 1) // m * m
-
-
 @njit(cache=True)
 def phase_shape(OH, OW, KH, KW, sh, sw, dh, dw):
     """(Hq, Wq): the rows and columns of one phase plane."""

@@ -35,6 +35,12 @@ SPAN = 128  # outputs per register tile of offset_gemv (8 zmm: enough independen
 SPAN_U = np.uint64(SPAN)
 
 
+@njit(cache=True)
+def round_up(n, m):
+    """The smallest multiple of m at or above n (the padded size of a tiled dimension)."""
+    return (n + m - 1) // m * m
+
+
 @intrinsic
 def stack_buffer(typingctx, size, dtype):
     """Pointer to ``size`` uninitialised elements of ``dtype`` on the stack, for

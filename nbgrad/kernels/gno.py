@@ -40,10 +40,9 @@ sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import carray, njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import carray, njit, prange
+
+from .gemm import stack_buffer
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
@@ -53,31 +52,17 @@ ROW_BLOCK = 64  # rows of a chunk whose products share the partial's tiles in ca
 # chunks, never by the thread count.
 FUSED_MATH = {"reassoc", "contract"}
 TILE_ROWS, TILE_COLS = 4, 64  # register tile of _tile_tn_acc: 16 zmm of float32
+TILE = TILE_ROWS * TILE_COLS
 
 
 # -- small dense products ------------------------------------------------------------------
-
-
-@intrinsic
-def _stack_tile(typingctx, dtype):
-    """Pointer to an uninitialised TILE_ROWS x TILE_COLS stack buffer of ``dtype``.
-    Constant-size stack memory (an np.empty is a heap call LLVM cannot see through) lets
-    LLVM keep the tile in vector registers."""
-    elem = dtype.dtype if isinstance(dtype, types.DType) else dtype.instance_type
-
-    def codegen(context, builder, signature, args):
-        llvm_elem = context.get_value_type(elem)
-        buf = cgutils.alloca_once(builder, ir.ArrayType(llvm_elem, TILE_ROWS * TILE_COLS))
-        return builder.bitcast(buf, llvm_elem.as_pointer())
-
-    return types.CPointer(elem)(dtype), codegen
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
 def _tile_tn_acc(A, B, out, a0, r0):
     """``out[a0 + t, r0 + l] += sum_k A[k, a0 + t] B[k, r0 + l]`` for t < TILE_ROWS,
     l < TILE_COLS: the sum over k (ascending) is formed in registers, then added."""
-    acc = carray(_stack_tile(out.dtype), (TILE_ROWS, TILE_COLS))
+    acc = carray(stack_buffer(TILE, out.dtype), (TILE_ROWS, TILE_COLS))
     for t in range(TILE_ROWS):
         for l in range(TILE_COLS):
             acc[t, l] = 0
