@@ -162,7 +162,7 @@ def torch_gno(torch, graph, h, x, U, b_u, V, b_v, reduce):
     f_in = h.shape[1]
     f_out = V.shape[0] // f_in
     src, dst = torch.from_numpy(graph.col.copy()), torch.from_numpy(graph.row.copy())
-    eid = torch.from_numpy(graph.edge_id)
+    eid = torch.from_numpy(graph.edge_id.copy())
     hidden = torch.relu(x @ U.T + b_u)
     kappa = (hidden @ V.T + b_v).view(-1, f_out, f_in)
     msg = torch.bmm(kappa.index_select(0, eid), h.index_select(0, src).unsqueeze(-1))
