@@ -513,6 +513,16 @@ def tap_layout(KH, KW, sh, sw, dh, dw, Wq):
 
 
 @njit(cache=True)
+def phases_used(KH, KW, sh, sw, dh, dw):
+    """used[a]: whether some tap reads phase a (with stride 2 and dilation 2, only a = 0)."""
+    phase, _ = tap_layout(KH, KW, sh, sw, dh, dw, 0)
+    used = np.zeros(sh * sw, np.bool_)
+    for t in range(phase.size):
+        used[phase[t]] = True
+    return used
+
+
+@njit(cache=True)
 def tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, S):
     """start(c, t) for the im2col rows (c, kh, kw), in w's order."""
     phase, shift = tap_layout(KH, KW, sh, sw, dh, dw, Wq)
@@ -525,25 +535,33 @@ def tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, S):
 
 
 @njit(cache=True)
-def phase_planes(xn, planes, sh, sw, ph, pw, Hq, Wq):
+def phase_planes(xn, planes, sh, sw, ph, pw, Hq, Wq, used):
     """planes[plane(c, a)*S + q*Wq + r] = xn[c, q*sh + ah - ph, r*sw + aw - pw] with
-    a = ah*sw + aw (zero outside the input); the slack past the last plane is zeroed."""
+    a = ah*sw + aw (zero outside the input), for the phases a some tap reads (used[a]);
+    the others are left unset: only the forward's outputs past the span (j >= L, the
+    padding up to a whole tile, discarded) read into them. The slack past the last plane
+    is zeroed."""
     C, H, W = xn.shape
     S = Hq * Wq
     for c in range(C):
         for ah in range(sh):
             q_lo, q_hi = out_range(ah - ph, sh, H, Hq)
             for aw in range(sw):
+                if not used[ah * sw + aw]:
+                    continue
                 r_lo, r_hi = out_range(aw - pw, sw, W, Wq)
                 base = ((c * sh + ah) * sw + aw) * S
                 for q in range(Hq):
                     row = planes[base + q * Wq: base + (q + 1) * Wq]
+                    row[:] = 0
                     if q < q_lo or q >= q_hi:
-                        row[:] = 0
                         continue
-                    row[:r_lo] = 0
-                    row_gather(row, xn[c, q * sh + ah - ph], r_lo, r_hi, sw, aw - pw)
-                    row[r_hi:] = 0
+                    # row[r] = xn[c, ih, r*sw + aw - pw] for r in [r_lo, r_hi), written
+                    # inline with indices from 0 (a row_gather call per row cost 6x more)
+                    dst = row[r_lo:r_hi]
+                    src = xn[c, q * sh + ah - ph, r_lo * sw + aw - pw:]
+                    for j in range(r_hi - r_lo):
+                        dst[j] = src[j * sw]
     planes[C * sh * sw * S:] = 0
 
 
@@ -558,6 +576,7 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
     Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
     L = round_up((OH - 1) * Wq + OW, NR)
     starts = tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, Hq * Wq)
+    used = phases_used(KH, KW, sh, sw, dh, dw)
     Fp = round_up(Fg, MR)
     wp = np.zeros((groups, Fp, Kg), w.dtype)  # w per group, zero rows up to Fp
     wp[:, :Fg] = w.reshape(groups, Fg, Kg)
@@ -569,7 +588,7 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
-            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq)
+            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq, used)
             for gi in range(groups):
                 offset_gemm(w_flat[gi], w_rows, planes[s], starts[gi * Kg: (gi + 1) * Kg],
                             Kg, yq[s])
@@ -630,7 +649,8 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
                 f = gi * Fg + fl
                 for i in range(Ta):
                     t = order[ptr[a] + i]
-                    A[:Cg, fl * Ta + i] = w[f, :, t // KW, t % KW]
+                    for cl in range(Cg):
+                        A[cl, fl * Ta + i] = w[f, cl, t // KW, t % KW]
                     b_rows[gi, Fg * ptr[a] + fl * Ta + i] = f * R + margin - shift[t]
     gbuf = np.zeros((slots, F * R), g.dtype)
     for n0 in range(0, N, slots):
@@ -687,6 +707,7 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots)
     Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
     L = (OH - 1) * Wq + OW
     starts = tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, Hq * Wq)
+    used = phases_used(KH, KW, sh, sw, dh, dw)
     Kp = round_up(Kg, MR)
     Fp = round_up(Fg, NR)
     x_rows = np.zeros((groups, Kp), np.int64)  # rows past Kg read plane 0, discarded
@@ -699,7 +720,7 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots)
     for n0 in range(0, N, slots):
         for s in prange(min(slots, N - n0)):
             n = n0 + s
-            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq)
+            phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq, used)
             for gi in range(groups):
                 for oh in range(OH):  # row by row: the block of gq written stays in L1
                     for fl in range(Fg):
