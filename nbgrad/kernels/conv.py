@@ -38,7 +38,7 @@ image, summed in image order); the bias gradient owns db[f].
 import numpy as np
 from numba import njit, prange
 
-from .gemm import MR, NR, SPAN, offset_gemm, offset_gemv, round_up
+from .gemm import MR, NR, SPAN, dot, offset_gemm, offset_gemv, round_up
 
 
 @njit(cache=True)
@@ -201,7 +201,7 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
 @njit(cache=True, fastmath={"reassoc"})
 def plane_sum(plane):
     """Sum of a 2-D plane: each row summed (reassociated so that LLVM vectorises it, as in
-    span_dot), then the row sums in order."""
+    gemm.dot), then the row sums in order."""
     total = plane.dtype.type(0)
     for i in range(plane.shape[0]):
         row = plane.dtype.type(0)
@@ -237,16 +237,6 @@ def conv2d_bias_grad(g):
 # are sums of shifted spans (kernels/gemm.py's offset_gemv for the first two: gq carries
 # a zero margin in front so that m - off_t never leaves it). For few channels per group
 # (depthwise) this beats the implicit GEMM; the tests compare it with the loop nests.
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def span_dot(a, b, n):
-    """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
-    order depends on the machine's vector width, never on the thread count."""
-    acc = a.dtype.type(0)
-    for j in range(n):
-        acc += a[j] * b[j]
-    return acc
-
-
 @njit(cache=True)
 def pad_plane(src, buf, top, left, Hp, Wp):
     """buf[i*Wp + j] = src[i - top, j - left], zero outside src (buf is flat, Hp * Wp).
@@ -282,7 +272,7 @@ def unpad_plane(buf, dst, top, left, Wp):
 def dot_taps(gq, xp, offs, L, out):
     """out[t] = sum_{j < L} gq[j] * xp[offs[t] + j] for every tap t."""
     for t in range(offs.size):
-        out[t] = span_dot(gq, xp[offs[t]:], L)
+        out[t] = dot(gq, xp[offs[t]:], L)
 
 
 @njit(cache=True)

@@ -41,6 +41,16 @@ def round_up(n, m):
     return (n + m - 1) // m * m
 
 
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def dot(a, b, n):
+    """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
+    order depends on the machine's vector width, never on the thread count."""
+    acc = a.dtype.type(0)
+    for j in range(n):
+        acc += a[j] * b[j]
+    return acc
+
+
 @intrinsic
 def stack_buffer(typingctx, size, dtype):
     """Pointer to ``size`` uninitialised elements of ``dtype`` on the stack, for

@@ -42,7 +42,7 @@ sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 import numpy as np
 from numba import carray, njit, prange
 
-from .gemm import stack_buffer
+from .gemm import dot, stack_buffer
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
@@ -107,15 +107,6 @@ def _gemm_tn_acc(A, B, out):
 
 
 @njit(cache=True, fastmath=FUSED_MATH)
-def _dot(a, b):
-    """``sum_r a[r] b[r]`` (vectorised, re-associated)."""
-    s = a.dtype.type(0)
-    for r in range(a.shape[0]):
-        s += a[r] * b[r]
-    return s
-
-
-@njit(cache=True, fastmath=FUSED_MATH)
 def _dots4(v, S, t0, out, i0, o):
     """``out[i0 + t, o] = sum_r v[r] S[t0 + t, r]`` for t < 4: four dot products that
     share every load of v."""
@@ -143,7 +134,7 @@ def _dots(v, S, n, out, i0, o):
     for t0 in range(0, full, 4):
         _dots4(v, S, t0, out, i0 + t0, o)
     for t in range(full, n):
-        out[i0 + t, o] = _dot(v, S[t])
+        out[i0 + t, o] = dot(v, S[t], v.shape[0])
 
 
 # -- kernel MLP ------------------------------------------------------------------------
@@ -230,7 +221,7 @@ def _mlp_backward_rows(g, gh, hidden, x, Ut, dx, dUt_c, dbu_c, dV_c, dbv_c):
                         gh[e, k] = 0
                     dbu_c[c, k] += gh[e, k]
                 for a in range(Ut.shape[0]):
-                    dx[e, a] = _dot(Ut[a], gh[e])
+                    dx[e, a] = dot(Ut[a], gh[e], Ut.shape[1])
                 for r in range(g.shape[1]):
                     dbv_c[c, r] += g[e, r]
             _gemm_tn_acc(x[lo:hi], gh[lo:hi], dUt_c[c])
@@ -400,7 +391,7 @@ def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
             for o in range(m.shape[1]):
                 _dots(Vf[o], W, nb, m, i0, o)
                 for b in range(nb):
-                    m[i0 + b, o] += _dot(Bv[o], hs[b])
+                    m[i0 + b, o] += dot(Bv[o], hs[b], Bv.shape[1])
             for b in range(nb):
                 if row_ptr[i0 + b] == row_ptr[i0 + b + 1]:
                     m[i0 + b] = 0
@@ -418,7 +409,7 @@ def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
                 gh[k] = 0
             db_u[k] += gh[k]
         for a in range(Ut.shape[0]):
-            DX[p0 + t, a] = _dot(Ut[a], gh)
+            DX[p0 + t, a] = dot(Ut[a], gh, Ut.shape[1])
             xa = x[edge_id[p0 + t], a]
             for k in range(gh.shape[0]):
                 dUt[a, k] += xa * gh[k]
@@ -442,7 +433,7 @@ def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, G
         if want_h:
             for t in range(ne):
                 for f in range(gb.shape[0]):
-                    C[p0 + t, f] = gb[f] + _dot(R[f], Hid[t])
+                    C[p0 + t, f] = gb[f] + dot(R[f], Hid[t], R.shape[1])
 
 
 @njit(cache=True, parallel=True, fastmath=FUSED_MATH)
