@@ -1,7 +1,8 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
 from . import testing
-from .autograd import grad, no_grad
+from . import autograd
+from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .function import REGISTRY, Context, Function, Sample, register
 from .ops.activation import *  # noqa: F403
 from .ops.conv import *  # noqa: F403

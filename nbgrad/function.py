@@ -14,10 +14,17 @@ An op is a ``Function`` subclass with two static methods on plain ndarrays::
             (x,) = ctx.saved_tensors
             return 3 * x * x * g          # one gradient per positional input
 
+        @staticmethod
+        def vjp(ctx, g):                  # the same, in differentiable ops (create_graph)
+            (x,) = ctx.inputs
+            return 3 * x * x * g
+
     y = Cube.apply(t)                     # a Tensor wired into the graph
 
 Positional inputs of ``apply`` are differentiable candidates (Tensors, arrays, or None);
-keyword arguments are parameters handed to ``forward`` unchanged (ints, tuples, graphs).
+keyword arguments are parameters handed to ``forward`` unchanged (ints, tuples, graphs)
+and kept on the node as ``ctx.params``. A gradient may be returned with the shape of the
+broadcast result: the engine sums it to the input's shape and casts it to its dtype.
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from . import autograd
+from .autograd.grad_mode import is_grad_enabled
 from .tensor import Tensor
 
 
@@ -38,13 +45,16 @@ class Context:
     together with the saved arrays, when the graph is released after backward.
     """
 
-    __slots__ = ("fn", "inputs", "needs_input_grad", "saved_tensors", "output_meta",
-                 "released", "__dict__")
+    __slots__ = ("fn", "inputs", "needs_input_grad", "input_meta", "params", "saved_tensors",
+                 "output_meta", "released", "__dict__")
 
-    def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...]):
+    def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...],
+                 input_meta: tuple, params: dict):
         self.fn = fn
         self.inputs = inputs
         self.needs_input_grad = needs_input_grad
+        self.input_meta = input_meta  # (shape, dtype) of each Tensor input, else None
+        self.params = params
         self.saved_tensors: tuple = ()
         self.output_meta: tuple | None = None
         self.released = False
@@ -52,10 +62,16 @@ class Context:
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
 
+    def output(self, array: np.ndarray, index: int = 0) -> Tensor:
+        """Output ``index`` of this node as a Tensor in the graph, from the array forward
+        saved: a ``vjp`` that uses the output (tanh's 1 - y^2) differentiates through it."""
+        return Tensor._wrap(array, self, index)
+
     def release(self) -> None:
         """Free every buffer this node holds; a later backward through it is an error."""
         self.saved_tensors = ()
         self.inputs = ()
+        self.params = {}
         self.__dict__.clear()
         self.released = True
 
@@ -81,24 +97,43 @@ class Function:
     def backward(ctx: Context, *grads: np.ndarray) -> Any:
         raise NotImplementedError
 
+    @staticmethod
+    def vjp(ctx: Context, *grads: Tensor) -> Any:
+        """The backward written with differentiable nbgrad ops on Tensors (``ctx.inputs``,
+        ``ctx.output(...)``, ``ctx.params``): what the engine calls when the backward pass
+        is itself recorded (``create_graph=True``). Ops without it have no second
+        derivative."""
+        raise NotImplementedError
+
+    @classmethod
+    def has_vjp(cls) -> bool:
+        return cls.vjp is not Function.vjp
+
     @classmethod
     def apply(cls, *inputs: Any, **params: Any) -> Any:
         """Run ``forward`` on the inputs' arrays and, if any input needs a gradient, record
         the call as a graph node. Returns a Tensor, or a tuple of Tensors."""
         arrays = []
         needs = []
+        meta = []
         any_needs = False
-        grad_on = autograd.grad_enabled()
+        grad_on = is_grad_enabled()
         for x in inputs:
             if isinstance(x, Tensor):
-                arrays.append(x.data)
+                data = x.data
+                arrays.append(data)
                 need = grad_on and x._requires_grad
                 any_needs |= need
                 needs.append(need)
+                meta.append((data.shape, data.dtype))
             else:
                 arrays.append(x)
                 needs.append(False)
-        ctx = Context(cls, inputs if any_needs else (), tuple(needs))
+                meta.append(None)
+        if any_needs:
+            ctx = Context(cls, inputs, tuple(needs), tuple(meta), params)
+        else:
+            ctx = Context(cls, (), tuple(needs), (), params)
         out = cls.forward(ctx, *arrays, **params)
         if isinstance(out, tuple):
             if any_needs:

@@ -1,7 +1,7 @@
 """Tensor: an ndarray, its gradient, and its place in the graph; operators and methods.
 
-Every operator and method here forwards to a function in ``nbgrad.ops``; the Tensor
-itself does no arithmetic.
+The Tensor itself does no arithmetic: ``nbgrad.ops`` installs its operators and methods,
+each the public function of the same name.
 """
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+
+from .autograd.engine import backward
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 SUPPORTED_DTYPES = FLOAT_DTYPES + tuple(np.dtype(t) for t in (np.int32, np.int64, np.bool_))
@@ -112,10 +114,6 @@ class Tensor:
     def grad_fn(self):
         return self._node
 
-    @property
-    def T(self) -> Tensor:
-        return _shape.permute(self, *reversed(range(self.ndim)))
-
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
@@ -166,73 +164,20 @@ class Tensor:
         """A copy in another dtype, cut from the graph."""
         return Tensor(self.data, dtype=dtype)
 
-    def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
-        from . import autograd
-        autograd.backward(self, grad, retain_graph)
+    def backward(self, grad: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False) -> None:
+        """Accumulate this tensor's gradient into every leaf's ``.grad`` (see
+        ``nbgrad.autograd.backward``)."""
+        backward(self, grad, retain_graph, create_graph)
 
-    # -- operators ------------------------------------------------------------------------
-    def __add__(self, other): return _ew.add(self, other)
-    def __radd__(self, other): return _ew.add(other, self)
-    def __sub__(self, other): return _ew.sub(self, other)
-    def __rsub__(self, other): return _ew.sub(other, self)
-    def __mul__(self, other): return _ew.mul(self, other)
-    def __rmul__(self, other): return _ew.mul(other, self)
-    def __truediv__(self, other): return _ew.div(self, other)
-    def __rtruediv__(self, other): return _ew.div(other, self)
-    def __pow__(self, other): return _ew.pow(self, other)
-    def __rpow__(self, other): return _ew.pow(other, self)
-    def __neg__(self): return _ew.neg(self)
-    def __pos__(self): return self
-    def __abs__(self): return _ew.abs(self)
-    def __matmul__(self, other): return _mm.matmul(self, other)
-    def __rmatmul__(self, other): return _mm.matmul(other, self)
-    def __getitem__(self, index): return _shape.getitem(self, index)
-
-    # Comparisons give boolean tensors outside the graph (masks); == stays identity so
-    # tensors remain hashable.
+    # Operators and the PyTorch-named methods (add, sum, reshape, relu, ...) are installed
+    # by ``nbgrad.ops`` next to the functions they call. Comparisons give boolean tensors
+    # outside the graph (masks); == stays identity so tensors remain hashable.
     def __lt__(self, other): return Tensor._wrap(self.data < _plain(other), None, 0)
     def __le__(self, other): return Tensor._wrap(self.data <= _plain(other), None, 0)
     def __gt__(self, other): return Tensor._wrap(self.data > _plain(other), None, 0)
     def __ge__(self, other): return Tensor._wrap(self.data >= _plain(other), None, 0)
     __hash__ = object.__hash__
-
-    # -- methods (PyTorch names; see the functions in nbgrad.ops for the semantics) -----
-    def add(self, other): return _ew.add(self, other)
-    def sub(self, other): return _ew.sub(self, other)
-    def mul(self, other): return _ew.mul(self, other)
-    def div(self, other): return _ew.div(self, other)
-    def pow(self, other): return _ew.pow(self, other)
-    def neg(self): return _ew.neg(self)
-    def exp(self): return _ew.exp(self)
-    def log(self): return _ew.log(self)
-    def sqrt(self): return _ew.sqrt(self)
-    def abs(self): return _ew.abs(self)
-    def matmul(self, other): return _mm.matmul(self, other)
-
-    def sum(self, axis=None, keepdims=False): return _red.sum(self, axis, keepdims)
-    def mean(self, axis=None, keepdims=False): return _red.mean(self, axis, keepdims)
-    def max(self, axis=None, keepdims=False): return _red.max(self, axis, keepdims)
-    def min(self, axis=None, keepdims=False): return _red.min(self, axis, keepdims)
-
-    def reshape(self, *shape): return _shape.reshape(self, *shape)
-    def transpose(self, dim0=-2, dim1=-1): return _shape.transpose(self, dim0, dim1)
-    def permute(self, *dims): return _shape.permute(self, *dims)
-    def broadcast_to(self, shape): return _shape.broadcast_to(self, shape)
-    def flatten(self): return _shape.reshape(self, -1)
-
-    def tanh(self): return _act.tanh(self)
-    def sigmoid(self): return _act.sigmoid(self)
-    def relu(self): return _act.relu(self)
-    def leaky_relu(self, negative_slope=0.01): return _act.leaky_relu(self, negative_slope)
-    def elu(self, alpha=1.0): return _act.elu(self, alpha)
-    def gelu(self, approximate="none"): return _act.gelu(self, approximate)
-    def gelu_quick(self): return _act.gelu_quick(self)
-    def silu(self): return _act.silu(self)
-    def softplus(self, beta=1.0, threshold=20.0): return _act.softplus(self, beta, threshold)
-    def clamp(self, min=None, max=None): return _act.clamp(self, min, max)
-    def softmax(self, axis=-1): return _act.softmax(self, axis)
-    def log_softmax(self, axis=-1): return _act.log_softmax(self, axis)
-    def logsumexp(self, axis=None, keepdims=False): return _act.logsumexp(self, axis, keepdims)
 
 
 def _plain(x: Any) -> Any:
@@ -308,10 +253,3 @@ def rand(*shape, seed: int | None = None, dtype: Any = DEFAULT_DTYPE,
     data = rng.random(_shape_arg(shape)).astype(_resolve_dtype(dtype))
     return _new(data, requires_grad)
 
-
-# The ops import this module for Tensor; import them last so the class exists by then.
-from .ops import activation as _act  # noqa: E402
-from .ops import elementwise as _ew  # noqa: E402
-from .ops import matmul as _mm  # noqa: E402
-from .ops import reduce as _red  # noqa: E402
-from .ops import shape as _shape  # noqa: E402

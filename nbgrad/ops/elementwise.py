@@ -25,7 +25,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import broadcast as B
 from ..kernels import elementwise as K
-from ..tensor import DEFAULT_DTYPE, Tensor, lift
+from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor, lift
 
 _F64 = np.dtype(np.float64)
 
@@ -173,6 +173,10 @@ class Add(Function):
         return (_grad(B.COPY, g, None, a) if need_a else None,
                 _grad(B.COPY, g, None, b) if need_b else None)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return g, g
+
 
 @register("sub", samples=_pair_samples)
 class Sub(Function):
@@ -187,6 +191,10 @@ class Sub(Function):
         need_a, need_b = ctx.needs_input_grad
         return (_grad(B.COPY, g, None, a) if need_a else None,
                 _grad(B.COPY, g, None, b, -1.0) if need_b else None)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g, -g
 
 
 @register("mul", samples=_pair_samples)
@@ -212,6 +220,11 @@ class Mul(Function):
         return (_grad(B.MUL, g, b, a) if need_a else None,
                 _grad(B.MUL, g, a, b) if need_b else None)
 
+    @staticmethod
+    def vjp(ctx, g):
+        a, b = ctx.inputs
+        return g * b, g * a
+
 
 @register("div", samples=_div_samples)
 class Div(Function):
@@ -233,6 +246,11 @@ class Div(Function):
             gb = _grad(B.MUL, g, B.broadcast_apply(B.DIV, out, bg, g.shape), b, -1.0)
         return ga, gb
 
+    @staticmethod
+    def vjp(ctx, g):
+        a, b = ctx.inputs
+        return g / b, -(g * a) / (b * b)
+
 
 @register("pow", samples=_pow_samples)
 class Pow(Function):
@@ -253,6 +271,19 @@ class Pow(Function):
             if need_a else None
         gb = _grad(B.MUL, g, B.broadcast_apply(B.POW_DEXP, a2, b2, g.shape), b) \
             if need_b else None
+        return ga, gb
+
+    @staticmethod
+    def vjp(ctx, g):
+        # where a == 0 the base is shifted to 1 in the terms that would be 0 * inf: the
+        # conventions above (0 where b == 0; 0 where a == 0 and b >= 0) then hold
+        a, b = ctx.inputs
+        a0 = a.data == 0
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = g * b * (a + lift(a0 & (b.data == 0))) ** (b - 1)
+        if ctx.needs_input_grad[1]:
+            gb = g * a ** b * log(a + lift(a0 & (b.data >= 0)))
         return ga, gb
 
 
@@ -311,6 +342,10 @@ class Neg(Function):
             return _unary(K.NEG, g)
         return B.reduce_term(B.COPY, g, None, g.shape, -1.0, g.shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return -g
+
 
 @register("exp", samples=_unary_samples)
 class Exp(Function):
@@ -325,6 +360,10 @@ class Exp(Function):
         (y,) = ctx.saved_tensors
         return _binary(B.MUL, g, y, y.shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return g * ctx.output(ctx.saved_tensors[0])
+
 
 @register("log", samples=lambda rng: _unary_samples(rng, positive=True))
 class Log(Function):
@@ -337,6 +376,10 @@ class Log(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return _binary(B.DIV, g, x, x.shape)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g / ctx.inputs[0]
 
 
 @register("sqrt", samples=lambda rng: _unary_samples(rng, positive=True))
@@ -352,6 +395,10 @@ class Sqrt(Function):
         (y,) = ctx.saved_tensors
         return _binary(B.HALF_DIV, g, y, y.shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return g / (2 * ctx.output(ctx.saved_tensors[0]))
+
 
 @register("abs", samples=_unary_samples)
 class Abs(Function):
@@ -364,6 +411,10 @@ class Abs(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return _binary(B.SIGN_MUL, g, x, x.shape)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g * lift(np.sign(ctx.inputs[0].data))  # piecewise linear: |x|'' = 0
 
 
 def neg(x: Any) -> Tensor:
@@ -391,4 +442,35 @@ def abs(x: Any) -> Tensor:
     return Abs.apply(lift(x))
 
 
-__all__ = ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs"]
+# -- dtype conversion -----------------------------------------------------------------------
+def _to_samples(rng):
+    yield Sample(rng.standard_normal((3, 4)), dtype=np.float64, label="float64 to float64")
+
+
+@register("to", samples=_to_samples)
+class To(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        return x.astype(dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.astype(ctx.input_meta[0][1])
+
+    @staticmethod
+    def vjp(ctx, g):
+        return to(g, ctx.input_meta[0][1])
+
+
+def to(x: Any, dtype: Any) -> Tensor:
+    """``x`` converted to ``dtype`` (a copy; ``x`` itself when it already has it), in the
+    graph: the gradient is converted back to ``x``'s dtype."""
+    x = lift(x)
+    dtype = np.dtype(dtype)
+    if dtype not in FLOAT_DTYPES and x.requires_grad:
+        raise TypeError(f"to: x (shape {x.shape}) requires grad, so its dtype must stay a "
+                        f"float dtype, got {dtype}")
+    return x if x.dtype == dtype else To.apply(x, dtype=dtype)
+
+
+__all__ = ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to"]

@@ -113,6 +113,20 @@ class MatMul(Function):
             gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
         return ga, gb
 
+    @staticmethod
+    def vjp(ctx, g):
+        a, b = ctx.inputs
+        a2 = a if a.ndim > 1 else a.reshape(1, -1)
+        b2 = b if b.ndim > 1 else b.reshape(-1, 1)
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = (g2 @ b2.transpose()).sum_to_size(a2.shape).reshape(a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = (a2.transpose() @ g2).sum_to_size(b2.shape).reshape(b.shape)
+        return ga, gb
+
 
 def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product ``a @ b`` with ``torch.matmul`` semantics.

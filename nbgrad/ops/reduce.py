@@ -11,36 +11,15 @@ Integer (and bool) sums are int64, computed in float64 (exact below 2**53).
 
 from __future__ import annotations
 
-import builtins
 from typing import Any
 
 import numpy as np
 
 from ..function import Function, Sample, register
+from ._args import axes, dim_arg, keepdim_arg, one_axis
 from ..kernels import broadcast as B
 from ..kernels import reduce as K
 from ..tensor import DEFAULT_DTYPE, Tensor, lift
-
-
-def _axes(op: str, axis: Any, shape: tuple) -> tuple[int, ...]:
-    """``axis`` as a sorted tuple of non-negative ints; ValueError/TypeError naming the
-    op, the axis and the shape."""
-    nd = len(shape)
-    if axis is None:
-        return tuple(range(nd))
-    items = axis if isinstance(axis, tuple | list) else (axis,)
-    out = []
-    for a in items:
-        if not isinstance(a, int | np.integer) or isinstance(a, bool | np.bool_):
-            raise TypeError(f"{op}: axis must be an int, a tuple of ints or None, "
-                            f"got {axis!r}")
-        if not -builtins.max(nd, 1) <= a < builtins.max(nd, 1):
-            raise ValueError(f"{op}: axis {axis!r} is out of range for a tensor of shape "
-                             f"{shape} (ndim {nd})")
-        out.append(int(a) % builtins.max(nd, 1))
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: axis {axis!r} repeats an axis (shape {shape})")
-    return tuple(sorted(a for a in out if a < nd))
 
 
 def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
@@ -106,7 +85,7 @@ def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple, scale: float) -> 
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        kept, out_shape = _shapes(x.shape, _axes("sum", axis, x.shape), keepdims)
+        kept, out_shape = _shapes(x.shape, axes("sum", axis, x.shape), keepdims)
         ctx.shapes = (x.shape, kept)
         return _sum_forward(x, kept, out_shape, 1.0)
 
@@ -115,17 +94,22 @@ class Sum(Function):
         shape, kept = ctx.shapes
         return _broadcast_grad(g.reshape(kept), shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        shape, kept = ctx.shapes
+        return g.reshape(kept).broadcast_to(shape)
+
 
 @register("mean", samples=_reduce_samples)
 class Mean(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        axes = _axes("mean", axis, x.shape)
+        reduced = axes("mean", axis, x.shape)
         n = 1
-        for d in axes:
+        for d in reduced:
             n *= x.shape[d]
         scale = 1.0 / n if n else float("nan")  # the mean of nothing is NaN (PyTorch)
-        kept, out_shape = _shapes(x.shape, axes, keepdims)
+        kept, out_shape = _shapes(x.shape, reduced, keepdims)
         ctx.shapes = (x.shape, kept, scale)
         return _sum_forward(x, kept, out_shape, scale)
 
@@ -136,6 +120,11 @@ class Mean(Function):
         K.scaled(np.ascontiguousarray(g).reshape(-1), g.dtype.type(scale), gs.reshape(-1))
         return _broadcast_grad(gs, shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        shape, kept, scale = ctx.shapes
+        return (g.reshape(kept) * scale).broadcast_to(shape)
+
 
 class _Extremum(Function):
     """max (is_min=False) or min over axes; the gradient is split evenly among ties."""
@@ -145,28 +134,38 @@ class _Extremum(Function):
     @classmethod
     def forward(cls, ctx, x, axis=None, keepdims=False):
         name = "min" if cls.is_min else "max"
-        axes = _axes(name, axis, x.shape)
-        if any(x.shape[d] == 0 for d in axes):
+        reduced = axes(name, axis, x.shape)
+        if any(x.shape[d] == 0 for d in reduced):
             raise ValueError(f"{name}: cannot reduce over the empty axis {axis!r} of a "
                              f"tensor of shape {x.shape}")
-        kept, out_shape = _shapes(x.shape, axes, keepdims)
-        rest = tuple(d for d in range(x.ndim) if d not in axes)
-        moved = np.transpose(x, rest + axes)  # reduced axes last
+        kept, out_shape = _shapes(x.shape, reduced, keepdims)
+        rest = tuple(d for d in range(x.ndim) if d not in reduced)
+        moved = np.transpose(x, rest + reduced)  # reduced axes last
         r = 1
-        for d in axes:
+        for d in reduced:
             r *= x.shape[d]
         x2 = np.ascontiguousarray(moved).reshape(-1, r)
         m = K.extremum_rows(x2, cls.is_min)
         ctx.save_for_backward(x2, m)
-        ctx.layout = (moved.shape, rest + axes)
+        ctx.layout = (moved.shape, rest + reduced, kept)
         return m.reshape(out_shape)
 
     @staticmethod
     def backward(ctx, g):
         x2, m = ctx.saved_tensors
-        moved_shape, perm = ctx.layout
+        moved_shape, perm, _ = ctx.layout
         gx = K.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1))
         return np.transpose(gx.reshape(moved_shape), np.argsort(perm))
+
+    @staticmethod
+    def vjp(ctx, g):
+        # g times the constant tie weights (1 / n_ties on the extrema): linear in g
+        x2, m = ctx.saved_tensors
+        moved_shape, perm, kept = ctx.layout
+        ties = x2 == m[:, None]
+        weights = ties / np.maximum(ties.sum(axis=1, keepdims=True), 1)
+        weights = np.transpose(weights.reshape(moved_shape), np.argsort(perm))
+        return g.reshape(kept).broadcast_to(weights.shape) * lift(weights.astype(x2.dtype))
 
 
 @register("max", samples=_extremum_samples)
@@ -179,28 +178,113 @@ class Min(_Extremum):
     is_min = True
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Sum over ``axis`` (int, tuple, or None for all axes; ``()`` reduces nothing, as in
-    NumPy); grad: g broadcast back over the reduced axes."""
-    return Sum.apply(lift(x), axis=axis, keepdims=keepdims)
+def sum(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+        keepdims: bool | None = None) -> Tensor:
+    """Sum over ``dim`` (int, tuple, or None for all dims; ``()`` reduces nothing, as in
+    NumPy); grad: g broadcast back over the reduced dims. ``axis``/``keepdims`` are the
+    NumPy spellings of ``dim``/``keepdim``."""
+    return Sum.apply(lift(x), axis=dim_arg("sum", dim, axis),
+                     keepdims=keepdim_arg("sum", keepdim, keepdims))
 
 
-def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Mean over ``axis`` = sum / n (n reduced elements; NaN when n = 0, as PyTorch);
+def mean(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+         keepdims: bool | None = None) -> Tensor:
+    """Mean over ``dim`` = sum / n (n reduced elements; NaN when n = 0, as PyTorch);
     grad: g / n broadcast back."""
-    return Mean.apply(lift(x), axis=axis, keepdims=keepdims)
+    return Mean.apply(lift(x), axis=dim_arg("mean", dim, axis),
+                      keepdims=keepdim_arg("mean", keepdim, keepdims))
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Maximum over ``axis`` (``torch.amax``): values only. Gradient: g split evenly
-    among the tied maxima of each reduced slice (g / n_ties to each, 0 elsewhere)."""
-    return Max.apply(lift(x), axis=axis, keepdims=keepdims)
+def amax(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+         keepdims: bool | None = None) -> Tensor:
+    """Maximum over ``dim`` (int, tuple or None), values only (``torch.amax``). Gradient:
+    g split evenly among the tied maxima of each reduced slice (g / n_ties to each)."""
+    return Max.apply(lift(x), axis=dim_arg("amax", dim, axis),
+                     keepdims=keepdim_arg("amax", keepdim, keepdims))
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
-    """Minimum over ``axis`` (``torch.amin``): values only. Gradient: g split evenly
-    among the tied minima of each reduced slice (g / n_ties to each, 0 elsewhere)."""
-    return Min.apply(lift(x), axis=axis, keepdims=keepdims)
+def amin(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+         keepdims: bool | None = None) -> Tensor:
+    """Minimum over ``dim`` (``torch.amin``); ties share the gradient evenly."""
+    return Min.apply(lift(x), axis=dim_arg("amin", dim, axis),
+                     keepdims=keepdim_arg("amin", keepdim, keepdims))
 
 
-__all__ = ["sum", "mean", "max", "min"]
+def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick) -> tuple[Tensor, Tensor]:
+    """(values, indices) of ``pick`` (np.argmax/np.argmin) along one dim: the values are
+    ``x`` indexed at the indices, so the gradient goes to that one element (PyTorch's
+    ``max(dim=)``: the first extremum; a NaN is the extremum and its index is taken)."""
+    d = one_axis(op, dim, x.shape)
+    if x.ndim and x.shape[d] == 0:
+        raise ValueError(f"{op}: cannot reduce over the empty dim {dim} of a tensor of "
+                         f"shape {x.shape}")
+    data = x.data.reshape(1) if x.ndim == 0 else x.data
+    idx = pick(data, axis=d)  # NumPy's argmax/argmin also stop at the first NaN
+    grid = list(np.indices(idx.shape, sparse=True))
+    grid.insert(d, idx)
+    values = x.reshape(data.shape)[tuple(np.broadcast_arrays(*grid))]
+    if keepdim:
+        values = values.reshape(idx.shape[:d] + (1,) + idx.shape[d:])
+        idx = np.expand_dims(idx, d)
+    elif x.ndim == 0:
+        values, idx = values.reshape(()), idx.reshape(())
+    return values, Tensor._wrap(idx.astype(np.int64), None, 0)
+
+
+def max(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+        keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """With no dim, the maximum of all elements (as ``amax``). With ``dim`` (one int), the
+    PyTorch pair ``(values, indices)``; the gradient goes to the index."""
+    d = dim_arg("max", dim, axis)
+    keep = keepdim_arg("max", keepdim, keepdims)
+    if d is None:
+        return Max.apply(lift(x), axis=None, keepdims=keep)
+    return _selected("max", lift(x), d, keep, np.argmax)
+
+
+def min(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+        keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+    """With no dim, the minimum of all elements; with ``dim``, ``(values, indices)``."""
+    d = dim_arg("min", dim, axis)
+    keep = keepdim_arg("min", keepdim, keepdims)
+    if d is None:
+        return Min.apply(lift(x), axis=None, keepdims=keep)
+    return _selected("min", lift(x), d, keep, np.argmin)
+
+
+# -- sum_to_size -------------------------------------------------------------------------
+def _sum_to_size_samples(rng):
+    yield Sample(rng.standard_normal((4, 3)), shape=(1, 3), label="rows")
+    yield Sample(rng.standard_normal((2, 3, 4)), shape=(3, 1), label="leading and size-1")
+    yield Sample(rng.standard_normal((2, 3)), shape=(), label="to 0-d")
+
+
+@register("sum_to_size", samples=_sum_to_size_samples)
+class SumToSize(Function):
+    @staticmethod
+    def forward(ctx, x, shape):
+        return np.array(B.sum_to_shape(x, shape))
+
+    @staticmethod
+    def backward(ctx, g):
+        return np.broadcast_to(g, ctx.input_meta[0][0])
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g.broadcast_to(ctx.input_meta[0][0])
+
+
+def sum_to_size(x: Any, *shape: int) -> Tensor:
+    """``x`` summed over the dims along which ``shape`` broadcasts to ``x.shape`` (the
+    gradient of a broadcast operand); ``torch.Tensor.sum_to_size``."""
+    x = lift(x)
+    shape = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], tuple | list) \
+        else tuple(shape)
+    lead = x.ndim - len(shape)
+    if lead < 0 or any(s not in (1, n) for s, n in zip(shape, x.shape[lead:])):
+        raise ValueError(f"sum_to_size: shape {shape} does not broadcast to x's shape "
+                         f"{x.shape}")
+    return x if shape == x.shape else SumToSize.apply(x, shape=shape)
+
+
+__all__ = ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size"]

@@ -76,6 +76,10 @@ class Reshape(Function):
     def backward(ctx, g):
         return g.reshape(ctx.in_shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return g.reshape(ctx.in_shape)
+
 
 def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
     """The elements of ``x`` in row-major order, arranged as ``shape``.
@@ -118,6 +122,10 @@ class Permute(Function):
     @staticmethod
     def backward(ctx, g):
         return g.transpose(np.argsort(ctx.dims))
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g.permute(*(int(d) for d in np.argsort(ctx.dims)))
 
 
 def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
@@ -169,6 +177,10 @@ class BroadcastTo(Function):
     def backward(ctx, g):
         return sum_to_shape(g, ctx.in_shape)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return g.sum_to_size(ctx.in_shape)
+
 
 def broadcast_to(x: Any, shape: int | Sequence[int]) -> Tensor:
     """``x`` repeated along new leading dims and along its size-1 dims to ``shape``
@@ -212,6 +224,17 @@ class Concat(Function):
         for need, (n, dtype) in zip(ctx.needs_input_grad, ctx.meta):
             piece = g[lead + (slice(start, start + n),)]
             grads.append(piece.astype(dtype, copy=False) if need else None)
+            start += n
+        return tuple(grads)
+
+    @staticmethod
+    def vjp(ctx, g):
+        grads = []
+        start = 0
+        lead = (slice(None),) * (ctx.axis % g.ndim)
+        for need, (n, _) in zip(ctx.needs_input_grad, ctx.meta):
+            grads.append(GetItem.apply(g, index=lead + (slice(start, start + n),))
+                         if need else None)
             start += n
         return tuple(grads)
 
@@ -267,6 +290,12 @@ class Stack(Function):
         lead = (slice(None),) * (ctx.axis % g.ndim)
         return tuple(g[lead + (i,)].astype(dtype, copy=False) if need else None
                      for i, (need, dtype) in enumerate(zip(ctx.needs_input_grad, ctx.dtypes)))
+
+    @staticmethod
+    def vjp(ctx, g):
+        lead = (slice(None),) * (ctx.axis % g.ndim)
+        return tuple(GetItem.apply(g, index=lead + (i,)) if need else None
+                     for i, need in enumerate(ctx.needs_input_grad))
 
 
 def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
@@ -377,18 +406,54 @@ class GetItem(Function):
 
     @staticmethod
     def backward(ctx, g):
-        shape, index = ctx.in_shape, ctx.index
-        if all(not isinstance(i, np.ndarray) for i in index):
-            # Basic indexing picks each element of x at most once: assign, no sums.
-            grad = np.zeros(shape, dtype=g.dtype)
-            grad[index] = g
-            return grad
-        # Integer arrays may repeat an index: scatter-add whole rows of x's trailing dims.
-        index, t = _whole_trailing_dims(shape, index)
-        lead, row = shape[:len(shape) - t], math.prod(shape[len(shape) - t:])
-        rows = _source_positions(lead, index).reshape(-1)
-        values = g.reshape(rows.size, row)  # a view even of a 0-stride broadcast g
-        return K.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
+        return _scatter(g, ctx.in_shape, ctx.index)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return IndexScatter.apply(g, shape=ctx.in_shape, index=ctx.index)
+
+
+def _scatter(g: np.ndarray, shape: tuple, index: tuple) -> np.ndarray:
+    """The adjoint of ``x[index]``: zeros of ``shape`` with ``g`` added at the positions
+    the index read (repeated positions sum)."""
+    if all(not isinstance(i, np.ndarray) for i in index):
+        # Basic indexing picks each element of x at most once: assign, no sums.
+        grad = np.zeros(shape, dtype=g.dtype)
+        grad[index] = g
+        return grad
+    # Integer arrays may repeat an index: scatter-add whole rows of x's trailing dims.
+    index, t = _whole_trailing_dims(shape, index)
+    lead, row = shape[:len(shape) - t], math.prod(shape[len(shape) - t:])
+    rows = _source_positions(lead, index).reshape(-1)
+    values = g.reshape(rows.size, row)  # a view even of a 0-stride broadcast g
+    return K.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
+
+
+def _index_scatter_samples(rng):
+    for s in _getitem_samples(rng):
+        x, index = s.inputs[0], s.params["index"]
+        yield Sample(np.asarray(rng.standard_normal(np.shape(x[index]))), shape=x.shape,
+                     index=index,
+                     label=s.label)
+
+
+@register("index_scatter", samples=_index_scatter_samples)
+class IndexScatter(Function):
+    """The backward of getitem as an op (its own backward is getitem): what makes
+    indexing twice differentiable."""
+
+    @staticmethod
+    def forward(ctx, g, shape, index):
+        ctx.index = index
+        return _scatter(g, shape, index)
+
+    @staticmethod
+    def backward(ctx, h):
+        return np.asarray(h[ctx.index])
+
+    @staticmethod
+    def vjp(ctx, h):
+        return GetItem.apply(h, index=ctx.index)
 
 
 def getitem(x: Any, index: Any) -> Tensor:
@@ -408,4 +473,24 @@ def getitem(x: Any, index: Any) -> Tensor:
         raise IndexError(f"getitem: {e} (x has shape {x.shape})") from None
 
 
-__all__ = ["broadcast_to", "concat", "getitem", "permute", "reshape", "stack", "transpose"]
+def view(x: Any, *shape: int | Sequence[int]) -> Tensor:
+    """``reshape`` under PyTorch's other name."""
+    return reshape(x, *shape)
+
+
+def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Dims ``start_dim`` .. ``end_dim`` (inclusive) merged into one (``torch.flatten``);
+    a 0-d tensor becomes 1-D."""
+    x = lift(x)
+    if x.ndim == 0:
+        return reshape(x, 1)
+    s = _dim("flatten", start_dim, x.ndim, x.shape, "start_dim")
+    e = _dim("flatten", end_dim, x.ndim, x.shape, "end_dim")
+    if s > e:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
+                         f"(x has shape {x.shape})")
+    return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+__all__ = ["broadcast_to", "concat", "flatten", "getitem", "permute", "reshape", "stack",
+           "transpose", "view"]

@@ -1,6 +1,15 @@
-"""Tools for testing differentiable ops: ``gradcheck`` here, and hypothesis strategies in
-``nbgrad.testing.strategies`` (needs hypothesis installed)."""
+"""Tools for testing differentiable ops: ``gradcheck`` and ``gradgradcheck`` here, and
+hypothesis strategies in ``nbgrad.testing.strategies`` (needs hypothesis installed)."""
 
-from .gradcheck import GradcheckError, OpReport, check_registered, gradcheck, gradcheck_report
+from .gradcheck import (
+    GradcheckError,
+    OpReport,
+    check_registered,
+    gradcheck,
+    gradcheck_report,
+    gradgradcheck,
+    gradgradcheck_report,
+)
 
-__all__ = ["GradcheckError", "OpReport", "check_registered", "gradcheck", "gradcheck_report"]
+__all__ = ["GradcheckError", "OpReport", "check_registered", "gradcheck", "gradcheck_report",
+           "gradgradcheck", "gradgradcheck_report"]

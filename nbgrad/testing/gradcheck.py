@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd import enable_grad, no_grad
 from ..autograd import grad as autograd_grad
-from ..autograd import no_grad
 from ..function import Function
 from ..tensor import FLOAT_DTYPES, Tensor
 
@@ -73,7 +73,7 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
         arr = x.data if isinstance(x, Tensor) else x
         if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
             # C order, so that the flat view below perturbs the tensor itself
-            tensors.append(Tensor(np.ascontiguousarray(arr, dtype=np.float64),
+            tensors.append(Tensor(np.array(arr, dtype=np.float64, order="C"),
                                   requires_grad=True))
             checked.append(i)
         else:
@@ -103,6 +103,48 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
                 numeric.reshape(-1)[k] = (plus - minus) / (2 * eps)
             reports.append(_compare(pos, g, numeric, atol, rtol))
     return reports
+
+
+def gradgradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
+                         atol: float = 1e-5, rtol: float = 1e-3) -> list[InputReport]:
+    """Check second derivatives: gradcheck of the map (inputs, v) -> vjp of ``fn`` at the
+    inputs with cotangents v (random, one per floating-point output), where the vjp is
+    ``nb.grad(..., create_graph=True)``. Reports cover the inputs, then the v's."""
+    arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+    floats = [i for i, a in enumerate(arrays) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
+    with enable_grad():
+        probe = [Tensor(arrays[i], np.float64) if i in floats else x
+                 for i, x in enumerate(inputs)]
+        outs = _outputs(fn(*probe))
+    rng = np.random.default_rng(4321)
+    cotangents = [np.asarray(rng.standard_normal(o.shape)) for o in outs]
+    n = len(inputs)
+
+    def first_derivative(*xs):
+        with enable_grad():
+            ys = _outputs(fn(*xs[:n]))
+            wanted = [xs[i] for i in floats if xs[i].requires_grad]
+            pairs = [(y, v) for y, v in zip(ys, xs[n:]) if y.requires_grad]
+            if not pairs or not wanted:
+                return ()
+            grads = autograd_grad([y for y, _ in pairs], wanted,
+                                  grad_outputs=[v for _, v in pairs], create_graph=True)
+        return tuple(g for g in grads if g is not None)
+
+    return gradcheck_report(first_derivative, list(inputs) + cotangents, eps, atol, rtol)
+
+
+def gradgradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
+                  atol: float = 1e-5, rtol: float = 1e-3) -> bool:
+    """Raise ``GradcheckError`` unless the second derivatives of ``fn`` (through
+    ``create_graph=True``) match central differences of its first derivatives."""
+    for r in gradgradcheck_report(fn, inputs, eps, atol, rtol):
+        if not r.passed:
+            raise GradcheckError(
+                f"gradgradcheck: input {r.position} (shape {r.shape}): worst element "
+                f"{r.worst_index}: analytic {r.analytic:.10g} vs numeric {r.numeric:.10g} "
+                f"(max abs error {r.max_abs_error:.3g}, atol={atol}, rtol={rtol})")
+    return True
 
 
 def _compare(position: int, analytic: np.ndarray, numeric: np.ndarray, atol: float,
@@ -154,11 +196,13 @@ def sample_rng(op_name: str) -> np.random.Generator:
 
 
 def check_registered(op_name: str, eps: float = 1e-6, atol: float = 1e-5,
-                     rtol: float = 1e-3) -> OpReport:
-    """Gradcheck the registered op ``op_name`` through every one of its samples."""
+                     rtol: float = 1e-3, second_order: bool = False) -> OpReport:
+    """Gradcheck (or, with ``second_order``, gradgradcheck) the registered op ``op_name``
+    through every one of its samples."""
     from ..function import REGISTRY
 
     op = REGISTRY[op_name]
+    report_fn = gradgradcheck_report if second_order else gradcheck_report
     samples = list(op.samples(sample_rng(op_name)))
     report = OpReport(op_name, len(samples), 0.0, 0.0, [])
     if not samples:
@@ -167,8 +211,8 @@ def check_registered(op_name: str, eps: float = 1e-6, atol: float = 1e-5,
         def call(*xs, _params=sample.params):
             return op.apply(*xs, **_params)
         try:
-            results = gradcheck_report(call, sample.inputs, eps, sample.atol or atol,
-                                       sample.rtol or rtol)
+            results = report_fn(call, sample.inputs, eps, sample.atol or atol,
+                                sample.rtol or rtol)
         except Exception as exc:  # a crash is a failure of this sample, reported by name
             report.failures.append(f"{sample!r}: {type(exc).__name__}: {exc}")
             continue

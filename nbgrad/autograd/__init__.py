@@ -1,0 +1,8 @@
+"""Reverse-mode autodiff: the backward engine, grad mode, and the functional API
+(``nbgrad.autograd.functional``: vjp, jvp, hvp, jacobian, hessian)."""
+
+from .engine import backward, grad
+from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+
+__all__ = ["backward", "grad", "enable_grad", "is_grad_enabled", "no_grad",
+           "set_grad_enabled"]

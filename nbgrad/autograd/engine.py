@@ -1,0 +1,270 @@
+"""The backward engine: topological order over graph nodes, gradient accumulation, the
+reduction of broadcast gradients, and ``backward``/``grad``.
+
+A graph node is the ``Context`` of one op call (``function.py``). A tensor made by an op
+points at its node (``t._node``) and at which of the node's outputs it is (``t._index``);
+a node points back at its inputs and keeps their shapes and dtypes (``input_meta``).
+Backward visits nodes outputs-first, so every node has all its consumers' gradients
+before it runs.
+
+The engine knows nodes and arrays, not the Tensor class: without ``create_graph`` the
+gradients are ndarrays and each node's ``backward`` runs its kernels; with it they are
+tensors, each node's ``vjp`` is called instead (written with differentiable ops, so the
+backward pass is itself recorded), and the engine's own steps use the tensors' methods
+(``sum_to_size``, ``to``). See docs/derivations.md#second-derivatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..kernels.broadcast import sum_to_shape
+from .grad_mode import enable_grad
+
+
+def _freed_graph_error(node) -> RuntimeError:
+    return RuntimeError(
+        f"backward: the graph through {node.name} was already freed by an earlier "
+        "backward; pass retain_graph=True to the first backward to go through it twice")
+
+
+def _topological_nodes(roots) -> list:
+    """Nodes reachable from ``roots``, each before every node it consumes (iterative DFS,
+    so a chain of any depth works)."""
+    order = []
+    visited = set()
+    stack = [(node, False) for node in roots]
+    while stack:
+        node, children_done = stack.pop()
+        if children_done:
+            order.append(node)
+            continue
+        if node in visited:
+            continue
+        if node.released:
+            raise _freed_graph_error(node)
+        visited.add(node)
+        stack.append((node, True))
+        for t in node.inputs:
+            child = getattr(t, "_node", None)
+            if child is not None and child not in visited:
+                stack.append((child, False))
+    order.reverse()
+    return order
+
+
+def _broadcastable_to(shape: tuple, target: tuple) -> bool:
+    """True if an array of ``shape`` broadcasts to ``target``."""
+    if len(shape) > len(target):
+        return False
+    return all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(target)))
+
+
+def _fit(node, position: int, g: Any, meta: tuple, create_graph: bool) -> Any:
+    """The gradient ``g`` of input ``position`` brought to the input's shape and dtype:
+    summed over the axes the input was broadcast along, cast to its dtype. A gradient of a
+    shape the input cannot broadcast to is the op's error."""
+    shape, dtype = meta
+    if create_graph:
+        g_shape = g.shape
+    else:
+        if not isinstance(g, np.ndarray):
+            g = np.asarray(g, dtype=dtype)
+        g_shape = g.shape
+    if g_shape != shape:
+        if not _broadcastable_to(shape, g_shape):
+            raise RuntimeError(
+                f"{node.name}.backward returned a gradient of shape {g_shape} for input "
+                f"{position}, whose shape {shape} does not broadcast to it")
+        g = g.sum_to_size(shape) if create_graph else sum_to_shape(g, shape)
+    if g.dtype != dtype:
+        g = g.to(dtype) if create_graph else g.astype(dtype)
+    return g
+
+
+def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
+    """The node's input gradients for its output gradients ``grads`` (None where no
+    consumer sent one: zeros of that output's shape)."""
+    if node.output_meta is not None:
+        grads = [g if g is not None else _zeros(shape, dtype, create_graph, like)
+                 for g, (shape, dtype) in zip(grads, node.output_meta)]
+    if create_graph:
+        if not node.fn.has_vjp():
+            raise RuntimeError(
+                f"backward(create_graph=True): {node.name} has no second derivative (no "
+                f"differentiable vjp); `python -m nbgrad ops` lists the ops that have one")
+        with enable_grad():
+            in_grads = node.fn.vjp(node, *grads)
+    else:
+        in_grads = node.fn.backward(node, *grads)
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    if len(in_grads) != len(node.inputs):
+        raise RuntimeError(f"{node.name}.backward returned {len(in_grads)} gradients for "
+                           f"{len(node.inputs)} inputs")
+    return in_grads
+
+
+def _zeros(shape: tuple, dtype: np.dtype, create_graph: bool, like: Any) -> Any:
+    z = np.zeros(shape, dtype)
+    return type(like)._wrap(z, None, 0) if create_graph else z
+
+
+def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
+                 create_graph: bool, wanted: Sequence = ()) -> tuple[dict, list]:
+    """Propagate ``root_grads`` from ``roots`` through the graph.
+
+    Returns ``(leaf_grads, wanted_grads)``: ``{id(leaf): (leaf, grad)}`` for every leaf
+    reached, and the gradient of each tensor in ``wanted`` (None where none arrived).
+    Gradients are ndarrays, or tensors when ``create_graph`` is set.
+    """
+    node_grads: dict = {}
+    leaf_grads: dict = {}
+
+    def accumulate(t, g):
+        node = t._node
+        if node is None:
+            key = id(t)
+            leaf_grads[key] = (t, leaf_grads[key][1] + g if key in leaf_grads else g)
+            return
+        slots = node_grads.get(node)
+        if slots is None:
+            slots = node_grads[node] = [None] * (len(node.output_meta) if node.output_meta else 1)
+        i = t._index
+        slots[i] = g if slots[i] is None else slots[i] + g
+
+    with enable_grad() if create_graph else _NO_CONTEXT:
+        for t, g in zip(roots, root_grads):
+            accumulate(t, g)
+
+        wanted_at: dict = {}
+        for i, t in enumerate(wanted):
+            if t._node is not None:
+                wanted_at.setdefault(t._node, []).append((i, t._index))
+        wanted_grads: list = [None] * len(wanted)
+
+        like = roots[0]
+        for node in _topological_nodes([t._node for t in roots if t._node is not None]):
+            grads = node_grads.pop(node, None)
+            if grads is None:
+                continue
+            if node.released:
+                raise _freed_graph_error(node)
+            for i, out_index in wanted_at.get(node, ()):
+                wanted_grads[i] = grads[out_index]
+            in_grads = _call_backward(node, grads, create_graph, like)
+            for position, (t, g, need) in enumerate(
+                    zip(node.inputs, in_grads, node.needs_input_grad)):
+                if need and g is not None:
+                    if create_graph and not hasattr(g, "_node"):
+                        g = type(like)._wrap(np.asarray(g, node.input_meta[position][1]),
+                                             None, 0)
+                    accumulate(t, _fit(node, position, g, node.input_meta[position],
+                                       create_graph))
+            if not retain_graph:
+                node.release()
+
+    for i, t in enumerate(wanted):
+        if t._node is None and id(t) in leaf_grads:
+            wanted_grads[i] = leaf_grads[id(t)][1]
+    return leaf_grads, wanted_grads
+
+
+class _NoContext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+_NO_CONTEXT = _NoContext()
+
+
+def _root_grad(t, grad, caller: str, create_graph: bool) -> Any:
+    """The gradient a root starts with: ones for a one-element output, else ``grad``
+    (a tensor stays a tensor under ``create_graph``, so the result depends on it)."""
+    if grad is None:
+        if t.data.size != 1:
+            raise RuntimeError(
+                f"{caller}: grad can be implicitly created only for scalar outputs; this "
+                f"output has shape {t.shape}, so pass grad= of that shape")
+        g = np.ones(t.shape, dtype=t.dtype)
+        return type(t)._wrap(g, None, 0) if create_graph else g
+    is_tensor = hasattr(grad, "_node")
+    if create_graph and is_tensor:
+        if grad.shape != t.shape:
+            raise ValueError(f"{caller}: grad has shape {grad.shape} but the output has "
+                             f"shape {t.shape}")
+        return grad if grad.dtype == t.dtype else grad.to(t.dtype)
+    g = np.asarray(grad.data if is_tensor else grad, dtype=t.dtype)
+    if g.shape != t.shape:
+        raise ValueError(f"{caller}: grad has shape {g.shape} but the output has shape "
+                         f"{t.shape}")
+    return type(t)._wrap(g, None, 0) if create_graph else g
+
+
+def _owned(g: np.ndarray, handed_out: set) -> np.ndarray:
+    """A gradient array a leaf may keep: not a view of another array (arrays that Numba
+    returns carry a non-array base, its memory owner, and are kept), not read-only, not
+    shared with another leaf."""
+    if isinstance(g.base, np.ndarray) or not g.flags.writeable or id(g) in handed_out:
+        g = g.copy()
+    handed_out.add(id(g))
+    return g
+
+
+def backward(t, grad: Any = None, retain_graph: bool | None = None,
+             create_graph: bool = False) -> None:
+    """Accumulate d(t)/d(leaf) (times ``grad``) into ``leaf.grad`` for every leaf that
+    requires grad. With ``create_graph`` the accumulated gradients are themselves
+    differentiable (and the graph is kept unless ``retain_graph=False``)."""
+    if not t._requires_grad:
+        raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
+                           "(did you create it under no_grad, or forget requires_grad=True?)")
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    root_grad = _root_grad(t, grad, "backward", create_graph)
+    leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph)
+    wrap = type(t)._wrap
+    if create_graph:
+        with enable_grad():
+            for leaf, g in leaf_grads.values():
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+        return
+    handed_out = {id(root_grad)}  # the caller's array: a leaf gets a copy, never it
+    for leaf, g in leaf_grads.values():
+        g = _owned(g, handed_out)
+        leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
+         create_graph: bool = False) -> tuple:
+    """Gradients of ``outputs`` w.r.t. ``inputs``, returned rather than accumulated into
+    ``.grad``. An input the outputs do not depend on gets ``None``. With ``create_graph``
+    the results are differentiable (``nb.grad(nb.grad(y, x, create_graph=True)[0].sum(),
+    x)`` is a second derivative)."""
+    single = hasattr(outputs, "_node")
+    outputs = [outputs] if single else list(outputs)
+    inputs = [inputs] if hasattr(inputs, "_node") else list(inputs)
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif hasattr(grad_outputs, "_node") or isinstance(grad_outputs, np.ndarray):
+        grad_outputs = [grad_outputs]
+    if len(grad_outputs) != len(outputs):
+        raise ValueError(f"grad: {len(outputs)} outputs but {len(grad_outputs)} grad_outputs")
+    for i, t in enumerate(inputs):
+        if not t._requires_grad:
+            raise RuntimeError(f"grad: input {i} (shape {t.shape}) does not require grad")
+    for t in outputs:
+        if not t._requires_grad:
+            raise RuntimeError(f"grad: an output (shape {t.shape}) does not require grad")
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    root_grads = [_root_grad(t, g, "grad", create_graph) for t, g in zip(outputs, grad_outputs)]
+    _, found = run_backward(outputs, root_grads, retain_graph, create_graph, wanted=inputs)
+    wrap = type(outputs[0])._wrap
+    if create_graph:
+        return tuple(found)
+    return tuple(None if g is None else wrap(np.array(g), None, 0) for g in found)
