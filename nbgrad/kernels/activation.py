@@ -1,26 +1,20 @@
-"""Activation, softmax-family and loss kernels: forward and backward loop nests.
+"""Point-wise activation kernels, forward and backward: one ``prange`` over the elements
+of flat contiguous arrays.
 
 Kernels write into an ``out`` array the caller allocates (NumPy-owned, so the autograd
-engine keeps it without a copy, and large ones get transparent huge pages).
-Element-wise kernels take flat contiguous arrays and run one ``prange`` over the
-elements (Numba hands each thread one contiguous block; the body is straight-line code,
-vectorised by LLVM, so the result does not depend on the thread count). Row kernels
-(softmax, log_softmax, logsumexp, cross_entropy) take ``[rows, C]`` contiguous arrays and
-give each ``prange`` iteration whole rows. Reductions to a scalar (mse) sum fixed-size
-blocks in parallel and then the block sums in order, so they are bitwise reproducible.
+engine keeps it without a copy, and large ones get transparent huge pages). Numba hands
+each thread one contiguous block of elements and the body is straight-line code that
+LLVM vectorises, so the result does not depend on the thread count.
 
 Every constant is converted to the array's dtype (``t(0.5)`` with ``t = x.dtype.type``);
-transcendentals come from ``fastmath`` (vectorised float32). ``error_model="numpy"``
-makes division IEEE (no ZeroDivisionError branch), which keeps loops vectorisable, and
-``fastmath={"contract"}`` lets LLVM fuse multiply-adds (FMA in both the vector body and
-the scalar tail, so results stay bitwise independent of the thread count); no other
-fast-math flag, so inf/NaN semantics hold.
+transcendentals come from ``fastmath`` (vectorised float32). The kernels compile with
+``PARALLEL_IEEE_DIV_FMA`` (kernels/_jit.py): IEEE division and fused multiply-adds in
+both the vector body and the scalar tail (so the bits stay independent of the thread
+count); no other fast-math flag, so inf/NaN semantics hold.
 
-Numba 0.68 pitfall met here: tuple unpacking of row views and scalars in a ``prange``
-body (``xr, out, gr = x[r], gx[r], g[r]``) made a later store ``out[t] = ...`` vanish;
-the kernels assign one name per statement.
+Backward formulas (g = upstream gradient, y = output; derivations in
+docs/derivations.md#activations-and-their-kinks):
 
-Backward formulas (g = upstream gradient, y = output; see REFERENCE.md):
     tanh        g (1 - y^2)                 sigmoid   g y (1 - y)
     relu        g [y > 0]                   leaky     g (x > 0 ? 1 : s)
     elu         g (x > 0 ? 1 : alpha e^x)   softplus  g sigmoid(beta x) (g above threshold)
@@ -28,125 +22,18 @@ Backward formulas (g = upstream gradient, y = output; see REFERENCE.md):
     gelu-tanh   g (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)),  t = tanh(k (x + c x^3))
     gelu_quick  g s (1 + 1.702 x (1 - s))   silu      g s (1 + x (1 - s))
     clamp       g [lo <= x <= hi]
-    softmax     y (g - sum(g y))            log_softmax  g - e^y sum(g)
-    logsumexp   g e^(x - y)                 cross_entropy  g_i (softmax - onehot)
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange, types
-from numba.extending import overload
+from numba import njit, prange
 
-from .fastmath import _f32_from_bits, erf, exp, exp_nonpositive, expm1, log, log1p, tanh
-
-_OPTS = {"cache": True, "parallel": True, "error_model": "numpy", "fastmath": {"contract"}}
-_SERIAL = {"cache": True, "error_model": "numpy"}
-ROW_BLOCK = 32          # rows per prange iteration in the row kernels that need scratch
-SUM_BLOCK = 1 << 14     # elements per partial sum in the reductions to a scalar
+from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV
+from .fastmath import erf, exp, exp_nonpositive, expm1, log1p, tanh
 
 
-# -- helpers: row reductions (fixed order, so thread-count independent) --------------------
-
-
-@njit(**_SERIAL)
-def _max8(a):
-    """max of a 1-D array, NaN skipped; -inf when empty."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a.dtype.type(-np.inf)
-    n = a.size
-    nb = n - n % 8
-    for j in range(0, nb, 8):
-        v = a[j]
-        m0 = v if v > m0 else m0
-        v = a[j + 1]
-        m1 = v if v > m1 else m1
-        v = a[j + 2]
-        m2 = v if v > m2 else m2
-        v = a[j + 3]
-        m3 = v if v > m3 else m3
-        v = a[j + 4]
-        m4 = v if v > m4 else m4
-        v = a[j + 5]
-        m5 = v if v > m5 else m5
-        v = a[j + 6]
-        m6 = v if v > m6 else m6
-        v = a[j + 7]
-        m7 = v if v > m7 else m7
-    for j in range(nb, n):
-        v = a[j]
-        m0 = v if v > m0 else m0
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
-
-
-@njit(**_SERIAL)
-def _max_f32(a):
-    """max of a 1-D float32 array through order-preserving integer keys of its bits
-    (k = b ^ ((b >> 31) & 0x7fffffff) orders floats as signed ints), an integer max that
-    LLVM vectorises; -inf when empty. A NaN with the sign bit clear wins (so the row
-    turns NaN, as PyTorch); the caller's exp(x - max) turns any other NaN row NaN too."""
-    bits = a.view(np.int32)
-    m = np.int32(-2139095041)                    # key of -inf (bits 0xff800000)
-    for j in range(bits.size):
-        b = bits[j]
-        k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
-        m = k if k > m else m
-    return _f32_from_bits(np.int32(m ^ ((m >> 31) & 0x7FFFFFFF)))
-
-
-def _row_max(a):
-    """max of a 1-D float array (NaN skipped or propagated as described in the helpers)."""
-    return np.max(a)
-
-
-@overload(_row_max)
-def _row_max_dispatch(a):
-    if isinstance(a, types.Array) and a.dtype == types.float32:
-        return lambda a: _max_f32(a)
-    return lambda a: _max8(a)
-
-
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _sum(a):
-    """sum of a 1-D array in a's dtype. ``reassoc`` lets LLVM vectorise it (several partial
-    sums); the order is fixed at compile time, so results do not depend on threads."""
-    s = a.dtype.type(0)
-    for j in range(a.size):
-        s += a[j]
-    return s
-
-
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "contract"})
-def _dot(a, b):
-    """sum of a * b over two 1-D arrays (vectorised like ``_sum``)."""
-    s = a.dtype.type(0)
-    for j in range(a.size):
-        s += a[j] * b[j]
-    return s
-
-
-@njit(**_SERIAL)
-def _exp_shifted_sum(x, m, e):
-    """e[j] = exp(x[j] - m) and their sum."""
-    for j in range(x.size):
-        e[j] = exp(x[j] - m)
-    return _sum(e)
-
-
-@njit(**_SERIAL)
-def _lse_shift(a):
-    """The shift for a log-sum-exp: the row max, or 0 when that is +-inf (so an all -inf
-    row gives -inf and a row holding +inf gives +inf, as PyTorch)."""
-    m = _row_max(a)
-    return m if abs(m) < np.inf else a.dtype.type(0)
-
-
-@njit(**_SERIAL, inline="always")
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _sigmoid(z, one):
     """1 / (1 + e^-z) through e = e^-|z|, so the negative tail is e / (1 + e): no overflow,
     and subnormal results (z down to -103 in float32) are kept instead of flushed.
@@ -158,14 +45,14 @@ def _sigmoid(z, one):
 # -- tanh, sigmoid -----------------------------------------------------------------------
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def tanh_forward(x, out):
     for i in prange(x.size):
         out[i] = tanh(x[i])
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def tanh_backward(g, y, out):
     one = y.dtype.type(1)
     for i in prange(y.size):
@@ -173,7 +60,7 @@ def tanh_backward(g, y, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def sigmoid_forward(x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -181,7 +68,7 @@ def sigmoid_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def sigmoid_backward(g, y, out):
     one = y.dtype.type(1)
     for i in prange(y.size):
@@ -192,7 +79,7 @@ def sigmoid_backward(g, y, out):
 # -- relu family ---------------------------------------------------------------------------
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def relu_forward(x, out):
     zero = x.dtype.type(0)
     for i in prange(x.size):
@@ -201,7 +88,7 @@ def relu_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def relu_backward(g, y, out):
     zero = y.dtype.type(0)
     for i in prange(y.size):
@@ -209,7 +96,7 @@ def relu_backward(g, y, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def leaky_relu_forward(x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
@@ -219,7 +106,7 @@ def leaky_relu_forward(x, negative_slope, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def leaky_relu_backward(g, x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
@@ -228,7 +115,7 @@ def leaky_relu_backward(g, x, negative_slope, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def elu_forward(x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
@@ -239,7 +126,7 @@ def elu_forward(x, alpha, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def elu_backward(g, x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
@@ -263,7 +150,7 @@ _CDF_C = tuple(np.float32(c) for c in (
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10 = _CDF_C
 
 
-@njit(**_SERIAL, inline="always")
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _erfcx_f32(a):
     """erfcx(a) = e^(a^2) erfc(a) for float32 a >= 0 (or NaN)."""
     t = np.float32(1) / (np.float32(1) + _CDF_P * a)
@@ -275,7 +162,7 @@ def _erfcx_f32(a):
 # -- gelu family, silu ----------------------------------------------------------------------
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward(x, out):
     """Reference form, y = x (1 + erf(x / sqrt 2)) / 2 (used for float64: libm erf)."""
     t = x.dtype.type
@@ -288,7 +175,7 @@ def gelu_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_backward(g, x, out):
     """Reference form, Phi(x) + x phi(x) with Phi through erf (used for float64)."""
     t = x.dtype.type
@@ -304,7 +191,7 @@ def gelu_backward(g, x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward_f32(x, out):
     """float32 fast path: Phi = erfc(-x / sqrt 2) / 2 = 1 - tail or tail, with
     tail = e^(-x^2/2) erfcx(|x| / sqrt 2) / 2."""
@@ -318,7 +205,7 @@ def gelu_forward_f32(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_backward_f32(g, x, out):
     """float32 fast path: Phi(x) + x phi(x), one exp for both (see gelu_forward_f32)."""
     half = np.float32(0.5)
@@ -334,7 +221,7 @@ def gelu_backward_f32(g, x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward_grad_f32(x, out, dout):
     """gelu_forward_f32 that also stores the derivative dout = Phi(x) + x phi(x) (the
     value gelu_backward_f32 computes, bit for bit): the forward is compute-bound, so the
@@ -354,7 +241,7 @@ def gelu_forward_grad_f32(x, out, dout):
     return out, dout
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def mul_saved(g, d, out):
     """out = g * d: the backward of an op whose forward saved its derivative d. ``g`` is
     flat and full size, or of size 1 (a broadcast scalar upstream, never materialised)."""
@@ -368,7 +255,7 @@ def mul_saved(g, d, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_tanh_forward(x, out):
     t = x.dtype.type
     half = t(0.5)
@@ -381,7 +268,7 @@ def gelu_tanh_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_tanh_backward(g, x, out):
     t = x.dtype.type
     half = t(0.5)
@@ -402,7 +289,7 @@ def gelu_tanh_backward(g, x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_quick_forward(x, out):
     t = x.dtype.type
     one = t(1)
@@ -413,7 +300,7 @@ def gelu_quick_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def gelu_quick_backward(g, x, out):
     t = x.dtype.type
     one = t(1)
@@ -430,7 +317,7 @@ def gelu_quick_backward(g, x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def silu_forward(x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -439,7 +326,7 @@ def silu_forward(x, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def silu_backward(g, x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -452,7 +339,7 @@ def silu_backward(g, x, out):
 # -- softplus, clamp -------------------------------------------------------------------------
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def softplus_forward(x, beta, threshold, out):
     t = x.dtype.type
     zero = t(0)
@@ -468,7 +355,7 @@ def softplus_forward(x, beta, threshold, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def softplus_backward(g, x, beta, threshold, out):
     t = x.dtype.type
     one = t(1)
@@ -480,7 +367,7 @@ def softplus_backward(g, x, beta, threshold, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def clamp_forward(x, lo, hi, out):
     t = x.dtype.type
     lo = t(lo)
@@ -492,7 +379,7 @@ def clamp_forward(x, lo, hi, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def clamp_backward(g, x, lo, hi, out):
     t = x.dtype.type
     zero = t(0)
@@ -504,7 +391,7 @@ def clamp_backward(g, x, lo, hi, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def clamp_tensor_forward(x, lo, hi, out):
     """clamp with element-wise bounds (all three flat, same size)."""
     for i in prange(x.size):
@@ -514,7 +401,7 @@ def clamp_tensor_forward(x, lo, hi, out):
     return out
 
 
-@njit(**_OPTS)
+@njit(**PARALLEL_IEEE_DIV_FMA)
 def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
     """PyTorch's split of g among x, min and max: x where lo <= x <= hi; min where
     x < lo < hi; max where x > hi or hi < lo (absent bounds come in as -inf/+inf)."""
@@ -528,191 +415,3 @@ def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
         glo[i] = gi if (v < a and a < b) else zero
         ghi[i] = gi if (v > b or b < a) else zero
     return gx, glo, ghi
-
-
-# -- softmax family (rows of a [R, C] C-contiguous array; ``out`` has x's shape) ------------
-
-
-@njit(**_OPTS)
-def softmax_forward(x, out):
-    one = x.dtype.type(1)
-    for r in prange(x.shape[0]):
-        yr = out[r]
-        s = _exp_shifted_sum(x[r], _row_max(x[r]), yr)
-        inv = one / s
-        for j in range(yr.size):
-            yr[j] *= inv
-    return out
-
-
-@njit(**_OPTS)
-def softmax_forward_f32(x, out):
-    """softmax_forward for float32, bit for bit, with the row max software-pipelined: the
-    loop computing row r's exponentials also takes the max of row r + 1 (the integer-key
-    max of ``_max_f32``), so reading the next row from memory overlaps the exp arithmetic
-    instead of being a separate memory-bound pass. prange runs over blocks of ROW_BLOCK
-    rows; each block starts with one plain row max."""
-    rows = x.shape[0]
-    cols = x.shape[1]
-    one = np.float32(1)
-    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
-        lo = blk * ROW_BLOCK
-        hi = min(rows, lo + ROW_BLOCK)
-        m = _max_f32(x[lo])
-        for r in range(lo, hi):
-            xr = x[r]
-            yr = out[r]
-            nxt = r + 1 if r + 1 < hi else r
-            keys = x[nxt].view(np.int32)          # float bits, ordered as in _max_f32
-            km = np.int32(-2139095041)            # key of -inf
-            for j in range(cols):
-                yr[j] = exp_nonpositive(xr[j] - m)  # e_j = e^(x_j - max), x_j - max <= 0
-                b = keys[j]
-                k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
-                km = k if k > km else km          # next row's max key
-            inv = one / _sum(yr)                  # 1 / sum_j e_j
-            for j in range(cols):
-                yr[j] *= inv
-            m = _f32_from_bits(np.int32(km ^ ((km >> 31) & 0x7FFFFFFF)))
-    return out
-
-
-@njit(**_OPTS)
-def softmax_backward(g, y, out):
-    for r in prange(y.shape[0]):
-        gr = g[r]
-        yr = y[r]
-        outr = out[r]
-        d = _dot(gr, yr)
-        for j in range(yr.size):
-            outr[j] = yr[j] * (gr[j] - d)
-    return out
-
-
-@njit(**_OPTS)
-def log_softmax_forward(x, out):
-    for r in prange(x.shape[0]):
-        xr = x[r]
-        yr = out[r]
-        m = _row_max(xr)
-        shift = m + log(_exp_shifted_sum(xr, m, yr))
-        for j in range(yr.size):
-            yr[j] = xr[j] - shift
-    return out
-
-
-@njit(**_OPTS)
-def log_softmax_backward(g, y, out):
-    for r in prange(y.shape[0]):
-        gr = g[r]
-        yr = y[r]
-        outr = out[r]
-        sg = _sum(gr)
-        for j in range(yr.size):
-            outr[j] = gr[j] - exp(yr[j]) * sg
-    return out
-
-
-@njit(**_OPTS)
-def logsumexp_forward(x):
-    """y[r] = log(sum_j exp(x[r, j])), shifted by the row max."""
-    rows = x.shape[0]
-    cols = x.shape[1]
-    y = np.empty(rows, x.dtype)
-    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
-        scratch = np.empty(cols, x.dtype)
-        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
-            m = _lse_shift(x[r])
-            y[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
-    return y
-
-
-@njit(**_OPTS)
-def logsumexp_backward(g, x, y, out):
-    """out[r, j] = g[r] exp(x[r, j] - y[r])."""
-    for r in prange(x.shape[0]):
-        xr = x[r]
-        outr = out[r]
-        gr = g[r]
-        yr = y[r]
-        for j in range(xr.size):
-            outr[j] = gr * exp(xr[j] - yr)
-    return out
-
-
-# -- losses -------------------------------------------------------------------------------
-
-
-@njit(**_OPTS)
-def cross_entropy_forward(x, target):
-    """Per-row loss lse_r - x[r, target_r] and the row log-sum-exp lse_r (saved for the
-    backward). Targets are validated (0 <= target < C) by the caller."""
-    rows = x.shape[0]
-    cols = x.shape[1]
-    loss = np.empty(rows, x.dtype)
-    lse = np.empty(rows, x.dtype)
-    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
-        scratch = np.empty(cols, x.dtype)
-        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
-            m = _lse_shift(x[r])
-            lse[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
-            loss[r] = lse[r] - x[r, target[r]]
-    return loss, lse
-
-
-@njit(**_OPTS)
-def cross_entropy_backward(g, x, target, lse, out):
-    """Fused log-softmax backward: out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r])."""
-    for r in prange(x.shape[0]):
-        xr = x[r]
-        outr = out[r]
-        gr = g[r]
-        lr = lse[r]
-        tr = target[r]
-        for j in range(xr.size):
-            outr[j] = gr * exp(xr[j] - lr)
-        outr[tr] = outr[tr] - gr
-    return out
-
-
-@njit(**_OPTS)
-def squared_error(pred, target, out):
-    """(pred - target)^2, element-wise (flat arrays)."""
-    for i in prange(pred.size):
-        d = pred[i] - target[i]
-        out[i] = d * d
-    return out
-
-
-@njit(**_OPTS)
-def squared_error_sum(pred, target):
-    """sum of (pred - target)^2: float64 partial sums of fixed blocks, added in order."""
-    n = pred.size
-    nblk = (n + SUM_BLOCK - 1) // SUM_BLOCK
-    partial = np.zeros(nblk)
-    for b in prange(nblk):
-        acc = 0.0
-        for i in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
-            d = np.float64(pred[i]) - np.float64(target[i])
-            acc += d * d
-        partial[b] = acc
-    total = 0.0
-    for b in range(nblk):
-        total += partial[b]
-    return total
-
-
-@njit(**_OPTS)
-def squared_error_backward(g, pred, target, scale, out):
-    """d/dpred of scale * (pred - target)^2 times g: 2 scale g (pred - target); g flat
-    and full size ('none') or of size 1 (a reduced loss)."""
-    t = pred.dtype.type
-    two_s = t(2) * t(scale)
-    if g.size == 1:
-        gs = g[0] * two_s
-        for i in prange(pred.size):
-            out[i] = gs * (pred[i] - target[i])
-    else:
-        for i in prange(pred.size):
-            out[i] = g[i] * two_s * (pred[i] - target[i])
-    return out

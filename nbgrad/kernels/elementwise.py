@@ -2,10 +2,11 @@
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
 shape, or an array with a scalar.
 
-Binary op codes and their formulas are those of ``broadcast._block``; broadcasting
-operands go through ``broadcast.broadcast_apply`` instead. Arrays below
-``broadcast.PARALLEL_MIN`` elements run serially (thread start-up would cost more than
-the loop); larger ones in fixed chunks of ``broadcast.CHUNK`` elements.
+Binary op codes and their formulas are those of ``strided_apply.binary_block``;
+broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
+run arrays below ``_jit.PARALLEL_MIN`` elements serially (thread start-up would cost more
+than the loop), larger ones in fixed chunks of ``_jit.CHUNK`` elements (the ``_parallel``
+kernels). Derivatives: docs/derivations.md#element-wise-arithmetic.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .broadcast import BLOCK, CHUNK, _block
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV
 from .fastmath import exp, log
+from .strided_apply import BLOCK, binary_block
 
 # Unary op codes.
 EXP, LOG, SQRT, ABS, NEG = range(5)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _unary_block(op, x, out):
     """out[i] = f(x[i]) for EXP (fastmath exp), LOG (fastmath log), SQRT (the sqrt
     instruction, not libm), ABS, NEG."""
@@ -41,13 +43,13 @@ def _unary_block(op, x, out):
             out[i] = -x[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def unary(op, x, out):
     """Serial unary kernel on 1-D contiguous ``x`` and ``out``."""
     _unary_block(op, x, out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def unary_parallel(op, x, out):
     """``unary`` in fixed chunks of CHUNK elements, one prange iteration each."""
     nchunks = (x.size + CHUNK - 1) // CHUNK
@@ -57,23 +59,23 @@ def unary_parallel(op, x, out):
         _unary_block(op, x[s:e], out[s:e])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def binary(op, u, v, out):
-    """Serial same-shape binary kernel on 1-D contiguous arrays (op codes of broadcast)."""
-    _block(op, out, u, v)
+    """Serial same-shape binary kernel on 1-D contiguous arrays (op codes of strided_apply)."""
+    binary_block(op, out, u, v)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def binary_parallel(op, u, v, out):
     """``binary`` in fixed chunks of CHUNK elements, one prange iteration each."""
     nchunks = (u.size + CHUNK - 1) // CHUNK
     for c in prange(nchunks):
         s = c * CHUNK
         e = min(u.size, s + CHUNK)
-        _block(op, out[s:e], u[s:e], v[s:e])
+        binary_block(op, out[s:e], u[s:e], v[s:e])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _scalar_range(op, x, s, out, scalar_first, i0, i1):
     """out[i] = f(x[i], s) (or f(s, x[i]) when ``scalar_first``) for i in [i0, i1): the
     scalar fills one block buffer once, then every block runs the two-array loop."""
@@ -83,18 +85,18 @@ def _scalar_range(op, x, s, out, scalar_first, i0, i1):
     for j0 in range(i0, i1, BLOCK):
         m = min(BLOCK, i1 - j0)
         if scalar_first:
-            _block(op, out[j0:j0 + m], buf[:m], x[j0:j0 + m])
+            binary_block(op, out[j0:j0 + m], buf[:m], x[j0:j0 + m])
         else:
-            _block(op, out[j0:j0 + m], x[j0:j0 + m], buf[:m])
+            binary_block(op, out[j0:j0 + m], x[j0:j0 + m], buf[:m])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def binary_scalar(op, x, s, out, scalar_first):
     """Serial binary kernel of 1-D contiguous ``x`` with the scalar ``s``."""
     _scalar_range(op, x, s, out, scalar_first, 0, x.size)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def binary_scalar_parallel(op, x, s, out, scalar_first):
     """``binary_scalar`` in fixed chunks of CHUNK elements, one prange iteration each."""
     nchunks = (x.size + CHUNK - 1) // CHUNK

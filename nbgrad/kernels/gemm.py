@@ -1,31 +1,55 @@
-"""A register-tiled matrix product over "offset matrices", as a Numba loop nest.
+"""Register-tiled matrix products as Numba loop nests (no BLAS: a BLAS call would start a
+second thread pool competing with Numba's), and the blocked transpose of the basis ops.
 
-An offset matrix is a flat buffer plus one start offset per row: row i is
-``buf[row[i]: row[i] + width]``. A plain row-major matrix has row[i] = i * width; the
-convolution kernels instead point the rows of one matrix at shifted spans of the same
-zero-padded input planes, so that a convolution is a matrix product without an im2col
-copy (kernels/conv.py). The product is
+Every product here sums each element over k in ascending order, whichever task or
+caller computes it, so results do not depend on any thread count.
 
-    out[i, j] = sum_{k = 0}^{K-1} a[a_row[i] + k] * b[b_row[k] + j]      (k ascending)
+1. ``offset_gemm`` / ``offset_gemv``: products over "offset matrices". An offset matrix
+   is a flat buffer plus one start offset per row: row i is ``buf[row[i]: row[i] +
+   width]``. A plain row-major matrix has row[i] = i * width; the convolution kernels
+   instead point the rows of one matrix at shifted spans of the same zero-padded input
+   planes, so that a convolution is a matrix product without an im2col copy
+   (kernels/conv_gemm.py). The product is
 
-for all i < out.shape[0] and j < out.shape[1], which must be multiples of MR and NR (the
-caller pads: extra rows may start anywhere valid, their results are discarded).
+       out[i, j] = sum_{k = 0}^{K-1} a[a_row[i] + k] * b[b_row[k] + j]      (k ascending)
 
-Each tile of MR = 6 rows by NR = 64 columns of ``out`` accumulates in a stack array of
-constant shape, which LLVM keeps in vector registers for the whole k loop (with AVX-512,
-6 x 4 zmm): each step k costs NR/16 loads of b, MR broadcasts of a and MR*NR/16 fused
-multiply-adds (the BLIS micro-kernel, written as plain loops).
+   for all i < out.shape[0] and j < out.shape[1], which must be multiples of MR and NR
+   (the caller pads: extra rows may start anywhere valid, their results are discarded).
+   Each tile of MR = 6 rows by NR = 64 columns of ``out`` accumulates in a stack array
+   of constant shape, which LLVM keeps in vector registers for the whole k loop (with
+   AVX-512, 6 x 4 zmm): each step k costs NR/16 loads of b, MR broadcasts of a and
+   MR*NR/16 fused multiply-adds (the BLIS micro-kernel, written as plain loops).
+   Single-threaded (``SERIAL_FMA``): the convolutions call it inside a ``prange`` over
+   images.
 
-It is single-threaded: the convolutions call it inside a ``prange`` over images (a BLAS
-call there would start a second thread pool competing with Numba's). Every element is
-one sum over k in ascending order, so results do not depend on any caller's threads.
+2. ``matmul(a, b)``: ``a[M, K] @ b[K, P]`` for the orthogonal-basis ops (``u @ Q``,
+   ``g @ Q^T``, ``g^T u``) on the micro-kernel of 1., parallel. It computes into a buffer
+   padded to whole micro-tiles, ``[M', P']`` with M' and P' the multiples of MR and NR at
+   or above M and P, and returns its ``[:M, :P]`` view (C-contiguous when P is a
+   multiple of NR; returned from Numba, so the autograd engine takes it as an array of
+   its own, not a view to copy). The padding rows of a read row 0 and the padding
+   columns of b read past the end of its rows (into the next row, or zeros after the
+   last); their results are never used. The work is split into tasks of ROW_TILES
+   micro-tile rows by one NR-column panel, run by a ``prange`` panel by panel (so the
+   tasks of one thread share b's panels in cache).
+
+3. ``gemm_tn_acc(A, B, out)``: ``out += A^T B`` on plain 2-D arrays (any strides), for
+   the small dense products of the graph neural operator. It differs from 1. in three
+   ways: the first operand is read transposed, the product is added to ``out``, and it
+   compiles with ``SERIAL_FUSED`` (reassociation as well as FMA, as every gno kernel
+   that inlines it). Full TN_TILE_ROWS x TN_TILE_COLS tiles (16 zmm of float32) sum over
+   k in registers and are then added; the bottom and right edges go term by term.
+
+Derivations of the products' adjoints: docs/derivations.md#matrix-product.
 """
 
 import numpy as np
 from llvmlite import ir
-from numba import carray, njit, types
+from numba import carray, njit, prange, types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
+
+from ._jit import PARALLEL, SERIAL, SERIAL_FMA, SERIAL_FUSED
 
 MR = 6  # rows of a per micro-tile
 NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)
@@ -33,22 +57,15 @@ NR_U = np.uint64(NR)
 TILE = MR * NR  # elements of one accumulator tile
 SPAN = 128  # outputs per register tile of offset_gemv (8 zmm: enough independent FMAs)
 SPAN_U = np.uint64(SPAN)
+ROW_TILES = 2  # micro-tiles (of MR rows) per task of matmul: small tasks balance 2 cores
+TN_TILE_ROWS, TN_TILE_COLS = 4, 64  # register tile of gemm_tn_acc: 16 zmm of float32
+TN_TILE = TN_TILE_ROWS * TN_TILE_COLS
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def round_up(n, m):
     """The smallest multiple of m at or above n (the padded size of a tiled dimension)."""
     return (n + m - 1) // m * m
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def dot(a, b, n):
-    """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it: the summation
-    order depends on the machine's vector width, never on the thread count."""
-    acc = a.dtype.type(0)
-    for j in range(n):
-        acc += a[j] * b[j]
-    return acc
 
 
 @intrinsic
@@ -70,7 +87,10 @@ def stack_buffer(typingctx, size, dtype):
     return types.CPointer(elem)(size, dtype), codegen
 
 
-@njit(cache=True, inline="always")
+# -- 1. offset matrices ------------------------------------------------------------------
+
+
+@njit(**SERIAL, inline="always")
 def micro_tile(a, a_start, b, b_row, K, out, i0, j0):
     """out[i0 + r, j0 + j] = sum_k a[a_start[r] + k] * b[b_row[k] + j0 + j] for r < MR,
     j < NR (k ascending). Offsets, K, j0 and the loop counters k and j are unsigned:
@@ -93,14 +113,14 @@ def micro_tile(a, a_start, b, b_row, K, out, i0, j0):
             out_row[j] = acc[r, j]
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(**SERIAL_FMA)
 def panel_tiles(a, a_row, b, b_row, K, out, j0):
     """Columns [j0, j0 + NR) of out, one micro-tile per MR rows."""
     for i0 in range(0, out.shape[0], MR):
         micro_tile(a, a_row[i0: i0 + MR], b, b_row, K, out, i0, j0)
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def offset_gemm(a, a_row, b, b_row, K, out):
     """out[i, j] = sum_{k < K} a[a_row[i] + k] * b[b_row[k] + j] (see the module doc).
 
@@ -118,7 +138,7 @@ def offset_gemm(a, a_row, b, b_row, K, out):
         panel_tiles(a, a_row_u, b, b_row_u, np.uint64(K), out, np.uint64(j0))
 
 
-@njit(cache=True, inline="always")
+@njit(**SERIAL, inline="always")
 def span_tile(w, b, b_row, K, out, j0):
     """out[j0 + j] = sum_k w[k] * b[b_row[k] + j0 + j] for j < SPAN (k ascending), in a
     register tile as in micro_tile (unsigned offsets, K and j0)."""
@@ -135,7 +155,7 @@ def span_tile(w, b, b_row, K, out, j0):
         dst[j] = acc[j]
 
 
-@njit(cache=True, fastmath={"contract"})
+@njit(**SERIAL_FMA)
 def offset_gemv(w, b, b_row, K, out):
     """out[j] = sum_{k < K} w[k] * b[b_row[k] + j] (k ascending): the one-row case of
     offset_gemm, e.g. a depthwise convolution's taps as shifted spans of one plane.
@@ -148,3 +168,144 @@ def offset_gemv(w, b, b_row, K, out):
     b_row_u = b_row[:K].astype(np.uint64)
     for j0 in range(0, P, SPAN):
         span_tile(w, b, b_row_u, np.uint64(K), out, np.uint64(j0))
+
+
+# -- 2. matmul on padded row-major operands ----------------------------------------------
+
+
+@njit(**SERIAL)
+def _row_offsets(rows, width, padded_rows):
+    """Start of row i of a [rows, width] row-major matrix, as offset_gemm wants them; the
+    padding rows (i >= rows) start at row 0."""
+    offsets = np.zeros(padded_rows, np.uint64)
+    for i in range(rows):
+        offsets[i] = i * width
+    return offsets
+
+
+@njit(**SERIAL)
+def _flat_with_tail(b, tail):
+    """b's elements in row-major order followed by ``tail`` zeros (a view when tail = 0),
+    so that the last row's padding columns stay inside the buffer."""
+    if tail == 0:
+        return b.ravel()
+    flat = np.zeros(b.size + tail, b.dtype)
+    flat[: b.size] = b.ravel()
+    return flat
+
+
+@njit(**SERIAL)
+def padded_operands(a, b):
+    """offset_gemm's operands for a[M, K] @ b[K, P]: the padded [M', P'] output buffer,
+    a and b as flat buffers (b with its tail) and their row offsets."""
+    M, K = a.shape
+    P = b.shape[1]
+    Mp = round_up(M, MR)
+    Pp = round_up(P, NR)
+    out = np.empty((Mp, Pp), a.dtype)
+    b_flat = _flat_with_tail(b, Pp - P)
+    return out, a.ravel(), _row_offsets(M, K, Mp), b_flat, _row_offsets(K, P, K)
+
+
+@njit(**PARALLEL)
+def matmul(a, b):
+    """out[i, j] = sum_{k < K} a[i, k] b[k, j] (k ascending) for C-contiguous a[M, K] and
+    b[K, P]: a new [M, P] array (a view of the padded buffer, see the module doc)."""
+    M, K = a.shape
+    P = b.shape[1]
+    out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
+    Mp, Pp = out.shape
+    block = ROW_TILES * MR
+    panels = Pp // NR
+    blocks = (Mp + block - 1) // block
+    for t in prange(blocks * panels):
+        r0 = t % blocks * block
+        r1 = min(r0 + block, Mp)
+        j0 = np.uint64(t // blocks * NR)
+        panel_tiles(a_flat, a_row[r0:r1], b_flat, b_row, np.uint64(K), out[r0:r1], j0)
+    return out[:M, :P]
+
+
+# -- 3. out += A^T B ---------------------------------------------------------------------
+
+
+@njit(**SERIAL_FUSED)
+def _tn_tile_acc(A, B, out, a0, r0):
+    """``out[a0 + t, r0 + l] += sum_k A[k, a0 + t] B[k, r0 + l]`` for t < TN_TILE_ROWS,
+    l < TN_TILE_COLS: the sum over k (ascending) is formed in registers, then added."""
+    acc = carray(stack_buffer(TN_TILE, out.dtype), (TN_TILE_ROWS, TN_TILE_COLS))
+    for t in range(TN_TILE_ROWS):
+        for l in range(TN_TILE_COLS):
+            acc[t, l] = 0
+    for k in range(A.shape[0]):
+        Bk = B[k, r0:r0 + TN_TILE_COLS]
+        Ak = A[k, a0:a0 + TN_TILE_ROWS]
+        for t in range(TN_TILE_ROWS):
+            akt = Ak[t]
+            for l in range(TN_TILE_COLS):
+                acc[t, l] += akt * Bk[l]
+    for t in range(TN_TILE_ROWS):
+        ot = out[a0 + t, r0:r0 + TN_TILE_COLS]
+        for l in range(TN_TILE_COLS):
+            ot[l] += acc[t, l]
+
+
+@njit(**SERIAL_FUSED)
+def _tn_edge_acc(A, B, out, a_lo, a_hi, r_lo, r_hi):
+    """``out[a, r] += A[k, a] B[k, r]`` term by term (k ascending) on the block
+    ``[a_lo, a_hi) x [r_lo, r_hi)``; rows a interleave, so their updates overlap."""
+    for k in range(A.shape[0]):
+        Bk = B[k, r_lo:r_hi]
+        for a in range(a_lo, a_hi):
+            a_ka = A[k, a]
+            oa = out[a, r_lo:r_hi]
+            for r in range(r_hi - r_lo):
+                oa[r] += a_ka * Bk[r]
+
+
+@njit(**SERIAL_FUSED)
+def gemm_tn_acc(A, B, out):
+    """``out += A^T B`` (``out[a, r] += sum_k A[k, a] B[k, r]``): full TN_TILE_ROWS x
+    TN_TILE_COLS tiles in registers, the bottom and right edges term by term."""
+    rows, cols = out.shape
+    rows_t = rows - rows % TN_TILE_ROWS
+    cols_t = cols - cols % TN_TILE_COLS
+    for a0 in range(0, rows_t, TN_TILE_ROWS):
+        for r0 in range(0, cols_t, TN_TILE_COLS):
+            _tn_tile_acc(A, B, out, a0, r0)
+    _tn_edge_acc(A, B, out, rows_t, rows, 0, cols)
+    _tn_edge_acc(A, B, out, 0, rows_t, cols_t, cols)
+
+
+# -- transpose ---------------------------------------------------------------------------
+
+# Blocks of ``transpose``: TI rows of x (read down a column, TI cache lines at a time:
+# few enough that rows a power of two apart do not evict each other) by TJ columns.
+TI = 8
+TJ = 16
+# Up to this many rows, ``transpose`` copies each row of x into a column of the result
+# instead: contiguous reads, and the strided writes land on result rows short enough to
+# stay in cache.
+SHORT = 64
+
+
+@njit(**SERIAL)
+def transpose(x):
+    """x.T as a new C-contiguous array: row by row into the result's columns when x has at
+    most SHORT rows, else block by block (a plain copy of the transposed view walks rows
+    that map to the same cache sets). Serial: a prange over blocks of result rows gains
+    nothing at 2 threads."""
+    m, n = x.shape
+    out = np.empty((n, m), x.dtype)
+    if m <= SHORT:
+        columns = out.T
+        for i in range(m):
+            columns[i] = x[i]
+        return out
+    for i0 in range(0, m, TI):
+        i1 = min(i0 + TI, m)
+        for j0 in range(0, n, TJ):
+            for j in range(j0, min(j0 + TJ, n)):
+                for i in range(i0, i1):
+                    out[j, i] = x[i, j]
+    return out

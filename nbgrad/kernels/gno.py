@@ -1,4 +1,4 @@
-"""Graph neural operator kernels (seed 000).
+"""Graph neural operator kernels (derivations: docs/derivations.md#graph-neural-operator).
 
 Notation: a CSR graph (``row_ptr``, ``col``, ``edge_id``); entry ``p`` of row ``i`` is an
 edge ``j = col[p] -> i`` with features ``x[e]``, ``e = edge_id[p]``. Per edge id
@@ -11,11 +11,11 @@ the row length for ``mean``; empty rows give 0).
 
 Three implementations:
 
-* ``reference_forward`` / ``reference_backward``: the per-edge loop of seed 000, serial,
-  building every kappa; the tests compare the fast paths with it.
+* ``reference_forward`` / ``reference_backward``: the per-edge loop, serial, building
+  every kappa; the tests compare the fast paths with it.
 * ``kernel_forward/backward`` + ``aggregate_forward/backward``: the unfused pair
   (kappa materialised as ``[E, F_out, F_in]``); the kernel MLP's products are
-  register-tiled loop nests (``_gemm_tn_acc``) over fixed row chunks, not BLAS calls.
+  register-tiled loop nests (``gemm.gemm_tn_acc``) over fixed row chunks, not BLAS calls.
 * ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
   V[o*F_in + f, k]``,
 
@@ -34,79 +34,29 @@ Three implementations:
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
-in chunk order, so results are bitwise identical at any thread count. Outputs and
-per-entry rows are allocated by NumPy outside the compiled loops, so ``tracemalloc``
-sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
+in chunk order, so results are bitwise identical at any thread count. The dense kernels
+compile with ``SERIAL_FUSED`` / ``PARALLEL_FUSED`` (kernels/_jit.py): FMA and
+reassociated sums, which let LLVM vectorise the dot products and keep the register tiles
+of ``gemm_tn_acc``; the order of every sum is fixed by the compiled loops and the row
+chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled loops, so
+``tracemalloc`` sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 """
 
 import numpy as np
-from numba import carray, njit, prange
+from numba import njit, prange
 
-from .gemm import dot, stack_buffer
+from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, dot
+from .gemm import gemm_tn_acc
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
 ROW_BLOCK = 64  # rows of a chunk whose products share the partial's tiles in cache
-# FMA and re-associated sums: LLVM vectorises the dot products and keeps the register
-# tiles below. The order of every sum is fixed by the compiled loops and the fixed row
-# chunks, never by the thread count.
-FUSED_MATH = {"reassoc", "contract"}
-TILE_ROWS, TILE_COLS = 4, 64  # register tile of _tile_tn_acc: 16 zmm of float32
-TILE = TILE_ROWS * TILE_COLS
 
 
 # -- small dense products ------------------------------------------------------------------
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
-def _tile_tn_acc(A, B, out, a0, r0):
-    """``out[a0 + t, r0 + l] += sum_k A[k, a0 + t] B[k, r0 + l]`` for t < TILE_ROWS,
-    l < TILE_COLS: the sum over k (ascending) is formed in registers, then added."""
-    acc = carray(stack_buffer(TILE, out.dtype), (TILE_ROWS, TILE_COLS))
-    for t in range(TILE_ROWS):
-        for l in range(TILE_COLS):
-            acc[t, l] = 0
-    for k in range(A.shape[0]):
-        Bk = B[k, r0:r0 + TILE_COLS]
-        Ak = A[k, a0:a0 + TILE_ROWS]
-        for t in range(TILE_ROWS):
-            akt = Ak[t]
-            for l in range(TILE_COLS):
-                acc[t, l] += akt * Bk[l]
-    for t in range(TILE_ROWS):
-        ot = out[a0 + t, r0:r0 + TILE_COLS]
-        for l in range(TILE_COLS):
-            ot[l] += acc[t, l]
-
-
-@njit(cache=True, fastmath=FUSED_MATH)
-def _axpy_tn_acc(A, B, out, a_lo, a_hi, r_lo, r_hi):
-    """``out[a, r] += A[k, a] B[k, r]`` term by term (k ascending) on the block
-    ``[a_lo, a_hi) x [r_lo, r_hi)``; rows a interleave, so their updates overlap."""
-    for k in range(A.shape[0]):
-        Bk = B[k, r_lo:r_hi]
-        for a in range(a_lo, a_hi):
-            a_ka = A[k, a]
-            oa = out[a, r_lo:r_hi]
-            for r in range(r_hi - r_lo):
-                oa[r] += a_ka * Bk[r]
-
-
-@njit(cache=True, fastmath=FUSED_MATH)
-def _gemm_tn_acc(A, B, out):
-    """``out += A^T B`` (``out[a, r] += sum_k A[k, a] B[k, r]``): full TILE_ROWS x
-    TILE_COLS tiles in registers, the bottom and right edges term by term."""
-    rows, cols = out.shape
-    rows_t = rows - rows % TILE_ROWS
-    cols_t = cols - cols % TILE_COLS
-    for a0 in range(0, rows_t, TILE_ROWS):
-        for r0 in range(0, cols_t, TILE_COLS):
-            _tile_tn_acc(A, B, out, a0, r0)
-    _axpy_tn_acc(A, B, out, rows_t, rows, 0, cols)
-    _axpy_tn_acc(A, B, out, 0, rows_t, cols_t, cols)
-
-
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _dots4(v, S, t0, out, i0, o):
     """``out[i0 + t, o] = sum_r v[r] S[t0 + t, r]`` for t < 4: four dot products that
     share every load of v."""
@@ -127,7 +77,7 @@ def _dots4(v, S, t0, out, i0, o):
     out[i0 + 3, o] = s3
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _dots(v, S, n, out, i0, o):
     """``out[i0 + t, o] = sum_r v[r] S[t, r]`` for t < n (``_dots4`` by fours)."""
     full = n - n % 4
@@ -147,7 +97,7 @@ def hidden_forward(x, U, b_u):
     return hidden
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _hidden_forward(x, U, b_u, hidden):
     n, d = x.shape
     H = U.shape[0]
@@ -170,10 +120,10 @@ def kernel_forward(x, U, b_u, V, b_v):
     return kappa, hidden
 
 
-@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+@njit(**PARALLEL_FUSED)
 def _bias_plus_product(A, B, bias, out):
     """``out[e] = bias + sum_k A[e, k] B[k]`` for every row e, by fixed row chunks (each a
-    product of register tiles, ``_gemm_tn_acc``)."""
+    product of register tiles, ``gemm_tn_acc``)."""
     n = A.shape[0]
     chunks = min(n, CHUNKS)
     for c in prange(chunks):
@@ -181,12 +131,12 @@ def _bias_plus_product(A, B, bias, out):
         hi = (c + 1) * n // chunks
         for e in range(lo, hi):
             out[e] = bias
-        _gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
+        gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
 
 
 def kernel_backward(g, x, hidden, U, V):
     """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
-    ``g[E, F_out*F_in]``: gh = (g V) * [pre > 0], then seed 000's accumulations as
+    ``g[E, F_out*F_in]``: gh = (g V) * [pre > 0], then the per-edge accumulations as
     products, dx = gh U, dU = gh^T x, db_u = sum_e gh, dV = g^T hidden, db_v = sum_e g
     (the sums over edges as GRAD_CHUNKS partials, added in chunk order)."""
     E, H = hidden.shape
@@ -204,7 +154,7 @@ def kernel_backward(g, x, hidden, U, V):
             dV_c.sum(axis=0), dbv_c.sum(axis=0))
 
 
-@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+@njit(**PARALLEL_FUSED)
 def _mlp_backward_rows(g, gh, hidden, x, Ut, dx, dUt_c, dbu_c, dV_c, dbv_c):
     """Over the edge rows of fixed chunk c, ROW_BLOCK rows at a time: the relu backward
     ``gh *= [hidden > 0]``, ``dx[e, a] = sum_k U[k, a] gh[e, k]`` and chunk c's partials
@@ -224,8 +174,8 @@ def _mlp_backward_rows(g, gh, hidden, x, Ut, dx, dUt_c, dbu_c, dV_c, dbv_c):
                     dx[e, a] = dot(Ut[a], gh[e], Ut.shape[1])
                 for r in range(g.shape[1]):
                     dbv_c[c, r] += g[e, r]
-            _gemm_tn_acc(x[lo:hi], gh[lo:hi], dUt_c[c])
-            _gemm_tn_acc(g[lo:hi], hidden[lo:hi], dV_c[c])
+            gemm_tn_acc(x[lo:hi], gh[lo:hi], dUt_c[c])
+            gemm_tn_acc(g[lo:hi], hidden[lo:hi], dV_c[c])
 
 
 # -- aggregation with materialised kernels ----------------------------------------------
@@ -238,7 +188,7 @@ def aggregate_forward(h, kappa, row_ptr, col, edge_id):
     return m
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _aggregate_forward(h, kappa, row_ptr, col, edge_id, m):
     n = row_ptr.shape[0] - 1
     f_out, f_in = kappa.shape[1], kappa.shape[2]
@@ -263,7 +213,7 @@ def aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos):
     return dh
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh):
     n = t_ptr.shape[0] - 1
     f_out, f_in = kappa.shape[1], kappa.shape[2]
@@ -288,7 +238,7 @@ def aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos):
     return dk
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
     num_e = e_ptr.shape[0] - 1
     f_out, f_in = g.shape[1], h.shape[1]
@@ -322,7 +272,7 @@ def row_chunks(row_ptr, chunks):
     return bounds
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _edge_hidden(x, e, Ut, b_u, hid):
     """``hid = relu(U x[e] + b_u)`` with ``Ut = U^T`` ([d, H]); relu'(0) = 0, so
     ``hid[k] > 0`` is the relu mask."""
@@ -337,7 +287,7 @@ def _edge_hidden(x, e, Ut, b_u, hid):
             hid[k] = 0
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid):
     """For the CSR entries p0 + t, t < ne: ``Hj[t] = h[col p]`` and ``Hid[t] =
     hidden_{edge_id p}`` (recomputed)."""
@@ -348,16 +298,16 @@ def _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid):
         _edge_hidden(x, edge_id[p0 + t], Ut, b_u, Hid[t])
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _add_node_sums(Hj, Hid, ne, W, hs):
     """``W[f, k] += sum_{t < ne} Hj[t, f] Hid[t, k]``, ``hs[f] += sum_t Hj[t, f]``."""
-    _gemm_tn_acc(Hj[:ne], Hid[:ne], W)
+    gemm_tn_acc(Hj[:ne], Hid[:ne], W)
     for t in range(ne):
         for f in range(hs.shape[0]):
             hs[f] += Hj[t, f]
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
     """Row i's sums ``W[f, k] = sum_{p in row i} h[col p, f] hidden_{edge_id p}[k]`` and
     ``hs[f] = sum_p h[col p, f]``, ENTRY_BLOCK entries at a time."""
@@ -369,7 +319,7 @@ def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
         _add_node_sums(Hj, Hid, ne, W, hs)
 
 
-@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+@njit(**PARALLEL_FUSED)
 def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
     """Per node i, from its sums W_i, Hs_i (``_node_sums``, chunk-local buffers):
     ``m[i, o] = sum_r Vf[o, r] W_i[r] + sum_f Bv[o, f] Hs_i[f]``
@@ -397,7 +347,7 @@ def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
                     m[i0 + b] = 0
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
     """Kernel-MLP gradients of the entries p0 + t from ``GH[t] = R_i^T h_j`` (the
     gradient of hidden_e for this entry): ``gh = GH[t] * [Hid[t] > 0]``, then
@@ -415,7 +365,7 @@ def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
                 dUt[a, k] += xa * gh[k]
 
 
-@njit(cache=True, fastmath=FUSED_MATH)
+@njit(**SERIAL_FUSED)
 def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, GH,
                       want_mlp, want_h, dUt, db_u, DX, C):
     """Per entry p = (j -> i) of row i, from the row's ``R[f, k] = sum_o G_i[o] V3[o,
@@ -428,7 +378,7 @@ def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, G
         _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid)
         if want_mlp:
             GH[:] = 0
-            _gemm_tn_acc(Hj[:ne].T, R, GH[:ne])
+            gemm_tn_acc(Hj[:ne].T, R, GH[:ne])
             _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u)
         if want_h:
             for t in range(ne):
@@ -436,7 +386,7 @@ def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, G
                     C[p0 + t, f] = gb[f] + dot(R[f], Hid[t], R.shape[1])
 
 
-@njit(cache=True, parallel=True, fastmath=FUSED_MATH)
+@njit(**PARALLEL_FUSED)
 def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
     """The fused backward, NODE_BLOCK rows at a time. With ``G_b = G[i0:i0+nb]``:
@@ -464,8 +414,8 @@ def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, wan
             if want_mlp or want_h:
                 R[:] = 0
                 gb[:] = 0
-                _gemm_tn_acc(Gb.T, Vf, R[:nb])
-                _gemm_tn_acc(Gb.T, Bv, gb[:nb])
+                gemm_tn_acc(Gb.T, Vf, R[:nb])
+                gemm_tn_acc(Gb.T, Bv, gb[:nb])
             for b in range(nb):
                 if want_v:
                     _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
@@ -475,11 +425,11 @@ def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, wan
                                       R[b].reshape((f_in, H)), gb[b], Hj, Hid, GH,
                                       want_mlp, want_h, dUt_c[c], dbu_c[c], DX, C)
             if want_v:
-                _gemm_tn_acc(Gb, W[:nb], dV_c[c])
-                _gemm_tn_acc(Gb, hs[:nb], dbv_c[c])
+                gemm_tn_acc(Gb, W[:nb], dV_c[c])
+                gemm_tn_acc(Gb, hs[:nb], dbv_c[c])
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _gather_groups(C, g_ptr, g_pos, out):
     """``out[j] = sum_{q in group j} C[g_pos[q]]`` in increasing position (groups: the
     transposed CSR's columns, or the CSR entries sharing an edge id)."""
@@ -556,10 +506,10 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     return dh, dx, dU, db_u, dV, db_v
 
 
-# -- reference: the per-edge loop of seed 000 ---------------------------------------------
+# -- reference: the per-edge loop ----------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
     """``m[N, F_out]`` by building kappa for every CSR entry and multiplying it with h_j."""
     n, f_in = h.shape
@@ -591,9 +541,9 @@ def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
     return m
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def reference_backward(g, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
-    """Gradients ``(dh, dx, dU, db_u, dV, db_v)`` by seed 000's per-edge accumulation:
+    """Gradients ``(dh, dx, dU, db_u, dV, db_v)`` by per-edge accumulation:
     with g_kappa = g_i h_j^T for the entry: db_v += g_kappa; dV += g_kappa hidden^T;
     gh = (V^T g_kappa) * [pre > 0]; db_u += gh; dU += gh x_e^T; dx_e += U^T gh;
     dh_j += kappa^T g_i."""

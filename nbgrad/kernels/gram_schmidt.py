@@ -1,4 +1,5 @@
-"""Modified Gram-Schmidt and its reverse sweep (seed 001), on transposed bases.
+"""Modified Gram-Schmidt and its reverse sweep, on transposed bases (derivations:
+docs/derivations.md#gram-schmidt-and-its-reverse-sweep).
 
 Every kernel works on ``Bt = B.T`` (shape ``[k, n]``, C-contiguous), so a column of B is a
 contiguous row here and the inner dot/axpy loops vectorise. ``R`` is ``[k, k]`` upper
@@ -8,16 +9,14 @@ norm of what is left of column j.
 Rank threshold: column j is *dropped* when ``R[j, j] <= tol * ||b_j||`` (relative to its
 own norm, so Q is unchanged by scaling a column, and a zero column is always dropped).
 A dropped column gets ``q_j = 0`` and ``R[j, j] = 0``; the backward gives it ``dB_j = 0``
-and it contributes nothing to the other columns' gradients (seed 001 skips it the same
-way), so Q and dB stay finite whatever B is.
+and it contributes nothing to the other columns' gradients, so Q and dB stay finite
+whatever B is.
 
 The forms:
-* ``mgs`` / ``mgs_sweep``: the loop nests of REFERENCE.md and seed 001 (left-looking
-  forward; backward column by column, j = k..1, i = j-1..1), serial: the references.
+* ``mgs`` / ``mgs_sweep``: the reference loop nests (left-looking forward; backward
+  column by column, j = k..1, i = j-1..1), serial.
 * ``mgs_panels``: MGS with one barrier per panel of PANEL columns, bitwise ``mgs`` at any
-  thread count (each column sees its projections in the reference order). The
-  right-looking form with a barrier per column that it replaced was 4x slower at
-  n = 65536.
+  thread count (each column sees its projections in the reference order).
 * ``mgs_sweep_blocked``: the sweep with the columns in groups of GROUP that take their
   steps below the group together, two steps i, i-1 per pass over memory (the sweep is
   bound by its stores: v_j and dv_j are written once per two steps, dq_i once per group
@@ -25,45 +24,50 @@ The forms:
   reference order, except that dR_{i-1,j} = -dv_j.q_{i-1} is computed from dv_j before
   step i plus a correction (mathematically the same number, rounded differently), so it
   matches ``mgs_sweep`` to rounding, not bitwise. Serial: a sweep parallel over rows
-  needs a barrier per step, and the wavefront form this replaced (a barrier per step,
-  every open column streamed per step) was 10x slower even at n = 65536;
-  ``mgs_sweep_beside_product`` gives the second thread a matrix product instead.
+  needs a barrier per step; ``mgs_sweep_beside_product`` gives the second thread a
+  matrix product instead.
+
+Compile options: ``SERIAL_REASSOC`` / ``PARALLEL_REASSOC`` (kernels/_jit.py), i.e.
+reassociation so that LLVM vectorises the dot products, in an order fixed at compile
+time, and no FMA contraction: every product is rounded before it is added, in every
+form, so the forms round alike wherever they do the same operations (``mgs_panels`` is
+bitwise ``mgs``).
 """
 
 import numpy as np
 from numba import njit, prange
 
-from .bases_gemm import padded_operands
-from .gemm import offset_gemm
+from ._jit import PARALLEL, PARALLEL_REASSOC, SERIAL, SERIAL_REASSOC
+from .gemm import offset_gemm, padded_operands
 
-# Reassociation lets LLVM vectorise the dot-product reductions. The compiled reduction
-# order is fixed, so results do not depend on the thread count.
-_FM = {"reassoc"}
 
-@njit(cache=True, fastmath=_FM)
-def _dot(a, b):
+@njit(**SERIAL_REASSOC)
+def _dot_no_fma(a, b):
+    """sum_p a[p] * b[p], reassociated (vectorised) but without FMA contraction, unlike
+    ``_jit.dot``: every product is rounded before it is added, as in the other kernels
+    of this module."""
     s = a.dtype.type(0)
     for p in range(a.shape[0]):
         s += a[p] * b[p]
     return s
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _column_norms(Bt):
     """||b_j|| for every row of Bt (computed as the forward computes them)."""
     k = Bt.shape[0]
     norms = np.empty(k, Bt.dtype)
     for j in range(k):
-        norms[j] = np.sqrt(_dot(Bt[j], Bt[j]))
+        norms[j] = np.sqrt(_dot_no_fma(Bt[j], Bt[j]))
     return norms
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _finish_column(Qt, R, j, norm_b, tol):
     """R_jj = |v_j|; q_j = v_j / R_jj, or drop the column (q_j = 0, R_jj = 0) when
     R_jj <= tol ||b_j|| (a NaN fails that test, so it propagates as in PyTorch)."""
     zero = Qt.dtype.type(0)
-    r = np.sqrt(_dot(Qt[j], Qt[j]))
+    r = np.sqrt(_dot_no_fma(Qt[j], Qt[j]))
     if r <= tol * norm_b:
         R[j, j] = zero
         Qt[j, :] = zero
@@ -73,18 +77,18 @@ def _finish_column(Qt, R, j, norm_b, tol):
             Qt[j, p] = Qt[j, p] / r
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _project_out(Qt, R, i, j):
     """MGS step: R_ij = q_i . v_j; v_j -= R_ij q_i."""
-    r = _dot(Qt[i], Qt[j])
+    r = _dot_no_fma(Qt[i], Qt[j])
     R[i, j] = r
     for p in range(Qt.shape[1]):
         Qt[j, p] = Qt[j, p] - r * Qt[i, p]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def mgs(Qt, tol):
-    """Left-looking MGS, as in REFERENCE.md: for j: v = b_j; for i < j: R_ij = q_i.v;
+    """Left-looking MGS: for j: v = b_j; for i < j: R_ij = q_i.v;
     v -= R_ij q_i; R_jj = |v|; q_j = v / R_jj. ``Qt`` holds B.T on entry and Q.T on
     return (in place: the caller passes a fresh copy); returns R."""
     k = Qt.shape[0]
@@ -100,7 +104,7 @@ def mgs(Qt, tol):
 PANEL = 8  # columns mgs_panels finishes before projecting them out of the later ones
 
 
-@njit(cache=True, parallel=True, fastmath=_FM)
+@njit(**PARALLEL_REASSOC)
 def mgs_panels(Qt, tol):
     """MGS in panels of PANEL columns, in place like ``mgs`` and bitwise equal to it: the
     panel's columns are finished by left-looking MGS among themselves, then each later
@@ -122,17 +126,17 @@ def mgs_panels(Qt, tol):
     return R
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _open_column(dq, q, rjj, dv, v):
     """Backward through q_j = v_j / R_jj: dv = (dq_j - (dq_j.q_j) q_j) / R_jj, and the
     pre-normalisation v_j = R_jj q_j the projections are undone from."""
-    dprod = _dot(dq, q)
+    dprod = _dot_no_fma(dq, q)
     for p in range(q.shape[0]):
         dv[p] = (dq[p] - dprod * q[p]) / rjj
         v[p] = rjj * q[p]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _undo_projection(v, dv, dq, q, rij, dr):
     """One step i of column j's backward, given dr = -dv.q_i (computed before it):
     v += R_ij q_i; dq_i += -R_ij dv + dr v; dv += dr q_i."""
@@ -143,9 +147,9 @@ def _undo_projection(v, dv, dq, q, rij, dr):
         dv[p] = dv[p] + dr * q[p]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def mgs_sweep(Qt, R, dQw):
-    """Seed 001's reverse sweep: dL/dQ -> dL/dB (all transposed, ``[k, n]``).
+    """The reverse sweep of MGS: dL/dQ -> dL/dB (all transposed, ``[k, n]``).
 
     for j = k..1 (dropped columns: dB_j = 0): dv = (dq_j - (dq_j.q_j) q_j) / R_jj;
     v = R_jj q_j; for i = j-1..1: v += R_ij q_i; dR = -dv.q_i; dq_i += -R_ij dv + dR v;
@@ -160,7 +164,7 @@ def mgs_sweep(Qt, R, dQw):
             continue
         _open_column(dQw[j], Qt[j], R[j, j], dv, v)
         for i in range(j - 1, -1, -1):
-            dr = -_dot(dv, Qt[i])
+            dr = -_dot_no_fma(dv, Qt[i])
             _undo_projection(v, dv, dQw[i], Qt[i], R[i, j], dr)
         dBt[j] = dv
     return dBt
@@ -169,13 +173,13 @@ def mgs_sweep(Qt, R, dQw):
 GROUP = 4  # columns of mgs_sweep_blocked that take their steps together
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _sweep_step(Qt, dQw, R, i, j, v, dv):
     """Column j's step i of the sweep: dR = -dv.q_i, then ``_undo_projection``."""
-    _undo_projection(v, dv, dQw[i], Qt[i], R[i, j], -_dot(dv, Qt[i]))
+    _undo_projection(v, dv, dQw[i], Qt[i], R[i, j], -_dot_no_fma(dv, Qt[i]))
 
 
-@njit(cache=True, inline="always")
+@njit(**SERIAL, inline="always")
 def _undo_one(qp, acc, r, dr, v, dv, p):
     """Element p of ``_undo_projection`` for one column, its dq_i term added to ``acc``:
     v += r q_i; acc += -r dv + dr v (in this order); dv += dr q_i."""
@@ -187,7 +191,7 @@ def _undo_one(qp, acc, r, dr, v, dv, p):
 
 
 # No fastmath: reassociation could sum the GROUP terms of dq_i in another order.
-@njit(cache=True)
+@njit(**SERIAL)
 def _undo_projection_group(q, dq, r, dr, v0, v1, v2, v3, dv0, dv1, dv2, dv3):
     """``_undo_projection`` of step i for GROUP = 4 columns at once, in the order given
     (tuples r[c] = R_ij, dr[c] = dR_ij of the c-th column: scalars, not arrays the
@@ -202,7 +206,7 @@ def _undo_projection_group(q, dq, r, dr, v0, v1, v2, v3, dv0, dv1, dv2, dv3):
         dq[p] = acc
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _kept_columns(R):
     """Indices j with R_jj != 0 (the columns the forward kept), descending."""
     k = R.shape[0]
@@ -215,7 +219,7 @@ def _kept_columns(R):
     return kept[:m]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _dot2(d, q1, q2):
     """(d.q1, d.q2) in one pass over d."""
     s1 = d.dtype.type(0)
@@ -226,7 +230,7 @@ def _dot2(d, q1, q2):
     return s1, s2
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _two_step_dr(dv, q1, q2, g12):
     """(dR_ij, dR_{i-1,j}) of a column from its dv before step i, with g12 = q_{i-1}.q_i:
     dR_ij = -dv.q_i; step i makes dv' = dv + dR_ij q_i, so dR_{i-1,j} = -dv'.q_{i-1} =
@@ -236,7 +240,7 @@ def _two_step_dr(dv, q1, q2, g12):
     return dr1, -(x2 + dr1 * g12)
 
 
-@njit(cache=True, inline="always")
+@njit(**SERIAL, inline="always")
 def _undo_two(q1p, q2p, acc1, acc2, r1, dr1, r2, dr2, v, dv, p):
     """Element p of one column's steps i and i-1 (``_undo_one`` with q_i, then with
     q_{i-1}), v and dv stored once; dq_i's term goes to acc1, dq_{i-1}'s to acc2."""
@@ -252,7 +256,7 @@ def _undo_two(q1p, q2p, acc1, acc2, r1, dr1, r2, dr2, v, dv, p):
 
 
 # No fastmath, as in _undo_projection_group.
-@njit(cache=True)
+@njit(**SERIAL)
 def _undo_two_steps_group(q1, q2, dq1, dq2, r1, dr1, r2, dr2, v0, v1, v2, v3,
                           dv0, dv1, dv2, dv3):
     """Steps i and i-1 of GROUP = 4 columns in one pass (q1, dq1 = q_i, dq_i; q2, dq2 =
@@ -271,16 +275,16 @@ def _undo_two_steps_group(q1, q2, dq1, dq2, r1, dr1, r2, dr2, v0, v1, v2, v3,
         dq2[p] = a2
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _neighbour_dots(Qt):
     """g[i] = q_{i-1}.q_i (g[0] unused)."""
     g = np.zeros(Qt.shape[0], Qt.dtype)
     for i in range(1, Qt.shape[0]):
-        g[i] = _dot(Qt[i - 1], Qt[i])
+        g[i] = _dot_no_fma(Qt[i - 1], Qt[i])
     return g
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _sweep_group_below(Qt, dQw, R, cols, V, Dv, gram):
     """Steps i = cols[-1]-1..0 of the GROUP columns ``cols`` (descending), together, two
     at a time (``_undo_two_steps_group``), the last one alone if their number is odd.
@@ -303,7 +307,8 @@ def _sweep_group_below(Qt, dQw, R, cols, V, Dv, gram):
     if i == 0:
         q = Qt[0]
         r = (R[0, a], R[0, b], R[0, c], R[0, d])
-        dr = (-_dot(Dv[0], q), -_dot(Dv[1], q), -_dot(Dv[2], q), -_dot(Dv[3], q))
+        dr = (-_dot_no_fma(Dv[0], q), -_dot_no_fma(Dv[1], q), -_dot_no_fma(Dv[2], q),
+              -_dot_no_fma(Dv[3], q))
         _undo_projection_group(q, dQw[0], r, dr, V[0], V[1], V[2], V[3],
                                Dv[0], Dv[1], Dv[2], Dv[3])
 
@@ -314,7 +319,7 @@ def _sweep_group_below(Qt, dQw, R, cols, V, Dv, gram):
 _ROW_PAD = 16
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def _padded_rows(work, count, n):
     """``count`` contiguous rows of length n, _ROW_PAD apart, in the flat buffer ``work``
     (1-D slices of a 1-D array, so Numba still sees them contiguous)."""
@@ -322,7 +327,7 @@ def _padded_rows(work, count, n):
     return [work[r * w: r * w + n] for r in range(count)]
 
 
-@njit(cache=True, fastmath=_FM)
+@njit(**SERIAL_REASSOC)
 def _sweep_blocked_into(Qt, R, dQw, dBt):
     """``mgs_sweep`` (to rounding), with the kept columns in groups of GROUP, last first.
 
@@ -358,7 +363,7 @@ def _sweep_blocked_into(Qt, R, dQw, dBt):
             dBt[cols[g]] = Dv[g]
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def mgs_sweep_blocked(Qt, R, dQw):
     """dB.T by ``_sweep_blocked_into``; ``dQw`` is overwritten."""
     dBt = np.zeros(Qt.shape, Qt.dtype)
@@ -366,7 +371,7 @@ def mgs_sweep_blocked(Qt, R, dQw):
     return dBt
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def mgs_sweep_beside_product(Qt, R, dQw, a, b):
     """(``mgs_sweep_blocked(Qt, R, dQw)``, ``a @ b``) with the product on a second thread
     while the sweep runs: in ono_encode's backward, dL/du = g Q^T does not wait for dL/dB.

@@ -1,4 +1,5 @@
-"""The Laplace basis E[m, j] = exp(-mu_m t_j), t_j = j / (n - 1), and its gradient in mu.
+"""The Laplace basis E[m, j] = exp(-mu_m t_j), t_j = j / (n - 1), and its gradient in mu
+(docs/derivations.md#laplace-bases).
 
 One row m (one decay rate) is the unit of work, in forward and backward. The serial
 drivers run the rows in order; the ``_parallel`` drivers give each prange iteration one
@@ -11,10 +12,11 @@ stays float32).
 import numpy as np
 from numba import njit, prange
 
+from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC
 from .fastmath import exp
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def laplace_grid(n, dtype_like):
     """t_j = j / (n - 1) for j < n (t = [0] when n = 1), in the dtype of ``dtype_like``:
     each t_j is the correctly rounded quotient of two exact integers."""
@@ -25,7 +27,7 @@ def laplace_grid(n, dtype_like):
     return t
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def _basis_row(mu_m, t, out):
     """out[j] = exp(-(mu_m t_j))."""
     a = -mu_m
@@ -33,7 +35,7 @@ def _basis_row(mu_m, t, out):
         out[j] = exp(a * t[j])
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@njit(**SERIAL_REASSOC)
 def _rate_grad(g, E, t):
     """dL/dmu_m = sum_j g_j dE_j/dmu_m = -sum_j g_j t_j E_j (one row; the sum vectorised
     in a fixed order)."""
@@ -43,7 +45,7 @@ def _rate_grad(g, E, t):
     return -s
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def laplace_forward(mu, t):
     """E[m, j] = exp(-(mu_m t_j))."""
     E = np.empty((mu.shape[0], t.shape[0]), mu.dtype)
@@ -52,7 +54,7 @@ def laplace_forward(mu, t):
     return E
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def laplace_forward_parallel(mu, t):
     """``laplace_forward`` with one prange iteration per row."""
     E = np.empty((mu.shape[0], t.shape[0]), mu.dtype)
@@ -61,7 +63,7 @@ def laplace_forward_parallel(mu, t):
     return E
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def laplace_backward(g, E, t):
     """dmu[m] = -sum_j g[m, j] t_j E[m, j]."""
     dmu = np.empty(E.shape[0], E.dtype)
@@ -70,7 +72,7 @@ def laplace_backward(g, E, t):
     return dmu
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def laplace_backward_parallel(g, E, t):
     """``laplace_backward`` with one prange iteration per row."""
     dmu = np.empty(E.shape[0], E.dtype)

@@ -6,15 +6,17 @@ Every kernel is parallel over the N*C planes; each iteration owns its planes of 
 output and of the input gradient (overlapping windows add into the owned plane
 serially), so results do not depend on the thread count. The backward kernels fill a
 gradient array the caller allocates with NumPy (the engine keeps it without a copy).
+Derivations: docs/derivations.md#pooling.
 """
 
 import numpy as np
 from numba import njit, prange
 
+from ._jit import PARALLEL
 from .conv import out_range
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     """(y, idx): y = the window maximum, idx = its flat position ih*W + iw in the plane.
 
@@ -48,7 +50,7 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     return y, idx
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def max_pool2d_backward(g, idx, dx):
     """Fill dx[N, C, H*W] (flat planes; returned too): dx[n, c] = sum of g[n, c, oh, ow]
     at the positions idx[n, c, oh, ow] (skipping -1)."""
@@ -66,7 +68,7 @@ def max_pool2d_backward(g, idx, dx):
     return dx
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def max_pool2d_2x2_forward(x):
     """The common case kernel 2, stride 2, no padding or dilation, in one pass with the
     same tie rule as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
@@ -102,7 +104,7 @@ def max_pool2d_2x2_forward(x):
     return y, idx
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
     """y = window sum / divisor; the divisor is KH*KW with count_include_pad, else the
     number of window positions inside x."""
@@ -126,7 +128,7 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
     return y
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad):
     """Fill dx[N, C, H, W] (returned too): dx[n, c, ih, iw] = sum over the windows
     containing (ih, iw) of g / divisor."""

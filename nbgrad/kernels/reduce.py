@@ -1,7 +1,7 @@
 """Reduction kernels: max/min over the trailing axis of a [K, R] array and their
 tie-splitting backward, plus a small scaling kernel for mean's backward.
 
-sum and mean are ``broadcast.reduce_term(COPY, ...)``: summing over axes is the
+sum and mean are ``broadcast_sum.reduce_term(COPY, ...)``: summing over axes is the
 backward of broadcasting, so they share its race-free, thread-count independent loop
 nest (a whole contiguous array takes its flat chunked path). max/min take x with the
 reduced axes moved last and flattened, ``x2[K, R]``.
@@ -10,6 +10,7 @@ max/min forward: each row is cut into fixed chunks of ``CHUNK`` elements (a coun
 depends on R only); every (row, chunk) task writes its own partial extremum, and the
 partials are combined per row. NaN propagates (as ``torch.amax``): a row holding a NaN
 has extremum NaN. Max is exact, so the result never depends on the chunking anyway.
+Derivations: docs/derivations.md#reductions.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .broadcast import CHUNK, PARALLEL_MIN
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _extremum(x, is_min):
     """max (or min) of a contiguous 1-D block; NaN if the block holds a NaN."""
     m = x[0]
@@ -41,7 +42,7 @@ def _extremum(x, is_min):
     return m
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _extremum_task(x2, is_min, part, t):
     nch = part.shape[1]
     k = t // nch
@@ -50,7 +51,7 @@ def _extremum_task(x2, is_min, part, t):
     part[k, c] = _extremum(x2[k, s:min(x2.shape[1], s + CHUNK)], is_min)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _extremum_tasks_parallel(x2, is_min, part):
     for t in prange(part.size):
         _extremum_task(x2, is_min, part, t)
@@ -71,19 +72,19 @@ def extremum_rows(x2: np.ndarray, is_min: bool) -> np.ndarray:
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _extremum_tasks(x2, is_min, part):
     for t in range(part.size):
         _extremum_task(x2, is_min, part, t)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _combine_rows(part, is_min, out):
     for k in range(out.size):
         out[k] = _extremum(part[k], is_min)
 
 
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _extremum_backward_rows(x2, m, g, out, k):
     """Row k: out[k, j] = g[k] / n_k where x2[k, j] == m[k], else 0, n_k being the number of
     tied extrema in row k (the gradient is split evenly among ties, as torch.amax).
@@ -100,13 +101,13 @@ def _extremum_backward_rows(x2, m, g, out, k):
         out[k, j] = share if x2[k, j] == mk else zero
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _extremum_backward_parallel(x2, m, g, out):
     for k in prange(x2.shape[0]):
         _extremum_backward_rows(x2, m, g, out, k)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _extremum_backward_serial(x2, m, g, out):
     for k in range(x2.shape[0]):
         _extremum_backward_rows(x2, m, g, out, k)
@@ -123,7 +124,7 @@ def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray) -> np.n
     return out
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def scaled(x, s, out):
     """out[i] = x[i] * s (contiguous 1-D)."""
     for i in range(x.size):

@@ -7,16 +7,19 @@ loop nest of the family is the adjoint of a row gather, ``y[r, :] = x[rows[r], :
     dx[i, :] = sum of dy[r, :] over every r with rows[r] == i
 
 Integer indices may repeat (``x[[0, 0, 2]]``), so two rows of dy can feed one row of dx.
-(Element-wise indexing is the case of rows of length 1.)
+(Element-wise indexing is the case of rows of length 1.) Derivations:
+docs/derivations.md#shape-ops-and-indexing.
 """
 
 import numpy as np
 from numba import njit, prange
 
+from ._jit import PARALLEL
+
 COLUMN_BLOCK = 16  # columns per parallel iteration: a 64-byte cache line of float32
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def scatter_add_rows(values, rows, n_rows):
     """``out[rows[r], :] += values[r, :]`` for r = 0, 1, ... in that order, into zeros.
 
@@ -25,7 +28,7 @@ def scatter_add_rows(values, rows, n_rows):
     [0, n_rows) (checked by the caller: this loop does no bounds checks). Returns
     out[n_rows, T].
 
-    Race-free (kernel rule 2): each parallel iteration owns a block of columns of
+    Race-free: each parallel iteration owns a block of columns of
     ``out``, and within it adds the rows in the order of ``r``. So every element sums its
     contributions in the same order whatever the thread count or block width: the result
     is bitwise equal to ``np.add.at(np.zeros((n_rows, T)), rows, values)``. With T = 1

@@ -1,12 +1,9 @@
-"""Broadcasting kernels: a binary op applied over NumPy-broadcast operands, and the sum of
-a full-size term over the axes along which one operand was broadcast.
+"""Sums over broadcast axes: the backward of broadcasting, fused with the product or
+quotient that precedes it (derivations:
+docs/derivations.md#broadcasting-and-the-reduction-of-gradients).
 
-Public entry points (plain Python wrappers that plan the loop nest and call the kernels):
-
-* ``broadcast_apply(op, u, v)``: ``op(u, v)`` over the NumPy broadcast of ``u`` and
-  ``v`` (same dtype), a new C-contiguous array; no operand is materialised at full size.
 * ``sum_to_shape(g, shape)``: ``g`` summed over the axes broadcast to reach ``g.shape``
-  from ``shape`` (the backward of broadcasting); the result has exactly ``shape``.
+  from ``shape``; the result has exactly ``shape``.
 * ``reduce_term(op, u, v, shape, scale)``: ``scale * sum_to_shape(op(u, v), shape)``
   for op COPY, MUL or DIV, without materialising ``op(u, v)`` (e.g. mul's grad_a = sum
   of g*b over the broadcast axes).
@@ -14,23 +11,14 @@ Public entry points (plain Python wrappers that plan the loop nest and call the 
   leading axes of ``w`` (a bias-like vector), in one pass over ``w`` that writes
   ``g * u`` and accumulates the partial sums of ``g * w``.
 
-How a call is planned. Every operand is passed to the kernels as a flat 1-D buffer that
-starts at its first element, plus one element stride per dimension (0 along broadcast
-axes, so 0-stride views such as ``np.broadcast_to(g, ...)`` are read in place). Adjacent
-dimensions that every operand walks the same way are coalesced (``[N, C, H, W] + [1, C,
-1, 1]`` becomes ``[N, C, H*W]``), so the loop nest is an outer index decomposed with
-divmod and a contiguous inner "lane" loop processed in blocks of ``BLOCK`` elements.
-A lane whose stride is not 1 is gathered into a small private buffer first, so the
-arithmetic loops (``_block``) always run over contiguous slices and vectorise.
+The operands are planned as in kernels/strided_apply.py (flat buffers, per-dimension
+strides, coalesced dimensions, contiguous lane blocks).
 
-Reductions are race-free and deterministic (kernel rule 2): each parallel task owns a
-block of output elements, or, when there are too few output elements to share out, a
-private partial over a fixed chunk of the reduced rows; partials are then summed in
-chunk order. Chunk counts depend only on the shapes, never on the thread count, so
-results are bitwise identical at 1 and 2 threads.
-
-Kernels use Numba's NumPy error model: x / 0 is inf or NaN as in NumPy and PyTorch
-(the Python model would raise, and its checks stop the loops vectorising).
+Reductions are race-free and deterministic: each parallel task owns a block of output
+elements, or, when there are too few output elements to share out, a private partial
+over a fixed chunk of the reduced rows; partials are then summed in chunk order. Chunk
+counts depend only on the shapes, never on the thread count, so results are bitwise
+identical at 1 and 2 threads.
 """
 
 from __future__ import annotations
@@ -38,14 +26,25 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .fastmath import log
+from ._jit import (
+    CHUNK,
+    PARALLEL_IEEE_DIV,
+    PARALLEL_MIN,
+    SERIAL_IEEE_DIV,
+    SERIAL_IEEE_DIV_REASSOC_NSZ,
+)
+from .strided_apply import (
+    BLOCK,
+    COPY,
+    DIV,
+    MUL,
+    broadcast_shapes,
+    coalesce,
+    flat_operand,
+    lanes,
+    operand_offsets,
+)
 
-# Op codes: out = f(u, v) elementwise (v is ignored by COPY).
-COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
-
-BLOCK = 2048         # lanes per inner block (private buffers stay in L1/L2)
-CHUNK = 1 << 16      # elements per parallel chunk
-PARALLEL_MIN = 1 << 17  # below this many elements the serial kernels run
 MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads)
 TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this many
                      # runs (each run allocates its lane buffers once; every task
@@ -54,55 +53,7 @@ TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this man
 
 # -- inner loops over contiguous slices ----------------------------------------------------
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _block(op, out, u, v):
-    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
-
-    POW_DBASE = v * u**(v-1) (d(u**v)/du, 0 where v == 0); POW_DEXP = u**v * log(u)
-    (d(u**v)/dv, 0 where u == 0 and v >= 0, as PyTorch); SIGN_MUL = u * sign(v) with
-    sign(0) = 0; HALF_DIV = u / (2 v).
-    """
-    n = out.size
-    zero = out.dtype.type(0)
-    one = out.dtype.type(1)
-    if op == COPY:
-        for i in range(n):
-            out[i] = u[i]
-    elif op == ADD:
-        for i in range(n):
-            out[i] = u[i] + v[i]
-    elif op == SUB:
-        for i in range(n):
-            out[i] = u[i] - v[i]
-    elif op == MUL:
-        for i in range(n):
-            out[i] = u[i] * v[i]
-    elif op == DIV:
-        for i in range(n):
-            out[i] = u[i] / v[i]
-    elif op == POW:
-        for i in range(n):
-            out[i] = u[i] ** v[i]
-    elif op == POW_DBASE:
-        for i in range(n):
-            out[i] = zero if v[i] == zero else v[i] * u[i] ** (v[i] - one)
-    elif op == POW_DEXP:
-        for i in range(n):
-            if u[i] == zero and v[i] >= zero:
-                out[i] = zero
-            else:
-                out[i] = u[i] ** v[i] * log(u[i])
-    elif op == SIGN_MUL:
-        for i in range(n):
-            s = v[i]
-            out[i] = u[i] if s > zero else (-u[i] if s < zero else zero * u[i])
-    elif op == HALF_DIV:
-        two = out.dtype.type(2)
-        for i in range(n):
-            out[i] = u[i] / (two * v[i])
-
-
-@njit(cache=True, error_model="numpy", inline="always")
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _accumulate(op, acc, u, v):
     """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
     n = acc.size
@@ -117,41 +68,23 @@ def _accumulate(op, acc, u, v):
             acc[i] += u[i] / v[i]
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _lanes(src, off, stride, j0, n, buf):
-    """Lanes j0..j0+n of the row of ``src`` starting at ``off``, as a contiguous array:
-    a slice of ``src`` when the stride is 1, else gathered into ``buf`` (a fill for a
-    0-stride, i.e. broadcast, lane)."""
-    if stride == 1:
-        s = off + j0
-        return src[s:s + n]
-    b = buf[:n]
-    if stride == 0:
-        x = src[off]
-        for i in range(n):
-            b[i] = x
-        return b
-    base = off + j0 * stride
-    for i in range(n):
-        b[i] = src[base + i * stride]
-    return b
-
-
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-def _sum(x):
-    """Sum of a short contiguous block (reassociation lets LLVM vectorise it; the order
-    is fixed at compile time, so the result does not depend on the thread count)."""
+@njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
+def _sum_nsz(x):
+    """Sum of a short contiguous block, compiled like ``_reduce_block`` (whose COPY case
+    it is): reassociated so that LLVM vectorises it (the order is fixed at compile time,
+    so the result does not depend on the thread count) and, unlike ``_jit.vector_sum``,
+    with ``nsz`` (the sign of a zero sum is not significant) and no FMA contraction."""
     s = x.dtype.type(0)
     for i in range(x.size):
         s += x[i]
     return s
 
 
-@njit(cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
+@njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
 def _reduce_block(op, u, v):
-    """Sum of f(u[l], v[l]) over a short block for COPY, MUL, DIV (as ``_sum``)."""
+    """Sum of f(u[l], v[l]) over a short block for COPY, MUL, DIV (as ``_sum_nsz``)."""
     if op == COPY:
-        return _sum(u)
+        return _sum_nsz(u)
     s = u.dtype.type(0)
     if op == MUL:
         for i in range(u.size):
@@ -162,59 +95,9 @@ def _reduce_block(op, u, v):
     return s
 
 
-@njit(cache=True, error_model="numpy", inline="always")
-def _offsets(idx, shape, strides):
-    """Element offsets of multi-index ``idx`` (row-major over ``shape``) in both operands."""
-    o0 = 0
-    o1 = 0
-    for d in range(shape.size - 1, -1, -1):
-        q = idx // shape[d]
-        i = idx - q * shape[d]
-        idx = q
-        o0 += i * strides[0, d]
-        o1 += i * strides[1, d]
-    return o0, o1
-
-
-# -- broadcast apply ------------------------------------------------------------------------
-
-@njit(cache=True, error_model="numpy")
-def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
-    """Rows r0..r1 of out[rows, n] = f(u, v); the outer dims are ``shape``/``strides``.
-    A 0-stride (broadcast) lane is filled into its buffer only when its offset changes
-    (once in all for a scalar broadcast such as sum's upstream gradient)."""
-    ubuf = np.empty(BLOCK, out.dtype)
-    vbuf = np.empty(BLOCK, out.dtype)
-    ulast = -1
-    vlast = -1
-    for r in range(r0, r1):
-        uo, vo = _offsets(r, shape, strides)
-        if us == 0 and uo != ulast:
-            _lanes(u, uo, 0, 0, min(BLOCK, n), ubuf)
-            ulast = uo
-        if vs == 0 and vo != vlast:
-            _lanes(v, vo, 0, 0, min(BLOCK, n), vbuf)
-            vlast = vo
-        for j0 in range(0, n, BLOCK):
-            m = min(BLOCK, n - j0)
-            o = r * n + j0
-            _block(op, out[o:o + m], ubuf[:m] if us == 0 else _lanes(u, uo, us, j0, m, ubuf),
-                   vbuf[:m] if vs == 0 else _lanes(v, vo, vs, j0, m, vbuf))
-
-
-@njit(cache=True, parallel=True, error_model="numpy")
-def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
-    rows = out.size // n
-    nchunks = (rows + rows_per_chunk - 1) // rows_per_chunk
-    for c in prange(nchunks):
-        r0 = c * rows_per_chunk
-        _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0,
-                    min(rows, r0 + rows_per_chunk))
-
-
 # -- reductions over broadcast axes ------------------------------------------------------
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                       rows_per_chunk, t0, t1):
     """Tasks t0..t1 when the lane axis is kept: part[c, ko*n + j] = sum over the reduced
@@ -237,17 +120,17 @@ def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         a = acc[:m]
         for i in range(m):
             a[i] = 0
-        ku, kv = _offsets(ko, kshape, kstr)
+        ku, kv = operand_offsets(ko, kshape, kstr)
         for r in range(c * rows_per_chunk, min(rows, (c + 1) * rows_per_chunk)):
-            ru, rv = _offsets(r, rshape, rstr)
-            _accumulate(op, a, _lanes(u, ku + ru, us, j0, m, ubuf),
-                        _lanes(v, kv + rv, vs, j0, m, vbuf))
+            ru, rv = operand_offsets(r, rshape, rstr)
+            _accumulate(op, a, lanes(u, ku + ru, us, j0, m, ubuf),
+                        lanes(v, kv + rv, vs, j0, m, vbuf))
         o = ko * n + j0
         for i in range(m):
             part[c, o + i] = a[i]
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                  rows_per_chunk, lanes_per_chunk, t0, t1):
     """Tasks t0..t1 when the lane axis is reduced: part[c, k] = sum of f(u, v) over the
@@ -264,18 +147,18 @@ def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         k = t - c * nk
         cr = c // nlc
         cl = c - cr * nlc
-        ku, kv = _offsets(k, kshape, kstr)
+        ku, kv = operand_offsets(k, kshape, kstr)
         s = part.dtype.type(0)
         for r in range(cr * rows_per_chunk, min(rows, (cr + 1) * rows_per_chunk)):
-            ru, rv = _offsets(r, rshape, rstr)
+            ru, rv = operand_offsets(r, rshape, rstr)
             for j0 in range(cl * lanes_per_chunk, min(n, (cl + 1) * lanes_per_chunk), BLOCK):
                 m = min(BLOCK, n - j0, (cl + 1) * lanes_per_chunk - j0)
-                s += _reduce_block(op, _lanes(u, ku + ru, us, j0, m, ubuf),
-                                   _lanes(v, kv + rv, vs, j0, m, vbuf))
+                s += _reduce_block(op, lanes(u, ku + ru, us, j0, m, ubuf),
+                                   lanes(v, kv + rv, vs, j0, m, vbuf))
         part[c, k] = s
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                                rows_per_chunk):
     ntasks = part.shape[0] * (part.shape[1] // n) * ((n + BLOCK - 1) // BLOCK)
@@ -285,7 +168,7 @@ def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us
                           rows_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                           rows_per_chunk, lanes_per_chunk):
     ntasks = part.shape[0] * part.shape[1]
@@ -295,14 +178,14 @@ def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
                      rows_per_chunk, lanes_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _flat_chunk(op, u, v, c):
     s = c * CHUNK
     e = min(u.size, s + CHUNK)
     return _reduce_block(op, u[s:e], v[s:e])
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _ordered_total(part, scale, out):
     total = part[0]
     for c in range(1, part.size):
@@ -310,7 +193,7 @@ def _ordered_total(part, scale, out):
     out[0] = total * scale
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _reduce_flat(op, u, v, scale, out):
     """out[0] = scale * sum of f(u, v) over contiguous 1-D u, v (size >= 1): partial sums
     over fixed chunks of CHUNK elements, added in chunk order."""
@@ -320,7 +203,7 @@ def _reduce_flat(op, u, v, scale, out):
     _ordered_total(part, scale, out)
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _reduce_flat_parallel(op, u, v, scale, out):
     """``_reduce_flat`` with the chunks shared among threads (same chunks, same order)."""
     part = np.empty((u.size + CHUNK - 1) // CHUNK, out.dtype)
@@ -329,7 +212,7 @@ def _reduce_flat_parallel(op, u, v, scale, out):
     _ordered_total(part, scale, out)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _combine(part, out, scale):
     """out[k] = scale * sum over chunks c (in order) of part[c, k]."""
     one = out.dtype.type(1)
@@ -340,7 +223,7 @@ def _combine(part, out, scale):
         out[k] = s if scale == one else s * scale
 
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _scale(x, scale):
     for i in range(x.size):
         x[i] *= scale
@@ -348,7 +231,7 @@ def _scale(x, scale):
 
 # -- mul's backward, both gradients in one pass --------------------------------------------
 
-@njit(cache=True, error_model="numpy")
+@njit(**SERIAL_IEEE_DIV)
 def _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c0, c1):
     """Chunks c0..c1 of mul's backward for a vector ``a[n]`` broadcast over the rows of
     ``b[rows, n]`` (both flat, contiguous), upstream ``g`` full-size (``full_g``) or the
@@ -381,7 +264,7 @@ def _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c0, c1):
                     acc[j] += br[j]
 
 
-@njit(cache=True, parallel=True, error_model="numpy")
+@njit(**PARALLEL_IEEE_DIV)
 def _mul_grads_rows_parallel(g, full_g, a, b, gb, part, rows_per_chunk):
     for c in prange(part.shape[0]):
         _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c, c + 1)
@@ -391,104 +274,6 @@ def _mul_grads_rows_parallel(g, full_g, a, b, gb, part, rows_per_chunk):
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def _flat(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
-    """A 1-D buffer starting at ``arr``'s first element and the element strides of
-    ``arr`` left-padded to ``ndim`` dims (0 for size-1 and broadcast axes).
-
-    A strided view is read through its owner's memory: when the array owning the data
-    is contiguous with the same dtype, the buffer is a slice of it (so a read-only
-    broadcast view of a writeable array does not make the kernels compile a read-only
-    signature); otherwise an ``as_strided`` window over the view's extent.
-    """
-    if any(s < 0 for s in arr.strides):
-        arr = np.ascontiguousarray(arr)
-    isz = arr.itemsize
-    strides = [0] * (ndim - arr.ndim) + [0 if n == 1 else s // isz
-                                         for n, s in zip(arr.shape, arr.strides)]
-    if arr.flags.c_contiguous:
-        return arr.reshape(-1), strides
-    if any(s % isz for s in arr.strides):
-        return _flat(np.ascontiguousarray(arr), ndim)
-    extent = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides[ndim - arr.ndim:]))
-    root = arr
-    while isinstance(root.base, np.ndarray):
-        root = root.base
-    if root.dtype == arr.dtype and root.flags.c_contiguous:
-        off = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
-        if off % isz == 0:
-            start = off // isz
-            return root.reshape(-1)[start:start + extent], strides
-    return np.lib.stride_tricks.as_strided(arr, (extent,), (isz,)), strides
-
-
-def _coalesce(shape, columns):
-    """Drop size-1 dims and merge adjacent dims that every operand (one strides list per
-    column) walks contiguously; returns the sizes and one strides list per operand."""
-    sizes: list[int] = []
-    merged: list[list[int]] = [[] for _ in columns]
-    for d, size in enumerate(shape):
-        if size == 1:
-            continue
-        if sizes and all(m[-1] == col[d] * size for m, col in zip(merged, columns)):
-            sizes[-1] *= size
-            for m, col in zip(merged, columns):
-                m[-1] = col[d]
-        else:
-            sizes.append(size)
-            for m, col in zip(merged, columns):
-                m.append(col[d])
-    return sizes, merged
-
-
-def broadcast_shapes(op_name: str, a: tuple, b: tuple) -> tuple:
-    """NumPy's broadcast of two shapes; ValueError naming the op and both shapes."""
-    if a == b:
-        return a
-    n = max(len(a), len(b))
-    pa = (1,) * (n - len(a)) + a
-    pb = (1,) * (n - len(b)) + b
-    out = []
-    for x, y in zip(pa, pb):
-        if x != y and x != 1 and y != 1:
-            raise ValueError(f"{op_name}: shapes {a} and {b} are not broadcastable "
-                             f"(NumPy rules: trailing dims must match or be 1)")
-        out.append(y if x == 1 else x)
-    return tuple(out)
-
-
-def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None = None,
-                    ) -> np.ndarray:
-    """``f(u, v)`` elementwise over the NumPy broadcast of ``u`` and ``v`` (same dtype).
-
-    ``op`` is one of the op codes of this module (ADD, SUB, MUL, DIV, POW, ...; see
-    ``_block`` for their formulas). ``shape`` is the broadcast shape when the caller
-    knows it already (not checked again). Returns a new C-contiguous array of that shape
-    and the operands' dtype; 0-stride (broadcast) views are read in place, never copied.
-    """
-    if shape is None:
-        shape = broadcast_shapes("broadcast_apply", u.shape, v.shape)
-    out = np.empty(shape, u.dtype)
-    if out.size == 0:
-        return out
-    nd = len(shape)
-    fu, su = _flat(u, nd)
-    fv, sv = _flat(v, nd)
-    sizes, (su, sv) = _coalesce(shape, [su, sv])
-    if not sizes:
-        sizes, su, sv = [1], [0], [0]
-    n = sizes[-1]
-    outer = np.array(sizes[:-1], np.int64)
-    strides = np.array([su[:-1], sv[:-1]], np.int64).reshape(2, len(sizes) - 1)
-    flat_out = out.reshape(-1)
-    if out.size >= PARALLEL_MIN:
-        _apply_parallel(op, fu, fv, flat_out, outer, strides, n, su[-1], sv[-1],
-                        max(1, CHUNK // n))
-    else:
-        _apply_rows(op, fu, fv, flat_out, outer, strides, n, su[-1], sv[-1], 0,
-                    out.size // n)
-    return out
 
 
 def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
@@ -535,8 +320,8 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     if 0 in full_shape:
         out[...] = out.dtype.type(0) * out.dtype.type(scale)  # scale * (empty sum)
         return out
-    fu, su = _flat(u, nd)
-    fv, sv = _flat(v, nd)
+    fu, su = flat_operand(u, nd)
+    fv, sv = flat_operand(v, nd)
     # the result's own strides: contiguous over its dims, 0 where it is broadcast
     sx = [0] * nd
     step = 1
@@ -544,7 +329,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         if pshape[d] != 1:
             sx[d] = step
             step *= pshape[d]
-    sizes, (su, sv, sx) = _coalesce(full_shape, [su, sv, sx])
+    sizes, (su, sv, sx) = coalesce(full_shape, [su, sv, sx])
     if not sizes:
         sizes, su, sv, sx = [1], [0], [0], [1]
     n = sizes[-1]

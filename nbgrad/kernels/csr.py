@@ -1,4 +1,6 @@
-"""Graph kernels: the cell-list radius search, CSR transposes, and index validation.
+"""CSR graphs: construction by cell-list radius search and k-nearest pruning, grouping of
+the entries by a key (CSR transposes, edge-id groups), and index validation. The
+aggregation over a graph is in kernels/gno.py.
 
 A CSR graph here is ``row_ptr[N+1]`` and ``col[nnz]`` (int64): row ``i`` lists the
 columns ``col[row_ptr[i]:row_ptr[i+1]]``. Edge ids ``edge_id[nnz]`` name the edge
@@ -10,10 +12,12 @@ import itertools
 import numpy as np
 from numba import njit, prange
 
+from ._jit import PARALLEL, SERIAL
+
 # -- validation ------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def first_decrease(a):
     """Index ``k`` of the first ``a[k] < a[k-1]``, or -1 when ``a`` is non-decreasing."""
     for k in range(1, a.shape[0]):
@@ -22,7 +26,7 @@ def first_decrease(a):
     return -1
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def first_outside(a, lo, hi):
     """Index of the first element of ``a`` outside ``[lo, hi)``, or -1 when there is none."""
     for k in range(a.shape[0]):
@@ -34,7 +38,7 @@ def first_outside(a, lo, hi):
 # -- CSR -------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def group_by(keys, num_groups):
     """Counting sort of positions ``0..len(keys)-1`` by ``keys`` (each in ``[0, num_groups)``).
 
@@ -55,7 +59,7 @@ def group_by(keys, num_groups):
     return ptr, pos
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def csr_rows(row_ptr):
     """The row index of every CSR entry (``np.repeat(arange(N), row lengths)``)."""
     n = row_ptr.shape[0] - 1
@@ -69,7 +73,7 @@ def csr_rows(row_ptr):
 # -- radius graph ----------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def _cell_coords(points, origin, cell, dims):
     """Cell coordinates ``[N, d]`` and linear cell index ``[N]`` of every point on a grid
     of ``dims`` cells of side ``cell``."""
@@ -87,7 +91,7 @@ def _cell_coords(points, origin, cell, dims):
     return coords, keys
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def _sort_segment(a, lo, hi):
     """Sort ``a[lo:hi]`` in place (insertion sort for the short rows of a radius graph)."""
     if hi - lo > 128:
@@ -102,7 +106,7 @@ def _sort_segment(a, lo, hi):
         a[m + 1] = v
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, r2, loop, col,
                 out):
     """Neighbours of the point at sorted position ``s`` within ``sqrt(r2)``: their count,
@@ -141,7 +145,7 @@ def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, r2, 
     return count
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def _radius_pass(sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, r2, loop,
                  row_ptr, col):
     """One sweep over all points in cell order (``sorted_pts[s]`` is point
@@ -211,7 +215,7 @@ def radius_csr(points, radius, loop):
     return row_ptr, col
 
 
-@njit(cache=True, parallel=True)
+@njit(**PARALLEL)
 def nearest_in_rows(points, row_ptr, col, k, new_ptr):
     """Keep in every row the ``k`` columns nearest to the row's point (distance ties go to
     the smaller index), listed in increasing column order. ``new_ptr`` holds the kept row

@@ -3,20 +3,23 @@
 BLAS wants same-dtype float operands that are C- or F-contiguous 2-D arrays; a transposed
 view of a C-contiguous matrix is F-contiguous, so ``a @ b.T`` needs no copy (Numba passes
 the transpose flag to GEMM). BLAS threads itself, so the batch loop is serial: a
-``prange`` around GEMM calls would oversubscribe the cores.
+``prange`` around GEMM calls would oversubscribe the cores. The BLAS-free products on
+Numba's threads are in kernels/gemm.py. Derivations: docs/derivations.md#matrix-product.
 """
 
 import numpy as np
 from numba import njit
 
+from ._jit import SERIAL
 
-@njit(cache=True)
+
+@njit(**SERIAL)
 def mm(a, b, out):
     """``out = a @ b`` for 2-D a[M, K], b[K, N], out[M, N] (a, b C- or F-contiguous)."""
     np.dot(a, b, out)
 
 
-@njit(cache=True)
+@njit(**SERIAL)
 def bmm(a, b, a_map, b_map, trans_a, trans_b, out):
     """``out[i] = op(a[a_map[i]]) @ op(b[b_map[i]])`` for every batch i, where op
     transposes the matrix when ``trans_a`` / ``trans_b`` is set (at most one of them:

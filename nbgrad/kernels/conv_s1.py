@@ -1,0 +1,246 @@
+"""Stride-1 convolution kernels on zero-padded planes (see kernels/conv.py for the
+notation, docs/derivations.md#convolution-adjoints for the adjoints).
+
+With stride 1, a tap (kh, kw) shifts the whole plane by one constant offset once the
+input is zero-padded into a buffer of row pitch Wp = OW + dw(KW-1): on that pitch the
+outputs are the flat positions j = oh*Wp + ow, and tap t = (kh, kw) reads j + off_t,
+off_t = kh*dh*Wp + kw*dw (the Wp - OW columns past each output row are scratch). So
+
+    forward      yq[j]  = sum_{cl, t} w[f, cl, t] * xp[cl][off_t + j]
+    input grad   dxp[m] = sum_{fl, t} w[f, cl, t] * gq[fl][m - off_t]
+    weight grad  dw[f, cl, t] = sum_j gq[f][j] * xp[cl][off_t + j]
+
+are sums of shifted spans (kernels/gemm.py's offset_gemv for the first two: gq carries
+a zero margin in front so that m - off_t never leaves it). For few channels per group
+(depthwise) this beats the implicit GEMM; the tests compare it with the loop nests.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._jit import PARALLEL, SERIAL, dot
+from .conv import plane_sum
+from .gemm import SPAN, offset_gemv, round_up
+
+
+@njit(**SERIAL)
+def pad_plane(src, buf, top, left, Hp, Wp):
+    """buf[i*Wp + j] = src[i - top, j - left], zero outside src (buf is flat, Hp * Wp).
+    (Rows are copied by plain loops: Numba's array-to-array slice assignment guards
+    against overlap and costs several times more on rows this short.)"""
+    H, W = src.shape
+    buf[:] = 0
+    lo = max(0, left)
+    hi = min(Wp, W + left)
+    for i in range(max(0, top), min(Hp, H + top)):
+        dst = buf[i * Wp + lo: i * Wp + hi]
+        row = src[i - top, lo - left: hi - left]
+        for j in range(hi - lo):
+            dst[j] = row[j]
+
+
+@njit(**SERIAL)
+def unpad_plane(buf, dst, top, left, Wp):
+    """dst[i, j] = buf[(i + top)*Wp + j + left] where inside buf; zero elsewhere."""
+    H, W = dst.shape
+    Hp = buf.size // Wp
+    dst[:, :] = 0
+    lo = max(0, -left)
+    hi = min(W, Wp - left)
+    for i in range(max(0, -top), min(H, Hp - top)):
+        row = dst[i, lo:hi]
+        src = buf[(i + top) * Wp + lo + left: (i + top) * Wp + hi + left]
+        for j in range(hi - lo):
+            row[j] = src[j]
+
+
+@njit(**SERIAL)
+def dot_taps(gq, xp, offs, L, out):
+    """out[t] = sum_{j < L} gq[j] * xp[offs[t] + j] for every tap t."""
+    for t in range(offs.size):
+        out[t] = dot(gq, xp[offs[t]:], L)
+
+
+@njit(**SERIAL)
+def span_taps(KH, KW, dh, dw, Wp):
+    """Flat offsets kh*dh*Wp + kw*dw of the taps on pitch Wp, row-major."""
+    offs = np.empty(KH * KW, np.int64)
+    for kh in range(KH):
+        for kw in range(KW):
+            offs[kh * KW + kw] = kh * dh * Wp + kw * dw
+    return offs
+
+
+@njit(**SERIAL)
+def pad_group(x, c0, Cg, ph, pw, Hp, Wp):
+    """Channels c0 .. c0+Cg-1 of one image zero-padded, plane cl at [cl*Hp*Wp, ...), plus
+    SPAN zeros of slack for offset_gemv's last tile."""
+    xp = np.empty(Cg * Hp * Wp + SPAN, x.dtype)
+    for cl in range(Cg):
+        pad_plane(x[c0 + cl], xp[cl * Hp * Wp: (cl + 1) * Hp * Wp], ph, pw, Hp, Wp)
+    xp[Cg * Hp * Wp:] = 0
+    return xp
+
+
+@njit(**SERIAL)
+def pad_grad_group(g, f0, Fg, OH, Wp, margin, R):
+    """Planes f0 .. f0+Fg-1 of one image's output gradient on pitch Wp (zero scratch
+    columns), plane fl at [fl*R + margin, ...) with zeros around it."""
+    gq = np.zeros(Fg * R, g.dtype)
+    for fl in range(Fg):
+        start = fl * R + margin
+        pad_plane(g[f0 + fl], gq[start: start + OH * Wp], 0, 0, OH, Wp)
+    return gq
+
+
+@njit(**SERIAL)
+def shifted_rows(count, pitch, offs, sign, base):
+    """rows[i*T + t] = base + i*pitch + sign*offs[t]: the span starts of every (plane,
+    tap) pair for offset_gemv."""
+    T = offs.size
+    rows = np.empty(count * T, np.int64)
+    for i in range(count):
+        for t in range(T):
+            rows[i * T + t] = base + i * pitch + sign * offs[t]
+    return rows
+
+
+@njit(**SERIAL)
+def input_grad_plane(gq, rows, w3, gi, cl, dxp, dxc, ph, pw, Hp, Wp):
+    """dxc = the interior of dxp[m] = sum_{fl, t} w3[gi*Fg + fl, cl, t] * gq[rows[fl*T + t] + m]
+    (the input gradient of channel cl of group gi, on the padded plane)."""
+    T = w3.shape[2]
+    Fg = rows.size // T
+    wt = np.empty(Fg * T, w3.dtype)
+    for fl in range(Fg):
+        for t in range(T):
+            wt[fl * T + t] = w3[gi * Fg + fl, cl, t]
+    offset_gemv(wt, gq, rows, Fg * T, dxp)
+    unpad_plane(dxp[: Hp * Wp], dxc, ph, pw, Wp)
+
+
+@njit(**PARALLEL)
+def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
+    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group): the group's
+    planes are padded once for its Fg filters."""
+    N, C, H, W = x.shape
+    F, Cg, KH, KW = w.shape
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    rows = shifted_rows(Cg, Hp * Wp, offs, 1, 0)
+    w2 = w.reshape(F, Cg * KH * KW)
+    y = np.empty((N, F, OH, OW), x.dtype)
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
+        yq = np.empty(round_up((OH - 1) * Wp + OW, SPAN), x.dtype)
+        for fl in range(Fg):
+            f = gi * Fg + fl
+            offset_gemv(w2[f], xp, rows, Cg * KH * KW, yq)
+            for oh in range(OH):
+                src = yq[oh * Wp: oh * Wp + OW]
+                dst = y[n, f, oh]
+                for ow in range(OW):
+                    dst[ow] = src[ow] + b[f]
+    return y
+
+
+@njit(**PARALLEL)
+def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
+    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, group): dxp, the
+    gradient of a padded input plane, gathers every tap's shifted g; dx is its interior."""
+    N, F, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
+    R = margin + round_up(Hp * Wp, SPAN)
+    rows = shifted_rows(Fg, R, offs, -1, margin)
+    w3 = w.reshape(F, Cg, KH * KW)
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
+        dxp = np.empty(R - margin, g.dtype)
+        for cl in range(Cg):
+            input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
+    return dx
+
+
+@njit(**PARALLEL)
+def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
+    """As ``conv2d_weight_grad_direct`` with stride 1. Parallel over (f, cl); the batch
+    is summed inside, in order."""
+    N, C, H, W = x.shape
+    _, F, OH, OW = g.shape
+    Cg = C // groups
+    Fg = F // groups
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    dwt = np.empty((F, Cg, KH * KW), x.dtype)
+    for fc in prange(F * Cg):
+        f = fc // Cg
+        c = (f // Fg) * Cg + fc % Cg
+        acc = np.zeros(KH * KW, x.dtype)
+        part = np.empty(KH * KW, x.dtype)
+        xp = np.empty(Hp * Wp, x.dtype)
+        gq = np.empty(OH * Wp, x.dtype)  # zero in the scratch columns
+        for n in range(N):
+            pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
+            pad_plane(g[n, f], gq, 0, 0, OH, Wp)
+            dot_taps(gq, xp, offs, L, part)
+            acc += part
+        dwt[f, fc % Cg] = acc
+    return dwt.reshape(F, Cg, KH, KW)
+
+
+@njit(**PARALLEL)
+def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
+    """(dx, dw, db) of a stride-1 convolution in one pass over the batch: task (n, group)
+    pads the group's input planes and output gradients once, then
+        dx[n, c]          as ``conv2d_input_grad_s1`` (only if need_dx; else dx is empty),
+        part[n, f, cl, t] = <gq[f], xp[cl] shifted by tap t>,   sums[n, f] = sum g[n, f],
+    and dw, db sum those over n in order. Parallel over (n, group)."""
+    N, C, H, W = x.shape
+    _, F, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    Fg = F // groups
+    T = KH * KW
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    L = (OH - 1) * Wp + OW
+    offs = span_taps(KH, KW, dh, dw, Wp)
+    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
+    R = margin + round_up(Hp * Wp, SPAN)
+    rows = shifted_rows(Fg, R, offs, -1, margin)
+    w3 = w.reshape(F, Cg, T)
+    dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
+    parts = np.empty((N, F, Cg, T), x.dtype)
+    sums = np.empty((N, F), x.dtype)
+    for ng in prange(N * groups):
+        n = ng // groups
+        gi = ng % groups
+        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
+        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
+        for fl in range(Fg):
+            sums[n, gi * Fg + fl] = plane_sum(g[n, gi * Fg + fl])
+        dxp = np.empty(R - margin, x.dtype)
+        for cl in range(Cg):
+            for fl in range(Fg):
+                dot_taps(gq[fl * R + margin:], xp[cl * Hp * Wp:], offs, L,
+                         parts[n, gi * Fg + fl, cl])
+            if need_dx:
+                input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
+    dwt = np.zeros((F, Cg, T), x.dtype)
+    db = np.zeros(F, x.dtype)
+    for n in range(N):
+        dwt += parts[n]
+        db += sums[n]
+    return dx, dwt.reshape(F, Cg, KH, KW), db

@@ -1,0 +1,218 @@
+"""Softmax, log-softmax and log-sum-exp over the rows of a ``[R, C]`` C-contiguous array,
+forward and backward (``out`` has x's shape). Each ``prange`` iteration takes whole rows,
+and every row reduction runs in a fixed order, so results do not depend on the thread
+count. Derivations: docs/derivations.md#softmax-log-softmax-logsumexp-and-cross-entropy.
+
+    softmax      y_j = e^(x_j - m) / sum_k e^(x_k - m)       dx = y (g - sum(g y))
+    log_softmax  y_j = x_j - m - log sum_k e^(x_k - m)       dx = g - e^y sum(g)
+    logsumexp    y = m + log sum_k e^(x_k - m)                dx = g e^(x - y)
+
+with m the row max (logsumexp and cross-entropy shift by ``_lse_shift``: the row max, or 0
+when that is +-inf).
+
+Numba 0.68 drops a store ``out[t] = ...`` that follows tuple unpacking of row views and
+scalars in a ``prange`` body (``xr, out, gr = x[r], gx[r], g[r]``), so the kernels
+assign one name per statement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, dot, vector_sum
+from .fastmath import _f32_from_bits, exp, exp_nonpositive, log
+
+ROW_BLOCK = 32  # rows per prange iteration in the row kernels that need scratch
+
+
+# -- helpers: row reductions (fixed order, so thread-count independent) --------------------
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _max8(a):
+    """max of a 1-D array, NaN skipped; -inf when empty."""
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a.dtype.type(-np.inf)
+    n = a.size
+    nb = n - n % 8
+    for j in range(0, nb, 8):
+        v = a[j]
+        m0 = v if v > m0 else m0
+        v = a[j + 1]
+        m1 = v if v > m1 else m1
+        v = a[j + 2]
+        m2 = v if v > m2 else m2
+        v = a[j + 3]
+        m3 = v if v > m3 else m3
+        v = a[j + 4]
+        m4 = v if v > m4 else m4
+        v = a[j + 5]
+        m5 = v if v > m5 else m5
+        v = a[j + 6]
+        m6 = v if v > m6 else m6
+        v = a[j + 7]
+        m7 = v if v > m7 else m7
+    for j in range(nb, n):
+        v = a[j]
+        m0 = v if v > m0 else m0
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    m4 = m5 if m5 > m4 else m4
+    m6 = m7 if m7 > m6 else m6
+    m0 = m2 if m2 > m0 else m0
+    m4 = m6 if m6 > m4 else m4
+    return m4 if m4 > m0 else m0
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _max_f32(a):
+    """max of a 1-D float32 array through order-preserving integer keys of its bits
+    (k = b ^ ((b >> 31) & 0x7fffffff) orders floats as signed ints), an integer max that
+    LLVM vectorises; -inf when empty. A NaN with the sign bit clear wins (so the row
+    turns NaN, as PyTorch); the caller's exp(x - max) turns any other NaN row NaN too."""
+    bits = a.view(np.int32)
+    m = np.int32(-2139095041)                    # key of -inf (bits 0xff800000)
+    for j in range(bits.size):
+        b = bits[j]
+        k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
+        m = k if k > m else m
+    return _f32_from_bits(np.int32(m ^ ((m >> 31) & 0x7FFFFFFF)))
+
+
+def _row_max(a):
+    """max of a 1-D float array (NaN skipped or propagated as described in the helpers)."""
+    return np.max(a)
+
+
+@overload(_row_max)
+def _row_max_dispatch(a):
+    if isinstance(a, types.Array) and a.dtype == types.float32:
+        return lambda a: _max_f32(a)
+    return lambda a: _max8(a)
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _exp_shifted_sum(x, m, e):
+    """e[j] = exp(x[j] - m) and their sum."""
+    for j in range(x.size):
+        e[j] = exp(x[j] - m)
+    return vector_sum(e)
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _lse_shift(a):
+    """The shift for a log-sum-exp: the row max, or 0 when that is +-inf (so an all -inf
+    row gives -inf and a row holding +inf gives +inf, as PyTorch)."""
+    m = _row_max(a)
+    return m if abs(m) < np.inf else a.dtype.type(0)
+
+
+# -- softmax family (rows of a [R, C] C-contiguous array; ``out`` has x's shape) ------------
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def softmax_forward(x, out):
+    one = x.dtype.type(1)
+    for r in prange(x.shape[0]):
+        yr = out[r]
+        s = _exp_shifted_sum(x[r], _row_max(x[r]), yr)
+        inv = one / s
+        for j in range(yr.size):
+            yr[j] *= inv
+    return out
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def softmax_forward_f32(x, out):
+    """softmax_forward for float32, bit for bit, with the row max software-pipelined: the
+    loop computing row r's exponentials also takes the max of row r + 1 (the integer-key
+    max of ``_max_f32``), so reading the next row from memory overlaps the exp arithmetic
+    instead of being a separate memory-bound pass. prange runs over blocks of ROW_BLOCK
+    rows; each block starts with one plain row max."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    one = np.float32(1)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        lo = blk * ROW_BLOCK
+        hi = min(rows, lo + ROW_BLOCK)
+        m = _max_f32(x[lo])
+        for r in range(lo, hi):
+            xr = x[r]
+            yr = out[r]
+            nxt = r + 1 if r + 1 < hi else r
+            keys = x[nxt].view(np.int32)          # float bits, ordered as in _max_f32
+            km = np.int32(-2139095041)            # key of -inf
+            for j in range(cols):
+                yr[j] = exp_nonpositive(xr[j] - m)  # e_j = e^(x_j - max), x_j - max <= 0
+                b = keys[j]
+                k = np.int32(b ^ ((b >> 31) & 0x7FFFFFFF))
+                km = k if k > km else km          # next row's max key
+            inv = one / vector_sum(yr)            # 1 / sum_j e_j
+            for j in range(cols):
+                yr[j] *= inv
+            m = _f32_from_bits(np.int32(km ^ ((km >> 31) & 0x7FFFFFFF)))
+    return out
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def softmax_backward(g, y, out):
+    for r in prange(y.shape[0]):
+        gr = g[r]
+        yr = y[r]
+        outr = out[r]
+        d = dot(gr, yr, yr.size)
+        for j in range(yr.size):
+            outr[j] = yr[j] * (gr[j] - d)
+    return out
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def log_softmax_forward(x, out):
+    for r in prange(x.shape[0]):
+        xr = x[r]
+        yr = out[r]
+        m = _row_max(xr)
+        shift = m + log(_exp_shifted_sum(xr, m, yr))
+        for j in range(yr.size):
+            yr[j] = xr[j] - shift
+    return out
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def log_softmax_backward(g, y, out):
+    for r in prange(y.shape[0]):
+        gr = g[r]
+        yr = y[r]
+        outr = out[r]
+        sg = vector_sum(gr)
+        for j in range(yr.size):
+            outr[j] = gr[j] - exp(yr[j]) * sg
+    return out
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def logsumexp_forward(x):
+    """y[r] = log(sum_j exp(x[r, j])), shifted by the row max."""
+    rows = x.shape[0]
+    cols = x.shape[1]
+    y = np.empty(rows, x.dtype)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        scratch = np.empty(cols, x.dtype)
+        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
+            m = _lse_shift(x[r])
+            y[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
+    return y
+
+
+@njit(**PARALLEL_IEEE_DIV_FMA)
+def logsumexp_backward(g, x, y, out):
+    """out[r, j] = g[r] exp(x[r, j] - y[r])."""
+    for r in prange(x.shape[0]):
+        xr = x[r]
+        outr = out[r]
+        gr = g[r]
+        yr = y[r]
+        for j in range(xr.size):
+            outr[j] = gr * exp(xr[j] - yr)
+    return out

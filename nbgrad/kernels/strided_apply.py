@@ -1,0 +1,256 @@
+"""A binary op applied element-wise over NumPy-broadcast operands, read through their
+strides: the op codes, the planning of a strided loop nest that the reductions over
+broadcast axes (kernels/broadcast_sum.py) share, and ``broadcast_apply``.
+
+* ``broadcast_apply(op, u, v)``: ``op(u, v)`` over the NumPy broadcast of ``u`` and
+  ``v`` (same dtype), a new C-contiguous array; no operand is materialised at full size.
+* ``broadcast_shapes(op_name, a, b)``: NumPy's broadcast of two shapes.
+
+How a call is planned. Every operand is passed to the kernels as a flat 1-D buffer that
+starts at its first element, plus one element stride per dimension (0 along broadcast
+axes, so 0-stride views such as ``np.broadcast_to(g, ...)`` are read in place:
+``flat_operand``). Adjacent dimensions that every operand walks the same way are
+coalesced (``[N, C, H, W] + [1, C, 1, 1]`` becomes ``[N, C, H*W]``: ``coalesce``), so
+the loop nest is an outer index decomposed with divmod (``operand_offsets``) and a
+contiguous inner "lane" loop processed in blocks of ``BLOCK`` elements. A lane whose
+stride is not 1 is gathered into a small private buffer first (``lanes``), so the
+arithmetic loops (``binary_block``) always run over contiguous slices and vectorise.
+
+The kernels use NumPy's error model (``SERIAL_IEEE_DIV``, kernels/_jit.py): x / 0 is
+inf or NaN as in NumPy and PyTorch. Each parallel task owns a fixed run of output rows,
+so results do not depend on the thread count. Derivations of the op codes' gradients:
+docs/derivations.md#element-wise-arithmetic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
+from .fastmath import log
+
+# Op codes: out = f(u, v) elementwise (v is ignored by COPY).
+COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
+
+BLOCK = 2048  # lanes per inner block (private buffers stay in L1/L2)
+
+
+# -- inner loops over contiguous slices ----------------------------------------------------
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def binary_block(op, out, u, v):
+    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
+
+    POW_DBASE = v * u**(v-1) (d(u**v)/du, 0 where v == 0); POW_DEXP = u**v * log(u)
+    (d(u**v)/dv, 0 where u == 0 and v >= 0, as PyTorch); SIGN_MUL = u * sign(v) with
+    sign(0) = 0; HALF_DIV = u / (2 v).
+    """
+    n = out.size
+    zero = out.dtype.type(0)
+    one = out.dtype.type(1)
+    if op == COPY:
+        for i in range(n):
+            out[i] = u[i]
+    elif op == ADD:
+        for i in range(n):
+            out[i] = u[i] + v[i]
+    elif op == SUB:
+        for i in range(n):
+            out[i] = u[i] - v[i]
+    elif op == MUL:
+        for i in range(n):
+            out[i] = u[i] * v[i]
+    elif op == DIV:
+        for i in range(n):
+            out[i] = u[i] / v[i]
+    elif op == POW:
+        for i in range(n):
+            out[i] = u[i] ** v[i]
+    elif op == POW_DBASE:
+        for i in range(n):
+            out[i] = zero if v[i] == zero else v[i] * u[i] ** (v[i] - one)
+    elif op == POW_DEXP:
+        for i in range(n):
+            if u[i] == zero and v[i] >= zero:
+                out[i] = zero
+            else:
+                out[i] = u[i] ** v[i] * log(u[i])
+    elif op == SIGN_MUL:
+        for i in range(n):
+            s = v[i]
+            out[i] = u[i] if s > zero else (-u[i] if s < zero else zero * u[i])
+    elif op == HALF_DIV:
+        two = out.dtype.type(2)
+        for i in range(n):
+            out[i] = u[i] / (two * v[i])
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def lanes(src, off, stride, j0, n, buf):
+    """Lanes j0..j0+n of the row of ``src`` starting at ``off``, as a contiguous array:
+    a slice of ``src`` when the stride is 1, else gathered into ``buf`` (a fill for a
+    0-stride, i.e. broadcast, lane)."""
+    if stride == 1:
+        s = off + j0
+        return src[s:s + n]
+    b = buf[:n]
+    if stride == 0:
+        x = src[off]
+        for i in range(n):
+            b[i] = x
+        return b
+    base = off + j0 * stride
+    for i in range(n):
+        b[i] = src[base + i * stride]
+    return b
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def operand_offsets(idx, shape, strides):
+    """Element offsets of multi-index ``idx`` (row-major over ``shape``) in both operands."""
+    o0 = 0
+    o1 = 0
+    for d in range(shape.size - 1, -1, -1):
+        q = idx // shape[d]
+        i = idx - q * shape[d]
+        idx = q
+        o0 += i * strides[0, d]
+        o1 += i * strides[1, d]
+    return o0, o1
+
+
+# -- broadcast apply ------------------------------------------------------------------------
+
+@njit(**SERIAL_IEEE_DIV)
+def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
+    """Rows r0..r1 of out[rows, n] = f(u, v); the outer dims are ``shape``/``strides``.
+    A 0-stride (broadcast) lane is filled into its buffer only when its offset changes
+    (once in all for a scalar broadcast such as sum's upstream gradient)."""
+    ubuf = np.empty(BLOCK, out.dtype)
+    vbuf = np.empty(BLOCK, out.dtype)
+    ulast = -1
+    vlast = -1
+    for r in range(r0, r1):
+        uo, vo = operand_offsets(r, shape, strides)
+        if us == 0 and uo != ulast:
+            lanes(u, uo, 0, 0, min(BLOCK, n), ubuf)
+            ulast = uo
+        if vs == 0 and vo != vlast:
+            lanes(v, vo, 0, 0, min(BLOCK, n), vbuf)
+            vlast = vo
+        for j0 in range(0, n, BLOCK):
+            m = min(BLOCK, n - j0)
+            o = r * n + j0
+            binary_block(op, out[o:o + m], ubuf[:m] if us == 0 else lanes(u, uo, us, j0, m, ubuf),
+                   vbuf[:m] if vs == 0 else lanes(v, vo, vs, j0, m, vbuf))
+
+
+@njit(**PARALLEL_IEEE_DIV)
+def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
+    rows = out.size // n
+    nchunks = (rows + rows_per_chunk - 1) // rows_per_chunk
+    for c in prange(nchunks):
+        r0 = c * rows_per_chunk
+        _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0,
+                    min(rows, r0 + rows_per_chunk))
+
+
+# -- planning (Python) ------------------------------------------------------------------
+
+def flat_operand(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
+    """A 1-D buffer starting at ``arr``'s first element and the element strides of
+    ``arr`` left-padded to ``ndim`` dims (0 for size-1 and broadcast axes).
+
+    A strided view is read through its owner's memory: when the array owning the data
+    is contiguous with the same dtype, the buffer is a slice of it (so a read-only
+    broadcast view of a writeable array does not make the kernels compile a read-only
+    signature); otherwise an ``as_strided`` window over the view's extent.
+    """
+    if any(s < 0 for s in arr.strides):
+        arr = np.ascontiguousarray(arr)
+    isz = arr.itemsize
+    strides = [0] * (ndim - arr.ndim) + [0 if n == 1 else s // isz
+                                         for n, s in zip(arr.shape, arr.strides)]
+    if arr.flags.c_contiguous:
+        return arr.reshape(-1), strides
+    if any(s % isz for s in arr.strides):
+        return flat_operand(np.ascontiguousarray(arr), ndim)
+    extent = 1 + sum((n - 1) * s for n, s in zip(arr.shape, strides[ndim - arr.ndim:]))
+    root = arr
+    while isinstance(root.base, np.ndarray):
+        root = root.base
+    if root.dtype == arr.dtype and root.flags.c_contiguous:
+        off = arr.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if off % isz == 0:
+            start = off // isz
+            return root.reshape(-1)[start:start + extent], strides
+    return np.lib.stride_tricks.as_strided(arr, (extent,), (isz,)), strides
+
+
+def coalesce(shape, columns):
+    """Drop size-1 dims and merge adjacent dims that every operand (one strides list per
+    column) walks contiguously; returns the sizes and one strides list per operand."""
+    sizes: list[int] = []
+    merged: list[list[int]] = [[] for _ in columns]
+    for d, size in enumerate(shape):
+        if size == 1:
+            continue
+        if sizes and all(m[-1] == col[d] * size for m, col in zip(merged, columns)):
+            sizes[-1] *= size
+            for m, col in zip(merged, columns):
+                m[-1] = col[d]
+        else:
+            sizes.append(size)
+            for m, col in zip(merged, columns):
+                m.append(col[d])
+    return sizes, merged
+
+
+def broadcast_shapes(op_name: str, a: tuple, b: tuple) -> tuple:
+    """NumPy's broadcast of two shapes; ValueError naming the op and both shapes."""
+    if a == b:
+        return a
+    n = max(len(a), len(b))
+    pa = (1,) * (n - len(a)) + a
+    pb = (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(pa, pb):
+        if x != y and x != 1 and y != 1:
+            raise ValueError(f"{op_name}: shapes {a} and {b} are not broadcastable "
+                             f"(NumPy rules: trailing dims must match or be 1)")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None = None,
+                    ) -> np.ndarray:
+    """``f(u, v)`` elementwise over the NumPy broadcast of ``u`` and ``v`` (same dtype).
+
+    ``op`` is one of the op codes of this module (ADD, SUB, MUL, DIV, POW, ...; see
+    ``binary_block`` for their formulas). ``shape`` is the broadcast shape when the caller
+    knows it already (not checked again). Returns a new C-contiguous array of that shape
+    and the operands' dtype; 0-stride (broadcast) views are read in place, never copied.
+    """
+    if shape is None:
+        shape = broadcast_shapes("broadcast_apply", u.shape, v.shape)
+    out = np.empty(shape, u.dtype)
+    if out.size == 0:
+        return out
+    nd = len(shape)
+    fu, su = flat_operand(u, nd)
+    fv, sv = flat_operand(v, nd)
+    sizes, (su, sv) = coalesce(shape, [su, sv])
+    if not sizes:
+        sizes, su, sv = [1], [0], [0]
+    n = sizes[-1]
+    outer = np.array(sizes[:-1], np.int64)
+    strides = np.array([su[:-1], sv[:-1]], np.int64).reshape(2, len(sizes) - 1)
+    flat_out = out.reshape(-1)
+    if out.size >= PARALLEL_MIN:
+        _apply_parallel(op, fu, fv, flat_out, outer, strides, n, su[-1], sv[-1],
+                        max(1, CHUNK // n))
+    else:
+        _apply_rows(op, fu, fv, flat_out, outer, strides, n, su[-1], sv[-1], 0,
+                    out.size // n)
+    return out
