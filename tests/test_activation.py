@@ -12,11 +12,11 @@ from scipy.special import logsumexp as scipy_logsumexp
 
 import nbgrad as nb
 from nbgrad import REGISTRY
-from nbgrad.testing import gradcheck
+from nbgrad.testing import check_registered, gradcheck
 from nbgrad.testing import strategies as nbst
 
-OPS = ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_quick", "silu",
-       "softplus", "clamp", "clamp_tensor", "softmax", "log_softmax", "logsumexp"]
+OPS = ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_derivative", "gelu_quick",
+       "silu", "softplus", "clamp", "clamp_tensor", "softmax", "log_softmax", "logsumexp"]
 
 # -- float64 references: (name, nbgrad call, f(x), f'(x)) ------------------------------------
 
@@ -514,7 +514,7 @@ def test_gelu_float32_fast_path_matches_the_reference_loop_nest():
 
 @pytest.mark.parametrize("shape", [(1, 1), (33, 7), (70, 1024), (5, 0), (0, 4)])
 def test_softmax_float32_pipelined_kernel_matches_the_plain_one_bit_for_bit(shape):
-    from nbgrad.kernels import activation as K
+    from nbgrad.kernels import softmax as K
     rng = np.random.default_rng(13)
     x = (rng.standard_normal(shape) * 30).astype(np.float32)
     if x.size and shape[0] > 4:
@@ -576,3 +576,213 @@ def test_gelu_float32_is_relatively_accurate_in_the_negative_tail():
     np.testing.assert_allclose(y, x64 * ndtr(x64), rtol=1e-5)
     pdf = np.exp(-x64 * x64 / 2) / np.sqrt(2 * np.pi)
     np.testing.assert_allclose(gx, ndtr(x64) + x64 * pdf, rtol=1e-5, atol=1e-7)
+
+
+# -- second derivatives ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_samples_gradcheck_and_gradgradcheck_through_the_registry(name):
+    assert REGISTRY[name].has_vjp()
+    for second_order in (False, True):
+        report = check_registered(name, second_order=second_order)
+        assert report.passed, report.failures
+
+
+def _second_derivative(fn, x, g, v):
+    """d/dx <v, d/dx <g, fn(x)>> through two nb.grad calls (the first with create_graph)."""
+    t = nb.tensor(x, requires_grad=True)
+    (gx,) = nb.grad(fn(t), t, grad_outputs=nb.tensor(g), create_graph=True)
+    if not gx.requires_grad:                 # piecewise linear: g times a constant mask
+        return gx.numpy(), np.zeros_like(x)
+    (h,) = nb.grad(gx, t, grad_outputs=nb.tensor(v))
+    return gx.numpy(), h.numpy()
+
+
+def _torch_second_derivative(torch, fn, x, g, v):
+    xt = torch.tensor(x, requires_grad=True)
+    (gt,) = torch.autograd.grad(fn(xt), xt, torch.tensor(g), create_graph=True)
+    if not gt.requires_grad:
+        return gt.detach().numpy(), np.zeros_like(x)
+    (ht,) = torch.autograd.grad(gt, xt, torch.tensor(v), allow_unused=True)
+    return gt.detach().numpy(), np.zeros_like(x) if ht is None else ht.numpy()
+
+
+def _signed(rng, shape, low, high):
+    """|x| in [low, high], random sign."""
+    return rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
+
+
+def test_pytorch_oracle_second_derivatives():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    x = _signed(rng, (6, 50), 0.05, 6.0)
+    # away from the kinks, the clamp bounds (-0.5, 1) and softplus's threshold (3 / 1.5)
+    for edge in (-0.5, 1.0, 2.0):
+        x = np.where(np.abs(x - edge) < 0.05, edge + 0.1, x)
+    cases = _torch_cases(torch) + [
+        ("gelu_quick", nb.gelu_quick, lambda t: t * torch.sigmoid(1.702 * t)),
+        ("softmax dim=1", lambda t: nb.softmax(t, dim=1), lambda t: torch.softmax(t, 1)),
+        ("logsumexp all", nb.logsumexp, lambda t: torch.logsumexp(t, (0, 1))),
+        ("logsumexp keepdim", lambda t: nb.logsumexp(t, 0, True),
+         lambda t: torch.logsumexp(t, 0, True)),
+    ]
+    for name, ours, theirs in cases:
+        g = rng.standard_normal(ours(x).shape)
+        v = rng.standard_normal(x.shape)
+        gx, h = _second_derivative(ours, x, g, v)
+        gx_t, h_t = _torch_second_derivative(torch, theirs, x, g, v)
+        np.testing.assert_allclose(gx, gx_t, rtol=1e-10, atol=1e-13, err_msg=name)
+        np.testing.assert_allclose(h, h_t, rtol=1e-10, atol=1e-13, err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name, fn, f, df", ELEMENTWISE, ids=EW_IDS)
+def test_recorded_backward_matches_the_kernel_backward_kinks_included(name, fn, f, df, dtype):
+    # the vjp (create_graph=True) computes the first derivative with nbgrad ops: the same
+    # values as the kernels, PyTorch's kink conventions included
+    x = np.concatenate([np.linspace(-6, 6, 241), [0.0, -0.0, -1.0, 2.0, 2.5]]).astype(dtype)
+    g = np.random.default_rng(15).standard_normal(x.size).astype(dtype)
+    _, want = _forward_backward(fn, x, g)
+    t = nb.tensor(x, requires_grad=True)
+    (got,) = nb.grad(fn(t), t, grad_outputs=nb.tensor(g), create_graph=True)
+    assert got.dtype == dtype
+    tol = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12,
+                                                                   "atol": 1e-15}
+    np.testing.assert_allclose(got.numpy(), want, **tol)
+
+
+def test_second_derivatives_match_closed_forms():
+    x = np.linspace(-5, 5, 101) + 0.013               # no point on a kink
+    s = expit(x)
+    phi = np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+    cases = [
+        (nb.tanh, -2 * np.tanh(x) * (1 - np.tanh(x) ** 2)),
+        (nb.sigmoid, s * (1 - s) * (1 - 2 * s)),
+        (nb.relu, 0 * x),
+        (lambda t: nb.leaky_relu(t, 0.2), 0 * x),
+        (lambda t: nb.elu(t, 1.5), np.where(x > 0, 0.0, 1.5 * np.exp(x))),
+        (nb.gelu, phi * (2 - x * x)),
+        (nb.silu, s * (1 - s) * (2 + x * (1 - 2 * s))),
+        (lambda t: nb.softplus(t, 2.0, 5.0), np.where(2 * x > 5, 0.0,
+                                                      2 * expit(2 * x) * (1 - expit(2 * x)))),
+        (lambda t: nb.clamp(t, -1.0, 2.0), 0 * x),
+    ]
+    for fn, want in cases:
+        np.testing.assert_allclose(_second_derivative(fn, x, np.ones_like(x),
+                                                      np.ones_like(x))[1],
+                                   want, rtol=1e-10, atol=1e-14)
+
+
+def _gelu_d2_d3(x, approximate):
+    t = nb.tensor(x, requires_grad=True)
+    (d1,) = nb.grad(nb.gelu(t, approximate).sum(), t, create_graph=True)
+    (d2,) = nb.grad(d1.sum(), t, create_graph=True)
+    (d3,) = nb.grad(d2.sum(), t)
+    return d2.numpy(), d3.numpy()
+
+
+def test_third_derivative_of_gelu_through_gelu_derivative():
+    x = np.linspace(-3, 3, 13) + 0.01
+    phi = np.exp(-x * x / 2) / np.sqrt(2 * np.pi)
+    np.testing.assert_allclose(_gelu_d2_d3(x, "none")[1], phi * (x ** 3 - 4 * x),
+                               rtol=1e-10, atol=1e-14)
+    eps = 1e-6
+    numeric = (_gelu_d2_d3(x + eps, "tanh")[0] - _gelu_d2_d3(x - eps, "tanh")[0]) / (2 * eps)
+    np.testing.assert_allclose(_gelu_d2_d3(x, "tanh")[1], numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_float32_gelu_saved_derivative_fast_path_is_twice_differentiable():
+    x = np.linspace(-4, 4, 33).astype(np.float32)
+    t = nb.tensor(x, requires_grad=True)
+    (d1,) = nb.grad(nb.gelu(t).sum(), t, create_graph=True)
+    (d2,) = nb.grad(d1.sum(), t)
+    x64 = x.astype(np.float64)
+    assert d2.dtype == np.float32
+    np.testing.assert_allclose(d2.numpy(), np.exp(-x64 ** 2 / 2) / np.sqrt(2 * np.pi)
+                               * (2 - x64 ** 2), rtol=1e-5, atol=1e-6)
+
+
+# -- dim / axis spellings ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_family_takes_dim_or_axis(op):
+    fn = getattr(nb, op)
+    x = nb.tensor(np.random.default_rng(16).standard_normal((3, 4, 5)))
+    want = fn(x, 1).numpy()
+    for got in (fn(x, dim=1), fn(x, axis=1), fn(x, dim=-2), getattr(x, op)(dim=1),
+                getattr(x, op)(axis=1)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(fn(x).numpy(), fn(x, dim=-1).numpy())
+    with pytest.raises(TypeError, match=rf"{op}: got both dim=1 and axis=2; pass one of them"):
+        fn(x, dim=1, axis=2)
+    with pytest.raises(TypeError, match=rf"{op}: got both dim=1 and axis=1"):
+        fn(x, 1, axis=1)
+    with pytest.raises(ValueError, match=rf"{op}: axis 3 is out of range for shape \(3, 4, 5\)"):
+        fn(x, dim=3)
+
+
+def test_logsumexp_takes_dim_keepdim_or_axis_keepdims():
+    x = nb.tensor(np.random.default_rng(17).standard_normal((2, 3, 4)))
+    want = nb.logsumexp(x, (0, 2), True).numpy()
+    assert want.shape == (1, 3, 1)
+    for got in (nb.logsumexp(x, dim=(0, 2), keepdim=True),
+                nb.logsumexp(x, axis=(0, 2), keepdims=True),
+                nb.logsumexp(x, dim=(0, 2), keepdims=True),
+                nb.logsumexp(x, axis=(2, 0), keepdim=True),
+                x.logsumexp(dim=(0, 2), keepdim=True)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    np.testing.assert_array_equal(nb.logsumexp(x, axis=1).numpy(),
+                                  nb.logsumexp(x, 1).numpy())
+    assert nb.logsumexp(x).shape == ()
+    with pytest.raises(TypeError, match=r"logsumexp: got both dim=1 and axis=0"):
+        nb.logsumexp(x, dim=1, axis=0)
+    with pytest.raises(TypeError, match=r"logsumexp: got both keepdim=True and keepdims=False"):
+        nb.logsumexp(x, 1, True, keepdims=False)
+
+
+# -- the point-wise table ------------------------------------------------------------------------
+
+TABLE = [("tanh", (), "output"), ("sigmoid", (), "output"), ("relu", (), "output"),
+         ("leaky_relu", (0.2,), "input"), ("elu", (0.7,), "input"),
+         ("gelu_quick", (), "input"), ("silu", (), "input"), ("softplus", (1.5, 2.0), "input")]
+
+
+@pytest.mark.parametrize("name, args, saves", TABLE, ids=[c[0] for c in TABLE])
+def test_table_ops_run_their_kernels_bit_for_bit(name, args, saves):
+    from nbgrad.kernels import activation as K
+    rng = np.random.default_rng(18)
+    x = (rng.standard_normal((31, 17)) * 3).astype(np.float32)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    y, gx = _forward_backward(lambda t: getattr(nb, name)(t, *args), x, g)
+    y_ref, gx_ref = np.empty_like(x), np.empty_like(x)
+    getattr(K, f"{name}_forward")(x.reshape(-1), *args, y_ref.reshape(-1))
+    saved = y_ref if saves == "output" else x
+    getattr(K, f"{name}_backward")(g.reshape(-1), saved.reshape(-1), *args, gx_ref.reshape(-1))
+    assert_same_bits(y, y_ref)
+    assert_same_bits(gx, gx_ref)
+
+
+def test_table_ops_take_parameters_by_position_or_keyword():
+    import inspect
+    x = nb.tensor(np.linspace(-3, 3, 7))
+    np.testing.assert_array_equal(nb.leaky_relu(x, negative_slope=0.2).numpy(),
+                                  nb.leaky_relu(x, 0.2).numpy())
+    np.testing.assert_array_equal(nb.softplus(x, threshold=1.0).numpy(),
+                                  nb.softplus(x, 1.0, 1.0).numpy())
+    np.testing.assert_array_equal(nb.softplus(x=x, beta=2).numpy(),
+                                  nb.softplus(x, 2.0).numpy())
+    assert list(inspect.signature(nb.softplus).parameters) == ["x", "beta", "threshold"]
+    assert inspect.signature(nb.elu).parameters["alpha"].default == 1.0
+    assert nb.tanh.__name__ == "tanh" and "1 - y^2" in nb.tanh.__doc__
+    with pytest.raises(TypeError, match="unexpected keyword argument 'slope'"):
+        nb.leaky_relu(x, slope=0.2)
+    with pytest.raises(TypeError, match="multiple values for argument 'beta'"):
+        nb.softplus(x, 1.0, beta=2.0)
+    with pytest.raises(TypeError, match=r"tanh\(\) takes 1 positional argument"):
+        nb.tanh(x, 1.0)
+    with pytest.raises(TypeError, match="softplus: threshold must be a real number, got str"):
+        nb.softplus(x, 1.0, "a")
+    with pytest.raises(TypeError, match="elu: alpha must be a real number, got bool"):
+        nb.elu(x, True)

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
-from nbgrad.kernels import broadcast as B
+from nbgrad.kernels import broadcast_sum, strided_apply
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
@@ -41,7 +41,7 @@ def operands(name, rng, sa, sb):
     return a, b
 
 
-# -- the fixed example (seed 002) -----------------------------------------------------------
+# -- a fixed broadcasting example -----------------------------------------------------------
 def test_fixed_example_mul_broadcast():
     a = nb.tensor([[1.0, 2.0, 3.0]], requires_grad=True)
     b = nb.tensor(np.array([[4, 5, 6], [7, 8, 9], [1, 2, 3], [4, 5, 6]], np.float32),
@@ -246,10 +246,11 @@ def test_strided_views_and_zero_stride_upstream():
         np.testing.assert_allclose(gb.numpy(), unbroadcast(db(a, b), b.shape), rtol=1e-10)
     # kernel level: strided, negative-stride and 0-stride views straight in
     c = np.broadcast_to(rng.standard_normal(6), (5000, 6))  # 0-stride rows
-    np.testing.assert_allclose(B.broadcast_apply(B.MUL, a, c), a * c)
-    np.testing.assert_allclose(B.broadcast_apply(B.SUB, c, b), c - b)
-    np.testing.assert_allclose(B.reduce_term(B.MUL, c, a, b.shape), unbroadcast(c * a, b.shape))
-    np.testing.assert_allclose(B.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
+    np.testing.assert_allclose(strided_apply.broadcast_apply(strided_apply.MUL, a, c), a * c)
+    np.testing.assert_allclose(strided_apply.broadcast_apply(strided_apply.SUB, c, b), c - b)
+    np.testing.assert_allclose(broadcast_sum.reduce_term(strided_apply.MUL, c, a, b.shape),
+                               unbroadcast(c * a, b.shape))
+    np.testing.assert_allclose(broadcast_sum.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
 
 
 def test_fused_reduction_equals_materialised_reference():
@@ -259,9 +260,9 @@ def test_fused_reduction_equals_materialised_reference():
                          ((2, 3, 4, 5, 6, 7), (2, 1, 4, 1, 6, 1)), ((50000,), ())]:
         g = rng.standard_normal(full)
         w = rng.standard_normal(full[-1:])
-        for op in (B.MUL, B.DIV, B.COPY):
-            fused = B.reduce_term(op, g, w, target)
-            ref = B.sum_to_shape(B.broadcast_apply(op, g, w), target)
+        for op in (strided_apply.MUL, strided_apply.DIV, strided_apply.COPY):
+            fused = broadcast_sum.reduce_term(op, g, w, target)
+            ref = broadcast_sum.sum_to_shape(strided_apply.broadcast_apply(op, g, w), target)
             np.testing.assert_allclose(fused, ref, rtol=1e-10, atol=1e-9)
             assert fused.shape == target
 
@@ -279,20 +280,21 @@ def test_mul_grads_fused_equals_two_pass_bitwise():
             w = rng.standard_normal(sw).astype(dt)
             for g in (rng.standard_normal(sw).astype(dt),
                       np.broadcast_to(np.asarray(dt(1.5)).reshape((1,) * len(sw)), sw)):
-                ref_u = B.reduce_term(B.MUL, g, w, su, 1.0, sw)
-                ref_w = B.broadcast_apply(B.MUL, g, u, sw)
+                ref_u = broadcast_sum.reduce_term(strided_apply.MUL, g, w, su, 1.0, sw)
+                ref_w = strided_apply.broadcast_apply(strided_apply.MUL, g, u, sw)
                 np.testing.assert_allclose(ref_u, unbroadcast(g * w, su), rtol=1e-3, atol=1e-2)
                 for threads in (1, 2):
-                    gu, gw = at_threads(threads, B.mul_grads, g, u, w)
+                    gu, gw = at_threads(threads, broadcast_sum.mul_grads, g, u, w)
                     assert_same_bits(gu, ref_u)
                     assert_same_bits(gw, ref_w)
     # shapes that do not fit (u broadcast inside, g strided, u full, u a scalar) fall
     # back to the two-pass path: None
     g = rng.standard_normal((4, 3))
-    assert B.mul_grads(g, rng.standard_normal((1, 1)), g) is None
-    assert B.mul_grads(g, rng.standard_normal((4, 1)), rng.standard_normal((4, 3))) is None
-    assert B.mul_grads(g.T.T[:, ::-1], rng.standard_normal(3), g) is None
-    assert B.mul_grads(g, g, g) is None
+    assert broadcast_sum.mul_grads(g, rng.standard_normal((1, 1)), g) is None
+    assert broadcast_sum.mul_grads(g, rng.standard_normal((4, 1)),
+                                   rng.standard_normal((4, 3))) is None
+    assert broadcast_sum.mul_grads(g.T.T[:, ::-1], rng.standard_normal(3), g) is None
+    assert broadcast_sum.mul_grads(g, g, g) is None
 
 
 def test_mul_backward_takes_fused_path_either_operand_order():
@@ -388,9 +390,9 @@ def test_mismatched_shapes_name_op_and_shapes(name):
 
 def test_sum_to_shape_rejects_non_broadcast_shape():
     with pytest.raises(ValueError, match=r"sum_to_shape: shape \(3,\) does not broadcast"):
-        B.sum_to_shape(np.ones((2, 4)), (3,))
+        broadcast_sum.sum_to_shape(np.ones((2, 4)), (3,))
     with pytest.raises(ValueError, match="more dims"):
-        B.sum_to_shape(np.ones((4,)), (1, 4))
+        broadcast_sum.sum_to_shape(np.ones((4,)), (1, 4))
 
 
 def test_empty_and_high_rank_operands():

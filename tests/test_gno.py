@@ -1,7 +1,7 @@
 """Graph neural operator: gno_kernel, gno_aggregate, fused gno.
 
 Gradchecks of every argument on random graphs (isolated nodes, self loops, shared edge
-ids) and radius graphs; fused == unfused == seed-000 reference loop; PyTorch oracle;
+ids) and radius graphs; fused == unfused == reference loop; PyTorch oracle;
 'mean' on empty rows; 1 vs 2 threads; dtypes; memory of the fused path; bad input.
 """
 
@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbgrad as nb
+from nbgrad.kernels import gemm
 from nbgrad.kernels import gno as K
 from nbgrad.ops.graph import _mlp_params
 from nbgrad.testing import gradcheck
@@ -122,7 +123,7 @@ def test_shared_edge_id_gradient_is_the_sum_over_both_directions():
     assert np.count_nonzero(np.bincount(shared.edge_id) == 2) == 2  # ids 1 and 2 are shared
 
 
-# -- fused, unfused and the seed-000 reference agree ----------------------------------------
+# -- fused, unfused and the reference loop agree ----------------------------------------
 
 
 @given(random_graphs(max_nodes=8, max_edges=16), sizes, reduces, seeds)
@@ -202,6 +203,56 @@ def test_shared_ids_against_pytorch():
     out_t.backward(torch.from_numpy(upstream))
     out, grads = forward_backward(fused(graph, "mean"), arrays, upstream)
     assert_all_close([out, *grads], [out_t.detach().numpy()] + [t.grad.numpy() for t in ts])
+
+
+def second_derivatives(grad, fn, tensors, upstream, weights):
+    """d/d(inputs) of sum_k <d<fn(inputs), upstream>/d(input_k), weights_k>: every second
+    derivative of fn, seen through random weights (``grad`` is nb.grad or torch's)."""
+    firsts = grad(fn(*tensors), tensors, grad_outputs=upstream, create_graph=True)
+    return grad(sum((g * w).sum() for g, w in zip(firsts, weights)), tensors)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_second_derivatives_against_pytorch(reduce):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    graph = nb.radius_graph(rng.random((30, 2)), 0.3)
+    arrays = gno_inputs(rng, graph, 3, 2, 6, 2)
+    upstream = rng.standard_normal((30, 2))
+    weights = [rng.standard_normal(a.shape) for a in arrays]
+
+    def torch_grad(outputs, inputs, grad_outputs=None, create_graph=False):
+        if grad_outputs is not None:
+            grad_outputs = torch.from_numpy(grad_outputs)
+        return torch.autograd.grad(outputs, inputs, grad_outputs, create_graph=create_graph)
+
+    ts = [torch.from_numpy(a).requires_grad_() for a in arrays]
+    want = second_derivatives(torch_grad, lambda *t: torch_gno(torch, graph, *t, reduce), ts,
+                              upstream, [torch.from_numpy(w) for w in weights])
+    for fn in (fused(graph, reduce), unfused(graph, reduce, 2, 3)):
+        tensors = [nb.tensor(a, requires_grad=True) for a in arrays]
+        got = second_derivatives(nb.grad, fn, tensors, upstream, weights)
+        assert_all_close([g.numpy() for g in got], [w.numpy() for w in want])
+
+
+def test_second_derivatives_without_biases_are_those_of_zero_biases():
+    rng = np.random.default_rng(6)
+    graph = shared_graph()
+    h, x, U, _, V, _ = gno_inputs(rng, graph, 3, 2, 5, 2)
+    zeros = [nb.tensor(np.zeros(5)), nb.tensor(np.zeros(6))]
+    upstream = rng.standard_normal((6, 2))
+    weights = [rng.standard_normal(a.shape) for a in (h, x, U, V)]
+    for reduce in ("sum", "mean"):
+        got = []
+        for b_u, b_v in ((None, None), zeros):
+            tensors = [nb.tensor(a, requires_grad=True) for a in (h, x, U, V)]
+
+            def fn(h, x, U, V, b_u=b_u, b_v=b_v, reduce=reduce):
+                return nb.gno(h, x, U, b_u, V, b_v, graph, reduce=reduce)
+
+            got.append([g.numpy() for g in
+                        second_derivatives(nb.grad, fn, tensors, upstream, weights)])
+        assert_all_close(got[0], got[1])
 
 
 # -- semantics ------------------------------------------------------------------------------
@@ -409,7 +460,7 @@ def test_gemm_tn_acc_is_out_plus_a_transpose_b(dtype, rows, k, cols):
     B = rng.standard_normal((k, cols)).astype(dtype)
     out = rng.standard_normal((rows, cols)).astype(dtype)
     want = out + A.T.astype(np.float64) @ B
-    K._gemm_tn_acc(A, B, out)
+    gemm.gemm_tn_acc(A, B, out)
     np.testing.assert_allclose(out, want, rtol=1e-5 if dtype == np.float32 else 1e-12,
                                atol=1e-5 if dtype == np.float32 else 1e-12)
 

@@ -1,4 +1,4 @@
-"""gram_schmidt (MGS + seed-001 reverse sweep), ono_encode, ono_decode."""
+"""gram_schmidt (MGS + its reverse sweep), ono_encode, ono_decode."""
 
 import re
 
@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
-from nbgrad.kernels import bases_gemm as BG
+from nbgrad.kernels import gemm
 from nbgrad.kernels import gram_schmidt as K
 from nbgrad.ops import gram_schmidt as gs_ops
 from nbgrad.testing import gradcheck
@@ -32,7 +32,7 @@ def mgs_numpy(B):
 
 
 def qr_adjoint(Q, R, dQ):
-    """Closed-form QR adjoint (REFERENCE.md): dB = [dQ + Q copyltu(-dQ^T Q)] R^{-T}."""
+    """Closed-form QR adjoint (docs/derivations.md): dB = [dQ + Q copyltu(-dQ^T Q)] R^{-T}."""
     M = -dQ.T @ Q
     M = np.tril(M) + np.tril(M, -1).T
     return np.linalg.solve(R, (dQ + Q @ M).T).T
@@ -385,7 +385,7 @@ def test_sweep_beside_product_bitwise_at_1_and_2_threads(rng, dtype):
         sweep, product = at_threads(threads, K.mgs_sweep_beside_product, Qt, R, dQt.copy(),
                                     g, Qt)
         assert_same_bits(sweep, dBt)
-        assert_same_bits(product, BG.matmul(g, Qt))
+        assert_same_bits(product, gemm.matmul(g, Qt))
 
 
 @pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
@@ -403,7 +403,7 @@ def test_op_bitwise_at_1_and_2_threads(rng, op):
         assert_same_bits(x, y)
 
 
-# -- products of ono_encode / ono_decode (kernels/bases_gemm.py) --------------------------------
+# -- products of ono_encode / ono_decode (kernels/gemm.py) -------------------------------------
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -416,11 +416,11 @@ def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, s
     M, Kd, P = shape
     a = rng.standard_normal((M, Kd)).astype(dtype)
     b = rng.standard_normal((Kd, P)).astype(dtype)
-    one = at_threads(1, BG.matmul, a, b)
+    one = at_threads(1, gemm.matmul, a, b)
     assert one.shape == (M, P) and one.dtype == dtype
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(one, a.astype(np.float64) @ b, rtol=tol, atol=tol * Kd)
-    assert_same_bits(at_threads(2, BG.matmul, a, b), one)
+    assert_same_bits(at_threads(2, gemm.matmul, a, b), one)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -429,7 +429,7 @@ def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, s
 def test_bases_transpose(rng, shape, dtype):
     # Both forms: row by row (up to SHORT = 64 rows) and block by block.
     x = rng.standard_normal(shape).astype(dtype)
-    xt = BG.transpose(x)
+    xt = gemm.transpose(x)
     assert xt.flags.c_contiguous
     np.testing.assert_array_equal(xt, x.T)
 
@@ -464,6 +464,77 @@ def test_torch_autograd_through_mgs(rng, reorthogonalize):
     ours.backward(g)
     np.testing.assert_allclose(ours.numpy(), y.detach().numpy(), atol=1e-12)
     np.testing.assert_allclose(Bt.grad.numpy(), Btorch.grad.numpy(), atol=1e-10)
+
+
+# -- second derivatives: the vjps recompute MGS with differentiable ops ----------------------
+
+
+@pytest.mark.parametrize("shape", [(9, 4), (5, 5), (20, 11), (6, 1)])
+@pytest.mark.parametrize("reorthogonalize", [False, True])
+@pytest.mark.parametrize("dependent", [False, True])
+def test_differentiable_mgs_gives_the_kernel_q(rng, shape, reorthogonalize, dependent):
+    B = rng.standard_normal(shape)
+    if dependent and shape[1] > 2:
+        B[:, 2] = B[:, 0] - 2 * B[:, 1]
+    passes = gs_ops._passes(B, reorthogonalize)
+    Q = gs_ops._mgs_passes(nb.tensor(B), passes).numpy()
+    np.testing.assert_allclose(Q, passes[-1][0].T, rtol=0, atol=1e-12)
+
+
+def torch_second_derivative(torch, u, B, g, w, reorthogonalize, decode=False):
+    """d/d(u, B) of <d<u @ Q(B), g>/dB, w> with Q = torch_mgs (twice if reorthogonalized;
+    Q.T for decode)."""
+    ut, Bt = torch.tensor(u, requires_grad=True), torch.tensor(B, requires_grad=True)
+    Q = torch_mgs(torch, Bt)
+    if reorthogonalize:
+        Q = torch_mgs(torch, Q)
+    y = ut @ (Q.T if decode else Q)
+    (dB,) = torch.autograd.grad(y, Bt, torch.tensor(g), create_graph=True)
+    return [a.numpy() for a in torch.autograd.grad((dB * torch.tensor(w)).sum(), (ut, Bt))]
+
+
+def nb_second_derivative(op, u, B, g, w, reorthogonalize):
+    ut, Bt = nb.tensor(u, requires_grad=True), nb.tensor(B, requires_grad=True)
+    (dB,) = nb.grad(op(ut, Bt, reorthogonalize), Bt, grad_outputs=g, create_graph=True)
+    return [a.numpy() for a in nb.grad((dB * w).sum(), [ut, Bt])]
+
+
+@pytest.mark.parametrize("reorthogonalize", [False, True])
+def test_torch_second_derivative_through_mgs(rng, reorthogonalize):
+    torch = pytest.importorskip("torch")
+    B = rng.standard_normal((12, 4))
+    u = rng.standard_normal((3, 12))
+    g = rng.standard_normal((3, 4))
+    w = rng.standard_normal((12, 4))
+    want = torch_second_derivative(torch, u, B, g, w, reorthogonalize)
+    got = nb_second_derivative(nb.ono_encode, u, B, g, w, reorthogonalize)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    x, gx = rng.standard_normal((3, 4)), rng.standard_normal((3, 12))
+    want_decode = torch_second_derivative(torch, x, B, gx, w, reorthogonalize, decode=True)
+    got = nb_second_derivative(nb.ono_decode, x, B, gx, w, reorthogonalize)
+    for a, b in zip(got, want_decode):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    # gram_schmidt alone: <u @ Q, g> = <Q, u^T g>
+    Bt = nb.tensor(B, requires_grad=True)
+    (dB,) = nb.grad(nb.gram_schmidt(Bt, reorthogonalize), Bt, grad_outputs=u.T @ g,
+                    create_graph=True)
+    (d2,) = nb.grad((dB * w).sum(), Bt)
+    np.testing.assert_allclose(d2.numpy(), want[1], rtol=1e-9, atol=1e-9)
+
+
+def test_dropped_column_has_zero_second_derivative(rng):
+    B = rng.integers(-4, 5, (7, 4)).astype(np.float64) + 9 * np.eye(7, 4)
+    B[:, 2] = B[:, 0] - 2 * B[:, 1]
+    u, g, w = rng.standard_normal((2, 7)), rng.standard_normal((2, 4)), rng.standard_normal((7, 4))
+    keep = [0, 1, 3]
+    for reorth in (False, True):
+        du, dB = nb_second_derivative(nb.ono_encode, u, B, g, w, reorth)
+        assert np.isfinite(du).all() and np.isfinite(dB).all() and not dB[:, 2].any()
+        du_kept, dB_kept = nb_second_derivative(nb.ono_encode, u, B[:, keep], g[:, keep],
+                                                w[:, keep], reorth)
+        np.testing.assert_allclose(du, du_kept, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(dB[:, keep], dB_kept, rtol=1e-12, atol=1e-12)
 
 
 def test_torch_qr_gradient_up_to_signs(rng):

@@ -36,7 +36,7 @@ def assert_rows_equal(graph, rows):
 
 
 def test_radius_graph_5x5_grid_oracle():
-    # REFERENCE.md: spacing 0.25, radius 0.3, self loops: 25 self + 80 directed 4-neighbours
+    # spacing 0.25, radius 0.3, self loops: 25 self + 80 directed 4-neighbours
     ticks = np.arange(5) * 0.25
     points = np.array([(x, y) for x in ticks for y in ticks])
     g = nb.radius_graph(points, 0.3)

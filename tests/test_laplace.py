@@ -160,6 +160,32 @@ def test_torch_oracle(rng):
     np.testing.assert_allclose(x.grad.numpy(), ut.grad.numpy(), rtol=1e-10)
 
 
+def test_torch_oracle_second_derivative(rng):
+    # d/d(mu, u) of <d<lno_decode(lno_encode(u, mu), mu, 20), gy>/dmu, w>: through E and
+    # its derivative -t E, both taken from the basis op's output.
+    torch = pytest.importorskip("torch")
+    mu = rng.uniform(0.1, 5.0, 6)
+    u = rng.standard_normal((4, 30))
+    gy = rng.standard_normal((4, 20))
+    w = rng.standard_normal(6)
+    mt = torch.tensor(mu, requires_grad=True)
+    ut = torch.tensor(u, requires_grad=True)
+
+    def E(n):
+        return torch.exp(-mt[:, None] * torch.linspace(0, 1, n, dtype=torch.float64))
+
+    (dmu,) = torch.autograd.grad((ut @ E(30).T) @ E(20), mt, torch.tensor(gy),
+                                 create_graph=True)
+    want = torch.autograd.grad((dmu * torch.tensor(w)).sum(), (mt, ut))
+    m, x = nb.tensor(mu, requires_grad=True), nb.tensor(u, requires_grad=True)
+    (dm,) = nb.grad(nb.lno_decode(nb.lno_encode(x, m), m, 20), m, grad_outputs=gy,
+                    create_graph=True)
+    got = nb.grad((dm * w).sum(), [m, x])
+    np.testing.assert_allclose(dm.numpy(), dmu.detach().numpy(), rtol=1e-10)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-12)
+
+
 # -- bad input ----------------------------------------------------------------------------------
 
 

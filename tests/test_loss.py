@@ -10,7 +10,7 @@ from scipy.special import logsumexp, softmax
 
 import nbgrad as nb
 from nbgrad import REGISTRY
-from nbgrad.testing import gradcheck
+from nbgrad.testing import check_registered, gradcheck
 from nbgrad.testing import strategies as nbst
 
 REDUCTIONS = ["mean", "sum", "none"]
@@ -212,3 +212,56 @@ def test_pytorch_oracle(reduction):
         ln.backward(g)
         np.testing.assert_allclose(ln.numpy(), lt.detach().numpy(), rtol=1e-13)
         np.testing.assert_allclose(xn.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+# -- second derivatives ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["mse_loss", "cross_entropy"])
+def test_gradgradcheck_registered(name):
+    for second_order in (False, True):
+        report = check_registered(name, second_order=second_order)
+        assert report.passed, "\n".join(report.failures)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_second_derivative_torch_oracle(reduction, dtype):
+    """grad of |dL/dx|^2 (L = <cross_entropy(x, t), v>) w.r.t. x and v; also the
+    Hessian-vector product d/dx <dL/dx, u>."""
+    torch = pytest.importorskip("torch")
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-10, atol=1e-12)
+    rng = np.random.default_rng(31)
+    x = (rng.standard_normal((5, 4)) * 2).astype(dtype)
+    t = rng.integers(0, 4, 5)
+    v = rng.standard_normal(5 if reduction == "none" else ()).astype(dtype)
+    u = rng.standard_normal((5, 4)).astype(dtype)
+    xt, vt = torch.tensor(x, requires_grad=True), torch.tensor(v, requires_grad=True)
+    lt = torch.nn.functional.cross_entropy(xt, torch.tensor(t), reduction=reduction)
+    (dt,) = torch.autograd.grad((lt * vt).sum(), [xt], create_graph=True)
+    expected = torch.autograd.grad((dt * dt).sum(), [xt, vt], retain_graph=True)
+    (hvp_t,) = torch.autograd.grad((dt * torch.tensor(u)).sum(), [xt])
+    xn, vn = nb.tensor(x, requires_grad=True), nb.tensor(v, requires_grad=True)
+    ln = nb.cross_entropy(xn, t, reduction=reduction)
+    (dn,) = nb.grad((ln * vn).sum(), [xn], create_graph=True)
+    np.testing.assert_allclose(dn.numpy(), dt.detach().numpy(), **tol)
+    for got, e in zip(nb.grad((dn * dn).sum(), [xn, vn], retain_graph=True), expected):
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got.numpy(), e.numpy(), **tol)
+    (hvp,) = nb.grad((dn * nb.tensor(u)).sum(), [xn])
+    np.testing.assert_allclose(hvp.numpy(), hvp_t.numpy(), **tol)
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_mse_loss_second_derivative_torch_oracle(reduction):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(32)
+    p, q = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    pt, qt = torch.tensor(p, requires_grad=True), torch.tensor(q, requires_grad=True)
+    lt = torch.nn.functional.mse_loss(pt, qt, reduction=reduction)
+    first = torch.autograd.grad((lt ** 2).sum(), [pt, qt], create_graph=True)
+    expected = torch.autograd.grad(sum((d ** 3).sum() for d in first), [pt, qt])
+    pn, qn = nb.tensor(p, requires_grad=True), nb.tensor(q, requires_grad=True)
+    ln = nb.mse_loss(pn, qn, reduction=reduction)
+    dp, dq = nb.grad((ln * ln).sum(), [pn, qn], create_graph=True)
+    for got, e in zip(nb.grad((dp * dp * dp).sum() + (dq * dq * dq).sum(), [pn, qn]),
+                      expected):
+        np.testing.assert_allclose(got.numpy(), e.numpy(), rtol=1e-10, atol=1e-12)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.kernels import pool as K
-from nbgrad.testing import gradcheck
+from nbgrad.testing import check_registered, gradcheck
 from nbgrad.testing.strategies_conv import pool2d_configs
 
 
@@ -241,3 +241,65 @@ def test_type_errors_and_dilation():
         nb.avg_pool2d(X, (2, 2, 2))
     with pytest.raises(ValueError, match=r"max_pool2d: the dilated kernel \(9, 3\) is larger"):
         nb.max_pool2d(X, (3, 2), dilation=(4, 2))
+
+
+# -- second derivatives ---------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d", "max_pool2d_grad",
+                                  "avg_pool2d_grad"])
+def test_gradgradcheck_registered(name):
+    for second_order in (False, True):
+        report = check_registered(name, second_order=second_order)
+        assert report.passed, "\n".join(report.failures)
+
+
+def _second_derivative_against_torch(ours, theirs, x, v):
+    """With L = <pool(x)^2, v>: grad of |dL/dx|^2 w.r.t. x and v (double backward through
+    the pooling backward), ours against torch.autograd.grad with create_graph."""
+    torch = pytest.importorskip("torch")
+    xt, vt = torch.tensor(x, requires_grad=True), torch.tensor(v, requires_grad=True)
+    (dt,) = torch.autograd.grad((theirs(xt) ** 2 * vt).sum(), [xt], create_graph=True)
+    expected = torch.autograd.grad((dt * dt).sum(), [xt, vt])
+    xn, vn = nb.tensor(x, requires_grad=True), nb.tensor(v, requires_grad=True)
+    y = ours(xn)
+    (dn,) = nb.grad((y * y * vn).sum(), [xn], create_graph=True)
+    np.testing.assert_allclose(dn.numpy(), dt.detach().numpy(), rtol=1e-12, atol=1e-12)
+    for got, e in zip(nb.grad((dn * dn).sum(), [xn, vn]), expected):
+        np.testing.assert_allclose(got.numpy(), e.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("shape, kw", [
+    ((2, 3, 6, 7), dict(kernel_size=2)),
+    ((1, 2, 7, 6), dict(kernel_size=(3, 2), stride=(2, 1), padding=1, dilation=(1, 2))),
+    ((2, 5, 5), dict(kernel_size=3, stride=2, padding=1)),
+])
+def test_max_pool2d_second_derivative_torch_oracle(shape, kw):
+    torch = pytest.importorskip("torch")
+    x = _distinct(shape, seed=3)
+    v = np.random.default_rng(4).standard_normal(nb.max_pool2d(x, **kw).shape)
+    _second_derivative_against_torch(lambda t: nb.max_pool2d(t, **kw),
+                                     lambda t: torch.nn.functional.max_pool2d(t, **kw), x, v)
+
+
+@pytest.mark.parametrize("include", [True, False])
+@pytest.mark.parametrize("shape, kw", [
+    ((2, 3, 6, 7), dict(kernel_size=2)),
+    ((1, 2, 7, 6), dict(kernel_size=(3, 2), stride=(2, 1), padding=1)),
+    ((2, 5, 5), dict(kernel_size=3, stride=2, padding=1)),
+])
+def test_avg_pool2d_second_derivative_torch_oracle(shape, kw, include):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(shape)
+    v = rng.standard_normal(nb.avg_pool2d(x, **kw).shape)
+    _second_derivative_against_torch(
+        lambda t: nb.avg_pool2d(t, count_include_pad=include, **kw),
+        lambda t: torch.nn.functional.avg_pool2d(t, count_include_pad=include, **kw), x, v)
+
+
+def test_max_pool2d_vjp_is_linear_in_g_with_zero_second_derivative_in_x():
+    x = nb.tensor(_distinct((1, 2, 4, 4)), requires_grad=True)
+    g = nb.tensor(np.random.default_rng(6).standard_normal((1, 2, 2, 2)), requires_grad=True)
+    (dx,) = nb.grad(nb.max_pool2d(x, 2), [x], grad_outputs=[g], create_graph=True)
+    hx, hg = nb.grad((dx * dx).sum(), [x, g])
+    assert hx is None or not np.any(hx.numpy())
+    np.testing.assert_array_equal(hg.numpy(), 2 * g.numpy())

@@ -8,8 +8,7 @@ and methods: each is the public function of the same name (``x.relu()`` is ``rel
 from __future__ import annotations
 
 from ..tensor import Tensor
-from . import activation, conv, elementwise, gram_schmidt, graph, laplace, loss, matmul, pool
-from . import reduce, shape
+from . import activation, elementwise, matmul, reduce, shape
 
 _METHODS = {
     elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to"],

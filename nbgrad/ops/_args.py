@@ -54,3 +54,26 @@ def one_axis(op: str, axis: Any, shape: tuple) -> int:
     if not -n <= axis < n:
         raise ValueError(f"{op}: axis {axis} is out of range for shape {shape}")
     return int(axis) % n
+
+
+_TENSOR_API: list = []   # [lift, FLOAT_DTYPES] from ..tensor, imported on first use
+
+
+def float_input(op: str, x: Any):
+    """``x`` as a Tensor (``tensor.lift``), which must be float32 or float64 (TypeError
+    naming the op, the dtype and the shape)."""
+    if not _TENSOR_API:
+        from ..tensor import FLOAT_DTYPES, lift
+        _TENSOR_API[:] = [lift, FLOAT_DTYPES]
+    lift, float_dtypes = _TENSOR_API
+    x = lift(x)
+    if x.dtype not in float_dtypes:
+        raise TypeError(f"{op}: x must be float32 or float64, got {x.dtype} (shape {x.shape})")
+    return x
+
+
+def real(op: str, name: str, value: Any) -> float:
+    """A real-number parameter (Python or NumPy int/float, not bool) as a float."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
+    return float(value)

@@ -1,11 +1,21 @@
 """Activations and the softmax family: tanh sigmoid relu leaky_relu elu gelu gelu_quick silu
 softplus clamp softmax log_softmax logsumexp.
 
-PyTorch names and semantics; derivatives at kinks follow PyTorch (REFERENCE.md): relu' = 0
-at 0, leaky_relu' = negative_slope at 0, elu' = alpha at 0, clamp' = 1 on the closed
+PyTorch names and semantics; derivatives at kinks follow PyTorch
+(docs/derivations.md#activations-and-their-kinks): relu' = 0 at 0, leaky_relu' =
+negative_slope at 0, elu' = alpha at 0, clamp' = 1 on the closed
 interval [min, max]. Inputs must be float32 or float64; the result has the input's dtype.
-Kernels are in ``nbgrad/kernels/activation.py``; backward passes use the saved output where
-the formula allows (tanh, sigmoid, relu, softmax, log_softmax) and the input otherwise.
+Kernels are in ``nbgrad/kernels/activation.py`` and ``nbgrad/kernels/softmax.py``; backward
+passes use the saved output where the formula allows (tanh, sigmoid, relu, softmax,
+log_softmax) and the input otherwise.
+
+The point-wise ops with one kernel pair are one ``pointwise`` table entry each
+(``ops/table.py``); gelu (dtype-dependent kernels, a saved-derivative fast path), clamp and
+the softmax family are hand-written Functions. Every op has a ``vjp`` (second derivatives):
+f'(x) written with nbgrad ops; relu, leaky_relu and clamp are piecewise linear, so theirs
+is g times a constant mask (zero second derivative). gelu's f'(x) is the op
+``gelu_derivative`` (the backward kernels with g = 1), whose own derivative, gelu''(x), is
+written with exp and tanh.
 """
 
 from __future__ import annotations
@@ -13,27 +23,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import activation as K
-from ..kernels.broadcast import broadcast_shapes, sum_to_shape
-from ..tensor import FLOAT_DTYPES, Tensor, lift
-
-
-def _float_input(op: str, x) -> Tensor:
-    x = lift(x)
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: x must be float32 or float64, got {x.dtype} (shape {x.shape})")
-    return x
-
-
-def _real(op: str, name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
-        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
-    return float(value)
-
-
-def _flat(a: np.ndarray) -> np.ndarray:
-    """A flat C-contiguous view (or copy, for strided and broadcast arrays) of ``a``."""
-    return np.ascontiguousarray(a).reshape(-1)
+from ..kernels import activation as activation_kernels
+from ..kernels import softmax as softmax_kernels
+from ..kernels.broadcast_sum import sum_to_shape
+from ..kernels.strided_apply import broadcast_shapes
+from ..tensor import Tensor, lift
+from . import _args
+from .elementwise import exp
+from .table import flat as _flat
+from .table import into as _into
+from .table import pointwise
 
 
 def _upstream(g: np.ndarray) -> np.ndarray:
@@ -45,12 +44,9 @@ def _upstream(g: np.ndarray) -> np.ndarray:
     return _flat(g)
 
 
-def _into(kernel, shape: tuple, dtype, *args) -> np.ndarray:
-    """A new NumPy array of ``shape``, filled by the flat element-wise ``kernel(*args, out)``
-    (NumPy-owned, so the engine keeps a gradient returned this way without copying it)."""
-    out = np.empty(shape, dtype)
-    kernel(*args, out.reshape(-1))
-    return out
+def _mask(condition: np.ndarray, dtype) -> Tensor:
+    """A constant 0/1 Tensor of ``dtype``: the derivative of a piecewise-linear op."""
+    return lift(condition.astype(dtype))
 
 
 def _signed(rng, shape, low=0.2, high=2.0):
@@ -74,61 +70,23 @@ def _kinked_samples(rng):
     yield Sample(np.array(-0.5), label="0-d")
 
 
-@register("tanh", samples=_smooth_samples)
-class Tanh(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = _into(K.tanh_forward, x.shape, x.dtype, _flat(x))
-        ctx.save_for_backward(y)
-        return y
+tanh = pointwise(
+    "tanh", cls_name="Tanh", forward=activation_kernels.tanh_forward,
+    backward=activation_kernels.tanh_backward, saves="output",
+    derivative=lambda x, y: 1 - y * y, samples=_smooth_samples,
+    doc="""tanh(x) = (e^x - e^-x) / (e^x + e^-x); backward g (1 - y^2) from the output.""")
 
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _into(K.tanh_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
+sigmoid = pointwise(
+    "sigmoid", cls_name="Sigmoid", forward=activation_kernels.sigmoid_forward,
+    backward=activation_kernels.sigmoid_backward, saves="output",
+    derivative=lambda x, y: y * (1 - y), samples=_smooth_samples,
+    doc="""sigmoid(x) = 1 / (1 + e^-x); backward g y (1 - y) from the output.""")
 
-
-def tanh(x) -> Tensor:
-    """tanh(x) = (e^x - e^-x) / (e^x + e^-x); backward g (1 - y^2) from the output."""
-    return Tanh.apply(_float_input("tanh", x))
-
-
-@register("sigmoid", samples=_smooth_samples)
-class Sigmoid(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = _into(K.sigmoid_forward, x.shape, x.dtype, _flat(x))
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _into(K.sigmoid_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
-
-
-def sigmoid(x) -> Tensor:
-    """sigmoid(x) = 1 / (1 + e^-x); backward g y (1 - y) from the output."""
-    return Sigmoid.apply(_float_input("sigmoid", x))
-
-
-@register("relu", samples=_kinked_samples)
-class ReLU(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = _into(K.relu_forward, x.shape, x.dtype, _flat(x))
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _into(K.relu_backward, y.shape, y.dtype, _flat(g), y.reshape(-1))
-
-
-def relu(x) -> Tensor:
-    """relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink)."""
-    return ReLU.apply(_float_input("relu", x))
+relu = pointwise(
+    "relu", cls_name="ReLU", forward=activation_kernels.relu_forward,
+    backward=activation_kernels.relu_backward, saves="output",
+    derivative=lambda x, y: _mask(y.data > 0, y.dtype), samples=_kinked_samples,
+    doc="""relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink).""")
 
 
 # -- leaky_relu, elu ---------------------------------------------------------------------------
@@ -140,26 +98,14 @@ def _leaky_samples(rng):
     yield Sample(_signed(rng, (4,)), negative_slope=-0.5, label="negative slope")
 
 
-@register("leaky_relu", samples=_leaky_samples)
-class LeakyReLU(Function):
-    @staticmethod
-    def forward(ctx, x, negative_slope=0.01):
-        ctx.negative_slope = negative_slope
-        ctx.save_for_backward(x)
-        return _into(K.leaky_relu_forward, x.shape, x.dtype, _flat(x), negative_slope)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _into(K.leaky_relu_backward, x.shape, x.dtype, _flat(g), _flat(x),
-                     ctx.negative_slope)
-
-
-def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
-    """x for x > 0, negative_slope * x otherwise; derivative negative_slope at x = 0."""
-    x = _float_input("leaky_relu", x)
-    return LeakyReLU.apply(x, negative_slope=_real("leaky_relu", "negative_slope",
-                                                   negative_slope))
+leaky_relu = pointwise(
+    "leaky_relu", cls_name="LeakyReLU", forward=activation_kernels.leaky_relu_forward,
+    backward=activation_kernels.leaky_relu_backward, saves="input",
+    params={"negative_slope": 0.01},
+    derivative=lambda x, y, negative_slope: lift(
+        np.where(x.data > 0, 1.0, negative_slope).astype(x.dtype)),
+    samples=_leaky_samples,
+    doc="""x for x > 0, negative_slope * x otherwise; derivative negative_slope at x = 0.""")
 
 
 def _elu_samples(rng):
@@ -168,24 +114,18 @@ def _elu_samples(rng):
     yield Sample(_signed(rng, (5,), 0.2, 4.0), alpha=2.0, label="alpha 2, wide")
 
 
-@register("elu", samples=_elu_samples)
-class ELU(Function):
-    @staticmethod
-    def forward(ctx, x, alpha=1.0):
-        ctx.alpha = alpha
-        ctx.save_for_backward(x)
-        return _into(K.elu_forward, x.shape, x.dtype, _flat(x), alpha)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _into(K.elu_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.alpha)
+def _elu_derivative(x: Tensor, y, alpha: float) -> Tensor:
+    # alpha e^min(x, 0) on x <= 0 (clamp' = 1 there, inclusive: elu'' = alpha at 0), 1 above
+    neg = _mask(~(x.data > 0), x.dtype)
+    return (1 - neg) + neg * (alpha * exp(clamp(x, max=0.0)))
 
 
-def elu(x, alpha: float = 1.0) -> Tensor:
-    """x for x > 0, alpha (e^x - 1) otherwise (through expm1); derivative alpha e^x for
-    x <= 0 (alpha at 0, as PyTorch)."""
-    return ELU.apply(_float_input("elu", x), alpha=_real("elu", "alpha", alpha))
+elu = pointwise(
+    "elu", cls_name="ELU", forward=activation_kernels.elu_forward,
+    backward=activation_kernels.elu_backward, saves="input", params={"alpha": 1.0},
+    derivative=_elu_derivative, samples=_elu_samples,
+    doc="""x for x > 0, alpha (e^x - 1) otherwise (through expm1); derivative alpha e^x for
+    x <= 0 (alpha at 0, as PyTorch).""")
 
 
 # -- gelu, gelu_quick, silu ---------------------------------------------------------------------
@@ -195,6 +135,12 @@ def _gelu_samples(rng):
     yield Sample(rng.standard_normal((3, 4)) * 2, label="exact")
     yield Sample(rng.standard_normal((2, 3)) * 2, approximate="tanh", label="tanh")
     yield Sample(rng.standard_normal(6) * 3, approximate="none", label="exact, 1-D")
+
+
+def _gelu_backward_kernel(approximate: str, dtype):
+    return activation_kernels.gelu_tanh_backward if approximate == "tanh" else (
+        activation_kernels.gelu_backward_f32 if dtype == np.float32
+        else activation_kernels.gelu_backward)
 
 
 @register("gelu", samples=_gelu_samples)
@@ -207,25 +153,30 @@ class GELU(Function):
             # backward reads g and that one array (no second exp and erfcx)
             y = np.empty(x.shape, x.dtype)
             d = np.empty(x.shape, x.dtype)
-            K.gelu_forward_grad_f32(_flat(x), y.reshape(-1), d.reshape(-1))
+            activation_kernels.gelu_forward_grad_f32(_flat(x), y.reshape(-1), d.reshape(-1))
             ctx.saved_derivative = True
             ctx.save_for_backward(d)
             return y
         ctx.saved_derivative = False
         ctx.save_for_backward(x)
-        kernel = K.gelu_tanh_forward if approximate == "tanh" else (
-            K.gelu_forward_f32 if x.dtype == np.float32 else K.gelu_forward)
+        kernel = activation_kernels.gelu_tanh_forward if approximate == "tanh" else (
+            activation_kernels.gelu_forward_f32 if x.dtype == np.float32
+            else activation_kernels.gelu_forward)
         return _into(kernel, x.shape, x.dtype, _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         if ctx.saved_derivative:
             (d,) = ctx.saved_tensors
-            return _into(K.mul_saved, d.shape, d.dtype, _upstream(g), d.reshape(-1))
+            return _into(activation_kernels.mul_saved, d.shape, d.dtype, _upstream(g),
+                         d.reshape(-1))
         (x,) = ctx.saved_tensors
-        kernel = K.gelu_tanh_backward if ctx.approximate == "tanh" else (
-            K.gelu_backward_f32 if x.dtype == np.float32 else K.gelu_backward)
-        return _into(kernel, x.shape, x.dtype, _flat(g), _flat(x))
+        return _into(_gelu_backward_kernel(ctx.approximate, x.dtype), x.shape, x.dtype,
+                     _flat(g), _flat(x))
+
+    @staticmethod
+    def vjp(ctx, g):
+        return g * GELUDerivative.apply(ctx.inputs[0], approximate=ctx.approximate)
 
 
 def gelu(x, approximate: str = "none") -> Tensor:
@@ -234,46 +185,77 @@ def gelu(x, approximate: str = "none") -> Tensor:
 
     float32 evaluates Phi as erfc(-x / sqrt 2) / 2 (relatively accurate for negative x,
     where PyTorch's 1 + erf cancels); float64 uses libm's erf."""
-    x = _float_input("gelu", x)
+    x = _args.float_input("gelu", x)
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     return GELU.apply(x, approximate=approximate)
 
 
-@register("gelu_quick", samples=_smooth_samples)
-class GELUQuick(Function):
+_K_TANH = 0.7978845608028654          # sqrt(2 / pi)
+_C_TANH = 0.044715
+_INV_SQRT_2PI = 0.3989422804014327
+
+
+def _gelu_second_derivative(x, approximate: str, exp, tanh):
+    """gelu''(x) for |x| <= 40 (beyond, 0 in every float format), on ndarrays (exp, tanh
+    from NumPy) or Tensors (nbgrad's). Exact: phi(x) (2 - x^2). tanh form, with
+    u = k (x + c x^3), u' = k (1 + 3 c x^2), t = tanh u:
+    (1 - t^2) (u' - x t u'^2 + 3 k c x^2)."""
+    if approximate == "tanh":
+        du = _K_TANH * (1 + 3 * _C_TANH * x * x)
+        t = tanh(_K_TANH * (x + _C_TANH * x * x * x))
+        return (1 - t * t) * (du - x * t * du * du + 3 * _K_TANH * _C_TANH * x * x)
+    return exp(-0.5 * x * x) * _INV_SQRT_2PI * (2 - x * x)
+
+
+@register("gelu_derivative", samples=_gelu_samples)
+class GELUDerivative(Function):
+    """gelu'(x) (what gelu's vjp multiplies g by): gelu's backward kernel with g = 1, so the
+    same values as the first-order backward; its derivative gelu''(x) is written with
+    exp/tanh (so gelu is differentiable any number of times)."""
+
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, approximate="none"):
+        ctx.approximate = approximate
         ctx.save_for_backward(x)
-        return _into(K.gelu_quick_forward, x.shape, x.dtype, _flat(x))
+        return _into(_gelu_backward_kernel(approximate, x.dtype), x.shape, x.dtype,
+                     np.ones(x.size, x.dtype), _flat(x))
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _into(K.gelu_quick_backward, x.shape, x.dtype, _flat(g), _flat(x))
-
-
-def gelu_quick(x) -> Tensor:
-    """x sigmoid(1.702 x); derivative s (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x)."""
-    return GELUQuick.apply(_float_input("gelu_quick", x))
-
-
-@register("silu", samples=_smooth_samples)
-class SiLU(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _into(K.silu_forward, x.shape, x.dtype, _flat(x))
+        xc = np.clip(x, -40, 40)
+        return g * _gelu_second_derivative(xc, ctx.approximate, np.exp, np.tanh).astype(
+            x.dtype)
 
     @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _into(K.silu_backward, x.shape, x.dtype, _flat(g), _flat(x))
+    def vjp(ctx, g):
+        xc = clamp(ctx.inputs[0], -40.0, 40.0)
+        return g * _gelu_second_derivative(xc, ctx.approximate, exp, tanh)
 
 
-def silu(x) -> Tensor:
-    """silu(x) = x sigmoid(x); derivative s (1 + x (1 - s)), s = sigmoid(x)."""
-    return SiLU.apply(_float_input("silu", x))
+def _gelu_quick_derivative(x: Tensor, y) -> Tensor:
+    s = sigmoid(1.702 * x)
+    return s * (1 + 1.702 * x * (1 - s))
+
+
+gelu_quick = pointwise(
+    "gelu_quick", cls_name="GELUQuick", forward=activation_kernels.gelu_quick_forward,
+    backward=activation_kernels.gelu_quick_backward, saves="input",
+    derivative=_gelu_quick_derivative, samples=_smooth_samples,
+    doc="""x sigmoid(1.702 x); derivative s (1 + 1.702 x (1 - s)), s = sigmoid(1.702 x).""")
+
+
+def _silu_derivative(x: Tensor, y) -> Tensor:
+    s = sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+silu = pointwise(
+    "silu", cls_name="SiLU", forward=activation_kernels.silu_forward,
+    backward=activation_kernels.silu_backward, saves="input",
+    derivative=_silu_derivative, samples=_smooth_samples,
+    doc="""silu(x) = x sigmoid(x); derivative s (1 + x (1 - s)), s = sigmoid(x).""")
 
 
 # -- softplus ------------------------------------------------------------------------------------
@@ -287,30 +269,26 @@ def _softplus_samples(rng):
                  label="both branches")
 
 
-@register("softplus", samples=_softplus_samples)
-class Softplus(Function):
-    @staticmethod
-    def forward(ctx, x, beta=1.0, threshold=20.0):
-        ctx.beta, ctx.threshold = beta, threshold
-        ctx.save_for_backward(x)
-        return _into(K.softplus_forward, x.shape, x.dtype, _flat(x), beta, threshold)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _into(K.softplus_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.beta,
-                     ctx.threshold)
+def _softplus_derivative(x: Tensor, y, beta: float, threshold: float) -> Tensor:
+    # the kernel's branch test, in x's dtype: 1 where beta x > threshold
+    t = x.dtype.type
+    linear = _mask(t(beta) * x.data > t(threshold), x.dtype)
+    return linear + (1 - linear) * sigmoid(beta * x)
 
 
-def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
-    """log(1 + e^(beta x)) / beta, computed as (max(z, 0) + log1p(e^-|z|)) / beta with
-    z = beta x; x itself where beta x > threshold (PyTorch's linear branch).
-    Derivative sigmoid(beta x) (1 on the linear branch)."""
-    x = _float_input("softplus", x)
-    beta = _real("softplus", "beta", beta)
+def _softplus_check(beta: float, threshold: float) -> None:
     if beta == 0:
         raise ValueError("softplus: beta must be non-zero")
-    return Softplus.apply(x, beta=beta, threshold=_real("softplus", "threshold", threshold))
+
+
+softplus = pointwise(
+    "softplus", cls_name="Softplus", forward=activation_kernels.softplus_forward,
+    backward=activation_kernels.softplus_backward, saves="input",
+    params={"beta": 1.0, "threshold": 20.0}, check=_softplus_check,
+    derivative=_softplus_derivative, samples=_softplus_samples,
+    doc="""log(1 + e^(beta x)) / beta, computed as (max(z, 0) + log1p(e^-|z|)) / beta with
+    z = beta x; x itself where beta x > threshold (PyTorch's linear branch).
+    Derivative sigmoid(beta x) (1 on the linear branch).""")
 
 
 # -- clamp -------------------------------------------------------------------------------------
@@ -331,12 +309,21 @@ class Clamp(Function):
     def forward(ctx, x, lo=-np.inf, hi=np.inf):
         ctx.lo, ctx.hi = lo, hi
         ctx.save_for_backward(x)
-        return _into(K.clamp_forward, x.shape, x.dtype, _flat(x), lo, hi)
+        return _into(activation_kernels.clamp_forward, x.shape, x.dtype, _flat(x), lo, hi)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _into(K.clamp_backward, x.shape, x.dtype, _flat(g), _flat(x), ctx.lo, ctx.hi)
+        return _into(activation_kernels.clamp_backward, x.shape, x.dtype, _flat(g), _flat(x),
+                     ctx.lo, ctx.hi)
+
+    @staticmethod
+    def vjp(ctx, g):
+        # piecewise linear: g times the constant mask [lo <= x <= hi] (as the kernel, in
+        # x's dtype), zero second derivative
+        (x,) = ctx.saved_tensors
+        t = x.dtype.type
+        return g * _mask((x >= t(ctx.lo)) & (x <= t(ctx.hi)), x.dtype)
 
 
 def _clamp_tensor_samples(rng):
@@ -365,15 +352,26 @@ class ClampTensor(Function):
         ctx.shapes = (x.shape, None if lo is None else lo.shape,
                       None if hi is None else hi.shape, shape)
         ctx.save_for_backward(*full)
-        return _into(K.clamp_tensor_forward, shape, x.dtype, *full)
+        return _into(activation_kernels.clamp_tensor_forward, shape, x.dtype, *full)
 
     @staticmethod
     def backward(ctx, g):
         xs, los, his, shape = ctx.shapes
         grads = [np.empty(shape, g.dtype) for _ in range(3)]
-        K.clamp_tensor_backward(_flat(g), *ctx.saved_tensors, *(a.reshape(-1) for a in grads))
+        activation_kernels.clamp_tensor_backward(_flat(g), *ctx.saved_tensors,
+                                                 *(a.reshape(-1) for a in grads))
         return tuple(None if (s is None or not need) else sum_to_shape(gr, s)
                      for gr, s, need in zip(grads, (xs, los, his), ctx.needs_input_grad))
+
+    @staticmethod
+    def vjp(ctx, g):
+        # the backward kernel's split of g, as constant masks of the broadcast shape (the
+        # engine sums them to each input's shape): piecewise linear, zero second derivative
+        xs, los, his, shape = ctx.shapes
+        x, lo, hi = (a.reshape(shape) for a in ctx.saved_tensors)
+        masks = ((x >= lo) & (x <= hi), (x < lo) & (lo < hi), (x > hi) | (hi < lo))
+        return tuple(None if (s is None or not need) else g * _mask(m, x.dtype)
+                     for m, s, need in zip(masks, (xs, los, his), ctx.needs_input_grad))
 
 
 def _clamp_bound(name: str, bound, x: Tensor) -> Tensor | None:
@@ -394,12 +392,12 @@ def clamp(x, min=None, max=None) -> Tensor:
     Bounds are numbers or tensors broadcasting with x. The gradient goes to x where
     min <= x <= max (inclusive), to a tensor min where x < min < max, to a tensor max
     where x > max or max < min, summed over broadcast axes (PyTorch's rule)."""
-    x = _float_input("clamp", x)
+    x = _args.float_input("clamp", x)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     if not isinstance(min, Tensor | np.ndarray) and not isinstance(max, Tensor | np.ndarray):
-        lo = -np.inf if min is None else _real("clamp", "min", min)
-        hi = np.inf if max is None else _real("clamp", "max", max)
+        lo = -np.inf if min is None else _args.real("clamp", "min", min)
+        hi = np.inf if max is None else _args.real("clamp", "max", max)
         return Clamp.apply(x, lo=lo, hi=hi)
     lo, hi = _clamp_bound("min", min, x), _clamp_bound("max", max, x)
     shape = x.shape
@@ -410,15 +408,6 @@ def clamp(x, min=None, max=None) -> Tensor:
 
 
 # -- softmax, log_softmax, logsumexp ---------------------------------------------------------
-
-
-def _axis(op: str, axis, ndim: int, shape) -> int:
-    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise TypeError(f"{op}: axis must be an int, got {type(axis).__name__}")
-    n = max(ndim, 1)
-    if not -n <= axis < n:
-        raise ValueError(f"{op}: axis {axis} is out of range for shape {shape}")
-    return int(axis) % n
 
 
 def _rows_last(a: np.ndarray, axis: int) -> np.ndarray:
@@ -449,6 +438,15 @@ def _rows_into(kernel, shape: tuple, axis: int, dtype, *args) -> tuple[np.ndarra
     return np.ascontiguousarray(np.moveaxis(out, -1, axis)), rows
 
 
+def _from_rows(rows: np.ndarray, shape: tuple, axis: int) -> np.ndarray:
+    """The array of ``shape`` whose [rows, C] view (``axis`` last) is ``rows``: a row
+    kernel's output as the op returned it (a view, for ``ctx.output``)."""
+    if not shape:
+        return rows.reshape(())
+    moved = shape[:axis] + shape[axis + 1:] + (shape[axis],)
+    return np.moveaxis(rows.reshape(moved), -1, axis)
+
+
 def _softmax_samples(rng):
     yield Sample(rng.standard_normal((3, 5)), label="rows")
     yield Sample(rng.standard_normal((2, 4, 3)), axis=1, label="middle axis")
@@ -461,7 +459,8 @@ class Softmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         ctx.axis = axis = axis % max(x.ndim, 1)
-        kernel = K.softmax_forward_f32 if x.dtype == np.float32 else K.softmax_forward
+        kernel = (softmax_kernels.softmax_forward_f32 if x.dtype == np.float32
+                  else softmax_kernels.softmax_forward)
         y, rows = _rows_into(kernel, x.shape, axis, x.dtype, _rows_last(x, axis))
         ctx.save_for_backward(rows)
         return y
@@ -469,14 +468,21 @@ class Softmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return _rows_into(K.softmax_backward, g.shape, ctx.axis, g.dtype,
+        return _rows_into(softmax_kernels.softmax_backward, g.shape, ctx.axis, g.dtype,
                           _rows_last(g, ctx.axis), y)[0]
 
+    @staticmethod
+    def vjp(ctx, g):
+        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_meta[0][0], ctx.axis))
+        return y * (g - (g * y).sum(ctx.axis, keepdim=True))
 
-def softmax(x, axis: int = -1) -> Tensor:
-    """e^(x - max) / sum(e^(x - max)) along ``axis``; backward y (g - sum(g y))."""
-    x = _float_input("softmax", x)
-    return Softmax.apply(x, axis=_axis("softmax", axis, x.ndim, x.shape))
+
+def softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """e^(x - max) / sum(e^(x - max)) along ``dim`` (PyTorch) or ``axis`` (NumPy; one of
+    the two, default -1); backward y (g - sum(g y))."""
+    x = _args.float_input("softmax", x)
+    d = _args.dim_arg("softmax", dim, axis, -1)
+    return Softmax.apply(x, axis=_args.one_axis("softmax", d, x.shape))
 
 
 @register("log_softmax", samples=_softmax_samples)
@@ -484,7 +490,7 @@ class LogSoftmax(Function):
     @staticmethod
     def forward(ctx, x, axis=-1):
         ctx.axis = axis = axis % max(x.ndim, 1)
-        y, rows = _rows_into(K.log_softmax_forward, x.shape, axis, x.dtype,
+        y, rows = _rows_into(softmax_kernels.log_softmax_forward, x.shape, axis, x.dtype,
                              _rows_last(x, axis))
         ctx.save_for_backward(rows)
         return y
@@ -492,14 +498,21 @@ class LogSoftmax(Function):
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return _rows_into(K.log_softmax_backward, g.shape, ctx.axis, g.dtype,
+        return _rows_into(softmax_kernels.log_softmax_backward, g.shape, ctx.axis, g.dtype,
                           _rows_last(g, ctx.axis), y)[0]
 
+    @staticmethod
+    def vjp(ctx, g):
+        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_meta[0][0], ctx.axis))
+        return g - exp(y) * g.sum(ctx.axis, keepdim=True)
 
-def log_softmax(x, axis: int = -1) -> Tensor:
-    """x - max - log(sum(e^(x - max))) along ``axis``; backward g - e^y sum(g)."""
-    x = _float_input("log_softmax", x)
-    return LogSoftmax.apply(x, axis=_axis("log_softmax", axis, x.ndim, x.shape))
+
+def log_softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+    """x - max - log(sum(e^(x - max))) along ``dim`` (PyTorch) or ``axis`` (NumPy; one of
+    the two, default -1); backward g - e^y sum(g)."""
+    x = _args.float_input("log_softmax", x)
+    d = _args.dim_arg("log_softmax", dim, axis, -1)
+    return LogSoftmax.apply(x, axis=_args.one_axis("log_softmax", d, x.shape))
 
 
 def _logsumexp_samples(rng):
@@ -518,10 +531,11 @@ class LogSumExp(Function):
         rows = int(np.prod([x.shape[i] for i in kept], dtype=np.int64))
         cols = int(np.prod([x.shape[i] for i in axis], dtype=np.int64))
         xt = np.ascontiguousarray(np.transpose(x, perm)).reshape(rows, cols)
-        y = K.logsumexp_forward(xt)
+        y = softmax_kernels.logsumexp_forward(xt)
         ctx.perm, ctx.xt_shape = perm, tuple(x.shape[i] for i in perm)
         ctx.save_for_backward(xt, y)
-        out_shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape)) if keepdims \
+        ctx.keep_shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape))
+        ctx.out_shape = out_shape = ctx.keep_shape if keepdims \
             else tuple(x.shape[i] for i in kept)
         return y.reshape(out_shape)
 
@@ -529,28 +543,37 @@ class LogSumExp(Function):
     def backward(ctx, g):
         xt, y = ctx.saved_tensors
         gx = np.empty(ctx.xt_shape, xt.dtype)
-        K.logsumexp_backward(_flat(g), xt, y, gx.reshape(xt.shape))
+        softmax_kernels.logsumexp_backward(_flat(g), xt, y, gx.reshape(xt.shape))
         inverse = np.argsort(ctx.perm)
         if np.array_equal(inverse, np.arange(len(inverse))):
             return gx
         return np.ascontiguousarray(np.transpose(gx, inverse))
 
+    @staticmethod
+    def vjp(ctx, g):
+        out = ctx.output(ctx.saved_tensors[1].reshape(ctx.out_shape))
+        return g.reshape(ctx.keep_shape) * exp(ctx.inputs[0] - out.reshape(ctx.keep_shape))
 
-def logsumexp(x, axis=None, keepdims: bool = False) -> Tensor:
-    """log(sum(e^x)) over ``axis`` (None: all axes; an int or a tuple), shifted by the max
-    (a +inf element gives +inf, an all -inf slice -inf, an empty one -inf, as PyTorch);
-    backward g e^(x - y)."""
-    x = _float_input("logsumexp", x)
+
+def logsumexp(x, dim=None, keepdim: bool | None = None, *, axis=None,
+              keepdims: bool | None = None) -> Tensor:
+    """log(sum(e^x)) over ``dim`` (PyTorch) or ``axis`` (NumPy): None for all axes, an int
+    or a tuple; ``keepdim`` or ``keepdims`` keeps them as size 1. Shifted by the max (a +inf
+    element gives +inf, an all -inf slice -inf, an empty one -inf, as PyTorch); backward
+    g e^(x - y)."""
+    x = _args.float_input("logsumexp", x)
+    axis = _args.dim_arg("logsumexp", dim, axis)
+    keepdims = _args.keepdim_arg("logsumexp", keepdim, keepdims)
     if axis is None:
         axes = tuple(range(x.ndim))
     else:
         seq = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-        axes = tuple(_axis("logsumexp", a, x.ndim, x.shape) for a in seq)
+        axes = tuple(_args.one_axis("logsumexp", a, x.shape) for a in seq)
         if len(set(axes)) != len(axes):
             raise ValueError(f"logsumexp: axis {axis} repeats an axis (shape {x.shape})")
         if x.ndim == 0:
             axes = ()
-    return LogSumExp.apply(x, axis=tuple(sorted(axes)), keepdims=bool(keepdims))
+    return LogSumExp.apply(x, axis=tuple(sorted(axes)), keepdims=keepdims)
 
 
 __all__ = ["clamp", "elu", "gelu", "gelu_quick", "leaky_relu", "log_softmax", "logsumexp",

@@ -1,9 +1,12 @@
 """Convolutions: conv2d, conv1d and conv_transpose2d (PyTorch semantics, NCHW / NCL).
 
-All three run on the kernels of ``nbgrad.kernels.conv``: a conv2d forward, its input
-gradient (which is the transposed convolution) and its weight gradient (seed 004).
+All three run on the kernels of ``nbgrad.kernels.conv*``: a conv2d forward, its input
+gradient (which is the transposed convolution) and its weight gradient
+(docs/derivations.md#convolution-adjoints).
 conv1d is conv2d with H = 1; conv_transpose2d is the input gradient of the conv2d whose
 weight it shares, so its backward is that conv2d's forward and weight gradient.
+Second derivatives: the weight gradient is an op too (conv2d_weight_grad), so every vjp
+is written with conv2d, conv_transpose2d and conv2d_weight_grad, each differentiable again.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import numba
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import conv as K
+from ..kernels import conv, conv_gemm, conv_s1
 from ..tensor import FLOAT_DTYPES, Tensor, lift
 
 IntPair = int | tuple[int, int]
@@ -159,10 +162,10 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
     path = _kernel_path(w.shape, geom)
     if path == "s1":
-        return K.conv2d_forward_s1(x, w, bias, *geom[2:], *out_hw)
+        return conv_s1.conv2d_forward_s1(x, w, bias, *geom[2:], *out_hw)
     if path == "gemm":
-        return K.conv2d_forward_gemm(x, w, bias, *geom, *out_hw, _slots(x.shape[0]))
-    return K.conv2d_forward_direct(x, w, bias, *geom, *out_hw)
+        return conv_gemm.conv2d_forward_gemm(x, w, bias, *geom, *out_hw, _slots(x.shape[0]))
+    return conv.conv2d_forward_direct(x, w, bias, *geom, *out_hw)
 
 
 def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
@@ -171,10 +174,10 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     dx = np.empty((g.shape[0], w.shape[1] * geom[-1], *in_hw), g.dtype)
     path = _kernel_path(w.shape, geom)
     if path == "s1":
-        return K.conv2d_input_grad_s1(g, w, dx, *geom[2:])
+        return conv_s1.conv2d_input_grad_s1(g, w, dx, *geom[2:])
     if path == "gemm":
-        return K.conv2d_input_grad_gemm(g, w, dx, *geom, _slots(g.shape[0]))
-    return K.conv2d_input_grad_direct(g, w, dx, *geom)
+        return conv_gemm.conv2d_input_grad_gemm(g, w, dx, *geom, _slots(g.shape[0]))
+    return conv.conv2d_input_grad_direct(g, w, dx, *geom)
 
 
 def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
@@ -182,10 +185,10 @@ def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
     """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed."""
     path = _kernel_path(w_shape, geom)
     if path == "s1":
-        return K.conv2d_weight_grad_s1(x, g, *w_shape[2:], *geom[2:])
+        return conv_s1.conv2d_weight_grad_s1(x, g, *w_shape[2:], *geom[2:])
     if path == "gemm":
-        return K.conv2d_weight_grad_gemm(x, g, *w_shape[2:], *geom, _slots(x.shape[0]))
-    return K.conv2d_weight_grad_direct(x, g, *w_shape[2:], *geom)
+        return conv_gemm.conv2d_weight_grad_gemm(x, g, *w_shape[2:], *geom, _slots(x.shape[0]))
+    return conv.conv2d_weight_grad_direct(x, g, *w_shape[2:], *geom)
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
@@ -195,12 +198,107 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
     if need_w and _kernel_path(w.shape, ctx.geom) == "s1":
         # one pass over the batch for all three (the planes are padded once)
-        dx, dw, db = K.conv2d_backward_s1(x, g, w, *ctx.geom[2:], need_x)
+        dx, dw, db = conv_s1.conv2d_backward_s1(x, g, w, *ctx.geom[2:], need_x)
         return (dx if need_x else None), dw, (db if need_b else None)
     dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
     dw = conv2d_weight_grad(x, g, w.shape, ctx.geom) if need_w else None
-    db = K.conv2d_bias_grad(g) if need_b else None
+    db = conv.conv2d_bias_grad(g) if need_b else None
     return dx, dw, db
+
+
+# -- second derivatives: the adjoint maps as differentiable ops -----------------------------
+# For y = conv2d(x, w): dx = In(g, w) = conv_transpose2d(g, w) and dw = Wt(x, g) =
+# conv2d_weight_grad(x, g). Both are bilinear; their own adjoints are
+#   In(g, w):  d/dg u -> conv2d(u, w),   d/dw u -> Wt(u, g)
+#   Wt(x, g):  d/dx u -> In(g, u),       d/dg u -> conv2d(x, u)
+# so vjps written with Conv2d, ConvTranspose2d and Conv2dWeightGrad are differentiable again.
+def _geom_params(params: dict) -> dict:
+    """stride, padding (4-tuple), dilation, groups from a conv node's params."""
+    return {k: params[k] for k in ("stride", "padding", "dilation", "groups")}
+
+
+def _batch1(t: Tensor, batched: bool) -> Tensor:
+    return t if batched else t.reshape((1,) + t.shape)
+
+
+def _conv2d_to(x: Tensor, w: Tensor, out_hw: tuple, params: dict) -> Tensor:
+    """conv2d(x, w) (no bias) cut to out_hw rows and columns: the adjoint of
+    conv_transpose2d, whose output_padding may leave x's natural conv2d size larger."""
+    y = Conv2d.apply(x, w, None, **params)
+    if tuple(y.shape[2:]) != tuple(out_hw):
+        y = y[:, :, :out_hw[0], :out_hw[1]]
+    return y
+
+
+def _conv2d_vjp(ctx, x: Tensor, w: Tensor, g: Tensor) -> tuple:
+    """(dx, dw, db) of y = conv2d(x, w, b), x 3-D or 4-D, in differentiable ops."""
+    batched = x.ndim == 4
+    x4, g4 = _batch1(x, batched), _batch1(g, batched)
+    need_x, need_w, need_b = ctx.needs_input_grad[:3]
+    p = _geom_params(ctx.params)
+    dx = dw = db = None
+    if need_x:
+        dx = ConvTranspose2d.apply(g4, w, None, out_hw=tuple(x4.shape[2:]), **p)
+        dx = dx if batched else dx.reshape(x.shape)
+    if need_w:
+        dw = Conv2dWeightGrad.apply(x4, g4, w_shape=tuple(w.shape), **p)
+    if need_b:
+        db = g4.sum((0, 2, 3))
+    return dx, dw, db
+
+
+def _weight_grad_samples(rng):
+    def sample(xs, ws, label, crop=0, **kw):
+        params = _conv2d_params("conv2d", xs, ws, **kw)
+        oh, ow = _out_size("conv2d", xs[2:], params["padding"], ws[2:], params["stride"],
+                           params["dilation"])
+        return Sample(rng.standard_normal(xs), rng.standard_normal((xs[0], ws[0], oh - crop,
+                                                                     ow)),
+                      w_shape=ws, label=label, **params)
+
+    yield sample((2, 3, 5, 6), (4, 3, 3, 2), "plain", stride=1, padding=0, dilation=1,
+                 groups=1)
+    yield sample((1, 4, 7, 6), (4, 2, 2, 3), "stride 2x1, pad, dilation, groups 2",
+                 stride=(2, 1), padding=(1, 2), dilation=(2, 1), groups=2)
+    yield sample((1, 8, 6, 7), (8, 4, 3, 2), "gemm path, stride 3", stride=3, padding=0,
+                 dilation=1, groups=2)
+    yield sample((2, 2, 6, 5), (3, 2, 2, 2), "g a row short (conv_transpose2d's "
+                 "output_padding >= stride)", crop=1, stride=1, padding=1, dilation=2,
+                 groups=1)
+
+
+@register("conv2d_weight_grad", samples=_weight_grad_samples)
+class Conv2dWeightGrad(Function):
+    """conv2d's weight gradient as an op: dw[F, C/groups, KH, KW] = the correlation of
+    x[N, C, H, W] with g[N, F, OH, OW], the batch summed (params: conv2d's, and w_shape).
+    Linear in x and in g: its backward is conv_transpose2d's forward (for x) and
+    conv2d's (for g). What makes conv2d, conv1d and conv_transpose2d twice differentiable."""
+
+    @staticmethod
+    def forward(ctx, x, g, stride, padding, dilation, groups, w_shape):
+        x, g = _contig(x), _contig(g)
+        ctx.geom = _geometry(stride, padding, dilation, groups)
+        ctx.save_for_backward(x, g)
+        return conv2d_weight_grad(x, g, tuple(w_shape), ctx.geom)
+
+    @staticmethod
+    def backward(ctx, h):
+        x, g = ctx.saved_tensors
+        h = _contig(h)
+        need_x, need_g = ctx.needs_input_grad[:2]
+        dx = conv2d_input_grad(g, h, x.shape[2:], ctx.geom) if need_x else None
+        dg = conv2d_forward(x, h, None, ctx.geom, g.shape[2:]) if need_g else None
+        return dx, dg
+
+    @staticmethod
+    def vjp(ctx, h):
+        x, g = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        p = _geom_params(ctx.params)
+        need_x, need_g = ctx.needs_input_grad[:2]
+        dx = (ConvTranspose2d.apply(g, h, None, out_hw=tuple(x.shape[2:]), **p)
+              if need_x else None)
+        dg = _conv2d_to(x, h, tuple(g.shape[2:]), p) if need_g else None
+        return dx, dg
 
 
 # -- conv2d -------------------------------------------------------------------------------
@@ -244,6 +342,10 @@ class Conv2d(Function):
             dx = dx[0]
         return dx, dw, db
 
+    @staticmethod
+    def vjp(ctx, g):
+        return _conv2d_vjp(ctx, lift(ctx.inputs[0]), lift(ctx.inputs[1]), g)
+
 
 def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
            dilation: IntPair = 1, groups: int = 1) -> Tensor:
@@ -275,11 +377,15 @@ def _conv1d_params(x_shape: tuple, w_shape: tuple, stride, padding, dilation,
                    groups) -> dict:
     """conv1d's arguments as those of the conv2d on [.., 1, L] with a [F, Cg, 1, K] kernel."""
     op = "conv1d"
+    # PyTorch also takes one-element tuples: stride=(2,), padding=(1,), dilation=(1,).
+    stride, padding, dilation = (v[0] if isinstance(v, tuple | list) and len(v) == 1 else v
+                                 for v in (stride, padding, dilation))
     for name, v in (("stride", stride), ("dilation", dilation)):
         if not isinstance(v, int | np.integer) or isinstance(v, bool):
-            raise TypeError(f"{op}: {name} must be an int, got {v!r}")
+            raise TypeError(f"{op}: {name} must be an int or a one-element tuple, got {v!r}")
     if not isinstance(padding, str | int | np.integer) or isinstance(padding, bool):
-        raise TypeError(f"{op}: padding must be an int, 'valid' or 'same', got {padding!r}")
+        raise TypeError(f"{op}: padding must be an int, a one-element tuple, 'valid' or "
+                        f"'same', got {padding!r}")
     pad2 = padding if isinstance(padding, str) else (0, padding)
     return _conv2d_params(op, x_shape[:-1] + (1, x_shape[-1]), w_shape[:2] + (1, w_shape[2]),
                           (1, stride), pad2, (1, dilation), groups)
@@ -311,6 +417,15 @@ class Conv1d(Function):
         dx = None if dx is None else dx.reshape(ctx.x_shape)
         dw = None if dw is None else dw.reshape(dw.shape[:2] + (dw.shape[3],))
         return dx, dw, db
+
+    @staticmethod
+    def vjp(ctx, g):
+        x, w = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        dx, dw, db = _conv2d_vjp(ctx, x.reshape(x.shape[:-1] + (1, x.shape[-1])),
+                                 w.reshape(w.shape[:2] + (1, w.shape[2])),
+                                 g.reshape(g.shape[:-1] + (1, g.shape[-1])))
+        return (None if dx is None else dx.reshape(x.shape),
+                None if dw is None else dw.reshape(w.shape), db)
 
 
 def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int = 1,
@@ -370,6 +485,9 @@ def _conv_transpose2d_samples(rng):
     yield Sample(rng.standard_normal((8, 3, 3)), rng.standard_normal((8, 4, 3, 3)),
                  rng.standard_normal(4), label="unbatched, stride 2, gemm path",
                  **_conv_transpose2d_params((8, 3, 3), (8, 4, 3, 3), 2, 1, 0, 1, 1))
+    yield Sample(rng.standard_normal((1, 2, 3, 4)), rng.standard_normal((2, 3, 2, 2)), None,
+                 label="output_padding 1 >= stride 1 (dilation 2)",
+                 **_conv_transpose2d_params((1, 2, 3, 4), (2, 3, 2, 2), 1, 1, (1, 0), 1, 2))
 
 
 @register("conv_transpose2d", samples=_conv_transpose2d_samples)
@@ -383,7 +501,7 @@ class ConvTranspose2d(Function):
         ctx.save_for_backward(x, w)
         y = conv2d_input_grad(x, w, out_hw, ctx.geom)
         if b is not None:
-            K.add_channel_bias(y, _contig(b))
+            conv.add_channel_bias(y, _contig(b))
         return y[0] if ctx.unbatched else y
 
     @staticmethod
@@ -393,9 +511,26 @@ class ConvTranspose2d(Function):
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         dx = conv2d_forward(g, w, None, ctx.geom, x.shape[2:]) if need_x else None
         dw = conv2d_weight_grad(g, x, w.shape, ctx.geom) if need_w else None
-        db = K.conv2d_bias_grad(g) if need_b else None
+        db = conv.conv2d_bias_grad(g) if need_b else None
         if ctx.unbatched and dx is not None:
             dx = dx[0]
+        return dx, dw, db
+
+    @staticmethod
+    def vjp(ctx, u):
+        x, w = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        batched = x.ndim == 4
+        x4, u4 = _batch1(x, batched), _batch1(u, batched)
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        p = _geom_params(ctx.params)
+        dx = dw = db = None
+        if need_x:
+            dx = _conv2d_to(u4, w, tuple(x4.shape[2:]), p)
+            dx = dx if batched else dx.reshape(x.shape)
+        if need_w:
+            dw = Conv2dWeightGrad.apply(u4, x4, w_shape=tuple(w.shape), **p)
+        if need_b:
+            db = u4.sum((0, 2, 3))
         return dx, dw, db
 
 

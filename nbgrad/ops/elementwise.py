@@ -8,11 +8,11 @@ Integer-only arithmetic is computed in float64 and returned as int64 (exact belo
 2**53); ``div`` of integers is true division and returns float32, as in PyTorch.
 
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
-axes (``kernels/broadcast.py``): fused, so mul's ``grad_a = sum(g * b)`` never
+axes (``kernels/broadcast_sum.py``): fused, so mul's ``grad_a = sum(g * b)`` never
 materialises ``g * b``, and a 0-stride upstream ``g`` (from ``sum().backward()``) is read
 in place. When both operands of mul need a gradient and one is broadcast over the
 other's leading axes, both gradients come from one pass over the full-size operand
-(``kernels/broadcast.py: mul_grads``). div's and pow's less common gradient terms
+(``kernels/broadcast_sum.py: mul_grads``). div's and pow's less common gradient terms
 materialise one full-size array.
 """
 
@@ -23,8 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import broadcast as B
-from ..kernels import elementwise as K
+from ..kernels import broadcast_sum, strided_apply
+from ..kernels import elementwise as elementwise_kernels
+from ..kernels._jit import PARALLEL_MIN
 from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor, lift
 
 _F64 = np.dtype(np.float64)
@@ -53,19 +54,21 @@ def _same(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     are contiguous, else the broadcasting kernel, which reads strided and 0-stride views
     in place."""
     if not (u.flags.c_contiguous and v.flags.c_contiguous):
-        return B.broadcast_apply(op, u, v, u.shape)
+        return strided_apply.broadcast_apply(op, u, v, u.shape)
     out = np.empty(u.shape, u.dtype)
     flat = out
     if u.ndim != 1:
         u, v, flat = u.reshape(-1), v.reshape(-1), out.reshape(-1)
-    (K.binary if u.size < B.PARALLEL_MIN else K.binary_parallel)(op, u, v, flat)
+    (elementwise_kernels.binary if u.size < PARALLEL_MIN
+     else elementwise_kernels.binary_parallel)(op, u, v, flat)
     return out
 
 
 def _with_scalar(op: int, x: np.ndarray, s: np.ndarray, scalar_first: bool) -> np.ndarray:
     """f(x, s) (or f(s, x)) for contiguous ``x`` and a one-element ``s``."""
     out = np.empty(x.shape, x.dtype)
-    (K.binary_scalar if x.size < B.PARALLEL_MIN else K.binary_scalar_parallel)(
+    (elementwise_kernels.binary_scalar if x.size < PARALLEL_MIN
+     else elementwise_kernels.binary_scalar_parallel)(
         op, x.reshape(-1), s.reshape(-1)[0], out.reshape(-1), scalar_first)
     return out
 
@@ -80,17 +83,17 @@ def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
             return _with_scalar(op, u, v, False)
     elif v.shape == shape and u.size == 1 and v.size and v.flags.c_contiguous:
         return _with_scalar(op, v, u, True)
-    return B.broadcast_apply(op, u, v, shape)
+    return strided_apply.broadcast_apply(op, u, v, shape)
 
 
 def _unary(op: int, x: np.ndarray) -> np.ndarray:
     if not x.flags.c_contiguous:
         x = np.array(x, order="C")
     out = np.empty(x.shape, x.dtype)
-    if x.size >= B.PARALLEL_MIN:
-        K.unary_parallel(op, x.reshape(-1), out.reshape(-1))
+    if x.size >= PARALLEL_MIN:
+        elementwise_kernels.unary_parallel(op, x.reshape(-1), out.reshape(-1))
     else:
-        K.unary(op, x.reshape(-1), out.reshape(-1))
+        elementwise_kernels.unary(op, x.reshape(-1), out.reshape(-1))
     return out
 
 
@@ -103,7 +106,7 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
     if x.shape == g.shape and scale == 1.0:
         r = g if w is None else _binary(op, g, w, g.shape)
     else:
-        r = B.reduce_term(op, g, w, x.shape, scale, g.shape)
+        r = broadcast_sum.reduce_term(op, g, w, x.shape, scale, g.shape)
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
@@ -111,12 +114,12 @@ def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarra
     if a.dtype == b.dtype and a.dtype.kind == "f":
         if a.shape == b.shape:
             return _same(op, a, b)
-        return _binary(op, a, b, B.broadcast_shapes(name, a.shape, b.shape))
-    shape = B.broadcast_shapes(name, a.shape, b.shape)
+        return _binary(op, a, b, strided_apply.broadcast_shapes(name, a.shape, b.shape))
+    shape = strided_apply.broadcast_shapes(name, a.shape, b.shape)
     dt = _compute_dtype(a.dtype, b.dtype)
     out = _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
     if a.dtype.kind != "f" and b.dtype.kind != "f":
-        return out.astype(DEFAULT_DTYPE) if op == B.DIV else out.astype(np.int64)
+        return out.astype(DEFAULT_DTYPE) if op == strided_apply.DIV else out.astype(np.int64)
     return out
 
 
@@ -164,14 +167,14 @@ class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _forward_pair("add", B.ADD, a, b)
+        return _forward_pair("add", strided_apply.ADD, a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        return (_grad(B.COPY, g, None, a) if need_a else None,
-                _grad(B.COPY, g, None, b) if need_b else None)
+        return (_grad(strided_apply.COPY, g, None, a) if need_a else None,
+                _grad(strided_apply.COPY, g, None, b) if need_b else None)
 
     @staticmethod
     def vjp(ctx, g):
@@ -183,14 +186,14 @@ class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _forward_pair("sub", B.SUB, a, b)
+        return _forward_pair("sub", strided_apply.SUB, a, b)
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        return (_grad(B.COPY, g, None, a) if need_a else None,
-                _grad(B.COPY, g, None, b, -1.0) if need_b else None)
+        return (_grad(strided_apply.COPY, g, None, a) if need_a else None,
+                _grad(strided_apply.COPY, g, None, b, -1.0) if need_b else None)
 
     @staticmethod
     def vjp(ctx, g):
@@ -202,7 +205,7 @@ class Mul(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _forward_pair("mul", B.MUL, a, b)
+        return _forward_pair("mul", strided_apply.MUL, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -211,14 +214,14 @@ class Mul(Function):
         if need_a and need_b:
             # one operand broadcast over the other's leading axes (a bias, a row scale):
             # both gradients in one pass over the full-size operand
-            fused = B.mul_grads(g, a, b)
+            fused = broadcast_sum.mul_grads(g, a, b)
             if fused is not None:
                 return fused
-            fused = B.mul_grads(g, b, a)
+            fused = broadcast_sum.mul_grads(g, b, a)
             if fused is not None:
                 return fused[::-1]
-        return (_grad(B.MUL, g, b, a) if need_a else None,
-                _grad(B.MUL, g, a, b) if need_b else None)
+        return (_grad(strided_apply.MUL, g, b, a) if need_a else None,
+                _grad(strided_apply.MUL, g, a, b) if need_b else None)
 
     @staticmethod
     def vjp(ctx, g):
@@ -230,7 +233,7 @@ class Mul(Function):
 class Div(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = _forward_pair("div", B.DIV, a, b)
+        out = _forward_pair("div", strided_apply.DIV, a, b)
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -240,10 +243,11 @@ class Div(Function):
         a, b, out = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         bg = b.astype(g.dtype, copy=False)
-        ga = _grad(B.DIV, g, bg, a) if need_a else None
+        ga = _grad(strided_apply.DIV, g, bg, a) if need_a else None
         gb = None
         if need_b:
-            gb = _grad(B.MUL, g, B.broadcast_apply(B.DIV, out, bg, g.shape), b, -1.0)
+            gb = _grad(strided_apply.MUL, g,
+                       strided_apply.broadcast_apply(strided_apply.DIV, out, bg, g.shape), b, -1.0)
         return ga, gb
 
     @staticmethod
@@ -257,7 +261,7 @@ class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _forward_pair("pow", B.POW, a, b)
+        return _forward_pair("pow", strided_apply.POW, a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -267,9 +271,11 @@ class Pow(Function):
         need_a, need_b = ctx.needs_input_grad
         a2 = a.astype(g.dtype, copy=False)
         b2 = b.astype(g.dtype, copy=False)
-        ga = _grad(B.MUL, g, B.broadcast_apply(B.POW_DBASE, a2, b2, g.shape), a) \
+        ga = _grad(strided_apply.MUL, g,
+                   strided_apply.broadcast_apply(strided_apply.POW_DBASE, a2, b2, g.shape), a) \
             if need_a else None
-        gb = _grad(B.MUL, g, B.broadcast_apply(B.POW_DEXP, a2, b2, g.shape), b) \
+        gb = _grad(strided_apply.MUL, g,
+                   strided_apply.broadcast_apply(strided_apply.POW_DEXP, a2, b2, g.shape), b) \
             if need_b else None
         return ga, gb
 
@@ -334,13 +340,13 @@ def _unary_forward(op: int, x: np.ndarray, keep_int: bool) -> np.ndarray:
 class Neg(Function):
     @staticmethod
     def forward(ctx, x):
-        return _unary_forward(K.NEG, x, True)
+        return _unary_forward(elementwise_kernels.NEG, x, True)
 
     @staticmethod
     def backward(ctx, g):
         if g.flags.c_contiguous:
-            return _unary(K.NEG, g)
-        return B.reduce_term(B.COPY, g, None, g.shape, -1.0, g.shape)
+            return _unary(elementwise_kernels.NEG, g)
+        return broadcast_sum.reduce_term(strided_apply.COPY, g, None, g.shape, -1.0, g.shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -351,14 +357,14 @@ class Neg(Function):
 class Exp(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _unary_forward(K.EXP, x, False)
+        y = _unary_forward(elementwise_kernels.EXP, x, False)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return _binary(B.MUL, g, y, y.shape)
+        return _binary(strided_apply.MUL, g, y, y.shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -370,12 +376,12 @@ class Log(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _unary_forward(K.LOG, x, False)
+        return _unary_forward(elementwise_kernels.LOG, x, False)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _binary(B.DIV, g, x, x.shape)
+        return _binary(strided_apply.DIV, g, x, x.shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -386,14 +392,14 @@ class Log(Function):
 class Sqrt(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _unary_forward(K.SQRT, x, False)
+        y = _unary_forward(elementwise_kernels.SQRT, x, False)
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return _binary(B.HALF_DIV, g, y, y.shape)
+        return _binary(strided_apply.HALF_DIV, g, y, y.shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -405,12 +411,12 @@ class Abs(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _unary_forward(K.ABS, x, True)
+        return _unary_forward(elementwise_kernels.ABS, x, True)
 
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        return _binary(B.SIGN_MUL, g, x, x.shape)
+        return _binary(strided_apply.SIGN_MUL, g, x, x.shape)
 
     @staticmethod
     def vjp(ctx, g):

@@ -6,7 +6,7 @@ nested subspaces as B, with ``B = Q R``, R upper triangular with positive diagon
 it matches ``torch.linalg.qr(B).Q`` up to the sign of each column. Its backward is seed
 001's reverse sweep, which is linear in dL/dQ: ``ono_encode`` / ``ono_decode`` are each
 one op (MGS, then the product with Q or Q.T) whose backward sums the batch into one dL/dQ
-before a single sweep. Their products run on Numba's threads (kernels/bases_gemm.py), not
+before a single sweep. Their products run on Numba's threads (kernels/gemm.py), not
 BLAS, whose own thread pool would compete with Numba's.
 """
 
@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import bases_gemm as BG
-from ..kernels import gram_schmidt as K
+from ..kernels import gemm
+from ..kernels import gram_schmidt as gram_schmidt_kernels
 from ..tensor import Tensor, lift
+from ._recompute import recompute_vjp
+from .shape import stack
 
 
 def rank_tolerance(dtype: Any, k: int) -> float:
@@ -35,7 +37,7 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(Q.T, R) of MGS on the columns of B[n, k]."""
     Qt = np.array(B.T, order="C")        # a fresh copy: the kernels work in place
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
-    return Qt, K.mgs_panels(Qt, tol)
+    return Qt, gram_schmidt_kernels.mgs_panels(Qt, tol)
 
 
 def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -63,9 +65,9 @@ def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray, beside: tuple = ()
         (M, Kd), P = beside[0].shape, beside[1].shape[1]
         k, n = Qt.shape
         if M * Kd * P <= _BESIDE_MAX_RATIO * (k * k * n // 2):
-            return K.mgs_sweep_beside_product(Qt, R, dQw, *beside)
-        return K.mgs_sweep_blocked(Qt, R, dQw), BG.matmul(*beside)
-    return K.mgs_sweep_blocked(Qt, R, dQw), None
+            return gram_schmidt_kernels.mgs_sweep_beside_product(Qt, R, dQw, *beside)
+        return gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw), gemm.matmul(*beside)
+    return gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw), None
 
 
 def _sweep_passes(passes: list, dQw: np.ndarray, beside: tuple = ()
@@ -77,7 +79,41 @@ def _sweep_passes(passes: list, dQw: np.ndarray, beside: tuple = ()
     dQw, product = _sweep(*last, dQw, beside)
     for Qt, R in earlier:
         dQw, _ = _sweep(Qt, R, dQw)
-    return BG.transpose(dQw), product
+    return gemm.transpose(dQw), product
+
+
+# -- the same MGS in differentiable ops (second derivatives) ---------------------------------
+
+
+def _mgs_tensor(B: Tensor, R: np.ndarray) -> Tensor:
+    """One MGS pass on the columns of ``B[n, k]`` written with differentiable ops, for the
+    vjps (``create_graph=True``): right-looking (q_j is projected out of all the later
+    columns at once), which gives every column its projections in the order of the
+    left-looking kernel. A column the kernel dropped (``R[j, j] == 0``, the decision is
+    a constant) is dropped again: q_j = 0, no gradient, no projection."""
+    n, k = B.shape
+    if k == 0:
+        return B
+    cols = []
+    rest = B
+    for j in range(k):
+        v, rest = rest[:, 0], rest[:, 1:]
+        if R[j, j] == 0:
+            cols.append(lift(np.zeros(n, B.dtype)))
+            continue
+        q = v / (v * v).sum().sqrt()
+        if j + 1 < k:
+            rest = rest - q.reshape(n, 1) * (q @ rest).reshape(1, k - j - 1)
+        cols.append(q)
+    return stack(cols, axis=1)
+
+
+def _mgs_passes(B: Tensor, passes: list) -> Tensor:
+    """Q of ``_passes`` (one MGS pass or two) recomputed with ``_mgs_tensor`` from the
+    same rank decisions (the R of each saved pass)."""
+    for _, R in passes:
+        B = _mgs_tensor(B, R)
+    return B
 
 
 def _samples(rng):
@@ -94,11 +130,16 @@ class GramSchmidt(Function):
     def forward(ctx, B, reorthogonalize=False):
         passes = _passes(B, reorthogonalize)
         ctx.save_for_backward(*passes)
-        return BG.transpose(passes[-1][0])
+        return gemm.transpose(passes[-1][0])
 
     @staticmethod
     def backward(ctx, g):
         return _sweep_passes(list(ctx.saved_tensors), np.array(g.T, order="C"))[0]
+
+    @staticmethod
+    def vjp(ctx, g):
+        passes = list(ctx.saved_tensors)
+        return recompute_vjp(ctx, lambda B: _mgs_passes(B, passes), (g,))
 
 
 def _check_basis(op: str, B: Tensor) -> None:
@@ -131,9 +172,14 @@ def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
     ``Q^T Q = I`` to rounding for ill-conditioned B (plain MGS loses orthogonality in
     proportion to the condition number); the backward sweeps through both passes.
 
-    Backward: seed 001's reverse sweep (for j = k..1: ``dv = (dq_j - (dq_j.q_j) q_j)/R_jj``,
+    Backward: the reverse sweep (docs/derivations.md#gram-schmidt-and-its-reverse-sweep;
+    for j = k..1: ``dv = (dq_j - (dq_j.q_j) q_j)/R_jj``,
     then undo the projections i = j-1..1), which equals the QR adjoint
     ``dB = [dQ + Q copyltu(-dQ^T Q)] R^{-T}`` for full-rank B.
+
+    Second derivatives (``create_graph=True``): the vjp recomputes the same MGS with
+    differentiable ops (same dropped columns) and differentiates it; also for
+    ``ono_encode`` / ``ono_decode``.
     """
     B = lift(B)
     _check_basis("gram_schmidt", B)
@@ -157,7 +203,7 @@ def _ono_forward(ctx, a, B, reorthogonalize, decode):
     a2 = np.ascontiguousarray(a.reshape(-1, a.shape[-1]), dtype=dtype)
     passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
     Qt = passes[-1][0]
-    y = BG.matmul(a2, Qt if decode else BG.transpose(Qt))
+    y = gemm.matmul(a2, Qt if decode else gemm.transpose(Qt))
     ctx.save_for_backward(a2, *passes)
     return y.reshape(a.shape[:-1] + y.shape[1:])
 
@@ -171,22 +217,34 @@ def _ono_backward(ctx, g):
     g2 = np.ascontiguousarray(g.reshape(a2.shape[0], -1), dtype=a2.dtype)
     da_factors = ()
     if ctx.needs_input_grad[0]:
-        da_factors = (g2, BG.transpose(Qt) if ctx.decode else Qt)
+        da_factors = (g2, gemm.transpose(Qt) if ctx.decode else Qt)
     da = dB = None
     if ctx.needs_input_grad[1]:
         if ctx.decode:
-            dQw = BG.matmul(BG.transpose(a2), g2)
+            dQw = gemm.matmul(gemm.transpose(a2), g2)
         else:
-            dQw = BG.matmul(BG.transpose(g2), a2)
+            dQw = gemm.matmul(gemm.transpose(g2), a2)
         dB, da = _sweep_passes(passes, dQw, da_factors)
         dB = dB.astype(ctx.dtypes[1], copy=False)
     elif da_factors:
-        da = BG.matmul(*da_factors)
+        da = gemm.matmul(*da_factors)
     if da is not None:
         if da.shape != ctx.shape:
             da = da.reshape(ctx.shape)
         da = da.astype(ctx.dtypes[0], copy=False)
     return da, dB
+
+
+def _ono_vjp(ctx, g):
+    """``a @ Q`` or ``a @ Q.T`` recomputed with the differentiable MGS, differentiated."""
+    passes = ctx.saved_tensors[1:]
+    dtype = np.promote_types(*ctx.dtypes)
+
+    def product(a, B):
+        Q = _mgs_passes(B.to(dtype), passes)
+        return a @ (Q.T if ctx.decode else Q)
+
+    return recompute_vjp(ctx, product, (g,))
 
 
 @register("ono_encode", samples=lambda rng: _ono_samples(rng, decode=False))
@@ -199,6 +257,10 @@ class OnoEncode(Function):
     def backward(ctx, g):
         return _ono_backward(ctx, g)
 
+    @staticmethod
+    def vjp(ctx, g):
+        return _ono_vjp(ctx, g)
+
 
 @register("ono_decode", samples=lambda rng: _ono_samples(rng, decode=True))
 class OnoDecode(Function):
@@ -209,6 +271,10 @@ class OnoDecode(Function):
     @staticmethod
     def backward(ctx, g):
         return _ono_backward(ctx, g)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return _ono_vjp(ctx, g)
 
 
 def _check_operand(op: str, name: str, x: Tensor, size: int, B: Tensor, what: str) -> None:

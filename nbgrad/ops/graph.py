@@ -19,9 +19,10 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..graph import Graph
-from ..kernels import gno as K
-from ..kernels import graph as KG
+from ..kernels import csr
+from ..kernels import gno as gno_kernels
 from ..tensor import FLOAT_DTYPES, Tensor, lift
+from ._recompute import recompute_vjp
 
 # -- radius graph --------------------------------------------------------------------------
 
@@ -57,12 +58,12 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
                                       or max_neighbors < 1):
         raise ValueError(f"radius_graph: max_neighbors must be None or an integer >= 1, got "
                          f"{max_neighbors!r}")
-    row_ptr, col = KG.radius_csr(pts, float(radius), bool(loop))
+    row_ptr, col = csr.radius_csr(pts, float(radius), bool(loop))
     if max_neighbors is not None:
         kept = np.minimum(np.diff(row_ptr), max_neighbors)
         new_ptr = np.zeros_like(row_ptr)
         np.cumsum(kept, out=new_ptr[1:])
-        col = KG.nearest_in_rows(pts, row_ptr, col, int(max_neighbors), new_ptr)
+        col = csr.nearest_in_rows(pts, row_ptr, col, int(max_neighbors), new_ptr)
         row_ptr = new_ptr
     return Graph(row_ptr, col)
 
@@ -182,7 +183,7 @@ class GnoKernel(Function):
         x, U, b_u, V, b_v = _contiguous(x, U, b_u, V, b_v)
         b_u = _zeros_if_none(b_u, U.shape[0], x)
         b_v = _zeros_if_none(b_v, V.shape[0], x)
-        kappa, hidden = K.kernel_forward(x, U, b_u, V, b_v)
+        kappa, hidden = gno_kernels.kernel_forward(x, U, b_u, V, b_v)
         ctx.save_for_backward(x, hidden, U, V)
         return kappa.reshape(x.shape[0], f_out, f_in)
 
@@ -190,7 +191,29 @@ class GnoKernel(Function):
     def backward(ctx, g):
         x, hidden, U, V = ctx.saved_tensors
         g = np.ascontiguousarray(g).reshape(x.shape[0], V.shape[0])
-        return K.kernel_backward(g, x, hidden, U, V)
+        return gno_kernels.kernel_backward(g, x, hidden, U, V)
+
+    @staticmethod
+    def vjp(ctx, g):
+        # relu's derivative is the constant mask hidden > 0 (its second derivative is
+        # zero); the products with x, U, V and the recomputed hidden layer are not linear.
+        x, U, b_u, V, b_v = (None if a is None else lift(a) for a in ctx.inputs)
+        hidden = ctx.saved_tensors[1]
+        mask = lift((hidden > 0).astype(hidden.dtype))
+        need = ctx.needs_input_grad
+        g2 = g.reshape(x.shape[0], V.shape[0])
+        dx = dU = db_u = dV = db_v = None
+        if need[3]:
+            pre = x @ U.T if b_u is None else x @ U.T + b_u
+            dV = g2.T @ (pre * mask)
+        if need[4]:
+            db_v = g2.sum(0)
+        if need[0] or need[1] or need[2]:
+            gh = (g2 @ V) * mask
+            dx = gh @ U if need[0] else None
+            dU = gh.T @ x if need[1] else None
+            db_u = gh.sum(0) if need[2] else None
+        return dx, dU, db_u, dV, db_v
 
 
 @register("gno_aggregate", samples=_aggregate_samples)
@@ -200,7 +223,7 @@ class GnoAggregate(Function):
     @staticmethod
     def forward(ctx, h, kernels, graph, reduce="sum"):
         h, kernels = _contiguous(h, kernels)
-        m = K.aggregate_forward(h, kernels, graph.row_ptr, graph.col, graph.edge_id)
+        m = gno_kernels.aggregate_forward(h, kernels, graph.row_ptr, graph.col, graph.edge_id)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
         ctx.save_for_backward(h, kernels)
@@ -216,16 +239,120 @@ class GnoAggregate(Function):
         g = np.ascontiguousarray(g)
         dh = dk = None
         if ctx.needs_input_grad[0]:
-            dh = K.aggregate_grad_h(g, kernels, graph.row, graph.edge_id, *graph.transpose)
+            dh = gno_kernels.aggregate_grad_h(g, kernels, graph.row, graph.edge_id,
+                                              *graph.transpose)
         if ctx.needs_input_grad[1]:
-            dk = K.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
+            dk = gno_kernels.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
         return dh, dk
+
+    @staticmethod
+    def vjp(ctx, g):
+        h, kernels = (lift(a) for a in ctx.inputs)
+        graph = ctx.graph
+        if ctx.reduce == "mean":
+            g = g / lift(_mean_divisor(graph, g.dtype))
+        dh = dk = None
+        if ctx.needs_input_grad[0]:
+            dh = GnoAggregateGradH.apply(g, kernels, graph=graph)
+        if ctx.needs_input_grad[1]:
+            dk = GnoAggregateGradKernels.apply(g, h, graph=graph)
+        return dh, dk
+
+
+# gno_aggregate's two backward maps as ops of their own (forward: the backward's kernel),
+# so that gno_aggregate is twice differentiable. m = A(h, kernels) is bilinear, and so
+# are its gradients: dh = A_h^T(g, kernels), dkernels = A_k^T(g, h). The adjoints of
+# these in each argument are A and the other map.
+
+def _grad_h_samples(rng):
+    graph = _sample_graph()
+    yield Sample(rng.standard_normal((6, 2)), rng.standard_normal((7, 2, 3)), graph=graph,
+                 label="shared ids, isolated node")
+
+
+def _grad_kernels_samples(rng):
+    graph = _sample_graph()
+    yield Sample(rng.standard_normal((6, 2)), rng.standard_normal((6, 3)), graph=graph,
+                 label="shared ids, isolated node")
+
+
+def _common(*arrays: np.ndarray) -> list:
+    dtype = np.result_type(*arrays)
+    return [np.ascontiguousarray(a, dtype=dtype) for a in arrays]
+
+
+@register("gno_aggregate_grad_h", samples=_grad_h_samples)
+class GnoAggregateGradH(Function):
+    """gno_aggregate's gradient in h for upstream g[N, F_out]: the transposed aggregation
+    ``dh[j] = sum_{p: col[p] = j} kernels[edge_id[p]]^T g[row[p]]`` -> [N, F_in]."""
+
+    @staticmethod
+    def forward(ctx, g, kernels, graph):
+        g, kernels = _common(g, kernels)
+        ctx.save_for_backward(g, kernels)
+        ctx.graph = graph
+        return gno_kernels.aggregate_grad_h(g, kernels, graph.row, graph.edge_id, *graph.transpose)
+
+    @staticmethod
+    def backward(ctx, u):
+        g, kernels = ctx.saved_tensors
+        graph = ctx.graph
+        u = np.ascontiguousarray(u, dtype=g.dtype)
+        dg = dk = None
+        if ctx.needs_input_grad[0]:
+            dg = gno_kernels.aggregate_forward(u, kernels, graph.row_ptr, graph.col, graph.edge_id)
+        if ctx.needs_input_grad[1]:
+            dk = gno_kernels.aggregate_grad_kappa(g, u, graph.row, graph.col, *graph.by_edge_id)
+        return dg, dk
+
+    @staticmethod
+    def vjp(ctx, u):
+        g, kernels = (lift(a) for a in ctx.inputs)
+        need = ctx.needs_input_grad
+        dg = GnoAggregate.apply(u, kernels, graph=ctx.graph, reduce="sum") if need[0] else None
+        dk = GnoAggregateGradKernels.apply(g, u, graph=ctx.graph) if need[1] else None
+        return dg, dk
+
+
+@register("gno_aggregate_grad_kernels", samples=_grad_kernels_samples)
+class GnoAggregateGradKernels(Function):
+    """gno_aggregate's gradient in the kernels for upstream g[N, F_out]: per-edge outer
+    products ``dk[e] = sum_{p: edge_id[p] = e} g[row[p]] h[col[p]]^T`` ->
+    [num_edge_ids, F_out, F_in]."""
+
+    @staticmethod
+    def forward(ctx, g, h, graph):
+        g, h = _common(g, h)
+        ctx.save_for_backward(g, h)
+        ctx.graph = graph
+        return gno_kernels.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
+
+    @staticmethod
+    def backward(ctx, w):
+        g, h = ctx.saved_tensors
+        graph = ctx.graph
+        w = np.ascontiguousarray(w, dtype=g.dtype)
+        dg = dh = None
+        if ctx.needs_input_grad[0]:
+            dg = gno_kernels.aggregate_forward(h, w, graph.row_ptr, graph.col, graph.edge_id)
+        if ctx.needs_input_grad[1]:
+            dh = gno_kernels.aggregate_grad_h(g, w, graph.row, graph.edge_id, *graph.transpose)
+        return dg, dh
+
+    @staticmethod
+    def vjp(ctx, w):
+        g, h = (lift(a) for a in ctx.inputs)
+        need = ctx.needs_input_grad
+        dg = GnoAggregate.apply(h, w, graph=ctx.graph, reduce="sum") if need[0] else None
+        dh = GnoAggregateGradH.apply(g, w, graph=ctx.graph) if need[1] else None
+        return dg, dh
 
 
 @register("gno", samples=_gno_samples)
 class Gno(Function):
     """gno_aggregate(h, gno_kernel(edge_feats, U, b_u, V, b_v), graph), fused and
-    re-associated (see kernels/gno.py): no [E, F_out, F_in] array in forward or backward."""
+    re-associated (see kernels/gno.py): no [E, F_out, F_in] array in forward or backward.
+    The second-derivative path (``vjp``, under ``create_graph=True``) does build them."""
 
     @staticmethod
     def forward(ctx, h, x, U, b_u, V, b_v, graph, reduce="sum"):
@@ -233,8 +360,8 @@ class Gno(Function):
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
         f_out = V.shape[0] // h.shape[1]
-        m = K.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col, graph.edge_id,
-                          f_out)
+        m = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                                    graph.edge_id, f_out)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
         ctx.save_for_backward(h, x, U, b_u, V, b_v)
@@ -247,9 +374,25 @@ class Gno(Function):
         h, x, U, b_u, V, b_v = ctx.saved_tensors
         graph = ctx.graph
         g = g / _mean_divisor(graph, g.dtype) if ctx.reduce == "mean" else g
-        return K.gno_backward(np.ascontiguousarray(g), h, x, U, b_u, V, b_v, graph.row_ptr,
-                              graph.col, graph.edge_id, lambda: graph.by_edge_id,
-                              lambda: graph.transpose, ctx.needs_input_grad)
+        return gno_kernels.gno_backward(np.ascontiguousarray(g), h, x, U, b_u, V, b_v,
+                                        graph.row_ptr, graph.col, graph.edge_id,
+                                        lambda: graph.by_edge_id, lambda: graph.transpose,
+                                        ctx.needs_input_grad)
+
+    @staticmethod
+    def vjp(ctx, g):
+        # The unfused composition recomputed on the inputs and differentiated: this path
+        # materialises the [E, F_out, F_in] kernels (and the [E, H] hidden layer), which
+        # the fused forward and backward never build.
+        graph, reduce = ctx.graph, ctx.reduce
+        f_in = ctx.inputs[0].shape[1]
+        f_out = ctx.inputs[4].shape[0] // f_in
+
+        def unfused(h, x, U, b_u, V, b_v):
+            kernels = GnoKernel.apply(x, U, b_u, V, b_v, f_out=f_out, f_in=f_in)
+            return GnoAggregate.apply(h, kernels, graph=graph, reduce=reduce)
+
+        return recompute_vjp(ctx, unfused, (g,))
 
 
 # -- public functions --------------------------------------------------------------------------
@@ -269,7 +412,8 @@ def _check_mlp(op: str, x: Tensor, U: Tensor, b_u: Tensor | None, V: Tensor,
 
 def gno_kernel(edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, f_out: int,
                f_in: int) -> Tensor:
-    """Per-edge kernel matrices of the graph neural operator (seed 000):
+    """Per-edge kernel matrices of the graph neural operator
+    (docs/derivations.md#graph-neural-operator):
     ``kappa[e] = reshape(V relu(U edge_feats[e] + b_u) + b_v, [f_out, f_in])``.
 
     ``edge_feats[E, d]``, ``U[H, d]``, ``b_u[H]``, ``V[f_out*f_in, H]``,

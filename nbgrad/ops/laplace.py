@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import laplace as K
+from ..kernels import laplace as laplace_kernels
 from ..tensor import Tensor, lift
 from .matmul import matmul
 
@@ -33,10 +33,11 @@ def _samples(rng):
 class LaplaceBasis(Function):
     @staticmethod
     def forward(ctx, mu, n):
-        t = K.laplace_grid(n, mu)
+        t = laplace_kernels.laplace_grid(n, mu)
         mu = np.ascontiguousarray(mu)
         parallel = mu.size * n >= _PARALLEL_MIN_SIZE
-        E = (K.laplace_forward_parallel if parallel else K.laplace_forward)(mu, t)
+        E = (laplace_kernels.laplace_forward_parallel if parallel
+             else laplace_kernels.laplace_forward)(mu, t)
         ctx.save_for_backward(E, t)
         return E
 
@@ -45,8 +46,14 @@ class LaplaceBasis(Function):
         E, t = ctx.saved_tensors
         g = np.ascontiguousarray(g)
         if E.size >= _PARALLEL_MIN_SIZE:
-            return K.laplace_backward_parallel(g, E, t)
-        return K.laplace_backward(g, E, t)
+            return laplace_kernels.laplace_backward_parallel(g, E, t)
+        return laplace_kernels.laplace_backward(g, E, t)
+
+    @staticmethod
+    def vjp(ctx, g):
+        # E taken as this node's output, so that the gradient is differentiable in mu again
+        E, t = ctx.saved_tensors
+        return -(g * ctx.output(E) * lift(t)).sum(1)
 
 
 def _check_rates(op: str, mu: Tensor) -> None:
@@ -71,7 +78,8 @@ def laplace_basis(mu: Any, n: int) -> Tensor:
     """``E[m, j] = exp(-mu_m t_j)`` with ``t_j = j / (n - 1)`` (``t = [0]`` when n = 1):
     M exponentials, one per rate ``mu[M]``, sampled on n uniform points of [0, 1].
 
-    Gradient: ``dE[m, j]/dmu_m = -t_j E[m, j]``, so ``dL/dmu_m = -sum_j g[m, j] t_j E[m, j]``.
+    Gradient: ``dE[m, j]/dmu_m = -t_j E[m, j]``, so ``dL/dmu_m = -sum_j g[m, j] t_j E[m, j]``;
+    twice differentiable (the vjp takes E as the op's output, so it differentiates again).
     """
     mu = lift(mu)
     _check_rates("laplace_basis", mu)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import activation as K
+from ..kernels import loss as loss_kernels
 from ..tensor import FLOAT_DTYPES, Tensor, lift
+from .activation import softmax
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -49,9 +50,9 @@ class MSELoss(Function):
         ctx.save_for_backward(p, t)
         if reduction == "none":
             out = np.empty(pred.shape, pred.dtype)
-            K.squared_error(p, t, out.reshape(-1))
+            loss_kernels.squared_error(p, t, out.reshape(-1))
             return out
-        total = K.squared_error_sum(p, t)
+        total = loss_kernels.squared_error_sum(p, t)
         if reduction == "mean":
             total = total / p.size if p.size else np.nan
         return np.array(total, dtype=pred.dtype)
@@ -62,9 +63,18 @@ class MSELoss(Function):
         g = np.ascontiguousarray(g, dtype=p.dtype).reshape(-1)
         scale = 1.0 / p.size if ctx.reduction == "mean" and p.size else 1.0
         gp = np.empty(ctx.shape, p.dtype)
-        K.squared_error_backward(g, p, t, scale, gp.reshape(-1))
+        loss_kernels.squared_error_backward(g, p, t, scale, gp.reshape(-1))
         gt = np.negative(gp) if ctx.needs_input_grad[1] else None
         return (gp if ctx.needs_input_grad[0] else None), gt
+
+    @staticmethod
+    def vjp(ctx, g):
+        p, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        size = p.data.size
+        scale = 2.0 / size if ctx.reduction == "mean" and size else 2.0
+        gp = (p - t) * (g * scale)
+        return ((gp if ctx.needs_input_grad[0] else None),
+                (-gp if ctx.needs_input_grad[1] else None))
 
 
 def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
@@ -102,7 +112,7 @@ class CrossEntropy(Function):
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
         t = np.ascontiguousarray(target, dtype=np.int64)
-        loss, lse = K.cross_entropy_forward(x, t)
+        loss, lse = loss_kernels.cross_entropy_forward(x, t)
         ctx.reduction = reduction
         ctx.save_for_backward(x, t, lse)
         if reduction == "none":
@@ -122,8 +132,20 @@ class CrossEntropy(Function):
             scale = 1.0 / n if ctx.reduction == "mean" and n else 1.0
             rows = np.full(n, float(g.reshape(())) * scale, dtype=x.dtype)
         gx = np.empty_like(x)
-        K.cross_entropy_backward(rows, x, t, lse, gx)
+        loss_kernels.cross_entropy_backward(rows, x, t, lse, gx)
         return gx, None
+
+    @staticmethod
+    def vjp(ctx, g):
+        """g (softmax(x) - onehot(t)) per row, with nb.softmax of the input: differentiable
+        again (the Hessian of each row is diag(p) - p p^T)."""
+        x, t = lift(ctx.inputs[0]), ctx.inputs[1]
+        t = np.asarray(t.data if isinstance(t, Tensor) else t, dtype=np.int64)
+        n, c = x.shape
+        d = softmax(x, axis=1) - lift(np.eye(c, dtype=x.dtype)[t])
+        if ctx.reduction == "none":
+            return g.reshape((n, 1)) * d, None
+        return d * (g * (1.0 / n if ctx.reduction == "mean" and n else 1.0)), None
 
 
 def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:

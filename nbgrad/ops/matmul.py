@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import matmul as K
-from ..kernels.broadcast import sum_to_shape
+from ..kernels import blas
+from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
 
 
@@ -53,11 +53,11 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
         # y is one matrix: x's batch (if any) folds into the rows of a single GEMM.
         xx = x.T if tx else _rows(x)
         out = np.empty((xx.shape[0], n), dtype=x.dtype)
-        K.mm(_blas(xx), _blas(y.T if ty else y), out)
+        blas.mm(_blas(xx), _blas(y.T if ty else y), out)
         return out.reshape(bx + (m, n))
     batch = np.broadcast_shapes(bx, by)
     out = np.empty((math.prod(batch), m, n), dtype=x.dtype)
-    K.bmm(_stack3(x), _stack3(y), _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
+    blas.bmm(_stack3(x), _stack3(y), _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
     return out.reshape(batch + (m, n))
 
 

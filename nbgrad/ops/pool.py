@@ -1,11 +1,16 @@
-"""2-D pooling: max_pool2d and avg_pool2d (PyTorch semantics, NCHW; no ceil_mode)."""
+"""2-D pooling: max_pool2d and avg_pool2d (PyTorch semantics, NCHW; no ceil_mode).
+
+Their backwards are linear maps of g, registered as ops of their own so that the vjps are
+differentiable again: max_pool2d_grad (g scattered to the selected positions; its adjoint
+gathers there) and avg_pool2d_grad (g spread over the windows; its adjoint is avg_pool2d).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import pool as K
+from ..kernels import pool as pool_kernels
 from ..tensor import Tensor, lift
 from .conv import IntPair, _check_float, _check_rank, _contig, _out_size, _pair
 
@@ -54,9 +59,10 @@ class MaxPool2d(Function):
         xb = _batched(x)
         if (kernel == (2, 2) and stride == (2, 2) and padding == (0, 0)
                 and dilation == (1, 1)):
-            y, idx = K.max_pool2d_2x2_forward(xb)
+            y, idx = pool_kernels.max_pool2d_2x2_forward(xb)
         else:
-            y, idx = K.max_pool2d_forward(xb, *kernel, *stride, *padding, *dilation, *out_hw)
+            y, idx = pool_kernels.max_pool2d_forward(xb, *kernel, *stride, *padding, *dilation,
+                                                     *out_hw)
         ctx.save_for_backward(idx)
         return y if x.ndim == 4 else y[0]
 
@@ -65,7 +71,69 @@ class MaxPool2d(Function):
         (idx,) = ctx.saved_tensors
         g = _batched(g)
         dx = np.empty(g.shape[:2] + (ctx.x_shape[-2] * ctx.x_shape[-1],), g.dtype)
-        return K.max_pool2d_backward(g, idx, dx).reshape(ctx.x_shape)
+        return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(ctx.x_shape)
+
+    @staticmethod
+    def vjp(ctx, g):
+        (idx,) = ctx.saved_tensors
+        return MaxPool2dGrad.apply(g, idx=idx, x_shape=ctx.x_shape)
+
+
+def _max_pool2d_grad_samples(rng):
+    def sample(x, label, **params):
+        xb = _batched(x)
+        p = _pool_params("max_pool2d", x.shape, **params)
+        _, idx = pool_kernels.max_pool2d_forward(xb, *p["kernel"], *p["stride"], *p["padding"],
+                                                 *p["dilation"], *p["out_hw"])
+        g = rng.standard_normal(idx.shape if x.ndim == 4 else idx.shape[1:])
+        return Sample(g, idx=idx, x_shape=x.shape, label=label)
+
+    yield sample(rng.standard_normal((2, 3, 6, 7)), "2x2 stride 2", kernel_size=2,
+                 stride=None, padding=0, dilation=1)
+    yield sample(np.round(rng.standard_normal((1, 2, 7, 6))), "overlapping windows, ties",
+                 kernel_size=(3, 2), stride=(2, 1), padding=1, dilation=(1, 2))
+    yield sample(rng.standard_normal((2, 5, 5)), "unbatched", kernel_size=3, stride=2,
+                 padding=1, dilation=1)
+    yield sample(rng.standard_normal((1, 2, 2, 3)), "dilated windows that miss x (idx -1)",
+                 kernel_size=2, stride=1, padding=1, dilation=(3, 1))
+
+
+def _gather(h: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """h[n, c].flat[idx[n, c, i, j]] for batched 4-D h, 0 where idx is -1."""
+    N, C = idx.shape[:2]
+    out = np.take_along_axis(h.reshape(N, C, -1), np.maximum(idx, 0).reshape(N, C, -1),
+                             axis=2).reshape(idx.shape)
+    out[idx < 0] = 0
+    return out
+
+
+@register("max_pool2d_grad", samples=_max_pool2d_grad_samples)
+class MaxPool2dGrad(Function):
+    """max_pool2d's backward as an op: g[N, C, OH, OW] (or unbatched) added at the selected
+    flat positions idx (-1: none) of zero planes of x_shape. Linear in g, with constant
+    indices: its adjoint gathers h at idx (so max_pool2d's second derivative in x is 0)."""
+
+    @staticmethod
+    def forward(ctx, g, idx, x_shape):
+        ctx.g_shape = g.shape
+        g = _batched(g)
+        dx = np.empty(g.shape[:2] + (x_shape[-2] * x_shape[-1],), g.dtype)
+        return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(x_shape)
+
+    @staticmethod
+    def backward(ctx, h):
+        return _gather(_batched(h), ctx.params["idx"]).reshape(ctx.g_shape)
+
+    @staticmethod
+    def vjp(ctx, h):
+        idx = ctx.params["idx"]
+        N, C = idx.shape[:2]
+        planes = h.reshape((N, C, -1))
+        out = planes[np.arange(N)[:, None, None, None], np.arange(C)[None, :, None, None],
+                     np.maximum(idx, 0)]
+        if (idx < 0).any():
+            out = out * lift((idx >= 0).astype(h.dtype))
+        return out.reshape(ctx.g_shape)
 
 
 def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
@@ -104,15 +172,62 @@ class AvgPool2d(Function):
     def forward(ctx, x, kernel, stride, padding, dilation, out_hw, count_include_pad):
         ctx.x_shape = x.shape
         ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
-        y = K.avg_pool2d_forward(_batched(x), *kernel, *stride, *padding, *out_hw,
-                                 bool(count_include_pad))
+        y = pool_kernels.avg_pool2d_forward(_batched(x), *kernel, *stride, *padding, *out_hw,
+                                            bool(count_include_pad))
         return y if x.ndim == 4 else y[0]
 
     @staticmethod
     def backward(ctx, g):
         g = _batched(g)
         dx = np.empty(g.shape[:2] + ctx.x_shape[-2:], g.dtype)
-        return K.avg_pool2d_backward(g, dx, *ctx.args).reshape(ctx.x_shape)
+        return pool_kernels.avg_pool2d_backward(g, dx, *ctx.args).reshape(ctx.x_shape)
+
+    @staticmethod
+    def vjp(ctx, g):
+        p = ctx.params
+        return AvgPool2dGrad.apply(g, kernel=p["kernel"], stride=p["stride"],
+                                   padding=p["padding"],
+                                   count_include_pad=bool(p["count_include_pad"]),
+                                   x_shape=ctx.x_shape)
+
+
+def _avg_pool2d_grad_samples(rng):
+    for s in _avg_pool2d_samples(rng):
+        x, p = s.inputs[0], s.params
+        g_shape = x.shape[:-2] + p["out_hw"]
+        yield Sample(rng.standard_normal(g_shape), kernel=p["kernel"], stride=p["stride"],
+                     padding=p["padding"], count_include_pad=p["count_include_pad"],
+                     x_shape=x.shape, label=s.label)
+
+
+@register("avg_pool2d_grad", samples=_avg_pool2d_grad_samples)
+class AvgPool2dGrad(Function):
+    """avg_pool2d's backward as an op: each g[n, c, i, j] / divisor spread over its window
+    of zero planes of x_shape. Linear in g; its adjoint is avg_pool2d itself (the same
+    kernel, stride, padding and count_include_pad)."""
+
+    @staticmethod
+    def forward(ctx, g, kernel, stride, padding, count_include_pad, x_shape):
+        ctx.g_shape = g.shape
+        ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
+        g = _batched(g)
+        dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
+        return pool_kernels.avg_pool2d_backward(g, dx, *ctx.args).reshape(x_shape)
+
+    @staticmethod
+    def backward(ctx, h):
+        KH, KW, sh, sw, ph, pw, count_include_pad = ctx.args
+        y = pool_kernels.avg_pool2d_forward(_batched(h), KH, KW, sh, sw, ph, pw,
+                                            *ctx.g_shape[-2:], count_include_pad)
+        return y.reshape(ctx.g_shape)
+
+    @staticmethod
+    def vjp(ctx, h):
+        p = ctx.params
+        return AvgPool2d.apply(h, kernel=p["kernel"], stride=p["stride"],
+                               padding=p["padding"], dilation=(1, 1),
+                               out_hw=tuple(ctx.g_shape[-2:]),
+                               count_include_pad=bool(p["count_include_pad"]))
 
 
 def avg_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,

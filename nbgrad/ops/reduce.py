@@ -2,7 +2,7 @@
 negative axes allowed, ``keepdims`` as in NumPy/PyTorch.
 
 * sum: the backward of broadcasting in reverse: forward is ``sum_to_shape`` (the race-free
-  broadcast reduction of ``kernels/broadcast.py``), backward broadcasts g back (a view).
+  broadcast reduction of ``kernels/broadcast_sum.py``), backward broadcasts g back (a view).
 * mean: sum / n with n the number of reduced elements; an integer input gives float32.
 * max/min: ``torch.amax``/``amin`` semantics: values only, and the gradient is split
   evenly among tied extrema (g / n_ties to each). NaN propagates.
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ._args import axes, dim_arg, keepdim_arg, one_axis
-from ..kernels import broadcast as B
-from ..kernels import reduce as K
+from ..kernels import broadcast_sum, strided_apply
+from ..kernels import reduce as reduce_kernels
 from ..tensor import DEFAULT_DTYPE, Tensor, lift
+from ._args import axes, dim_arg, keepdim_arg, one_axis
 
 
 def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
@@ -74,10 +74,11 @@ def _size(shape: tuple) -> int:
 
 def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple, scale: float) -> np.ndarray:
     if x.dtype.kind != "f":
-        y = B.reduce_term(B.COPY, x.astype(np.float64), None, kept, scale, x.shape)
+        y = broadcast_sum.reduce_term(strided_apply.COPY, x.astype(np.float64), None, kept,
+                                      scale, x.shape)
         y = y.astype(np.int64 if scale == 1.0 else DEFAULT_DTYPE)
     else:  # a new array even when no axis is reduced
-        y = B.reduce_term(B.COPY, x, None, kept, scale, x.shape)
+        y = broadcast_sum.reduce_term(strided_apply.COPY, x, None, kept, scale, x.shape)
     return y.reshape(out_shape)
 
 
@@ -117,7 +118,8 @@ class Mean(Function):
     def backward(ctx, g):
         shape, kept, scale = ctx.shapes
         gs = np.empty(kept, g.dtype)
-        K.scaled(np.ascontiguousarray(g).reshape(-1), g.dtype.type(scale), gs.reshape(-1))
+        reduce_kernels.scaled(np.ascontiguousarray(g).reshape(-1), g.dtype.type(scale),
+                              gs.reshape(-1))
         return _broadcast_grad(gs, shape)
 
     @staticmethod
@@ -133,7 +135,7 @@ class _Extremum(Function):
 
     @classmethod
     def forward(cls, ctx, x, axis=None, keepdims=False):
-        name = "min" if cls.is_min else "max"
+        name = "amin" if cls.is_min else "amax"
         reduced = axes(name, axis, x.shape)
         if any(x.shape[d] == 0 for d in reduced):
             raise ValueError(f"{name}: cannot reduce over the empty axis {axis!r} of a "
@@ -145,7 +147,7 @@ class _Extremum(Function):
         for d in reduced:
             r *= x.shape[d]
         x2 = np.ascontiguousarray(moved).reshape(-1, r)
-        m = K.extremum_rows(x2, cls.is_min)
+        m = reduce_kernels.extremum_rows(x2, cls.is_min)
         ctx.save_for_backward(x2, m)
         ctx.layout = (moved.shape, rest + reduced, kept)
         return m.reshape(out_shape)
@@ -154,7 +156,7 @@ class _Extremum(Function):
     def backward(ctx, g):
         x2, m = ctx.saved_tensors
         moved_shape, perm, _ = ctx.layout
-        gx = K.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1))
+        gx = reduce_kernels.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1))
         return np.transpose(gx.reshape(moved_shape), np.argsort(perm))
 
     @staticmethod
@@ -263,7 +265,7 @@ def _sum_to_size_samples(rng):
 class SumToSize(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        return np.array(B.sum_to_shape(x, shape))
+        return np.array(broadcast_sum.sum_to_shape(x, shape))
 
     @staticmethod
     def backward(ctx, g):

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import shape as K
-from ..kernels.broadcast import sum_to_shape
+from ..kernels import shape as shape_kernels
+from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
 
 
@@ -426,7 +426,7 @@ def _scatter(g: np.ndarray, shape: tuple, index: tuple) -> np.ndarray:
     lead, row = shape[:len(shape) - t], math.prod(shape[len(shape) - t:])
     rows = _source_positions(lead, index).reshape(-1)
     values = g.reshape(rows.size, row)  # a view even of a 0-stride broadcast g
-    return K.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
+    return shape_kernels.scatter_add_rows(values, rows, math.prod(lead)).reshape(shape)
 
 
 def _index_scatter_samples(rng):
