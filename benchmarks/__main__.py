@@ -17,7 +17,7 @@ import nbgrad  # noqa: F401
 
 from .harness import THREADS, print_table, torch_or_none
 
-SUITES = ["core", "activation", "conv", "gno", "bases"]
+SUITES = ["core", "activation", "conv", "gno", "bases", "hvp"]
 
 
 def main() -> None:

@@ -1,7 +1,6 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
-from . import testing
-from . import autograd
+from . import autograd, testing
 from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
 from .function import REGISTRY, Context, Function, Sample, register
 from .ops.activation import *  # noqa: F403

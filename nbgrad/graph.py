@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .kernels import graph as K
+from .kernels import csr
 
 
 def _index_array(name: str, value: Any, where: str) -> np.ndarray:
@@ -30,7 +30,7 @@ def _index_array(name: str, value: Any, where: str) -> np.ndarray:
 
 
 def _check_range(name: str, arr: np.ndarray, hi: int, what: str, where: str) -> None:
-    bad = K.first_outside(arr, 0, hi)
+    bad = csr.first_outside(arr, 0, hi)
     if bad >= 0:
         raise ValueError(f"{where}: {name}[{bad}] = {arr[bad]} is out of range for {what} "
                          f"(must be in [0, {hi}))")
@@ -57,7 +57,7 @@ class Graph:
                              f"shape {row_ptr.shape}")
         if row_ptr[0] != 0:
             raise ValueError(f"{where}: row_ptr[0] must be 0, got {row_ptr[0]}")
-        bad = K.first_decrease(row_ptr)
+        bad = csr.first_decrease(row_ptr)
         if bad >= 0:
             raise ValueError(f"{where}: row_ptr must be non-decreasing, but row_ptr[{bad}] = "
                              f"{row_ptr[bad]} < row_ptr[{bad - 1}] = {row_ptr[bad - 1]}")
@@ -75,7 +75,7 @@ class Graph:
                 raise ValueError(f"{where}: edge_id has shape {edge_id.shape} but col has "
                                  f"shape {col.shape}")
         if num_edge_ids is None:
-            negative = K.first_outside(edge_id, 0, np.iinfo(np.int64).max)
+            negative = csr.first_outside(edge_id, 0, np.iinfo(np.int64).max)
             if negative >= 0:
                 raise ValueError(f"{where}: edge_id[{negative}] = {edge_id[negative]} is out "
                                  f"of range (edge ids must be >= 0)")
@@ -140,19 +140,19 @@ class Graph:
     @cached_property
     def row(self) -> np.ndarray:
         """The row (destination node) of every CSR entry."""
-        return K.csr_rows(self.row_ptr)
+        return csr.csr_rows(self.row_ptr)
 
     @cached_property
     def transpose(self) -> tuple[np.ndarray, np.ndarray]:
         """Transposed CSR ``(t_ptr[num_nodes+1], t_pos[nnz])``: the CSR entries whose
         column is ``j`` are ``t_pos[t_ptr[j]:t_ptr[j+1]]`` (in increasing position)."""
-        return K.group_by(self.col, self.num_nodes)
+        return csr.group_by(self.col, self.num_nodes)
 
     @cached_property
     def by_edge_id(self) -> tuple[np.ndarray, np.ndarray]:
         """``(e_ptr[num_edge_ids+1], e_pos[nnz])``: the CSR entries with edge id ``e`` are
         ``e_pos[e_ptr[e]:e_ptr[e+1]]`` (in increasing position)."""
-        return K.group_by(self.edge_id, self.num_edge_ids)
+        return csr.group_by(self.edge_id, self.num_edge_ids)
 
     def edge_index(self) -> np.ndarray:
         """``[2, nnz]`` array of (src, dst) = (col, row) pairs, PyTorch Geometric style."""

@@ -221,7 +221,7 @@ def test_multi_output_function_with_one_output_unused():
     np.testing.assert_allclose(x.grad.numpy(), [0.0, 0.0, 6.0, 8.0])
 
 
-def test_backward_returning_a_wrong_shape_or_dtype_is_named():
+def test_the_engine_reduces_broadcast_gradients_casts_dtypes_and_names_bad_shapes():
     class BadShape(nb.Function):
         @staticmethod
         def forward(ctx, x):
@@ -231,20 +231,23 @@ def test_backward_returning_a_wrong_shape_or_dtype_is_named():
         def backward(ctx, g):
             return np.ones(7)
 
-    class BadDtype(nb.Function):
+    class Broadcast(nb.Function):
+        """Returns the gradient of x (shape (2,)) broadcast to (3, 2), in float64."""
+
         @staticmethod
         def forward(ctx, x):
             return x.copy()
 
         @staticmethod
         def backward(ctx, g):
-            return g.astype(np.float64)
+            return np.broadcast_to(g.astype(np.float64) * 2, (3, 2))
 
     x = leaf([1.0, 2.0], dtype=np.float32)
-    with pytest.raises(RuntimeError, match=r"BadShape.*shape \(7,\).*\(2,\)"):
+    with pytest.raises(RuntimeError, match=r"BadShape.*shape \(7,\).*\(2,\) does not broadcast"):
         BadShape.apply(x).backward(np.ones(2, np.float32))
-    with pytest.raises(RuntimeError, match="BadDtype.*float64.*float32"):
-        BadDtype.apply(x).backward(np.ones(2, np.float32))
+    Broadcast.apply(x).backward(np.array([1.0, 3.0], np.float32))
+    assert x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 18.0])  # 3 rows of 2 g
 
 
 def test_backward_on_a_tensor_without_grad_is_an_error():

@@ -5,7 +5,7 @@ import pytest
 
 import nbgrad as nb
 from nbgrad.__main__ import main as cli_main
-from nbgrad.testing import GradcheckError, check_registered, gradcheck
+from nbgrad.testing import GradcheckError, check_registered, gradcheck, gradgradcheck
 
 
 class Cube(nb.Function):
@@ -20,6 +20,22 @@ class Cube(nb.Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return 3 * x * x * g
+
+
+class CubeWithVjp(Cube):
+    @staticmethod
+    def vjp(ctx, g):
+        (x,) = ctx.inputs
+        return 3 * x * x * g
+
+
+class WrongSecondCube(Cube):
+    """Right first derivative; the vjp drops the dependence on x (a constant 3x^2)."""
+
+    @staticmethod
+    def vjp(ctx, g):
+        (x,) = ctx.inputs
+        return 3 * nb.tensor(x.data * x.data) * g
 
 
 class WrongCube(Cube):
@@ -81,4 +97,19 @@ def test_registered_op_is_checked_through_its_samples_and_by_the_cli(capsys):
 def test_every_registered_op_passes_gradcheck_on_its_samples(name):
     report = check_registered(name)
     assert report.samples > 0, f"{name} registers no samples"
+    assert report.passed, "\n".join(report.failures)
+
+
+def test_gradgradcheck_passes_a_right_vjp_and_catches_a_constant_folded_one():
+    x = np.array([0.5, -2.0, 1.0])
+    assert gradgradcheck(CubeWithVjp.apply, [x])
+    with pytest.raises(GradcheckError, match="gradgradcheck: input 0"):
+        gradgradcheck(WrongSecondCube.apply, [x])
+    with pytest.raises(RuntimeError, match="has no second derivative"):
+        gradgradcheck(Cube.apply, [x])
+
+
+@pytest.mark.parametrize("name", sorted(nb.REGISTRY))
+def test_every_registered_op_passes_gradgradcheck_on_its_samples(name):
+    report = check_registered(name, second_order=True)
     assert report.passed, "\n".join(report.failures)

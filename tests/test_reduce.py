@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
-from nbgrad.kernels.broadcast import sum_to_shape
+from nbgrad.kernels.broadcast_sum import sum_to_shape
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
-OPS = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+OPS = {"sum": np.sum, "mean": np.mean, "amax": np.max, "amin": np.min}
 
 
 def norm_axes(axis, ndim):
@@ -77,20 +77,20 @@ def test_methods_and_keywords():
     assert x.sum().item() == 276.0
     np.testing.assert_array_equal(x.sum(axis=(0, -1)).numpy(), [60.0, 92.0, 124.0])
     assert x.mean(axis=1, keepdims=True).shape == (2, 1, 4)
-    np.testing.assert_array_equal(x.max(axis=-1).numpy(), [[3, 7, 11], [15, 19, 23]])
-    np.testing.assert_array_equal(x.min(0, True).numpy(), np.arange(12.0).reshape(1, 3, 4))
+    np.testing.assert_array_equal(x.amax(axis=-1).numpy(), [[3, 7, 11], [15, 19, 23]])
+    np.testing.assert_array_equal(x.amin(0, True).numpy(), np.arange(12.0).reshape(1, 3, 4))
     np.testing.assert_array_equal(nb.sum(x, axis=()).numpy(), x.numpy())  # NumPy: no axis
 
 
 def test_max_min_split_gradient_among_ties():
     x = nb.tensor([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]], requires_grad=True)
-    x.max(axis=1).sum().backward()
+    x.amax(axis=1).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0.5, 0.5, 0]])
     x.grad = None
     x.max().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[0, 0.5, 0.5], [0, 0, 0]])
     x.grad = None
-    (x.min(axis=0) * nb.tensor([1.0, 2.0, 4.0])).sum().backward()
+    (x.amin(axis=0) * nb.tensor([1.0, 2.0, 4.0])).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [[1, 0, 0], [0, 2, 4]])
     ones = nb.tensor(np.ones((2, 4)), requires_grad=True)
     ones.min().backward()
@@ -99,7 +99,7 @@ def test_max_min_split_gradient_among_ties():
 
 def test_nan_propagates_through_max():
     x = nb.tensor([[1.0, np.nan, 2.0], [4.0, 5.0, 6.0]])
-    y = x.max(axis=1).numpy()
+    y = x.amax(axis=1).numpy()
     assert np.isnan(y[0]) and y[1] == 6.0
     assert np.isnan(x.min().item())
 
@@ -110,7 +110,7 @@ def test_integer_and_bool_inputs():
     np.testing.assert_array_equal(i.sum(axis=0).numpy(), [4, 6])
     m = i.mean()
     assert m.dtype == np.float32 and m.item() == 2.5
-    assert i.max().item() == 4 and i.min(axis=1).numpy().tolist() == [1, 3]
+    assert i.max().item() == 4 and i.amin(axis=1).numpy().tolist() == [1, 3]
     assert nb.tensor([True, False, True]).sum().item() == 2
 
 
@@ -161,7 +161,7 @@ def test_one_vs_two_threads_bitwise(shape, axis):
 
     def run():
         out = []
-        for name in ["sum", "mean", "max", "min"]:
+        for name in ["sum", "mean", "amax", "amin"]:
             t = nb.tensor(x, requires_grad=True)
             y = getattr(nb, name)(t, axis)
             g = np.random.default_rng(3).standard_normal(y.shape).astype(np.float32)
@@ -177,13 +177,14 @@ def test_one_vs_two_threads_bitwise(shape, axis):
 def test_parallel_task_runs_equal_serial_bitwise(shape, target, monkeypatch):
     """The parallel reductions hand tasks to threads in runs of several; each task owns
     its outputs, so the result equals the serial kernel's bit for bit."""
-    from nbgrad.kernels import broadcast as B
+    from nbgrad.kernels import broadcast_sum as B
+    from nbgrad.kernels.strided_apply import COPY, MUL
     rng = np.random.default_rng(4)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal(shape[-1:]).astype(np.float32)
-    par = [B.reduce_term(B.MUL, x, w, target, 0.5), B.reduce_term(B.COPY, x, None, target, -1.0)]
+    par = [B.reduce_term(MUL, x, w, target, 0.5), B.reduce_term(COPY, x, None, target, -1.0)]
     monkeypatch.setattr(B, "PARALLEL_MIN", 1 << 62)
-    ser = [B.reduce_term(B.MUL, x, w, target, 0.5), B.reduce_term(B.COPY, x, None, target, -1.0)]
+    ser = [B.reduce_term(MUL, x, w, target, 0.5), B.reduce_term(COPY, x, None, target, -1.0)]
     for p, s in zip(par, ser):
         assert_same_bits(p, s)
     np.testing.assert_allclose(ser[0], sum_to_shape(0.5 * x.astype(np.float64) * w, target),
@@ -203,8 +204,8 @@ def test_against_pytorch(name, case, seed):
     p = torch.tensor(x, requires_grad=True)
     y = getattr(nb, name)(t, axis, keepdims)
     dims = norm_axes(axis, x.ndim)
-    if name in ("max", "min"):
-        py = getattr(torch, "a" + name)(p, dim=dims, keepdim=keepdims)
+    if name in ("amax", "amin"):
+        py = getattr(torch, name)(p, dim=dims, keepdim=keepdims)
     elif axis is None:
         py = getattr(torch, name)(p)
         py = py.reshape((1,) * x.ndim) if keepdims else py
@@ -232,7 +233,7 @@ def test_bad_axis(name):
         fn(x, 1.0)
 
 
-@pytest.mark.parametrize("name", ["max", "min"])
+@pytest.mark.parametrize("name", ["amax", "amin"])
 def test_empty_extremum_raises(name):
     with pytest.raises(ValueError, match=rf"{name}: cannot .* shape \(0, 3\)"):
         getattr(nb, name)(nb.zeros(0, 3), 0)
@@ -245,3 +246,39 @@ def test_empty_sum_and_mean_follow_pytorch():
     assert m.shape == (3,) and np.isnan(m.numpy()).all()
     m.sum().backward()
     assert x.grad.shape == (0, 3)
+
+
+# -- PyTorch and NumPy spellings ------------------------------------------------------------
+def test_dim_keepdim_and_axis_keepdims_are_both_accepted_but_not_together():
+    x = nb.tensor(np.arange(24.0).reshape(2, 3, 4))
+    np.testing.assert_array_equal(x.sum(dim=1, keepdim=True).numpy(),
+                                  x.sum(axis=1, keepdims=True).numpy())
+    np.testing.assert_array_equal(nb.mean(x, dim=(0, 2)).numpy(), np.arange(24.0).reshape(
+        2, 3, 4).mean(axis=(0, 2)))
+    with pytest.raises(TypeError, match=r"sum: got both dim=1 and axis=0"):
+        x.sum(dim=1, axis=0)
+    with pytest.raises(TypeError, match=r"amax: got both keepdim=True and keepdims=False"):
+        nb.amax(x, 0, keepdim=True, keepdims=False)
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+def test_max_min_with_dim_return_values_and_indices_like_pytorch(name):
+    torch = pytest.importorskip("torch")
+    x = np.array([[1.0, 5.0, 5.0, -2.0], [3.0, np.nan, 0.0, 7.0], [4.0, 4.0, 4.0, 4.0]])
+    for dim, keepdim in [(1, False), (0, True), (-1, True)]:
+        t = nb.tensor(x, requires_grad=True)
+        p = torch.tensor(x, requires_grad=True)
+        values, indices = getattr(t, name)(dim=dim, keepdim=keepdim)
+        pv, pi = getattr(p, name)(dim=dim, keepdim=keepdim)
+        np.testing.assert_array_equal(values.numpy(), pv.detach().numpy())
+        np.testing.assert_array_equal(indices.numpy(), pi.numpy())
+        assert indices.dtype == np.int64
+        g = np.arange(1.0, 1.0 + values.data.size).reshape(values.shape)
+        values.backward(g)
+        pv.backward(torch.tensor(g))
+        np.testing.assert_array_equal(t.grad.numpy(), p.grad.numpy())  # all to the index
+
+
+def test_max_without_dim_reduces_everything():
+    x = nb.tensor([[1.0, 9.0], [3.0, 4.0]])
+    assert x.max().item() == 9.0 and nb.min(x).item() == 1.0

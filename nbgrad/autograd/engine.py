@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels.broadcast import sum_to_shape
+from ..kernels.broadcast_sum import sum_to_shape
 from .grad_mode import enable_grad
 
 
