@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from ..tensor import FLOAT_DTYPES, Tensor, lift
+
 
 def dim_arg(op: str, dim: Any, axis: Any, default: Any = None) -> Any:
     """The reduction axis from PyTorch's ``dim`` or NumPy's ``axis`` (either spelling;
@@ -56,20 +58,45 @@ def one_axis(op: str, axis: Any, shape: tuple) -> int:
     return int(axis) % n
 
 
-_TENSOR_API: list = []   # [lift, FLOAT_DTYPES] from ..tensor, imported on first use
-
-
-def float_input(op: str, x: Any):
-    """``x`` as a Tensor (``tensor.lift``), which must be float32 or float64 (TypeError
-    naming the op, the dtype and the shape)."""
-    if not _TENSOR_API:
-        from ..tensor import FLOAT_DTYPES, lift
-        _TENSOR_API[:] = [lift, FLOAT_DTYPES]
-    lift, float_dtypes = _TENSOR_API
+def float_input(op: str, x: Any, name: str = "x") -> Tensor:
+    """``x`` as a Tensor (``lift``), which must be float32 or float64 (TypeError naming the
+    op, the argument, the dtype and the shape)."""
     x = lift(x)
-    if x.dtype not in float_dtypes:
-        raise TypeError(f"{op}: x must be float32 or float64, got {x.dtype} (shape {x.shape})")
+    if x.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: {name} must be float32 or float64, got {x.dtype} "
+                        f"(shape {x.shape})")
     return x
+
+
+def float_operands(op: str, **named: Tensor | None) -> np.dtype | None:
+    """The one float dtype that every given operand (None skipped) has; TypeError naming
+    the operand that is not float, or listing every operand's dtype when they differ."""
+    given = {k: t for k, t in named.items() if t is not None}
+    for name, t in given.items():
+        if t.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"{op}: {name} must be float32 or float64, got {t.dtype} "
+                            f"(shape {t.shape})")
+    dtypes = {t.dtype for t in given.values()}
+    if len(dtypes) > 1:
+        desc = ", ".join(f"{k} is {t.dtype}" for k, t in given.items())
+        raise TypeError(f"{op}: inputs must share one dtype ({desc})")
+    return dtypes.pop() if dtypes else None
+
+
+def int_tuple(op: str, name: str, value: Any, n: int, minimum: int) -> tuple[int, ...]:
+    """An int (repeated) or a sequence of ``n`` ints, each >= ``minimum``, as an n-tuple:
+    conv and pool parameters (``stride=2`` or ``stride=(2, 1)``; ``(2,)`` for 1-D)."""
+    items = (value,) * n if isinstance(value, int | np.integer) else value
+    if (not isinstance(items, tuple | list) or len(items) != n
+            or not all(isinstance(v, int | np.integer) and not isinstance(v, bool)
+                       for v in items)):
+        kind = "a pair of ints" if n == 2 else f"a {n}-element tuple" if n != 1 \
+            else "a one-element tuple"
+        raise TypeError(f"{op}: {name} must be an int or {kind}, got {value!r}")
+    if min(items) < minimum:
+        kind = "positive" if minimum == 1 else "non-negative"
+        raise ValueError(f"{op}: {name} must be {kind}, got {value!r}")
+    return tuple(int(v) for v in items)
 
 
 def real(op: str, name: str, value: Any) -> float:

@@ -11,14 +11,13 @@ is written with conv2d, conv_transpose2d and conv2d_weight_grad, each differenti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numba
 import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import conv, conv_gemm, conv_s1
-from ..tensor import FLOAT_DTYPES, Tensor, lift
+from ..tensor import Tensor, lift
+from ._args import float_operands, int_tuple
 
 IntPair = int | tuple[int, int]
 
@@ -34,31 +33,6 @@ S1_GEMM_MIN_FILTERS = 16
 
 
 # -- argument handling --------------------------------------------------------------------
-def _pair(op: str, name: str, value, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints, each >= minimum, as a pair."""
-    pair = (value, value) if isinstance(value, int | np.integer) else value
-    if (not isinstance(pair, Sequence) or len(pair) != 2
-            or not all(isinstance(v, int | np.integer) and not isinstance(v, bool)
-                       for v in pair)):
-        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-    if min(pair) < minimum:
-        kind = "positive" if minimum == 1 else "non-negative"
-        raise ValueError(f"{op}: {name} must be {kind}, got {value!r}")
-    return int(pair[0]), int(pair[1])
-
-
-def _check_float(op: str, **arrays: Tensor | None) -> None:
-    """Every given tensor is float32/float64 and all share one dtype."""
-    given = {k: v for k, v in arrays.items() if v is not None}
-    for name, t in given.items():
-        if t.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{op}: {name} must be float32 or float64, got {t.dtype}")
-    dtypes = {t.dtype for t in given.values()}
-    if len(dtypes) > 1:
-        desc = ", ".join(f"{k} is {v.dtype}" for k, v in given.items())
-        raise TypeError(f"{op}: inputs must share one dtype ({desc})")
-
-
 def _check_rank(op: str, name: str, t: Tensor, ranks: tuple[int, ...], layout: str) -> None:
     if t.ndim not in ranks:
         raise ValueError(f"{op}: {name} must be {layout}, got shape {t.shape}")
@@ -109,7 +83,7 @@ def _padding(op: str, padding, kernel: tuple[int, int], stride: tuple[int, int],
                     total[1] // 2, total[1] - total[1] // 2)
         raise ValueError(f"{op}: padding must be an int, a pair, 'valid' or 'same', "
                          f"got {padding!r}")
-    ph, pw = _pair(op, "padding", padding, 0)
+    ph, pw = int_tuple(op, "padding", padding, 2, 0)
     return (ph, ph, pw, pw)
 
 
@@ -117,8 +91,8 @@ def _conv2d_params(op: str, x_shape: tuple, w_shape: tuple, stride, padding, dil
                    groups) -> dict:
     """Validated, normalised keyword parameters of ``Conv2d.apply`` for 4-D w and a 3-D
     or 4-D x."""
-    stride = _pair(op, "stride", stride, 1)
-    dilation = _pair(op, "dilation", dilation, 1)
+    stride = int_tuple(op, "stride", stride, 2, 1)
+    dilation = int_tuple(op, "dilation", dilation, 2, 1)
     C = x_shape[-3]
     F, Cg, KH, KW = w_shape
     groups = _check_groups(op, groups, {"input channels": C, "output channels": F},
@@ -364,7 +338,7 @@ def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
     """
     x, w = lift(x), lift(w)
     b = None if b is None else lift(b)
-    _check_float("conv2d", x=x, w=w, b=b)
+    float_operands("conv2d", x=x, w=w, b=b)
     _check_rank("conv2d", "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
     _check_rank("conv2d", "w", w, (4,), "[F, C/groups, KH, KW]")
     _check_bias("conv2d", b, w.shape[0])
@@ -378,15 +352,10 @@ def _conv1d_params(x_shape: tuple, w_shape: tuple, stride, padding, dilation,
     """conv1d's arguments as those of the conv2d on [.., 1, L] with a [F, Cg, 1, K] kernel."""
     op = "conv1d"
     # PyTorch also takes one-element tuples: stride=(2,), padding=(1,), dilation=(1,).
-    stride, padding, dilation = (v[0] if isinstance(v, tuple | list) and len(v) == 1 else v
-                                 for v in (stride, padding, dilation))
-    for name, v in (("stride", stride), ("dilation", dilation)):
-        if not isinstance(v, int | np.integer) or isinstance(v, bool):
-            raise TypeError(f"{op}: {name} must be an int or a one-element tuple, got {v!r}")
-    if not isinstance(padding, str | int | np.integer) or isinstance(padding, bool):
-        raise TypeError(f"{op}: padding must be an int, a one-element tuple, 'valid' or "
-                        f"'same', got {padding!r}")
-    pad2 = padding if isinstance(padding, str) else (0, padding)
+    (stride,) = int_tuple(op, "stride", stride, 1, 1)
+    (dilation,) = int_tuple(op, "dilation", dilation, 1, 1)
+    pad2 = padding if isinstance(padding, str) else (0,) + int_tuple(op, "padding", padding,
+                                                                     1, 0)
     return _conv2d_params(op, x_shape[:-1] + (1, x_shape[-1]), w_shape[:2] + (1, w_shape[2]),
                           (1, stride), pad2, (1, dilation), groups)
 
@@ -440,7 +409,7 @@ def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int 
     """
     x, w = lift(x), lift(w)
     b = None if b is None else lift(b)
-    _check_float("conv1d", x=x, w=w, b=b)
+    float_operands("conv1d", x=x, w=w, b=b)
     _check_rank("conv1d", "x", x, (2, 3), "[N, C, L] or unbatched [C, L]")
     _check_rank("conv1d", "w", w, (3,), "[F, C/groups, K]")
     _check_bias("conv1d", b, w.shape[0])
@@ -452,10 +421,10 @@ def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int 
 def _conv_transpose2d_params(x_shape: tuple, w_shape: tuple, stride, padding,
                              output_padding, groups, dilation) -> dict:
     op = "conv_transpose2d"
-    stride = _pair(op, "stride", stride, 1)
-    dilation = _pair(op, "dilation", dilation, 1)
-    pad = _pair(op, "padding", padding, 0)
-    out_pad = _pair(op, "output_padding", output_padding, 0)
+    stride = int_tuple(op, "stride", stride, 2, 1)
+    dilation = int_tuple(op, "dilation", dilation, 2, 1)
+    pad = int_tuple(op, "padding", padding, 2, 0)
+    out_pad = int_tuple(op, "output_padding", output_padding, 2, 0)
     C = x_shape[-3]
     Cw, Fg, KH, KW = w_shape
     if Cw != C:
@@ -549,7 +518,7 @@ def conv_transpose2d(x, w, b=None, stride: IntPair = 1, padding: IntPair = 0,
     op = "conv_transpose2d"
     x, w = lift(x), lift(w)
     b = None if b is None else lift(b)
-    _check_float(op, x=x, w=w, b=b)
+    float_operands(op, x=x, w=w, b=b)
     _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
     _check_rank(op, "w", w, (4,), "[C, F/groups, KH, KW]")
     params = _conv_transpose2d_params(x.shape, w.shape, stride, padding, output_padding,

@@ -32,7 +32,7 @@ _F64 = np.dtype(np.float64)
 
 
 # -- helpers -------------------------------------------------------------------------------
-def _pair(a: Any, b: Any) -> tuple[Tensor, Tensor]:
+def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors; a Python number takes the other operand's dtype."""
     if isinstance(a, Tensor):
         return a, b if isinstance(b, Tensor) else lift(b, like=a)
@@ -295,28 +295,28 @@ class Pow(Function):
 
 def add(a: Any, b: Any) -> Tensor:
     """a + b with NumPy broadcasting; grad_a = sum of g over a's broadcast axes."""
-    a, b = _pair(a, b)
+    a, b = _operands(a, b)
     return Add.apply(a, b)
 
 
 def sub(a: Any, b: Any) -> Tensor:
     """a - b with NumPy broadcasting; grad_a = sum(g), grad_b = -sum(g) over each
     operand's broadcast axes."""
-    a, b = _pair(a, b)
+    a, b = _operands(a, b)
     return Sub.apply(a, b)
 
 
 def mul(a: Any, b: Any) -> Tensor:
     """a * b with NumPy broadcasting; grad_a = sum(g * b), grad_b = sum(g * a) over each
     operand's broadcast axes (fused: g * b is never materialised)."""
-    a, b = _pair(a, b)
+    a, b = _operands(a, b)
     return Mul.apply(a, b)
 
 
 def div(a: Any, b: Any) -> Tensor:
     """a / b (true division) with NumPy broadcasting; grad_a = sum(g / b),
     grad_b = -sum(g * a / b^2) over each operand's broadcast axes."""
-    a, b = _pair(a, b)
+    a, b = _operands(a, b)
     return Div.apply(a, b)
 
 
@@ -324,7 +324,7 @@ def pow(a: Any, b: Any) -> Tensor:
     """a ** b with NumPy broadcasting; grad_a = sum(g * b * a^(b-1)) (0 where b == 0),
     grad_b = sum(g * a^b * log a), taken as 0 where a == 0 and b >= 0 (PyTorch). A
     negative base with a non-integer exponent gives NaN, as in PyTorch."""
-    a, b = _pair(a, b)
+    a, b = _operands(a, b)
     return Pow.apply(a, b)
 
 

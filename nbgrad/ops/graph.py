@@ -21,7 +21,8 @@ from ..function import Function, Sample, register
 from ..graph import Graph
 from ..kernels import csr
 from ..kernels import gno as gno_kernels
-from ..tensor import FLOAT_DTYPES, Tensor, lift
+from ..tensor import Tensor, lift
+from ._args import float_operands
 from ._recompute import recompute_vjp
 
 # -- radius graph --------------------------------------------------------------------------
@@ -69,23 +70,6 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
 
 
 # -- validation helpers ----------------------------------------------------------------------
-
-
-def _float_operands(op: str, **named: Tensor | None) -> np.dtype:
-    """The common float dtype of the named operands (None allowed); TypeError otherwise."""
-    dtype = None
-    for name, t in named.items():
-        if t is None:
-            continue
-        if t.dtype not in FLOAT_DTYPES:
-            raise TypeError(f"{op}: {name} must be float32 or float64, got {t.dtype}")
-        if dtype is None:
-            dtype = t.dtype
-        elif t.dtype != dtype:
-            first = next(k for k, v in named.items() if v is not None)
-            raise TypeError(f"{op}: {name} is {t.dtype} but {first} is {dtype}; "
-                            f"all floating-point operands must share one dtype")
-    return dtype
 
 
 def _expect(op: str, name: str, t: Tensor | None, shape: tuple, meaning: str) -> None:
@@ -426,7 +410,7 @@ def gno_kernel(edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, f_out: int,
     for name, val in (("f_out", f_out), ("f_in", f_in)):
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < 1:
             raise ValueError(f"{op}: {name} must be a positive integer, got {val!r}")
-    _float_operands(op, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
+    float_operands(op, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
     _check_mlp(op, x, U, b_u, V, b_v, int(f_out) * int(f_in))
     return GnoKernel.apply(x, U, b_u, V, b_v, f_out=int(f_out), f_in=int(f_in))
 
@@ -444,7 +428,7 @@ def gno_aggregate(h: Any, kernels: Any, graph: Graph, reduce: str = "sum") -> Te
     _check_graph(op, graph)
     mean_ = _check_reduce(op, reduce)
     h, kernels = lift(h), lift(kernels)
-    _float_operands(op, h=h, kernels=kernels)
+    float_operands(op, h=h, kernels=kernels)
     _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
             f"nodes in the graph")
     _expect(op, "kernels", kernels, (graph.num_edge_ids, None, h.shape[1]),
@@ -472,7 +456,7 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
     mean_ = _check_reduce(op, reduce)
     h, x, U, V = lift(h), lift(edge_feats), lift(U), lift(V)
     b_u, b_v = _lift_optional(b_u), _lift_optional(b_v)
-    _float_operands(op, h=h, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
+    float_operands(op, h=h, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
     _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
             f"nodes in the graph")
     _expect(op, "edge_feats", x, (graph.num_edge_ids, None),

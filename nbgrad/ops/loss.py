@@ -10,7 +10,8 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import loss as loss_kernels
-from ..tensor import FLOAT_DTYPES, Tensor, lift
+from ..tensor import Tensor, lift
+from ._args import float_input
 from .activation import softmax
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -20,14 +21,6 @@ def _reduction(op: str, reduction) -> str:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     return reduction
-
-
-def _float_input(op: str, name: str, x) -> Tensor:
-    x = lift(x)
-    if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: {name} must be float32 or float64, got {x.dtype} "
-                        f"(shape {x.shape})")
-    return x
 
 
 # -- mse_loss ------------------------------------------------------------------------------------
@@ -82,7 +75,7 @@ def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
     ('none'). pred and target must have the same shape; both can require grad
     (d/dpred = 2 (pred - target) g, d/dtarget = -d/dpred; 'mean' divides by the size)."""
     reduction = _reduction("mse_loss", reduction)
-    pred = _float_input("mse_loss", "pred", pred)
+    pred = float_input("mse_loss", pred, "pred")
     target = lift(target, pred)
     if target.shape != pred.shape:
         raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
@@ -156,7 +149,7 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
     backward is g_i (softmax(logits_i) - onehot(target_i)). Unlike PyTorch there is no
     ignore_index, class weights or label smoothing: every target must be a valid class."""
     reduction = _reduction("cross_entropy", reduction)
-    logits = _float_input("cross_entropy", "logits", logits)
+    logits = float_input("cross_entropy", logits, "logits")
     target = lift(target)
     if logits.ndim != 2:
         raise ValueError(f"cross_entropy: logits must be [N, C], got shape {logits.shape}")

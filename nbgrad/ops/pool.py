@@ -12,15 +12,16 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import pool as pool_kernels
 from ..tensor import Tensor, lift
-from .conv import IntPair, _check_float, _check_rank, _contig, _out_size, _pair
+from ._args import float_operands, int_tuple
+from .conv import IntPair, _check_rank, _contig, _out_size
 
 
 def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation) -> dict:
     """Validated (kernel, stride, padding, dilation, out_hw) as pairs."""
-    kernel = _pair(op, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None else _pair(op, "stride", stride, 1)
-    pad = _pair(op, "padding", padding, 0)
-    dilation = _pair(op, "dilation", dilation, 1)
+    kernel = int_tuple(op, "kernel_size", kernel_size, 2, 1)
+    stride = kernel if stride is None else int_tuple(op, "stride", stride, 2, 1)
+    pad = int_tuple(op, "padding", padding, 2, 0)
+    dilation = int_tuple(op, "dilation", dilation, 2, 1)
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
     out_hw = _out_size(op, shape[-2:], (pad[0], pad[0], pad[1], pad[1]), kernel, stride,
@@ -29,7 +30,7 @@ def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation) 
 
 
 def _check_input(op: str, x: Tensor) -> None:
-    _check_float(op, x=x)
+    float_operands(op, x=x)
     _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
 
 
