@@ -113,25 +113,23 @@ class Function:
     def apply(cls, *inputs: Any, **params: Any) -> Any:
         """Run ``forward`` on the inputs' arrays and, if any input needs a gradient, record
         the call as a graph node. Returns a Tensor, or a tuple of Tensors."""
+        grad_on = is_grad_enabled()
         arrays = []
         needs = []
-        meta = []
         any_needs = False
-        grad_on = is_grad_enabled()
         for x in inputs:
             if isinstance(x, Tensor):
-                data = x.data
-                arrays.append(data)
+                arrays.append(x.data)
                 need = grad_on and x._requires_grad
-                any_needs |= need
                 needs.append(need)
-                meta.append((data.shape, data.dtype))
+                any_needs |= need
             else:
                 arrays.append(x)
                 needs.append(False)
-                meta.append(None)
         if any_needs:
-            ctx = Context(cls, inputs, tuple(needs), tuple(meta), params)
+            meta = tuple([(a.shape, a.dtype) if isinstance(x, Tensor) else None
+                          for x, a in zip(inputs, arrays)])
+            ctx = Context(cls, inputs, tuple(needs), meta, params)
         else:
             ctx = Context(cls, (), tuple(needs), (), params)
         out = cls.forward(ctx, *arrays, **params)

@@ -91,15 +91,15 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
     if node.output_meta is not None:
         grads = [g if g is not None else _zeros(shape, dtype, create_graph, like)
                  for g, (shape, dtype) in zip(grads, node.output_meta)]
-    if create_graph:
+    if not create_graph:
+        in_grads = node.fn.backward(node, *grads)
+    else:
         if not node.fn.has_vjp():
             raise RuntimeError(
                 f"backward(create_graph=True): {node.name} has no second derivative (no "
                 f"differentiable vjp); `python -m nbgrad ops` lists the ops that have one")
         with enable_grad():
             in_grads = node.fn.vjp(node, *grads)
-    else:
-        in_grads = node.fn.backward(node, *grads)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if len(in_grads) != len(node.inputs):
@@ -156,14 +156,19 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             for i, out_index in wanted_at.get(node, ()):
                 wanted_grads[i] = grads[out_index]
             in_grads = _call_backward(node, grads, create_graph, like)
-            for position, (t, g, need) in enumerate(
-                    zip(node.inputs, in_grads, node.needs_input_grad)):
-                if need and g is not None:
-                    if create_graph and not hasattr(g, "_node"):
-                        g = type(like)._wrap(np.asarray(g, node.input_meta[position][1]),
-                                             None, 0)
-                    accumulate(t, _fit(node, position, g, node.input_meta[position],
-                                       create_graph))
+            needs, meta = node.needs_input_grad, node.input_meta
+            for position, t in enumerate(node.inputs):
+                g = in_grads[position]
+                if g is None or not needs[position]:
+                    continue
+                shape, dtype = meta[position]
+                if create_graph:
+                    if not hasattr(g, "_node"):
+                        g = type(like)._wrap(np.asarray(g, dtype), None, 0)
+                    g = _fit(node, position, g, meta[position], True)
+                elif type(g) is not np.ndarray or g.shape != shape or g.dtype != dtype:
+                    g = _fit(node, position, g, meta[position], False)
+                accumulate(t, g)
             if not retain_graph:
                 node.release()
 

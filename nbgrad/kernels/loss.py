@@ -17,8 +17,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import PARALLEL_IEEE_DIV_FMA
-from .fastmath import exp
-from .softmax import logsumexp_forward
+from .softmax import logsumexp_backward, logsumexp_forward
 
 SUM_BLOCK = 1 << 14  # elements per partial sum in the reductions to a scalar
 
@@ -36,16 +35,12 @@ def cross_entropy_forward(x, target):
 
 @njit(**PARALLEL_IEEE_DIV_FMA)
 def cross_entropy_backward(g, x, target, lse, out):
-    """Fused log-softmax backward: out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r])."""
+    """out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r]): the logsumexp backward
+    g[r] exp(x[r, j] - lse[r]), less g[r] at the target."""
+    logsumexp_backward(g, x, lse, out)
     for r in prange(x.shape[0]):
-        xr = x[r]
-        outr = out[r]
-        gr = g[r]
-        lr = lse[r]
         tr = target[r]
-        for j in range(xr.size):
-            outr[j] = gr * exp(xr[j] - lr)
-        outr[tr] = outr[tr] - gr
+        out[r, tr] = out[r, tr] - g[r]
     return out
 
 

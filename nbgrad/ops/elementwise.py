@@ -110,6 +110,13 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
+def _negated(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """-g summed to ``shape`` in one pass (the engine casts the dtype)."""
+    if g.shape == shape and g.flags.c_contiguous:
+        return _unary(elementwise_kernels.NEG, g)
+    return broadcast_sum.reduce_term(strided_apply.COPY, g, None, shape, -1.0, g.shape)
+
+
 def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype == b.dtype and a.dtype.kind == "f":
         if a.shape == b.shape:
@@ -166,15 +173,11 @@ def _unary_samples(rng, positive: bool = False):
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
         return _forward_pair("add", strided_apply.ADD, a, b)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        return (_grad(strided_apply.COPY, g, None, a) if need_a else None,
-                _grad(strided_apply.COPY, g, None, b) if need_b else None)
+        return g, g  # the engine sums each over its operand's broadcast axes
 
     @staticmethod
     def vjp(ctx, g):
@@ -185,15 +188,11 @@ class Add(Function):
 class Sub(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
         return _forward_pair("sub", strided_apply.SUB, a, b)
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        return (_grad(strided_apply.COPY, g, None, a) if need_a else None,
-                _grad(strided_apply.COPY, g, None, b, -1.0) if need_b else None)
+        return g, _negated(g, ctx.input_meta[1][0]) if ctx.needs_input_grad[1] else None
 
     @staticmethod
     def vjp(ctx, g):
@@ -211,7 +210,7 @@ class Mul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        if need_a and need_b:
+        if need_a and need_b and a.shape != b.shape:
             # one operand broadcast over the other's leading axes (a bias, a row scale):
             # both gradients in one pass over the full-size operand
             fused = broadcast_sum.mul_grads(g, a, b)
@@ -344,9 +343,7 @@ class Neg(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if g.flags.c_contiguous:
-            return _unary(elementwise_kernels.NEG, g)
-        return broadcast_sum.reduce_term(strided_apply.COPY, g, None, g.shape, -1.0, g.shape)
+        return _negated(g, g.shape)
 
     @staticmethod
     def vjp(ctx, g):
