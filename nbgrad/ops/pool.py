@@ -69,10 +69,7 @@ class MaxPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (idx,) = ctx.saved_tensors
-        g = _batched(g)
-        dx = np.empty(g.shape[:2] + (ctx.x_shape[-2] * ctx.x_shape[-1],), g.dtype)
-        return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(ctx.x_shape)
+        return _max_pool2d_scatter(g, ctx.saved_tensors[0], ctx.x_shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -99,6 +96,13 @@ def _max_pool2d_grad_samples(rng):
                  kernel_size=2, stride=1, padding=1, dilation=(3, 1))
 
 
+def _max_pool2d_scatter(g: np.ndarray, idx: np.ndarray, x_shape: tuple) -> np.ndarray:
+    """max_pool2d's backward: g added at the selected flat positions idx of zero planes."""
+    g = _batched(g)
+    dx = np.empty(g.shape[:2] + (x_shape[-2] * x_shape[-1],), g.dtype)
+    return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(x_shape)
+
+
 def _gather(h: np.ndarray, idx: np.ndarray) -> np.ndarray:
     """h[n, c].flat[idx[n, c, i, j]] for batched 4-D h, 0 where idx is -1."""
     N, C = idx.shape[:2]
@@ -117,9 +121,7 @@ class MaxPool2dGrad(Function):
     @staticmethod
     def forward(ctx, g, idx, x_shape):
         ctx.g_shape = g.shape
-        g = _batched(g)
-        dx = np.empty(g.shape[:2] + (x_shape[-2] * x_shape[-1],), g.dtype)
-        return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(x_shape)
+        return _max_pool2d_scatter(g, idx, x_shape)
 
     @staticmethod
     def backward(ctx, h):
@@ -155,6 +157,14 @@ def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: 
 
 
 # -- avg_pool2d ---------------------------------------------------------------------------
+def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray:
+    """avg_pool2d's backward: each window's g spread over the window (args: the kernel,
+    stride, padding and count_include_pad)."""
+    g = _batched(g)
+    dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
+    return pool_kernels.avg_pool2d_backward(g, dx, *args).reshape(x_shape)
+
+
 def _avg_pool2d_samples(rng):
     yield Sample(rng.standard_normal((2, 3, 6, 7)), label="2x2 stride 2",
                  count_include_pad=True,
@@ -179,9 +189,7 @@ class AvgPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        g = _batched(g)
-        dx = np.empty(g.shape[:2] + ctx.x_shape[-2:], g.dtype)
-        return pool_kernels.avg_pool2d_backward(g, dx, *ctx.args).reshape(ctx.x_shape)
+        return _avg_pool2d_spread(g, ctx.args, ctx.x_shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -211,9 +219,7 @@ class AvgPool2dGrad(Function):
     def forward(ctx, g, kernel, stride, padding, count_include_pad, x_shape):
         ctx.g_shape = g.shape
         ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
-        g = _batched(g)
-        dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
-        return pool_kernels.avg_pool2d_backward(g, dx, *ctx.args).reshape(x_shape)
+        return _avg_pool2d_spread(g, ctx.args, x_shape)
 
     @staticmethod
     def backward(ctx, h):

@@ -29,6 +29,7 @@ Functions.
 
 from __future__ import annotations
 
+import inspect
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -104,26 +105,17 @@ def pointwise(name: str, *, forward: Callable, backward: Callable, saves: str,
     })
     register(name, samples=samples)(cls)
     n_params = len(names)
+    signature = _signature(names, (params or {}).values())
 
     def public(x, *args, **kwargs) -> Tensor:
         if len(args) > n_params:
             raise TypeError(f"{name}() takes {1 + n_params} positional argument(s) but "
                             f"{1 + len(args)} were given")
+        given = signature.bind(x, *args, **kwargs).arguments if args or kwargs else {}
         x = _args.float_input(name, x)
         if not n_params:
-            if kwargs:
-                raise TypeError(f"{name}() got an unexpected keyword argument "
-                                f"{next(iter(kwargs))!r}")
             return cls.apply(x)
-        values = dict(zip(names, defaults))
-        values.update(zip(names, args))
-        for key, value in kwargs.items():
-            if key not in values:
-                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}")
-            if names.index(key) < len(args):
-                raise TypeError(f"{name}() got multiple values for argument {key!r}")
-            values[key] = value
-        values = {n: _args.real(name, n, values[n]) for n in names}
+        values = {n: _args.real(name, n, given.get(n, d)) for n, d in zip(names, defaults)}
         if check is not None:
             check(**values)
         return cls.apply(x, **values)
@@ -131,14 +123,12 @@ def pointwise(name: str, *, forward: Callable, backward: Callable, saves: str,
     public.__name__ = public.__qualname__ = name
     public.__module__ = module
     public.__doc__ = doc
-    public.__signature__ = _signature(names, (params or {}).values())
+    public.__signature__ = signature
     public.function = cls
     return public
 
 
-def _signature(names: tuple, defaults: Iterable[Any]):
-    import inspect
-
+def _signature(names: tuple, defaults: Iterable[Any]) -> inspect.Signature:
     kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
     return inspect.Signature(
         [inspect.Parameter("x", kind)]

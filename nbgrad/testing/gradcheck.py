@@ -138,13 +138,8 @@ def gradgradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e
                   atol: float = 1e-5, rtol: float = 1e-3) -> bool:
     """Raise ``GradcheckError`` unless the second derivatives of ``fn`` (through
     ``create_graph=True``) match central differences of its first derivatives."""
-    for r in gradgradcheck_report(fn, inputs, eps, atol, rtol):
-        if not r.passed:
-            raise GradcheckError(
-                f"gradgradcheck: input {r.position} (shape {r.shape}): worst element "
-                f"{r.worst_index}: analytic {r.analytic:.10g} vs numeric {r.numeric:.10g} "
-                f"(max abs error {r.max_abs_error:.3g}, atol={atol}, rtol={rtol})")
-    return True
+    return _passed("gradgradcheck", gradgradcheck_report(fn, inputs, eps, atol, rtol), atol,
+                   rtol)
 
 
 def _compare(position: int, analytic: np.ndarray, numeric: np.ndarray, atol: float,
@@ -167,10 +162,16 @@ def gradcheck(fn: Callable[..., Any], inputs: Sequence[Any], eps: float = 1e-6,
               atol: float = 1e-5, rtol: float = 1e-3) -> bool:
     """Raise ``GradcheckError`` unless every analytic gradient of ``fn`` matches central
     differences within ``atol + rtol * |numeric|``; return True otherwise."""
-    for r in gradcheck_report(fn, inputs, eps, atol, rtol):
+    return _passed("gradcheck", gradcheck_report(fn, inputs, eps, atol, rtol), atol, rtol)
+
+
+def _passed(check: str, reports: list[InputReport], atol: float, rtol: float) -> bool:
+    """True if every report passed; else GradcheckError naming the first failing input's
+    worst element."""
+    for r in reports:
         if not r.passed:
             raise GradcheckError(
-                f"gradcheck: input {r.position} (shape {r.shape}): worst element "
+                f"{check}: input {r.position} (shape {r.shape}): worst element "
                 f"{r.worst_index}: analytic {r.analytic:.10g} vs numeric {r.numeric:.10g} "
                 f"(max abs error {r.max_abs_error:.3g}, atol={atol}, rtol={rtol})")
     return True
