@@ -30,34 +30,40 @@ broadcast result: the engine sums it to the input's shape and casts it to its dt
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import count
 from typing import Any
 
 import numpy as np
 
-from .autograd.grad_mode import is_grad_enabled
+from .autograd import grad_mode
 from .tensor import Tensor
+
+_node_count = count()
 
 
 class Context:
     """Per-call state of an op: what forward saved for backward, and the graph node itself.
 
     Attributes set by the op (``ctx.stride = 2``) live in ``__dict__`` and are dropped,
-    together with the saved arrays, when the graph is released after backward.
+    together with the saved arrays, when the graph is released after backward. ``seq``
+    numbers the nodes in creation order: a node's inputs were made before it, so visiting
+    nodes by decreasing ``seq`` visits every consumer before what it consumes.
     """
 
-    __slots__ = ("fn", "inputs", "needs_input_grad", "input_meta", "params", "saved_tensors",
-                 "output_meta", "released", "__dict__")
+    __slots__ = ("fn", "inputs", "needs_input_grad", "input_arrays", "params",
+                 "saved_tensors", "output_meta", "released", "seq", "__dict__")
 
     def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...],
-                 input_meta: tuple, params: dict):
+                 input_arrays: list, params: dict):
         self.fn = fn
         self.inputs = inputs
         self.needs_input_grad = needs_input_grad
-        self.input_meta = input_meta  # (shape, dtype) of each Tensor input, else None
+        self.input_arrays = input_arrays  # what forward received: gradients take their shapes
         self.params = params
         self.saved_tensors: tuple = ()
         self.output_meta: tuple | None = None
         self.released = False
+        self.seq = next(_node_count)
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
@@ -71,6 +77,7 @@ class Context:
         """Free every buffer this node holds; a later backward through it is an error."""
         self.saved_tensors = ()
         self.inputs = ()
+        self.input_arrays = []
         self.params = {}
         self.__dict__.clear()
         self.released = True
@@ -113,32 +120,25 @@ class Function:
     def apply(cls, *inputs: Any, **params: Any) -> Any:
         """Run ``forward`` on the inputs' arrays and, if any input needs a gradient, record
         the call as a graph node. Returns a Tensor, or a tuple of Tensors."""
-        grad_on = is_grad_enabled()
+        grad_on = grad_mode.state.enabled
         arrays = []
         needs = []
-        any_needs = False
         for x in inputs:
             if isinstance(x, Tensor):
                 arrays.append(x.data)
-                need = grad_on and x._requires_grad
-                needs.append(need)
-                any_needs |= need
+                needs.append(grad_on and x._requires_grad)
             else:
                 arrays.append(x)
                 needs.append(False)
-        if any_needs:
-            meta = tuple([(a.shape, a.dtype) if isinstance(x, Tensor) else None
-                          for x, a in zip(inputs, arrays)])
-            ctx = Context(cls, inputs, tuple(needs), meta, params)
-        else:
-            ctx = Context(cls, (), tuple(needs), (), params)
+        record = True in needs
+        ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
         out = cls.forward(ctx, *arrays, **params)
         if isinstance(out, tuple):
-            if any_needs:
-                ctx.output_meta = tuple((o.shape, o.dtype) for o in out)
-                return tuple(Tensor._wrap(o, ctx, i) for i, o in enumerate(out))
-            return tuple(Tensor._wrap(o, None, 0) for o in out)
-        return Tensor._wrap(out, ctx if any_needs else None, 0)
+            if record:
+                ctx.output_meta = tuple([(o.shape, o.dtype) for o in out])
+                return tuple([Tensor._wrap(o, ctx, i) for i, o in enumerate(out)])
+            return tuple([Tensor._wrap(o, None, 0) for o in out])
+        return Tensor._wrap(out, ctx if record else None, 0)
 
 
 class Sample:

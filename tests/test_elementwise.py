@@ -297,6 +297,29 @@ def test_mul_grads_fused_equals_two_pass_bitwise():
     assert broadcast_sum.mul_grads(g, g, g) is None
 
 
+@pytest.mark.parametrize("shape", [(64,), (3, 5, 7), (300_000,)])
+def test_same_shape_mul_backward_is_the_products(shape):
+    """Both gradients of a same-shape a * b from the one-pass kernel (serial below
+    PARALLEL_MIN, chunked above) are the products g * b and g * a, bit for bit, at 1 and 2
+    threads; a strided operand takes the two-pass path and agrees."""
+    rng = np.random.default_rng(11)
+    a, b, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+
+    def grads(a, b):
+        ta, tb = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
+        return [t.numpy() for t in nb.grad(ta * tb, [ta, tb], grad_outputs=g)]
+
+    for threads in (1, 2):
+        ga, gb = at_threads(threads, grads, a, b)
+        assert_same_bits(ga, g * b)
+        assert_same_bits(gb, g * a)
+    if len(shape) > 1:
+        strided = np.swapaxes(np.swapaxes(a, 0, -1).copy(), 0, -1)  # same values, F-order
+        ga, gb = grads(strided, b)
+        assert_same_bits(ga, g * b)
+        assert_same_bits(gb, g * a)
+
+
 def test_mul_backward_takes_fused_path_either_operand_order():
     rng = np.random.default_rng(10)
     a = rng.standard_normal((1, 64)).astype(np.float32)

@@ -59,7 +59,7 @@ def advanced_indices(draw, shape):
             break
         parts.pop()
     if draw(st.booleans()):
-        parts.insert(draw(st.integers(0, len(parts))), Ellipsis)
+        parts.append(Ellipsis)  # after every part: it stands for the axes popped above
     return tuple(parts)
 
 

@@ -1,11 +1,11 @@
-"""The backward engine: topological order over graph nodes, gradient accumulation, the
-reduction of broadcast gradients, and ``backward``/``grad``.
+"""The backward engine: the order nodes run in, gradient accumulation, the reduction of
+broadcast gradients, and ``backward``/``grad``.
 
 A graph node is the ``Context`` of one op call (``function.py``). A tensor made by an op
 points at its node (``t._node``) and at which of the node's outputs it is (``t._index``);
-a node points back at its inputs and keeps their shapes and dtypes (``input_meta``).
-Backward visits nodes outputs-first, so every node has all its consumers' gradients
-before it runs.
+a node points back at its inputs and keeps the arrays they held (``input_arrays``), whose
+shapes and dtypes the gradients must have. Backward runs nodes newest first (by creation
+number), so every node has all its consumers' gradients before it runs.
 
 The engine knows nodes and arrays, not the Tensor class: without ``create_graph`` the
 gradients are ndarrays and each node's ``backward`` runs its kernels; with it they are
@@ -17,6 +17,7 @@ backward pass is itself recorded), and the engine's own steps use the tensors' m
 from __future__ import annotations
 
 from collections.abc import Sequence
+from heapq import heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -31,31 +32,6 @@ def _freed_graph_error(node) -> RuntimeError:
         "backward; pass retain_graph=True to the first backward to go through it twice")
 
 
-def _topological_nodes(roots) -> list:
-    """Nodes reachable from ``roots``, each before every node it consumes (iterative DFS,
-    so a chain of any depth works)."""
-    order = []
-    visited = set()
-    stack = [(node, False) for node in roots]
-    while stack:
-        node, children_done = stack.pop()
-        if children_done:
-            order.append(node)
-            continue
-        if node in visited:
-            continue
-        if node.released:
-            raise _freed_graph_error(node)
-        visited.add(node)
-        stack.append((node, True))
-        for t in node.inputs:
-            child = getattr(t, "_node", None)
-            if child is not None and child not in visited:
-                stack.append((child, False))
-    order.reverse()
-    return order
-
-
 def _broadcastable_to(shape: tuple, target: tuple) -> bool:
     """True if an array of ``shape`` broadcasts to ``target``."""
     if len(shape) > len(target):
@@ -63,21 +39,17 @@ def _broadcastable_to(shape: tuple, target: tuple) -> bool:
     return all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(target)))
 
 
-def _fit(node, position: int, g: Any, meta: tuple, create_graph: bool) -> Any:
-    """The gradient ``g`` of input ``position`` brought to the input's shape and dtype:
-    summed over the axes the input was broadcast along, cast to its dtype. A gradient of a
-    shape the input cannot broadcast to is the op's error."""
-    shape, dtype = meta
-    if create_graph:
-        g_shape = g.shape
-    else:
-        if not isinstance(g, np.ndarray):
-            g = np.asarray(g, dtype=dtype)
-        g_shape = g.shape
-    if g_shape != shape:
-        if not _broadcastable_to(shape, g_shape):
+def _fit(node, position: int, g: Any, like: np.ndarray, create_graph: bool) -> Any:
+    """The gradient ``g`` of input ``position`` (the array ``like``) brought to the input's
+    shape and dtype: summed over the axes the input was broadcast along, cast to its
+    dtype. A gradient of a shape the input cannot broadcast to is the op's error."""
+    shape, dtype = like.shape, like.dtype
+    if not (create_graph or isinstance(g, np.ndarray)):
+        g = np.asarray(g, dtype=dtype)
+    if g.shape != shape:
+        if not _broadcastable_to(shape, g.shape):
             raise RuntimeError(
-                f"{node.name}.backward returned a gradient of shape {g_shape} for input "
+                f"{node.name}.backward returned a gradient of shape {g.shape} for input "
                 f"{position}, whose shape {shape} does not broadcast to it")
         g = g.sum_to_size(shape) if create_graph else sum_to_shape(g, shape)
     if g.dtype != dtype:
@@ -98,8 +70,7 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
             raise RuntimeError(
                 f"backward(create_graph=True): {node.name} has no second derivative (no "
                 f"differentiable vjp); `python -m nbgrad ops` lists the ops that have one")
-        with enable_grad():
-            in_grads = node.fn.vjp(node, *grads)
+        in_grads = node.fn.vjp(node, *grads)  # run_backward has turned grad mode on
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if len(in_grads) != len(node.inputs):
@@ -117,22 +88,29 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                  create_graph: bool, wanted: Sequence = ()) -> tuple[dict, list]:
     """Propagate ``root_grads`` from ``roots`` through the graph.
 
-    Returns ``(leaf_grads, wanted_grads)``: ``{id(leaf): (leaf, grad)}`` for every leaf
-    reached, and the gradient of each tensor in ``wanted`` (None where none arrived).
-    Gradients are ndarrays, or tensors when ``create_graph`` is set.
+    Nodes run in decreasing creation order (``Context.seq``) from a heap that holds each
+    node once, from the moment its first gradient arrives: every consumer of a node was
+    made after it, so all of a node's gradients have arrived when it runs.
+
+    Returns ``(leaf_grads, wanted_grads)``: ``{leaf: grad}`` for every leaf reached, and
+    the gradient of each tensor in ``wanted`` (None where none arrived). Gradients are
+    ndarrays, or tensors when ``create_graph`` is set.
     """
-    node_grads: dict = {}
+    node_grads: dict = {}  # node -> its outputs' gradients so far
     leaf_grads: dict = {}
+    ready: list = []  # heap of (-seq, node)
 
     def accumulate(t, g):
         node = t._node
         if node is None:
-            key = id(t)
-            leaf_grads[key] = (t, leaf_grads[key][1] + g if key in leaf_grads else g)
+            previous = leaf_grads.get(t)
+            leaf_grads[t] = g if previous is None else previous + g
             return
         slots = node_grads.get(node)
         if slots is None:
-            slots = node_grads[node] = [None] * (len(node.output_meta) if node.output_meta else 1)
+            slots = node_grads[node] = [None] * (len(node.output_meta) if node.output_meta
+                                                 else 1)
+            heappush(ready, (-node.seq, node))
         i = t._index
         slots[i] = g if slots[i] is None else slots[i] + g
 
@@ -147,34 +125,34 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
         wanted_grads: list = [None] * len(wanted)
 
         like = roots[0]
-        for node in _topological_nodes([t._node for t in roots if t._node is not None]):
-            grads = node_grads.pop(node, None)
-            if grads is None:
-                continue
+        while ready:
+            node = heappop(ready)[1]
+            grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
-            for i, out_index in wanted_at.get(node, ()):
-                wanted_grads[i] = grads[out_index]
+            if wanted_at:
+                for i, out_index in wanted_at.get(node, ()):
+                    wanted_grads[i] = grads[out_index]
             in_grads = _call_backward(node, grads, create_graph, like)
-            needs, meta = node.needs_input_grad, node.input_meta
+            needs, arrays = node.needs_input_grad, node.input_arrays
             for position, t in enumerate(node.inputs):
                 g = in_grads[position]
                 if g is None or not needs[position]:
                     continue
-                shape, dtype = meta[position]
+                a = arrays[position]
                 if create_graph:
                     if not hasattr(g, "_node"):
-                        g = type(like)._wrap(np.asarray(g, dtype), None, 0)
-                    g = _fit(node, position, g, meta[position], True)
-                elif type(g) is not np.ndarray or g.shape != shape or g.dtype != dtype:
-                    g = _fit(node, position, g, meta[position], False)
+                        g = type(like)._wrap(np.asarray(g, a.dtype), None, 0)
+                    g = _fit(node, position, g, a, True)
+                elif type(g) is not np.ndarray or g.shape != a.shape or g.dtype != a.dtype:
+                    g = _fit(node, position, g, a, False)
                 accumulate(t, g)
             if not retain_graph:
                 node.release()
 
     for i, t in enumerate(wanted):
-        if t._node is None and id(t) in leaf_grads:
-            wanted_grads[i] = leaf_grads[id(t)][1]
+        if t._node is None and t in leaf_grads:
+            wanted_grads[i] = leaf_grads[t]
     return leaf_grads, wanted_grads
 
 
@@ -236,11 +214,11 @@ def backward(t, grad: Any = None, retain_graph: bool | None = None,
     wrap = type(t)._wrap
     if create_graph:
         with enable_grad():
-            for leaf, g in leaf_grads.values():
+            for leaf, g in leaf_grads.items():
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
         return
     handed_out = {id(root_grad)}  # the caller's array: a leaf gets a copy, never it
-    for leaf, g in leaf_grads.values():
+    for leaf, g in leaf_grads.items():
         g = _owned(g, handed_out)
         leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
 

@@ -6,12 +6,17 @@ from __future__ import annotations
 import functools
 import threading
 
-_state = threading.local()
+
+class _ThreadState(threading.local):
+    enabled = True  # a class default: every thread starts with grad mode on
+
+
+state = _ThreadState()
 
 
 def is_grad_enabled() -> bool:
     """True unless the calling thread is inside ``no_grad`` (or ``set_grad_enabled(False)``)."""
-    return getattr(_state, "enabled", True)
+    return state.enabled
 
 
 class set_grad_enabled:
@@ -23,10 +28,10 @@ class set_grad_enabled:
 
     def __enter__(self) -> None:
         self._previous = is_grad_enabled()
-        _state.enabled = self.mode
+        state.enabled = self.mode
 
     def __exit__(self, *exc) -> None:
-        _state.enabled = self._previous
+        state.enabled = self._previous
 
     def __call__(self, fn):
         @functools.wraps(fn)

@@ -1,6 +1,6 @@
 """Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
-shape, or an array with a scalar.
+shape, or an array with a scalar; and both gradients of a same-shape product in one pass.
 
 Binary op codes and their formulas are those of ``strided_apply.binary_block``;
 broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
@@ -73,6 +73,30 @@ def binary_parallel(op, u, v, out):
         s = c * CHUNK
         e = min(u.size, s + CHUNK)
         binary_block(op, out[s:e], u[s:e], v[s:e])
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _mul_grads_block(g, a, b, grad_a, grad_b):
+    for i in range(g.size):
+        grad_a[i] = g[i] * b[i]
+        grad_b[i] = g[i] * a[i]
+
+
+@njit(**SERIAL_IEEE_DIV)
+def mul_grads(g, a, b, grad_a, grad_b):
+    """Both gradients of a * b for operands of the output's shape, in one pass:
+    grad_a = g * b, grad_b = g * a (1-D contiguous arrays of one dtype)."""
+    _mul_grads_block(g, a, b, grad_a, grad_b)
+
+
+@njit(**PARALLEL_IEEE_DIV)
+def mul_grads_parallel(g, a, b, grad_a, grad_b):
+    """``mul_grads`` in fixed chunks of CHUNK elements, one prange iteration each."""
+    nchunks = (g.size + CHUNK - 1) // CHUNK
+    for c in prange(nchunks):
+        s = c * CHUNK
+        e = min(g.size, s + CHUNK)
+        _mul_grads_block(g[s:e], a[s:e], b[s:e], grad_a[s:e], grad_b[s:e])
 
 
 @njit(**SERIAL_IEEE_DIV)

@@ -473,7 +473,7 @@ class Softmax(Function):
 
     @staticmethod
     def vjp(ctx, g):
-        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_meta[0][0], ctx.axis))
+        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_arrays[0].shape, ctx.axis))
         return y * (g - (g * y).sum(ctx.axis, keepdim=True))
 
 
@@ -503,7 +503,7 @@ class LogSoftmax(Function):
 
     @staticmethod
     def vjp(ctx, g):
-        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_meta[0][0], ctx.axis))
+        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_arrays[0].shape, ctx.axis))
         return g - exp(y) * g.sum(ctx.axis, keepdim=True)
 
 

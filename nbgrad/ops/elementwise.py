@@ -110,6 +110,21 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
     return r if r.dtype == x.dtype else r.astype(x.dtype)
 
 
+def _mul_grads_same(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None:
+    """(g * b, g * a) in one pass when g, a, b share one shape, one dtype and are
+    contiguous; None otherwise."""
+    if not (g.dtype == a.dtype == b.dtype and g.flags.c_contiguous and a.flags.c_contiguous
+            and b.flags.c_contiguous):
+        return None
+    grad_a = np.empty(g.shape, g.dtype)
+    grad_b = np.empty(g.shape, g.dtype)
+    flat = (g, a, b, grad_a, grad_b) if g.ndim == 1 else (
+        g.reshape(-1), a.reshape(-1), b.reshape(-1), grad_a.reshape(-1), grad_b.reshape(-1))
+    (elementwise_kernels.mul_grads if g.size < PARALLEL_MIN
+     else elementwise_kernels.mul_grads_parallel)(*flat)
+    return grad_a, grad_b
+
+
 def _negated(g: np.ndarray, shape: tuple) -> np.ndarray:
     """-g summed to ``shape`` in one pass (the engine casts the dtype)."""
     if g.shape == shape and g.flags.c_contiguous:
@@ -192,7 +207,7 @@ class Sub(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g, _negated(g, ctx.input_meta[1][0]) if ctx.needs_input_grad[1] else None
+        return g, _negated(g, ctx.input_arrays[1].shape) if ctx.needs_input_grad[1] else None
 
     @staticmethod
     def vjp(ctx, g):
@@ -210,15 +225,18 @@ class Mul(Function):
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
-        if need_a and need_b and a.shape != b.shape:
-            # one operand broadcast over the other's leading axes (a bias, a row scale):
-            # both gradients in one pass over the full-size operand
-            fused = broadcast_sum.mul_grads(g, a, b)
+        if need_a and need_b:
+            # both gradients in one pass: over same-shape operands, or over the full-size
+            # operand when the other is broadcast over its leading axes (a bias, a scale)
+            if a.shape == b.shape == g.shape:
+                fused = _mul_grads_same(g, a, b)
+            else:
+                fused = broadcast_sum.mul_grads(g, a, b)
+                if fused is None:
+                    swapped = broadcast_sum.mul_grads(g, b, a)
+                    fused = None if swapped is None else swapped[::-1]
             if fused is not None:
                 return fused
-            fused = broadcast_sum.mul_grads(g, b, a)
-            if fused is not None:
-                return fused[::-1]
         return (_grad(strided_apply.MUL, g, b, a) if need_a else None,
                 _grad(strided_apply.MUL, g, a, b) if need_b else None)
 
@@ -458,11 +476,11 @@ class To(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.astype(ctx.input_meta[0][1])
+        return g.astype(ctx.input_arrays[0].dtype)
 
     @staticmethod
     def vjp(ctx, g):
-        return to(g, ctx.input_meta[0][1])
+        return to(g, ctx.input_arrays[0].dtype)
 
 
 def to(x: Any, dtype: Any) -> Tensor:

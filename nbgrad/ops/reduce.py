@@ -269,11 +269,11 @@ class SumToSize(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return np.broadcast_to(g, ctx.input_meta[0][0])
+        return np.broadcast_to(g, ctx.input_arrays[0].shape)
 
     @staticmethod
     def vjp(ctx, g):
-        return g.broadcast_to(ctx.input_meta[0][0])
+        return g.broadcast_to(ctx.input_arrays[0].shape)
 
 
 def sum_to_size(x: Any, *shape: int) -> Tensor:
