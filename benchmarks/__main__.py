@@ -1,7 +1,9 @@
 """Run the benchmark suites and print one ratio table: ``python -m benchmarks [suite ...]``.
 
 Each suite is a module ``benchmarks/bench_<name>.py`` with ``run(torch) -> list[Row]``
-(``torch`` is None where PyTorch is not installed).
+(``torch`` is None where PyTorch is not installed). ``--torch-first`` imports PyTorch
+before nbgrad: users import them in either order, and each runtime's thread pool starts
+when it is imported.
 """
 
 from __future__ import annotations
@@ -9,26 +11,30 @@ from __future__ import annotations
 import argparse
 import importlib
 
-import numba
-
-# nbgrad first: its kernel thread pool must start before PyTorch loads its own libgomp
-# (see nbgrad/threads.py); imported for that side effect.
-import nbgrad  # noqa: F401
-
-from .harness import THREADS, print_table, torch_or_none
-
-SUITES = ["core", "activation", "conv", "gno", "bases", "hvp"]
+SUITES = ["core", "activation", "conv", "gno", "bases", "hvp", "train"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("suites", nargs="*", choices=SUITES + [[]], default=[],
                         help="suites to run (default: all)")
+    parser.add_argument("--torch-first", action="store_true",
+                        help="import PyTorch before nbgrad (default: nbgrad first)")
     args = parser.parse_args()
+    if args.torch_first:
+        importlib.import_module("torch")
+    import numba
+
+    import nbgrad  # noqa: F401  (starts nbgrad's kernel thread pool)
+
+    from .harness import THREADS, print_table, torch_or_none
+
     numba.set_num_threads(THREADS)
     torch = torch_or_none()
+    order = "PyTorch first" if args.torch_first else "nbgrad first"
     print(f"threads: {THREADS} (nbgrad and PyTorch); PyTorch: "
-          f"{torch.__version__ if torch else 'not installed (nbgrad times only)'}")
+          f"{torch.__version__ if torch else 'not installed (nbgrad times only)'}; "
+          f"import order: {order}")
     rows = []
     for name in args.suites or SUITES:
         module = importlib.import_module(f"benchmarks.bench_{name}")

@@ -7,6 +7,10 @@ instead of 4.8 ms on 2 cores. A short spin (GOMP_SPINCOUNT=30000, a few tens of
 microseconds) keeps back-to-back kernels fast and frees the cores for BLAS. It is set
 only while Numba's pool starts, and only if the user set no OpenMP wait policy, so other
 OpenMP libraries in the process (PyTorch's) keep their own defaults.
+
+The kernels use every core unless the environment says otherwise: ``NUMBA_NUM_THREADS``
+sizes the pool, and without it ``OMP_NUM_THREADS`` (the first level of a nested list, as
+OpenMP reads it) caps the threads the kernels use.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import os
 
 import numba
+import numpy as np
 from numba.np.ufunc import parallel as _numba_parallel
 
 _KERNEL_SPINCOUNT = "30000"
@@ -30,9 +35,23 @@ def _start_pool() -> None:
             del os.environ["GOMP_SPINCOUNT"]
 
 
+def _omp_thread_limit() -> int | None:
+    """The thread count ``OMP_NUM_THREADS`` asks for when ``NUMBA_NUM_THREADS`` is unset
+    (None where neither applies or the value is not a positive integer)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if "NUMBA_NUM_THREADS" in os.environ or not value:
+        return None
+    first = value.split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else None
+
+
 def set_num_threads(n: int) -> None:
     """Threads used by the parallel kernels (at most the pool size fixed at import, which
     NUMBA_NUM_THREADS sets)."""
+    pool = numba.config.NUMBA_NUM_THREADS
+    if not isinstance(n, int | np.integer) or not 1 <= n <= pool:
+        raise ValueError(f"set_num_threads: n must be an int from 1 to {pool} (the pool size, "
+                         f"NUMBA_NUM_THREADS, fixed at import), got {n!r}")
     numba.set_num_threads(int(n))
 
 
@@ -41,3 +60,5 @@ def get_num_threads() -> int:
 
 
 _start_pool()
+if (_limit := _omp_thread_limit()) is not None:
+    numba.set_num_threads(min(_limit, numba.config.NUMBA_NUM_THREADS))

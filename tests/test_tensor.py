@@ -87,3 +87,30 @@ def _environment_after_import(extra_env):
 def test_starting_the_kernel_pool_leaves_the_environment_as_it_was():
     assert _environment_after_import({}) == "None"
     assert _environment_after_import({"GOMP_SPINCOUNT": "7"}) == "7"
+
+
+def _threads_after_import(extra_env):
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    env.update(extra_env)
+    code = "import nbgrad; print(nbgrad.get_num_threads())"
+    return int(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                              capture_output=True, text=True).stdout)
+
+
+def test_omp_num_threads_caps_the_kernels_unless_numba_num_threads_is_set():
+    import numba
+    assert _threads_after_import({"OMP_NUM_THREADS": "1"}) == 1
+    assert _threads_after_import({"OMP_NUM_THREADS": "1,1"}) == 1
+    pool = numba.config.NUMBA_NUM_THREADS
+    assert _threads_after_import({"OMP_NUM_THREADS": "64"}) == pool
+    assert _threads_after_import({"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}) == 2
+
+
+def test_thread_count_out_of_range_is_an_error():
+    for bad in (0, 10**6, 1.5):
+        with pytest.raises(ValueError, match=r"set_num_threads: n must be an int from 1 to"):
+            nb.set_num_threads(bad)
