@@ -336,12 +336,31 @@ def _all_outputs(fn, x, g):
                          ids=EW_IDS + ["softmax", "log_softmax", "logsumexp"])
 def test_one_and_two_threads_give_the_same_bits(name, fn):
     rng = np.random.default_rng(7)
-    x = (rng.standard_normal((257, 389)) * 3).astype(np.float32)
+    x = (rng.standard_normal((389, 389)) * 3).astype(np.float32)  # above PARALLEL_MIN
     g = rng.standard_normal(fn(x).shape).astype(np.float32)
     y1, g1 = at_threads(1, _all_outputs, fn, x, g)
     y2, g2 = at_threads(2, _all_outputs, fn, x, g)
     assert_same_bits(y1, y2)
     assert_same_bits(g1, g2)
+
+
+@pytest.mark.parametrize("name, fn", [(c[0], c[1]) for c in ELEMENTWISE]
+                         + [("softmax", nb.softmax), ("log_softmax", nb.log_softmax),
+                            ("logsumexp", lambda t: nb.logsumexp(t, 1))],
+                         ids=EW_IDS + ["softmax", "log_softmax", "logsumexp"])
+def test_serial_and_parallel_forms_give_the_same_bits(name, fn):
+    """Below PARALLEL_MIN elements the kernels run their serial form: the rows of a large
+    input, taken 100 at a time (serial), give the bits of the whole (parallel)."""
+    from nbgrad.kernels._jit import PARALLEL_MIN
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((500, 389)) * 3).astype(np.float32)
+    assert x.size >= PARALLEL_MIN > 100 * 389
+    g = rng.standard_normal(fn(x).shape).astype(np.float32)
+    y, gx = _all_outputs(fn, x, g)
+    for lo in range(0, 500, 100):
+        y_part, gx_part = _all_outputs(fn, x[lo:lo + 100], g[lo:lo + 100])
+        assert_same_bits(y_part, y[lo:lo + 100])
+        assert_same_bits(gx_part, gx[lo:lo + 100])
 
 
 def test_float64_stays_float64_and_float32_stays_float32():

@@ -19,6 +19,12 @@ the one its bit-for-bit tests were written against:
   ``FUSED`` is reassoc + contract. No preset drops inf/NaN semantics (nnan, ninf).
 """
 
+import types
+from collections.abc import Callable
+
+from types import FunctionType
+
+import numba
 from numba import njit
 
 FMA = {"contract"}
@@ -40,8 +46,14 @@ PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy"
                          "fastmath": FMA}
 
 # Below this many elements the element-wise, broadcast and reduction kernels run serially:
-# waking the threads would cost more than the loop.
+# waking the threads would cost more than the loop, and when another process holds a
+# core a parallel region waits for it (tanh on 16k float32: 18 us serial, 13 us in
+# parallel on a quiet machine, 2.5 ms in parallel with the machine busy).
 PARALLEL_MIN = 1 << 17
+# Below this much work (multiply-adds of a convolution, elements read of a pooling or
+# bias-gradient kernel) the convolution and pooling ops run a kernel's serial twin: a
+# parallel region costs more than it saves. MEASURED_BELOW_ (see pick_kernel).
+PARALLEL_WORK_MIN = 1 << 18
 # Elements per task of their parallel forms (fixed, so every partial sum is the same at
 # any thread count).
 CHUNK = 1 << 16
@@ -64,3 +76,61 @@ def vector_sum(a):
     for j in range(a.size):
         s += a[j]
     return s
+
+
+def njit_with_serial(**preset) -> Callable:
+    """Decorator: ``njit(**preset)`` of a loop nest with ``prange`` (a parallel preset),
+    with ``.serial``, the same loop nest compiled without ``parallel`` (``prange`` runs
+    as ``range``; same flags otherwise, so the same bits wherever each output element is
+    computed by one iteration). The serial form is compiled from a copy of the function
+    named ``<name>_serial``: Numba's disk cache keys kernels by name, not by flags."""
+    serial_preset = {k: v for k, v in preset.items() if k != "parallel"}
+
+    def decorate(fn: Callable) -> Callable:
+        kernel = njit(**preset)(fn)
+        twin = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial",
+                                  fn.__defaults__, fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + "_serial"
+        twin.__module__ = fn.__module__
+        twin.__doc__ = fn.__doc__
+        kernel.serial = njit(**serial_preset)(twin)
+        return kernel
+
+    return decorate
+
+
+def for_work(kernel: Callable, work: int) -> Callable:
+    """The parallel form of an ``njit_with_serial`` kernel for ``work`` (elements, or the
+    kernel's unit of work) at or above PARALLEL_MIN, else its serial form."""
+    return kernel if work >= PARALLEL_MIN else kernel.serial
+
+
+def serial_twin(kernel):
+    """``kernel`` (a ``parallel=True`` dispatcher) compiled again without ``parallel``:
+    the same loop nest, its ``prange`` loops run as plain loops in the calling thread, so
+    a call opens no parallel region. Each task computes exactly what it computes in the
+    parallel form, so the two give the same bits. The twin gets its own name (and cache
+    file)."""
+    f = kernel.py_func
+    twin = FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
+                        f.__closure__)
+    twin.__qualname__ = f.__qualname__ + "_serial"
+    twin.__doc__ = f.__doc__
+    options = {k: v for k, v in kernel.targetoptions.items()
+               if k not in ("parallel", "nopython", "boundscheck")}
+    return njit(cache=True, **options)(twin)
+
+
+class Twins:
+    """A parallel kernel and its serial twin; ``pick(work)`` chooses between them."""
+
+    def __init__(self, kernel):
+        self.parallel = kernel
+        self.serial = serial_twin(kernel)
+
+    def pick(self, work: int):
+        """The parallel kernel if ``work`` reaches PARALLEL_WORK_MIN and more than one
+        thread is set, else the serial twin."""
+        if work >= PARALLEL_WORK_MIN and numba.get_num_threads() > 1:
+            return self.parallel
+        return self.serial

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV
+from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
 from .fastmath import erf, exp, exp_nonpositive, expm1, log1p, tanh
 
 
@@ -45,14 +45,14 @@ def _sigmoid(z, one):
 # -- tanh, sigmoid -----------------------------------------------------------------------
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def tanh_forward(x, out):
     for i in prange(x.size):
         out[i] = tanh(x[i])
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def tanh_backward(g, y, out):
     one = y.dtype.type(1)
     for i in prange(y.size):
@@ -60,7 +60,7 @@ def tanh_backward(g, y, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def sigmoid_forward(x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -68,7 +68,7 @@ def sigmoid_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def sigmoid_backward(g, y, out):
     one = y.dtype.type(1)
     for i in prange(y.size):
@@ -79,7 +79,7 @@ def sigmoid_backward(g, y, out):
 # -- relu family ---------------------------------------------------------------------------
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def relu_forward(x, out):
     zero = x.dtype.type(0)
     for i in prange(x.size):
@@ -88,7 +88,7 @@ def relu_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def relu_backward(g, y, out):
     zero = y.dtype.type(0)
     for i in prange(y.size):
@@ -96,7 +96,7 @@ def relu_backward(g, y, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def leaky_relu_forward(x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
@@ -106,7 +106,7 @@ def leaky_relu_forward(x, negative_slope, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def leaky_relu_backward(g, x, negative_slope, out):
     zero = x.dtype.type(0)
     s = x.dtype.type(negative_slope)
@@ -115,7 +115,7 @@ def leaky_relu_backward(g, x, negative_slope, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def elu_forward(x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
@@ -126,7 +126,7 @@ def elu_forward(x, alpha, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def elu_backward(g, x, alpha, out):
     zero = x.dtype.type(0)
     a = x.dtype.type(alpha)
@@ -162,7 +162,7 @@ def _erfcx_f32(a):
 # -- gelu family, silu ----------------------------------------------------------------------
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward(x, out):
     """Reference form, y = x (1 + erf(x / sqrt 2)) / 2 (used for float64: libm erf)."""
     t = x.dtype.type
@@ -175,7 +175,7 @@ def gelu_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_backward(g, x, out):
     """Reference form, Phi(x) + x phi(x) with Phi through erf (used for float64)."""
     t = x.dtype.type
@@ -191,7 +191,7 @@ def gelu_backward(g, x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward_f32(x, out):
     """float32 fast path: Phi = erfc(-x / sqrt 2) / 2 = 1 - tail or tail, with
     tail = e^(-x^2/2) erfcx(|x| / sqrt 2) / 2."""
@@ -205,7 +205,7 @@ def gelu_forward_f32(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_backward_f32(g, x, out):
     """float32 fast path: Phi(x) + x phi(x), one exp for both (see gelu_forward_f32)."""
     half = np.float32(0.5)
@@ -221,7 +221,7 @@ def gelu_backward_f32(g, x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_forward_grad_f32(x, out, dout):
     """gelu_forward_f32 that also stores the derivative dout = Phi(x) + x phi(x) (the
     value gelu_backward_f32 computes, bit for bit): the forward is compute-bound, so the
@@ -241,7 +241,7 @@ def gelu_forward_grad_f32(x, out, dout):
     return out, dout
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def mul_saved(g, d, out):
     """out = g * d: the backward of an op whose forward saved its derivative d. ``g`` is
     flat and full size, or of size 1 (a broadcast scalar upstream, never materialised)."""
@@ -255,7 +255,7 @@ def mul_saved(g, d, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_tanh_forward(x, out):
     t = x.dtype.type
     half = t(0.5)
@@ -268,7 +268,7 @@ def gelu_tanh_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_tanh_backward(g, x, out):
     t = x.dtype.type
     half = t(0.5)
@@ -289,7 +289,7 @@ def gelu_tanh_backward(g, x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_quick_forward(x, out):
     t = x.dtype.type
     one = t(1)
@@ -300,7 +300,7 @@ def gelu_quick_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_quick_backward(g, x, out):
     t = x.dtype.type
     one = t(1)
@@ -317,7 +317,7 @@ def gelu_quick_backward(g, x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def silu_forward(x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -326,7 +326,7 @@ def silu_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def silu_backward(g, x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
@@ -339,7 +339,7 @@ def silu_backward(g, x, out):
 # -- softplus, clamp -------------------------------------------------------------------------
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softplus_forward(x, beta, threshold, out):
     t = x.dtype.type
     zero = t(0)
@@ -355,7 +355,7 @@ def softplus_forward(x, beta, threshold, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softplus_backward(g, x, beta, threshold, out):
     t = x.dtype.type
     one = t(1)
@@ -367,7 +367,7 @@ def softplus_backward(g, x, beta, threshold, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def clamp_forward(x, lo, hi, out):
     t = x.dtype.type
     lo = t(lo)
@@ -379,7 +379,7 @@ def clamp_forward(x, lo, hi, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def clamp_backward(g, x, lo, hi, out):
     t = x.dtype.type
     zero = t(0)
@@ -391,7 +391,7 @@ def clamp_backward(g, x, lo, hi, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def clamp_tensor_forward(x, lo, hi, out):
     """clamp with element-wise bounds (all three flat, same size)."""
     for i in prange(x.size):
@@ -401,7 +401,7 @@ def clamp_tensor_forward(x, lo, hi, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
     """PyTorch's split of g among x, min and max: x where lo <= x <= hi; min where
     x < lo < hi; max where x > hi or hi < lo (absent bounds come in as -inf/+inf)."""

@@ -14,15 +14,15 @@ order, so every result is bitwise the same at any thread count.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._jit import PARALLEL_IEEE_DIV_FMA
+from ._jit import PARALLEL_IEEE_DIV_FMA, njit_with_serial
 from .softmax import logsumexp_backward, logsumexp_forward
 
 SUM_BLOCK = 1 << 14  # elements per partial sum in the reductions to a scalar
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def cross_entropy_forward(x, target):
     """Per-row loss lse_r - x[r, target_r] and the row log-sum-exp lse_r (saved for the
     backward). Targets are validated (0 <= target < C) by the caller."""
@@ -33,7 +33,7 @@ def cross_entropy_forward(x, target):
     return loss, lse
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def cross_entropy_backward(g, x, target, lse, out):
     """out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r]): the logsumexp backward
     g[r] exp(x[r, j] - lse[r]), less g[r] at the target."""
@@ -44,7 +44,7 @@ def cross_entropy_backward(g, x, target, lse, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def squared_error(pred, target, out):
     """(pred - target)^2, element-wise (flat arrays)."""
     for i in prange(pred.size):
@@ -53,7 +53,7 @@ def squared_error(pred, target, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def squared_error_sum(pred, target):
     """sum of (pred - target)^2: float64 partial sums of fixed blocks, added in order."""
     n = pred.size
@@ -71,7 +71,7 @@ def squared_error_sum(pred, target):
     return total
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def squared_error_backward(g, pred, target, scale, out):
     """d/dpred of scale * (pred - target)^2 times g: 2 scale g (pred - target); g flat
     and full size ('none') or of size 1 (a reduced loss)."""

@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, dot, vector_sum
+from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, dot, njit_with_serial, vector_sum
 from .fastmath import _f32_from_bits, exp, exp_nonpositive, log
 
 ROW_BLOCK = 32  # rows per prange iteration in the row kernels that need scratch
@@ -111,7 +111,7 @@ def _lse_shift(a):
 # -- softmax family (rows of a [R, C] C-contiguous array; ``out`` has x's shape) ------------
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_forward(x, out):
     one = x.dtype.type(1)
     for r in prange(x.shape[0]):
@@ -123,7 +123,7 @@ def softmax_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_forward_f32(x, out):
     """softmax_forward for float32, bit for bit, with the row max software-pipelined: the
     loop computing row r's exponentials also takes the max of row r + 1 (the integer-key
@@ -155,7 +155,7 @@ def softmax_forward_f32(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
         gr = g[r]
@@ -167,7 +167,7 @@ def softmax_backward(g, y, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def log_softmax_forward(x, out):
     for r in prange(x.shape[0]):
         xr = x[r]
@@ -179,7 +179,7 @@ def log_softmax_forward(x, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def log_softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
         gr = g[r]
@@ -191,7 +191,7 @@ def log_softmax_backward(g, y, out):
     return out
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def logsumexp_forward(x):
     """y[r] = log(sum_j exp(x[r, j])), shifted by the row max."""
     rows = x.shape[0]
@@ -205,7 +205,7 @@ def logsumexp_forward(x):
     return y
 
 
-@njit(**PARALLEL_IEEE_DIV_FMA)
+@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def logsumexp_backward(g, x, y, out):
     """out[r, j] = g[r] exp(x[r, j] - y[r])."""
     for r in prange(x.shape[0]):

@@ -25,6 +25,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import activation as activation_kernels
 from ..kernels import softmax as softmax_kernels
+from ..kernels._jit import for_work
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import broadcast_shapes
 from ..tensor import Tensor, lift
@@ -153,7 +154,8 @@ class GELU(Function):
             # backward reads g and that one array (no second exp and erfcx)
             y = np.empty(x.shape, x.dtype)
             d = np.empty(x.shape, x.dtype)
-            activation_kernels.gelu_forward_grad_f32(_flat(x), y.reshape(-1), d.reshape(-1))
+            for_work(activation_kernels.gelu_forward_grad_f32, x.size)(
+                _flat(x), y.reshape(-1), d.reshape(-1))
             ctx.saved_derivative = True
             ctx.save_for_backward(d)
             return y
@@ -358,8 +360,8 @@ class ClampTensor(Function):
     def backward(ctx, g):
         xs, los, his, shape = ctx.shapes
         grads = [np.empty(shape, g.dtype) for _ in range(3)]
-        activation_kernels.clamp_tensor_backward(_flat(g), *ctx.saved_tensors,
-                                                 *(a.reshape(-1) for a in grads))
+        for_work(activation_kernels.clamp_tensor_backward, g.size)(
+            _flat(g), *ctx.saved_tensors, *(a.reshape(-1) for a in grads))
         return tuple(None if (s is None or not need) else sum_to_shape(gr, s)
                      for gr, s, need in zip(grads, (xs, los, his), ctx.needs_input_grad))
 
@@ -430,7 +432,7 @@ def _rows_into(kernel, shape: tuple, axis: int, dtype, *args) -> tuple[np.ndarra
     moved = nd_shape[:axis] + nd_shape[axis + 1:] + (nd_shape[axis],)
     out = np.empty(moved, dtype)
     rows = out.reshape(_n_rows(moved), moved[-1])
-    kernel(*args, rows)
+    for_work(kernel, rows.size)(*args, rows)
     if not shape:
         return out.reshape(()), rows
     if axis == len(shape) - 1:
@@ -531,7 +533,7 @@ class LogSumExp(Function):
         rows = int(np.prod([x.shape[i] for i in kept], dtype=np.int64))
         cols = int(np.prod([x.shape[i] for i in axis], dtype=np.int64))
         xt = np.ascontiguousarray(np.transpose(x, perm)).reshape(rows, cols)
-        y = softmax_kernels.logsumexp_forward(xt)
+        y = for_work(softmax_kernels.logsumexp_forward, xt.size)(xt)
         ctx.perm, ctx.xt_shape = perm, tuple(x.shape[i] for i in perm)
         ctx.save_for_backward(xt, y)
         ctx.keep_shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape))
@@ -543,7 +545,8 @@ class LogSumExp(Function):
     def backward(ctx, g):
         xt, y = ctx.saved_tensors
         gx = np.empty(ctx.xt_shape, xt.dtype)
-        softmax_kernels.logsumexp_backward(_flat(g), xt, y, gx.reshape(xt.shape))
+        for_work(softmax_kernels.logsumexp_backward, xt.size)(_flat(g), xt, y,
+                                                               gx.reshape(xt.shape))
         inverse = np.argsort(ctx.perm)
         if np.array_equal(inverse, np.arange(len(inverse))):
             return gx

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import loss as loss_kernels
+from ..kernels._jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_input
 from .activation import softmax
@@ -43,9 +44,9 @@ class MSELoss(Function):
         ctx.save_for_backward(p, t)
         if reduction == "none":
             out = np.empty(pred.shape, pred.dtype)
-            loss_kernels.squared_error(p, t, out.reshape(-1))
+            for_work(loss_kernels.squared_error, p.size)(p, t, out.reshape(-1))
             return out
-        total = loss_kernels.squared_error_sum(p, t)
+        total = for_work(loss_kernels.squared_error_sum, p.size)(p, t)
         if reduction == "mean":
             total = total / p.size if p.size else np.nan
         return np.array(total, dtype=pred.dtype)
@@ -56,7 +57,7 @@ class MSELoss(Function):
         g = np.ascontiguousarray(g, dtype=p.dtype).reshape(-1)
         scale = 1.0 / p.size if ctx.reduction == "mean" and p.size else 1.0
         gp = np.empty(ctx.shape, p.dtype)
-        loss_kernels.squared_error_backward(g, p, t, scale, gp.reshape(-1))
+        for_work(loss_kernels.squared_error_backward, p.size)(g, p, t, scale, gp.reshape(-1))
         gt = np.negative(gp) if ctx.needs_input_grad[1] else None
         return (gp if ctx.needs_input_grad[0] else None), gt
 
@@ -105,7 +106,7 @@ class CrossEntropy(Function):
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
         t = np.ascontiguousarray(target, dtype=np.int64)
-        loss, lse = loss_kernels.cross_entropy_forward(x, t)
+        loss, lse = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
         ctx.reduction = reduction
         ctx.save_for_backward(x, t, lse)
         if reduction == "none":
@@ -125,7 +126,7 @@ class CrossEntropy(Function):
             scale = 1.0 / n if ctx.reduction == "mean" and n else 1.0
             rows = np.full(n, float(g.reshape(())) * scale, dtype=x.dtype)
         gx = np.empty_like(x)
-        loss_kernels.cross_entropy_backward(rows, x, t, lse, gx)
+        for_work(loss_kernels.cross_entropy_backward, x.size)(rows, x, t, lse, gx)
         return gx, None
 
     @staticmethod

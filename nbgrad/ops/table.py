@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels._jit import for_work
 from ..tensor import Tensor
 from . import _args
 
@@ -48,9 +49,10 @@ def flat(a: np.ndarray) -> np.ndarray:
 
 def into(kernel: Callable, shape: tuple, dtype: Any, *args: Any) -> np.ndarray:
     """A new NumPy array of ``shape``, filled by the flat element-wise ``kernel(*args, out)``
-    (NumPy-owned, so the engine keeps a gradient returned this way without copying it)."""
+    (its serial or parallel form by size; NumPy-owned, so the engine keeps a gradient
+    returned this way without copying it)."""
     out = np.empty(shape, dtype)
-    kernel(*args, out.reshape(-1))
+    for_work(kernel, out.size)(*args, out.reshape(-1))
     return out
 
 
