@@ -21,16 +21,17 @@ from nbgrad.testing.strategies_conv import (
     conv_transpose2d_configs,
 )
 
-PATHS = ["direct", "s1", "gemm"]
+PATHS = ["direct", "s1", "gemm", "cols"]
 
 
 @contextmanager
 def kernel_path(path):
     """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
-    kernels (where the stride is 1, else direct) or the implicit GEMM."""
+    kernels (where the stride is 1, else direct), the implicit GEMM or the GEMM over
+    blocks of images."""
     saved = conv_ops._kernel_path
 
-    def forced(w_shape, geom):
+    def forced(w_shape, geom, out_hw):
         return "direct" if path == "s1" and geom[:2] != (1, 1) else path
     conv_ops._kernel_path = forced
     try:
@@ -723,3 +724,81 @@ def test_conv2d_hessian_vector_product_is_bilinear():
     (hx,) = nb.grad((dw * nb.tensor(v)).sum(), [x])
     expected = nb.conv_transpose2d(g, v, stride=2, padding=1, output_padding=(1, 0))
     np.testing.assert_allclose(hx.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
+
+
+# -- serial and parallel forms, small maps, empty batch -------------------------------------
+@contextmanager
+def kernel_form(form):
+    """Force the ops onto the parallel kernels ('parallel': threshold 0) or their serial
+    forms ('serial': threshold above any test's work)."""
+    saved = conv_ops.PARALLEL_WORK_MIN
+    conv_ops.PARALLEL_WORK_MIN = 0 if form == "parallel" else 1 << 62
+    try:
+        yield
+    finally:
+        conv_ops.PARALLEL_WORK_MIN = saved
+
+
+# digits-like small maps: 1 -> 16 channels on 8x8, 16 -> 32 on 4x4 (padding 1), and a
+# strided 16 -> 8 on 6x6; batches that leave a partial block of images
+SMALL_MAPS = [((37, 1, 8, 8), (16, 1, 3, 3), dict(padding=1)),
+              ((37, 16, 4, 4), (32, 16, 3, 3), dict(padding=1)),
+              ((21, 16, 6, 6), (8, 8, 3, 3), dict(stride=2, padding=1, groups=2))]
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("xs, ws, kw", SMALL_MAPS)
+def test_small_maps_serial_parallel_and_threads_bitwise(path, xs, ws, kw):
+    """On small maps every kernel gives the same bits in its serial form and in its
+    parallel form at 1 and 2 threads, and matches the direct loop nests."""
+    rng = np.random.default_rng(20)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+
+    def fn(x, w, b):
+        return nb.conv2d(x, w, b, **kw)
+    g = rng.standard_normal(fn(x, w, b).shape).astype(np.float32)
+    with kernel_path(path):
+        with kernel_form("serial"):
+            serial = _conv_all_grads(fn, x, w, b, g)
+        with kernel_form("parallel"):
+            one = at_threads(1, _conv_all_grads, fn, x, w, b, g)
+            two = at_threads(2, _conv_all_grads, fn, x, w, b, g)
+    with kernel_path("direct"):
+        reference = _conv_all_grads(fn, x.astype(np.float64), w.astype(np.float64),
+                                    b.astype(np.float64), g.astype(np.float64))
+    for s, a, c, r in zip(serial, one, two, reference):
+        assert_same_bits(s, a)
+        assert_same_bits(s, c)
+        np.testing.assert_allclose(s, r, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("form", ["serial", "parallel"])
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("xs, ws, kw", SMALL_MAPS[1:])
+def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
+    """N = 0: empty outputs and input gradients, zero weight and bias gradients (never
+    uninitialised memory), on every path and form, for conv2d and conv_transpose2d."""
+    rng = np.random.default_rng(21)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    x = np.zeros((0,) + xs[1:], np.float32)
+    with kernel_path(path), kernel_form(form):
+        y = nb.conv2d(x, w, b, **kw)
+        y_np, dx, dw, db = _conv_all_grads(lambda x, w, b: nb.conv2d(x, w, b, **kw), x, w, b,
+                                           np.zeros(y.shape, np.float32))
+        assert y_np.shape[0] == 0 and dx.shape == x.shape
+        assert_same_bits(dw, np.zeros_like(w))
+        assert_same_bits(db, np.zeros_like(b))
+        u = np.zeros((0,) + (ws[0],) + xs[2:], np.float32)
+        bt = rng.standard_normal(ws[1] * kw.get("groups", 1)).astype(np.float32)
+
+        def tconv(u, w, b):
+            return nb.conv_transpose2d(u, w, b, stride=kw.get("stride", 1),
+                                       padding=kw["padding"], groups=kw.get("groups", 1))
+        z = tconv(u, w, bt)
+        _, du, dwt, dbt = _conv_all_grads(tconv, u, w, bt, np.zeros(z.shape, np.float32))
+        assert du.shape == u.shape
+        assert_same_bits(dwt, np.zeros_like(w))
+        assert_same_bits(dbt, np.zeros_like(bt))

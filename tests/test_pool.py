@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.kernels import pool as K
+from nbgrad.ops import pool as pool_ops
 from nbgrad.testing import check_registered, gradcheck
 from nbgrad.testing.strategies_conv import pool2d_configs
 
@@ -303,3 +304,28 @@ def test_max_pool2d_vjp_is_linear_in_g_with_zero_second_derivative_in_x():
     hx, hg = nb.grad((dx * dx).sum(), [x, g])
     assert hx is None or not np.any(hx.numpy())
     np.testing.assert_array_equal(hg.numpy(), 2 * g.numpy())
+
+
+@pytest.mark.parametrize("fn, kwargs", [
+    (nb.max_pool2d, dict(kernel_size=2)),
+    (nb.max_pool2d, dict(kernel_size=3, stride=2, padding=1)),
+    (nb.avg_pool2d, dict(kernel_size=2)),
+    (nb.avg_pool2d, dict(kernel_size=3, stride=1, padding=1, count_include_pad=False)),
+])
+@pytest.mark.parametrize("shape", [(37, 16, 8, 8), (37, 32, 4, 4), (0, 3, 4, 4)])
+def test_small_maps_serial_and_parallel_forms_bitwise(fn, kwargs, shape):
+    """Digits-like small maps (and an empty batch): the serial kernels and the parallel
+    ones at 1 and 2 threads give the same bits; N = 0 gives an empty gradient."""
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    saved = pool_ops.PARALLEL_WORK_MIN
+    try:
+        pool_ops.PARALLEL_WORK_MIN = 1 << 62
+        serial = _run(fn, x, **kwargs)
+        pool_ops.PARALLEL_WORK_MIN = 0
+        one = at_threads(1, _run, fn, x, **kwargs)
+        two = at_threads(2, _run, fn, x, **kwargs)
+    finally:
+        pool_ops.PARALLEL_WORK_MIN = saved
+    for s, a, b in zip(serial, one, two):
+        assert_same_bits(s, a)
+        assert_same_bits(s, b)

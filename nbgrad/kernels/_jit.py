@@ -22,9 +22,6 @@ the one its bit-for-bit tests were written against:
 import types
 from collections.abc import Callable
 
-from types import FunctionType
-
-import numba
 from numba import njit
 
 FMA = {"contract"}
@@ -50,10 +47,17 @@ PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy"
 # core a parallel region waits for it (tanh on 16k float32: 18 us serial, 13 us in
 # parallel on a quiet machine, 2.5 ms in parallel with the machine busy).
 PARALLEL_MIN = 1 << 17
-# Below this much work (multiply-adds of a convolution, elements read of a pooling or
-# bias-gradient kernel) the convolution and pooling ops run a kernel's serial twin: a
-# parallel region costs more than it saves. MEASURED_BELOW_ (see pick_kernel).
-PARALLEL_WORK_MIN = 1 << 18
+# Below this much work (multiply-adds of a convolution; elements of x or g read by a
+# pooling or bias kernel) the convolution and pooling ops run a kernel's serial form
+# (``for_work(kernel, work, PARALLEL_WORK_MIN)``). Measured on this 2-core machine while
+# another process kept both cores busy, median wall time serial / 2 threads:
+#   conv2d forward 16 -> 32 channels on 4x4 maps ('cols'): 147k MACs 32 / 1670 us,
+#   1.2M MACs 138 / 1050 us, 4.7M MACs 680 / 2550 us;
+#   implicit GEMM forward, 35M MACs (bench W5a): 3.3 / 1.8 ms.
+# So with a busy core parallel regions pay only past several million MACs. The machine
+# was never idle, so the idle cost of a region was not measured; taking the usual
+# 5-20 us, 1M MACs (~0.15 ms serial) is where a region costs about a tenth of the call.
+PARALLEL_WORK_MIN = 1 << 20
 # Elements per task of their parallel forms (fixed, so every partial sum is the same at
 # any thread count).
 CHUNK = 1 << 16
@@ -99,38 +103,8 @@ def njit_with_serial(**preset) -> Callable:
     return decorate
 
 
-def for_work(kernel: Callable, work: int) -> Callable:
+def for_work(kernel: Callable, work: int, minimum: int = PARALLEL_MIN) -> Callable:
     """The parallel form of an ``njit_with_serial`` kernel for ``work`` (elements, or the
-    kernel's unit of work) at or above PARALLEL_MIN, else its serial form."""
-    return kernel if work >= PARALLEL_MIN else kernel.serial
-
-
-def serial_twin(kernel):
-    """``kernel`` (a ``parallel=True`` dispatcher) compiled again without ``parallel``:
-    the same loop nest, its ``prange`` loops run as plain loops in the calling thread, so
-    a call opens no parallel region. Each task computes exactly what it computes in the
-    parallel form, so the two give the same bits. The twin gets its own name (and cache
-    file)."""
-    f = kernel.py_func
-    twin = FunctionType(f.__code__, f.__globals__, f.__name__ + "_serial", f.__defaults__,
-                        f.__closure__)
-    twin.__qualname__ = f.__qualname__ + "_serial"
-    twin.__doc__ = f.__doc__
-    options = {k: v for k, v in kernel.targetoptions.items()
-               if k not in ("parallel", "nopython", "boundscheck")}
-    return njit(cache=True, **options)(twin)
-
-
-class Twins:
-    """A parallel kernel and its serial twin; ``pick(work)`` chooses between them."""
-
-    def __init__(self, kernel):
-        self.parallel = kernel
-        self.serial = serial_twin(kernel)
-
-    def pick(self, work: int):
-        """The parallel kernel if ``work`` reaches PARALLEL_WORK_MIN and more than one
-        thread is set, else the serial twin."""
-        if work >= PARALLEL_WORK_MIN and numba.get_num_threads() > 1:
-            return self.parallel
-        return self.serial
+    kernel's unit of work) at or above ``minimum`` (PARALLEL_MIN; the convolution and
+    pooling ops pass PARALLEL_WORK_MIN), else its serial form."""
+    return kernel if work >= minimum else kernel.serial

@@ -19,7 +19,8 @@ implied by the output size (OH, OW), so asymmetric padding ('same' with an even 
 needs nothing extra. Input positions no output reads (trailing rows when the stride
 does not divide the span) get a zero gradient.
 
-Three implementations (ops/conv.py picks one per call):
+Four implementations (ops/conv.py picks one per call, and the serial or the parallel
+form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN):
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
   reference, and the path for strided convolutions with few channels per group.
 * ``*_s1`` (kernels/conv_s1.py): stride 1 on zero-padded planes (long contiguous
@@ -27,18 +28,25 @@ Three implementations (ops/conv.py picks one per call):
 * ``*_gemm`` (kernels/conv_gemm.py): an implicit GEMM per image (kernels/gemm.py on
   offset rows into the input's phase planes, no im2col copy), parallel over images: the
   path once a group has many input channels and filters.
-The tests compare ``*_s1`` and ``*_gemm`` with ``*_direct``.
+* ``*_cols`` (kernels/conv_cols.py): an explicit im2col GEMM over blocks of images, for
+  the same convolutions on small output maps (a few dozen positions per image).
+The tests compare ``*_s1``, ``*_gemm`` and ``*_cols`` with ``*_direct``.
+
+Each parallel kernel opens one parallel region per call: fills and reductions outside
+its ``prange`` loop are serial helpers (an array expression or np.zeros in a
+``parallel=True`` function would be a region of its own).
 
 Race freedom: forward owns y[n, f] (gemm: y[n]); the input gradient owns dx[n, c] (gemm:
 dx[n]) and collects every output that touches it; the weight gradient owns one dw[f, cl]
 and sums the batch inside in a fixed order (gemm: one partial per image, summed in image
-order); the bias gradient owns db[f]. So no result depends on the thread count.
+order; cols: one per block of images, summed in block order); the bias gradient owns
+db[f]. So no result depends on the thread count.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC
+from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
 
 
 @njit(**SERIAL)
@@ -109,7 +117,7 @@ def row_fma(acc, a, src, lo, hi, stride, offset):
 
 
 # -- direct loop nests (reference) ---------------------------------------------------------
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
     """y[N, F, OH, OW]; ``b`` has F entries (zeros for no bias). Parallel over (n, f)."""
     N, C, H, W = x.shape
@@ -136,7 +144,7 @@ def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
     return y
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_input_grad_direct(g, w, dx, sh, sw, ph, pw, dh, dw, groups):
     """Fill dx[N, C, H, W] (and return it) from g[N, F, OH, OW]. Parallel over (n, c):
     each iteration owns the plane dx[n, c] and adds in every output of its group that
@@ -168,7 +176,7 @@ def conv2d_input_grad_direct(g, w, dx, sh, sw, ph, pw, dh, dw, groups):
     return dx
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     """dw[F, C/groups, KH, KW]. Parallel over (f, cl); the batch is summed inside, in order."""
     N, C, H, W = x.shape
@@ -211,7 +219,7 @@ def plane_sum(plane):
     return total
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_bias_grad(g):
     """db[f] = sum over n, in order, of the plane sums of g[n, f]."""
     N, F, OH, OW = g.shape
@@ -224,7 +232,7 @@ def conv2d_bias_grad(g):
     return db
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def add_channel_bias(y, b):
     """y[n, f] += b[f] in place. Parallel over (n, f)."""
     N, F, _, _ = y.shape

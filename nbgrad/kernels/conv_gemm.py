@@ -28,7 +28,7 @@ each with private buffers); results do not depend on the thread count or the slo
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL
+from ._jit import PARALLEL, SERIAL, njit_with_serial
 from .conv import out_range, row_gather
 from .gemm import MR, NR, offset_gemm, round_up
 
@@ -105,7 +105,7 @@ def phase_planes(xn, planes, sh, sw, ph, pw, Hq, Wq, used):
     planes[C * sh * sw * S:] = 0
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
     """As ``conv2d_forward_direct``: yq = w[group] @ (offset matrix of the planes), then
     y[n, f, oh, ow] = yq[f, oh*Wq + ow] + b[f]. Parallel over images."""
@@ -118,16 +118,13 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
     starts = tap_rows(C, KH, KW, sh, sw, dh, dw, Wq, Hq * Wq)
     used = phases_used(KH, KW, sh, sw, dh, dw)
     Fp = round_up(Fg, MR)
-    wp = np.zeros((groups, Fp, Kg), w.dtype)  # w per group, zero rows up to Fp
-    wp[:, :Fg] = w.reshape(groups, Fg, Kg)
-    w_flat = wp.reshape(groups, Fp * Kg)
-    w_rows = np.arange(Fp) * Kg
+    w_flat = group_filters(w, groups, Fp)
+    w_rows = strided_rows(Fp, Kg)
     planes = np.empty((slots, C * sh * sw * Hq * Wq + NR), x.dtype)
     yq = np.empty((slots, Fp, L), x.dtype)
     y = np.empty((N, F, OH, OW), x.dtype)
-    for n0 in range(0, N, slots):
-        for s in prange(min(slots, N - n0)):
-            n = n0 + s
+    for s in prange(slots):
+        for n in range(s, N, slots):  # slot s takes images s, s + slots, ...
             phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq, used)
             for gi in range(groups):
                 offset_gemm(w_flat[gi], w_rows, planes[s], starts[gi * Kg: (gi + 1) * Kg],
@@ -140,6 +137,38 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
                         for ow in range(OW):
                             dst[ow] = src[ow] + b[f]
     return y
+
+
+# Setup helpers: serial, so that the parallel kernels calling them open one parallel
+# region (a NumPy fill or array expression in a parallel=True function is a region).
+@njit(**SERIAL)
+def strided_rows(count, pitch):
+    """rows[i] = i * pitch: the row starts of a row-major matrix for offset_gemm."""
+    rows = np.empty(count, np.int64)
+    for i in range(count):
+        rows[i] = i * pitch
+    return rows
+
+
+@njit(**SERIAL)
+def group_filters(w, groups, Fp):
+    """w per group as [groups, Fp * Kg]: row fl of group gi is w[gi*Fg + fl] flattened,
+    rows fl >= Fg zero (padding to whole micro-tiles)."""
+    F = w.shape[0]
+    Fg = F // groups
+    Kg = w.size // F
+    w2 = w.reshape(F, Kg)
+    wp = np.zeros((groups, Fp * Kg), w.dtype)
+    for gi in range(groups):
+        for fl in range(Fg):
+            wp[gi, fl * Kg: (fl + 1) * Kg] = w2[gi * Fg + fl]
+    return wp
+
+
+@njit(**SERIAL)
+def zeros2(rows, cols, like):
+    """np.zeros((rows, cols), like.dtype), made in a serial function."""
+    return np.zeros((rows, cols), like.dtype)
 
 
 @njit(**SERIAL)
@@ -158,7 +187,7 @@ def taps_by_phase(phase, phases):
     return order, ptr
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
     """As ``conv2d_input_grad_direct``: per image, group and phase a,
     dxq[cl, m] = sum_{fl, t of phase a} w[f, cl, t] * G[f, m - shift_t], then the plane
@@ -168,7 +197,6 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
     _, Cg, KH, KW = w.shape
     _, C, H, W = dx.shape
     Fg = F // groups
-    T = KH * KW
     phases = sh * sw
     Hq, Wq = phase_shape(OH, OW, KH, KW, sh, sw, dh, dw)
     phase, shift = tap_layout(KH, KW, sh, sw, dh, dw, Wq)
@@ -177,8 +205,33 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
     Sp = round_up(Hq * Wq, NR) + NR
     R = margin + Sp  # G[f] lives at gbuf[f*R + margin + j], zero elsewhere
     Cp = round_up(Cg, MR)
-    # wa: per group, per phase a, the matrix A[cl, fl*Ta + i] = w[f, cl, order[ptr[a] + i]]
-    # (Cp x Fg*Ta, zero rows past Cg); b_rows: the G row of each column (fl, i)
+    wa, b_rows = phase_weights(w, groups, order, ptr, shift, Cp, R, margin)
+    gbuf = zeros2(slots, F * R, g)
+    for s in prange(slots):
+        for n in range(s, N, slots):  # slot s takes images s, s + slots, ...
+            for f in range(F):
+                for oh in range(OH):
+                    start = f * R + margin + oh * Wq
+                    row_gather(gbuf[s, start: start + OW], g[n, f, oh], 0, OW, 1, 0)
+            dx[n] = 0
+            for gi in range(groups):
+                for a in range(phases):
+                    input_grad_phase(wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]],
+                                     b_rows[gi, Fg * ptr[a]: Fg * ptr[a + 1]], gbuf[s],
+                                     dx[n, gi * Cg: (gi + 1) * Cg], a // sw, a % sw,
+                                     sh, sw, ph, pw, Hq, Wq)
+    return dx
+
+
+@njit(**SERIAL)
+def phase_weights(w, groups, order, ptr, shift, Cp, R, margin):
+    """Per group, per phase a, the matrix A[cl, fl*Ta + i] = w[f, cl, order[ptr[a] + i]]
+    (Cp x Fg*Ta, zero rows past Cg), stored flat one phase after the other (``wa``), and
+    b_rows: the G row f*R + margin - shift[t] of each column (fl, i)."""
+    F, Cg, KH, KW = w.shape
+    Fg = F // groups
+    T = KH * KW
+    phases = ptr.size - 1
     wa = np.zeros((groups, Cp * Fg * T), w.dtype)
     b_rows = np.empty((groups, Fg * T), np.int64)
     for gi in range(groups):
@@ -192,22 +245,7 @@ def conv2d_input_grad_gemm(g, w, dx, sh, sw, ph, pw, dh, dw, groups, slots):
                     for cl in range(Cg):
                         A[cl, fl * Ta + i] = w[f, cl, t // KW, t % KW]
                     b_rows[gi, Fg * ptr[a] + fl * Ta + i] = f * R + margin - shift[t]
-    gbuf = np.zeros((slots, F * R), g.dtype)
-    for n0 in range(0, N, slots):
-        for s in prange(min(slots, N - n0)):
-            n = n0 + s
-            for f in range(F):
-                for oh in range(OH):
-                    start = f * R + margin + oh * Wq
-                    row_gather(gbuf[s, start: start + OW], g[n, f, oh], 0, OW, 1, 0)
-            dx[n] = 0
-            for gi in range(groups):
-                for a in range(phases):
-                    input_grad_phase(wa[gi, Cp * Fg * ptr[a]: Cp * Fg * ptr[a + 1]],
-                                     b_rows[gi, Fg * ptr[a]: Fg * ptr[a + 1]], gbuf[s],
-                                     dx[n, gi * Cg: (gi + 1) * Cg], a // sw, a % sw,
-                                     sh, sw, ph, pw, Hq, Wq)
-    return dx
+    return wa, b_rows
 
 
 @njit(**SERIAL)
@@ -234,7 +272,7 @@ def input_grad_phase(A, b_rows, gbuf, dxg, ah, aw, sh, sw, ph, pw, Hq, Wq):
                 dst[r * sw + aw - pw] = src[r]
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots):
     """As ``conv2d_weight_grad_direct``: per image and group,
     part[(cl, t), fl] = sum_j planes[start(c, t) + j] * gq[j, fl]; dw is the sum of the
@@ -250,16 +288,13 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots)
     used = phases_used(KH, KW, sh, sw, dh, dw)
     Kp = round_up(Kg, MR)
     Fp = round_up(Fg, NR)
-    x_rows = np.zeros((groups, Kp), np.int64)  # rows past Kg read plane 0, discarded
-    for gi in range(groups):
-        x_rows[gi, :Kg] = starts[gi * Kg: (gi + 1) * Kg]
-    g_rows = np.arange(L) * Fp
+    x_rows = group_rows(starts, groups, Kp)
+    g_rows = strided_rows(L, Fp)
     planes = np.empty((slots, C * sh * sw * Hq * Wq + NR), x.dtype)
-    gq = np.zeros((slots, L * Fp), x.dtype)  # gq[j*Fp + fl]: zero in scratch columns
+    gq = zeros2(slots, L * Fp, x)  # gq[j*Fp + fl]: zero in scratch columns
     parts = np.empty((N, groups, Kp, Fp), x.dtype)
-    for n0 in range(0, N, slots):
-        for s in prange(min(slots, N - n0)):
-            n = n0 + s
+    for s in prange(slots):
+        for n in range(s, N, slots):  # slot s takes images s, s + slots, ...
             phase_planes(x[n], planes[s], sh, sw, ph, pw, Hq, Wq, used)
             for gi in range(groups):
                 for oh in range(OH):  # row by row: the block of gq written stays in L1
@@ -268,10 +303,36 @@ def conv2d_weight_grad_gemm(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, slots)
                         for ow in range(OW):
                             gq[s, (oh * Wq + ow) * Fp + fl] = src[ow]
                 offset_gemm(planes[s], x_rows[gi], gq[s], g_rows, L, parts[n, gi])
-    dw3 = np.empty((groups, Fg, Kg), x.dtype)
-    for gi in prange(groups):
-        total = parts[0, gi].copy()
-        for n in range(1, N):
-            total += parts[n, gi]
-        dw3[gi] = total[:Kg, :Fg].T
-    return dw3.reshape(F, Cg, KH, KW)
+    return sum_image_parts(parts, Kg, Fg).reshape(F, Cg, KH, KW)
+
+
+@njit(**SERIAL)
+def group_rows(starts, groups, Kp):
+    """x_rows[gi, k] = starts[gi*Kg + k] for k < Kg; rows past Kg read plane 0 (their
+    results are discarded)."""
+    Kg = starts.size // groups
+    rows = np.zeros((groups, Kp), np.int64)
+    for gi in range(groups):
+        for k in range(Kg):
+            rows[gi, k] = starts[gi * Kg + k]
+    return rows
+
+
+@njit(**SERIAL)
+def sum_image_parts(parts, Kg, Fg):
+    """dw3[gi, fl, k] = sum_n parts[n, gi, k, fl], n ascending (zero for an empty batch)."""
+    N, groups, Kp, Fp = parts.shape
+    total = np.zeros((groups, Kp, Fp), parts.dtype)
+    for n in range(N):
+        for gi in range(groups):
+            for k in range(Kg):
+                dst = total[gi, k]
+                src = parts[n, gi, k]
+                for fl in range(Fg):
+                    dst[fl] += src[fl]
+    dw3 = np.empty((groups, Fg, Kg), parts.dtype)
+    for gi in range(groups):
+        for k in range(Kg):
+            for fl in range(Fg):
+                dw3[gi, fl, k] = total[gi, k, fl]
+    return dw3

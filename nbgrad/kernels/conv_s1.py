@@ -18,7 +18,7 @@ a zero margin in front so that m - off_t never leaves it). For few channels per 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, dot
+from ._jit import PARALLEL, SERIAL, dot, njit_with_serial
 from .conv import plane_sum
 from .gemm import SPAN, offset_gemv, round_up
 
@@ -119,7 +119,7 @@ def input_grad_plane(gq, rows, w3, gi, cl, dxp, dxc, ph, pw, Hp, Wp):
     unpad_plane(dxp[: Hp * Wp], dxc, ph, pw, Wp)
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
     """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group): the group's
     planes are padded once for its Fg filters."""
@@ -148,7 +148,7 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
     return y
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, group): dxp, the
     gradient of a padded input plane, gathers every tap's shifted g; dx is its interior."""
@@ -172,7 +172,7 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     return dx
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     """As ``conv2d_weight_grad_direct`` with stride 1. Parallel over (f, cl); the batch
     is summed inside, in order."""
@@ -201,7 +201,7 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     return dwt.reshape(F, Cg, KH, KW)
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     """(dx, dw, db) of a stride-1 convolution in one pass over the batch: task (n, group)
     pads the group's input planes and output gradients once, then
@@ -238,9 +238,22 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
                          parts[n, gi * Fg + fl, cl])
             if need_dx:
                 input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
-    dwt = np.zeros((F, Cg, T), x.dtype)
-    db = np.zeros(F, x.dtype)
-    for n in range(N):
-        dwt += parts[n]
-        db += sums[n]
+    dwt, db = sum_batch_parts(parts, sums)
     return dx, dwt.reshape(F, Cg, KH, KW), db
+
+
+@njit(**SERIAL)
+def sum_batch_parts(parts, sums):
+    """dw[f, cl, t] = sum_n parts[n, f, cl, t] and db[f] = sum_n sums[n, f], n ascending
+    (zeros for an empty batch). Serial: called after the parallel loop, it keeps the
+    kernel at one parallel region."""
+    N, F, Cg, T = parts.shape
+    dwt = np.zeros((F, Cg, T), parts.dtype)
+    db = np.zeros(F, parts.dtype)
+    for n in range(N):
+        for f in range(F):
+            db[f] += sums[n, f]
+            for cl in range(Cg):
+                for t in range(T):
+                    dwt[f, cl, t] += parts[n, f, cl, t]
+    return dwt, db

@@ -2,21 +2,23 @@
 and average. Window (oh, ow) covers ih = oh*sh + kh*dh - ph, iw = ow*sw + kw*dw - pw for
 kh < KH, kw < KW; positions outside x are padding.
 
-Every kernel is parallel over the N*C planes; each iteration owns its planes of the
-output and of the input gradient (overlapping windows add into the owned plane
-serially), so results do not depend on the thread count. The backward kernels fill a
-gradient array the caller allocates with NumPy (the engine keeps it without a copy).
+Every kernel is parallel over the N*C planes (one parallel region per call; ops/pool.py
+runs its serial form, njit_with_serial, below PARALLEL_WORK_MIN elements); each
+iteration owns its planes of the output and of the input gradient (overlapping windows
+add into the owned plane serially), so results do not depend on the thread count. The
+backward kernels fill a gradient array the caller allocates with NumPy (the engine keeps
+it without a copy).
 Derivations: docs/derivations.md#pooling.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
-from ._jit import PARALLEL
+from ._jit import PARALLEL, njit_with_serial
 from .conv import out_range
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     """(y, idx): y = the window maximum, idx = its flat position ih*W + iw in the plane.
 
@@ -50,7 +52,7 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     return y, idx
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def max_pool2d_backward(g, idx, dx):
     """Fill dx[N, C, H*W] (flat planes; returned too): dx[n, c] = sum of g[n, c, oh, ow]
     at the positions idx[n, c, oh, ow] (skipping -1)."""
@@ -68,7 +70,7 @@ def max_pool2d_backward(g, idx, dx):
     return dx
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def max_pool2d_2x2_forward(x):
     """The common case kernel 2, stride 2, no padding or dilation, in one pass with the
     same tie rule as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
@@ -104,7 +106,7 @@ def max_pool2d_2x2_forward(x):
     return y, idx
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
     """y = window sum / divisor; the divisor is KH*KW with count_include_pad, else the
     number of window positions inside x."""
@@ -128,7 +130,7 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
     return y
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad):
     """Fill dx[N, C, H, W] (returned too): dx[n, c, ih, iw] = sum over the windows
     containing (ih, iw) of g / divisor."""

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import pool as pool_kernels
+from ..kernels._jit import PARALLEL_WORK_MIN, for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
 from .conv import IntPair, _check_rank, _contig, _out_size
@@ -38,6 +39,12 @@ def _batched(x: np.ndarray) -> np.ndarray:
     return _contig(x[None] if x.ndim == 3 else x)
 
 
+def _sized(kernel, work: int):
+    """The pooling kernel's parallel form for ``work`` (elements read) at or above
+    PARALLEL_WORK_MIN, else its serial form (kernels/_jit.py)."""
+    return for_work(kernel, work, PARALLEL_WORK_MIN)
+
+
 # -- max_pool2d ---------------------------------------------------------------------------
 def _max_pool2d_samples(rng):
     # A permutation of distinct values: no ties, so finite differences are well defined.
@@ -60,10 +67,10 @@ class MaxPool2d(Function):
         xb = _batched(x)
         if (kernel == (2, 2) and stride == (2, 2) and padding == (0, 0)
                 and dilation == (1, 1)):
-            y, idx = pool_kernels.max_pool2d_2x2_forward(xb)
+            y, idx = _sized(pool_kernels.max_pool2d_2x2_forward, xb.size)(xb)
         else:
-            y, idx = pool_kernels.max_pool2d_forward(xb, *kernel, *stride, *padding, *dilation,
-                                                     *out_hw)
+            y, idx = _sized(pool_kernels.max_pool2d_forward, xb.size)(
+                xb, *kernel, *stride, *padding, *dilation, *out_hw)
         ctx.save_for_backward(idx)
         return y if x.ndim == 4 else y[0]
 
@@ -100,7 +107,7 @@ def _max_pool2d_scatter(g: np.ndarray, idx: np.ndarray, x_shape: tuple) -> np.nd
     """max_pool2d's backward: g added at the selected flat positions idx of zero planes."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + (x_shape[-2] * x_shape[-1],), g.dtype)
-    return pool_kernels.max_pool2d_backward(g, idx, dx).reshape(x_shape)
+    return _sized(pool_kernels.max_pool2d_backward, dx.size + g.size)(g, idx, dx).reshape(x_shape)
 
 
 def _gather(h: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -162,7 +169,8 @@ def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray
     stride, padding and count_include_pad)."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
-    return pool_kernels.avg_pool2d_backward(g, dx, *args).reshape(x_shape)
+    return _sized(pool_kernels.avg_pool2d_backward, dx.size + g.size)(g, dx, *args).reshape(
+        x_shape)
 
 
 def _avg_pool2d_samples(rng):
@@ -183,8 +191,9 @@ class AvgPool2d(Function):
     def forward(ctx, x, kernel, stride, padding, dilation, out_hw, count_include_pad):
         ctx.x_shape = x.shape
         ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
-        y = pool_kernels.avg_pool2d_forward(_batched(x), *kernel, *stride, *padding, *out_hw,
-                                            bool(count_include_pad))
+        xb = _batched(x)
+        y = _sized(pool_kernels.avg_pool2d_forward, xb.size)(xb, *kernel, *stride, *padding,
+                                                             *out_hw, bool(count_include_pad))
         return y if x.ndim == 4 else y[0]
 
     @staticmethod
@@ -224,8 +233,9 @@ class AvgPool2dGrad(Function):
     @staticmethod
     def backward(ctx, h):
         KH, KW, sh, sw, ph, pw, count_include_pad = ctx.args
-        y = pool_kernels.avg_pool2d_forward(_batched(h), KH, KW, sh, sw, ph, pw,
-                                            *ctx.g_shape[-2:], count_include_pad)
+        hb = _batched(h)
+        y = _sized(pool_kernels.avg_pool2d_forward, hb.size)(hb, KH, KW, sh, sw, ph, pw,
+                                                             *ctx.g_shape[-2:], count_include_pad)
         return y.reshape(ctx.g_shape)
 
     @staticmethod

@@ -1,0 +1,262 @@
+"""Convolution on small maps as GEMMs over blocks of images (see kernels/conv.py for the
+notation, docs/derivations.md#convolution-adjoints for the adjoints).
+
+On a small output map (M = OH*OW of a few dozen positions) a product per image has too
+few columns to fill the NR-wide panels of kernels/gemm.py. Here the columns run over a
+block of B images at once, j = b*M + oh*OW + ow for b < B. Per block and group, the
+planes are zero-padded (xp, pad_block) and the im2col matrix is copied out,
+
+    cols[k, j] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw]
+               = x[n0 + b, c, oh*sh + kh*dh - ph, ow*sw + kw*dw - pw]   (0 outside x)
+
+with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (gemm.py's
+offset_gemm for each product)
+
+    forward      y[n0 + b, f, oh, ow] = b[f] + sum_k w[f, k] cols[k, j]
+    input grad   dcols[k, j] = sum_fl w[f, k] gb[fl, j], each added back at the padded
+                 position cols[k, j] was read from (col2im); dx is the interior
+    weight grad  part[blk][k, fl] = sum_j cols[k, j] gb[fl, j]; dw = the parts summed in
+                 block order
+
+with gb[fl, j] = g[n0 + b, gi*Fg + fl, oh, ow]. The block size B comes from the shapes
+alone (ops/conv.py), so every sum has the same order at any thread count. Blocks run in
+parallel: slot s (one per thread, with private buffers) takes blocks s, s + slots, ...;
+the serial form (ops/conv.py picks it for small work) runs the same loop in one thread.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ._jit import PARALLEL, SERIAL, njit_with_serial
+from .conv_gemm import group_filters, strided_rows, sum_image_parts, zeros2
+from .conv_s1 import pad_plane, unpad_plane
+from .gemm import MR, NR, offset_gemm, round_up
+
+
+@njit(**SERIAL)
+def padded_extent(OH, OW, KH, KW, sh, sw, dh, dw):
+    """(Hp, Wp): the rows and columns of the zero-padded input that some tap reads."""
+    return (OH - 1) * sh + (KH - 1) * dh + 1, (OW - 1) * sw + (KW - 1) * dw + 1
+
+
+@njit(**SERIAL)
+def pad_block(x, n0, nb, c0, Cg, ph, pw, Hp, Wp, xp):
+    """xp[((b*Cg + cl)*Hp + i)*Wp + j] = x[n0 + b, c0 + cl, i - ph, j - pw], zero outside
+    x: the block's planes of one group, zero-padded."""
+    S = Hp * Wp
+    for b in range(nb):
+        for cl in range(Cg):
+            start = (b * Cg + cl) * S
+            pad_plane(x[n0 + b, c0 + cl], xp[start: start + S], ph, pw, Hp, Wp)
+
+
+@njit(**SERIAL)
+def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, P):
+    """cols[k*P + b*M + oh*OW + ow] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw] (pad_block's
+    layout, flat) for k = (cl*KH + kh)*KW + kw, cl < Cg, b < nb, M = OH*OW: the im2col
+    matrix, every row a run of OW copies without a branch."""
+    M = OH * OW
+    OHu, OWu, swu = np.uint64(OH), np.uint64(OW), np.uint64(sw)
+    row_step = np.uint64(sh * Wp)
+    for cl in range(Cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                k = (cl * KH + kh) * KW + kw
+                for b in range(nb):
+                    # unsigned offsets: no fix-up for negative indices in the copy loop
+                    d0 = np.uint64(k * P + b * M)
+                    s0 = np.uint64(((b * Cg + cl) * Hp + kh * dh) * Wp + kw * dw)
+                    for oh in range(OHu):
+                        d = d0 + oh * OWu
+                        s = s0 + oh * row_step
+                        for ow in range(OWu):
+                            cols[d + ow] = xp[s + ow * swu]
+
+
+@njit(**SERIAL)
+def scatter_cols(dcols, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, dxp):
+    """col2im, the adjoint of gather_cols: dxp (zeroed here) collects
+    dxp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw] += dcols[k, b*M + oh*OW + ow] (dcols is
+    [Kp, P])."""
+    M = OH * OW
+    OHu, OWu, swu = np.uint64(OH), np.uint64(OW), np.uint64(sw)
+    row_step = np.uint64(sh * Wp)
+    dxp[:] = 0
+    for cl in range(Cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                src = dcols[(cl * KH + kh) * KW + kw]
+                for b in range(nb):
+                    # unsigned offsets, as in gather_cols
+                    d0 = np.uint64(((b * Cg + cl) * Hp + kh * dh) * Wp + kw * dw)
+                    s0 = np.uint64(b * M)
+                    for oh in range(OHu):
+                        d = d0 + oh * row_step
+                        s = s0 + oh * OWu
+                        for ow in range(OWu):
+                            dxp[d + ow * swu] += src[s + ow]
+
+
+@njit(**SERIAL)
+def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
+    """dx[n0 + b, c0 + cl, i, j] = dxp[b, cl, i + ph, j + pw], zero where that is outside
+    the padded extent (inputs no tap reads)."""
+    S = Hp * Wp
+    for b in range(nb):
+        for cl in range(Cg):
+            start = (b * Cg + cl) * S
+            unpad_plane(dxp[start: start + S], dx[n0 + b, c0 + cl], ph, pw, Wp)
+
+
+@njit(**SERIAL)
+def gather_grad(g, n0, nb, f0, Fg, gb, pitch):
+    """gb[fl*pitch + b*M + m] = g[n0 + b, f0 + fl] flattened (M = OH*OW): the output
+    gradient of one group of the block as an [Fg, pitch] matrix."""
+    M = g.shape[2] * g.shape[3]
+    for fl in range(Fg):
+        for b in range(nb):
+            src = g[n0 + b, f0 + fl].ravel()
+            dst = gb[fl * pitch + b * M: fl * pitch + (b + 1) * M]
+            for m in range(M):
+                dst[m] = src[m]
+
+
+@njit(**SERIAL)
+def store_outputs(out, y, bias, n0, nb, f0, Fg):
+    """y[n0 + b, f0 + fl] (flattened) = out[fl, b*M: (b + 1)*M] + bias[f0 + fl]."""
+    M = y.shape[2] * y.shape[3]
+    for b in range(nb):
+        for fl in range(Fg):
+            src = out[fl, b * M: (b + 1) * M]
+            dst = y[n0 + b, f0 + fl].ravel()
+            bf = bias[f0 + fl]
+            for m in range(M):
+                dst[m] = src[m] + bf
+
+
+@njit_with_serial(**PARALLEL)
+def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots):
+    """As ``conv2d_forward_direct``: per block of B images and group,
+    out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/gemm.py: offset_gemm), then
+    y = out + b. Parallel over blocks."""
+    N, C, H, W = x.shape
+    F, Cg, KH, KW = w.shape
+    Fg = F // groups
+    Kg = Cg * KH * KW
+    Fp = round_up(Fg, MR)
+    P = round_up(B * OH * OW, NR)  # columns past the block's outputs: discarded
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    w_flat = group_filters(w, groups, Fp)
+    w_rows = strided_rows(Fp, Kg)
+    c_rows = strided_rows(Kg, P)
+    xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
+    cols = zeros2(slots, Kg * P, x)
+    out = np.empty((slots, Fp, P), x.dtype)
+    y = np.empty((N, F, OH, OW), x.dtype)
+    blocks = (N + B - 1) // B
+    for s in prange(slots):
+        for blk in range(s, blocks, slots):
+            n0 = blk * B
+            nb = min(B, N - n0)
+            for gi in range(groups):
+                pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
+                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
+                offset_gemm(w_flat[gi], w_rows, cols[s], c_rows, Kg, out[s])
+                store_outputs(out[s], y, b, n0, nb, gi * Fg, Fg)
+    return y
+
+
+@njit(**SERIAL)
+def group_filters_t(w, groups, Kp):
+    """w per group transposed, as [groups, Kp * Fg]: row k of group gi holds
+    w[gi*Fg + fl, k] for fl < Fg (k = (cl*KH + kh)*KW + kw); rows k >= Kg are zero."""
+    F = w.shape[0]
+    Fg = F // groups
+    Kg = w.size // F
+    w2 = w.reshape(F, Kg)
+    wt = np.zeros((groups, Kp * Fg), w.dtype)
+    for gi in range(groups):
+        for k in range(Kg):
+            for fl in range(Fg):
+                wt[gi, k * Fg + fl] = w2[gi * Fg + fl, k]
+    return wt
+
+
+@njit_with_serial(**PARALLEL)
+def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
+    """As ``conv2d_input_grad_direct``: per block and group,
+    dcols[k, j] = sum_fl w[f, k] gb[fl, j], then col2im into dx (each block owns its
+    images' planes). Fills dx (from the caller) and returns it. Parallel over blocks."""
+    N, F, OH, OW = g.shape
+    _, Cg, KH, KW = w.shape
+    Fg = F // groups
+    Kg = Cg * KH * KW
+    Kp = round_up(Kg, MR)
+    P = round_up(B * OH * OW, NR)  # columns past the block's outputs: discarded
+    wt = group_filters_t(w, groups, Kp)
+    w_rows = strided_rows(Kp, Fg)
+    g_rows = strided_rows(Fg, P)
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    gb = zeros2(slots, Fg * P, g)
+    dcols = np.empty((slots, Kp, P), g.dtype)
+    dxp = np.empty((slots, B * Cg * Hp * Wp), g.dtype)
+    blocks = (N + B - 1) // B
+    for s in prange(slots):
+        for blk in range(s, blocks, slots):
+            n0 = blk * B
+            nb = min(B, N - n0)
+            for gi in range(groups):
+                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P)
+                offset_gemm(wt[gi], w_rows, gb[s], g_rows, Fg, dcols[s])
+                scatter_cols(dcols[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
+                             dxp[s, : nb * Cg * Hp * Wp])
+                unpad_block(dxp[s], dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
+    return dx
+
+
+@njit(**SERIAL)
+def gather_grad_t(g, n0, nb, f0, Fg, gq, Fq):
+    """gq[(b*M + m)*Fq + fl] = g[n0 + b, f0 + fl] flattened at m (M = OH*OW): the output
+    gradient of one group of the block, transposed (columns fl >= Fg stay zero)."""
+    M = g.shape[2] * g.shape[3]
+    for b in range(nb):
+        for fl in range(Fg):
+            src = g[n0 + b, f0 + fl].ravel()
+            for m in range(M):
+                gq[(b * M + m) * Fq + fl] = src[m]
+
+
+@njit_with_serial(**PARALLEL)
+def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots):
+    """As ``conv2d_weight_grad_direct``: per block and group,
+    part[k, fl] = sum_j cols[k, j] gq[j, fl] (gq: the block's output gradient,
+    transposed); dw sums the parts in block order. Parallel over blocks, each writing
+    its own part."""
+    N, C, H, W = x.shape
+    _, F, OH, OW = g.shape
+    Cg = C // groups
+    Fg = F // groups
+    Kg = Cg * KH * KW
+    Kp = round_up(Kg, MR)
+    Fq = round_up(Fg, NR)
+    P = B * OH * OW
+    x_rows = strided_rows(Kp, P)
+    for k in range(Kg, Kp):  # padding rows read row 0; their results are discarded
+        x_rows[k] = 0
+    g_rows = strided_rows(P, Fq)
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
+    cols = zeros2(slots, Kg * P, x)
+    gq = zeros2(slots, P * Fq, x)
+    blocks = (N + B - 1) // B
+    parts = np.empty((blocks, groups, Kp, Fq), x.dtype)
+    for s in prange(slots):
+        for blk in range(s, blocks, slots):
+            n0 = blk * B
+            nb = min(B, N - n0)
+            for gi in range(groups):
+                pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
+                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
+                gather_grad_t(g, n0, nb, gi * Fg, Fg, gq[s], Fq)
+                offset_gemm(cols[s], x_rows, gq[s], g_rows, nb * OH * OW, parts[blk, gi])
+    return sum_image_parts(parts, Kg, Fg).reshape(F, Cg, KH, KW)
