@@ -1,10 +1,10 @@
 """The kernel thread pool: its size, and how long its idle threads spin.
 
 Numba's OpenMP pool spins its idle threads for a while after each parallel kernel
-(libgomp's default). On a small machine they then hold the cores that OpenBLAS (which
-matmul, conv and gno call through SciPy) needs next: A[512,512] @ B fwd+bwd took 12 ms
-instead of 4.8 ms on 2 cores. A short spin (GOMP_SPINCOUNT=30000, a few tens of
-microseconds) keeps back-to-back kernels fast and frees the cores for BLAS. It is set
+(libgomp's default). On a small machine they then hold the cores that another thread
+pool in the process needs next (nbgrad's own kernels call no BLAS, but PyTorch's pool or
+a BLAS called by user code may run in between). A short spin (GOMP_SPINCOUNT=30000, a
+few tens of microseconds) keeps back-to-back kernels fast and frees the cores. It is set
 only while Numba's pool starts, and only if the user set no OpenMP wait policy, so other
 OpenMP libraries in the process (PyTorch's) keep their own defaults.
 

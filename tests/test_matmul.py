@@ -1,13 +1,18 @@
 """matmul: every rank combination and batch broadcasting against NumPy, gradients against
-the NumPy formulas and finite differences, dtypes, layouts, PyTorch oracle, bad input."""
+the NumPy formulas and finite differences, dtypes, layouts, PyTorch oracle, bad input;
+the GEMM kernel (kernels/matmul.py) against float64 NumPy and a loop nest, at every
+tile edge, layout and empty dim, bitwise the same at 1 and 2 threads."""
 
 import numpy as np
 import pytest
 from conftest import assert_same_bits, at_threads
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 
 import nbgrad as nb
+from nbgrad.kernels import matmul as km
+from nbgrad.kernels._jit import PARALLEL_WORK_MIN
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
@@ -116,7 +121,7 @@ def test_non_contiguous_operands(layout):
     base_a, base_b = rng.standard_normal((6, 8)), rng.standard_normal((8, 6))
     a_t = nb.tensor(base_a, requires_grad=True)
     b_t = nb.tensor(base_b, requires_grad=True)
-    if layout == "transposed":           # F-contiguous views go to BLAS as they are
+    if layout == "transposed":           # F-contiguous views are read transposed in place
         a, b, a_np, b_np = a_t.T, b_t.T, base_a.T, base_b.T
     elif layout == "strided":            # neither C nor F: copied first
         a, b, a_np, b_np = a_t[::2, 1:5], b_t[1:5, ::3], base_a[::2, 1:5], base_b[1:5, ::3]
@@ -237,3 +242,158 @@ def test_integer_operand_is_a_type_error():
     with pytest.raises(TypeError, match=r"matmul: b has dtype int64 \(a has shape \(2, 3\) "
                                         r"and b \(3,\)\); matmul needs float32 or float64"):
         nb.matmul(nb.zeros(2, 3), nb.tensor([1, 2, 3]))
+
+
+# -- the GEMM kernel ---------------------------------------------------------------------
+
+
+def _op(x, transposed):
+    return np.swapaxes(x, -1, -2) if transposed else x
+
+
+def _kernel_operands(rng, dtype, batch_x, batch_y, m, k, n, x_t, y_t):
+    """C-contiguous stacks whose matrices are op(x) [m, k] and op(y) [k, n], and the
+    maps of a broadcast batch."""
+    x = rng.standard_normal((batch_x,) + ((k, m) if x_t else (m, k))).astype(dtype)
+    y = rng.standard_normal((batch_y,) + ((n, k) if y_t else (k, n))).astype(dtype)
+    batches = max(batch_x, batch_y)
+    x_map = np.arange(batches) % batch_x
+    y_map = np.arange(batches) % batch_y
+    return x, y, x_map, y_map
+
+
+@settings(max_examples=20)
+@given(dims=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 40),
+                      st.integers(1, 600), st.integers(1, 80)),
+       x_t=st.booleans(), y_t=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_kernel_matches_float64_numpy(dims, x_t, y_t, dtype):
+    """Edges of every tile dimension: rows past MR, columns past NR, k past a packed
+    block, odd k."""
+    rng = np.random.default_rng(10)
+    bx, by, m, k, n = dims
+    bx, by = (bx, 1) if bx > by else (1, by) if by > bx else (bx, by)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, bx, by, m, k, n, x_t, y_t)
+    out = km.product(x, y, x_map, y_map, x_t, y_t)
+    ref = np.matmul(_op(x.astype(np.float64), x_t)[x_map], _op(y.astype(np.float64), y_t)[y_map])
+    assert out.dtype == dtype and out.shape == ref.shape and out.flags.c_contiguous
+    # float32: each term and partial sum rounds once (FMA), |error| <= k eps sum |x y|.
+    eps = np.finfo(dtype).eps
+    bound = k * eps * np.matmul(np.abs(_op(x, x_t)[x_map]).astype(np.float64),
+                                np.abs(_op(y, y_t)[y_map]).astype(np.float64))
+    assert np.all(np.abs(out - ref) <= bound + np.finfo(dtype).tiny)
+
+
+@njit(fastmath={"contract"})
+def _loop_nest(x, y):
+    """out[i, j] = sum_k x[i, k] y[k, j], one fused multiply-add per term, k ascending."""
+    m, k = x.shape
+    n = y.shape[1]
+    out = np.empty((m, n), x.dtype)
+    for i in range(m):
+        for j in range(n):
+            acc = x.dtype.type(0)
+            for p in range(k):
+                acc += x[i, p] * y[p, j]
+            out[i, j] = acc
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_t, y_t", [(False, False), (True, False), (False, True), (True, True)])
+def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t):
+    """Bit for bit the scalar loop nest: every element is one FMA chain over k in
+    ascending order, across the blocks of k (k = 601) and the edge tiles."""
+    rng = np.random.default_rng(11)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, 37, 601, 75, x_t, y_t)
+    out = km.product(x, y, x_map, y_map, x_t, y_t)
+    ref = _loop_nest(np.ascontiguousarray(_op(x[0], x_t)), np.ascontiguousarray(_op(y[0], y_t)))
+    assert_same_bits(out[0], ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_kernel_same_bits_serial_parallel_and_at_1_and_2_threads(dtype):
+    rng = np.random.default_rng(12)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 3, 1, 131, 257, 77, True, False)
+    serial = km.product(x, y, x_map, y_map, True, False, parallel=False)
+    for threads in (1, 2):
+        par = at_threads(threads, km.product, x, y, x_map, y_map, True, False, parallel=True)
+        assert_same_bits(serial, par)
+
+
+def test_kernel_task_grid_covers_every_shape():
+    """Tasks cut whole tiles, at least TASKS of them when the tiles allow."""
+    for batches, m, n in [(1, 512, 512), (1, 4096, 16), (1, 16, 4096), (1, 2, 2), (32, 64, 64)]:
+        rows, cols = km.task_grid(batches, m, n, 32)
+        assert batches * rows * cols >= km.TASKS or (m < 2 * rows * km.MR and n < 2 * cols * 32)
+        assert rows * km.MR <= max(m, km.MR) and cols * 32 <= max(n, 32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_same_bits_at_1_and_2_threads_above_the_parallel_threshold(dtype):
+    """Forward and both gradients, batched with broadcasting, large enough to run on
+    the thread pool, with edge tiles in every dimension."""
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((3, 1, 67, 131)).astype(dtype)
+    b = rng.standard_normal((2, 131, 45)).astype(dtype)
+    g = rng.standard_normal((3, 2, 67, 45)).astype(dtype)
+    assert 6 * 67 * 131 * 45 >= PARALLEL_WORK_MIN  # multiply-adds
+    one = at_threads(1, _run, a, b, g)
+    two = at_threads(2, _run, a, b, g)
+    for x, y in zip(one, two):
+        assert_same_bits(np.asarray(x), np.asarray(y))
+
+
+_LAYOUTS = {
+    "C": lambda x: x,
+    "F": np.asfortranarray,
+    "transposed view": lambda x: np.ascontiguousarray(x.T).T,
+    "strided": lambda x: np.repeat(np.repeat(x, 2, 0), 3, 1)[::2, ::3],
+    "reversed": lambda x: np.ascontiguousarray(x[::-1, ::-1])[::-1, ::-1],
+    "zero-stride": lambda x: np.broadcast_to(x[:1], x.shape),
+}
+
+
+@pytest.mark.parametrize("layout_a", list(_LAYOUTS))
+@pytest.mark.parametrize("layout_b", ["C", "F", "strided"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_operand_layouts(layout_a, layout_b, dtype):
+    rng = np.random.default_rng(14)
+    a = _LAYOUTS[layout_a](rng.standard_normal((23, 41)).astype(dtype))
+    b = _LAYOUTS[layout_b](rng.standard_normal((41, 35)).astype(dtype))
+    g = rng.standard_normal((23, 35)).astype(dtype)
+    y, ga, gb = _run(a, b, g)
+    a64, b64, g64 = (np.asarray(v, np.float64) for v in (a, b, g))
+    tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(y.numpy(), a64 @ b64, **tol)
+    np.testing.assert_allclose(ga, g64 @ b64.T, **tol)
+    np.testing.assert_allclose(gb, a64.T @ g64, **tol)
+
+
+def test_batched_transposed_views_are_read_in_place():
+    rng = np.random.default_rng(15)
+    a = np.swapaxes(rng.standard_normal((4, 9, 7)), 1, 2)     # [4, 7, 9], last two swapped
+    b = rng.standard_normal((4, 9, 5))[:, :, ::-1]             # neither C nor swapped-C
+    y, ga, gb = _run(a, b, np.ones((4, 7, 5)))
+    np.testing.assert_allclose(y.numpy(), np.matmul(a, b), rtol=1e-12)
+    ra, rb = _numpy_grads(a, b, np.ones((4, 7, 5)))
+    np.testing.assert_allclose(ga, ra, rtol=1e-12)
+    np.testing.assert_allclose(gb, rb, rtol=1e-12)
+
+
+@pytest.mark.parametrize("sa, sb", [
+    ((0, 5), (5, 3)), ((4, 5), (5, 0)), ((4, 0), (0, 3)), ((0, 0), (0, 0)),
+    ((2, 0, 5), (5, 3)), ((0, 4, 5), (5, 3)), ((3, 4, 0), (3, 0, 2)), ((0,), (0,)),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_empty_dims(sa, sb, dtype):
+    """M, N or a batch of 0 give empty results; K = 0 gives zeros (a sum of nothing)."""
+    a = np.ones(sa, dtype)
+    b = np.ones(sb, dtype)
+    expected = np.matmul(a, b)
+    y, ga, gb = _run(a, b)
+    assert y.shape == expected.shape and y.dtype == dtype
+    np.testing.assert_array_equal(y.numpy(), expected)
+    ra, rb = _numpy_grads(a, b, np.ones(expected.shape, dtype))
+    assert ga.shape == sa and gb.shape == sb
+    np.testing.assert_array_equal(ga, ra)
+    np.testing.assert_array_equal(gb, rb)

@@ -1,4 +1,5 @@
-"""Matrix product with PyTorch's ``matmul`` semantics, forward and backward over BLAS.
+"""Matrix product with PyTorch's ``matmul`` semantics, forward and backward on the
+register-tiled GEMM of kernels/matmul.py (Numba's thread pool, no BLAS).
 
 For ``y = a @ b`` with a[..., M, K], b[..., K, N] and upstream gradient g[..., M, N]::
 
@@ -6,7 +7,8 @@ For ``y = a @ b`` with a[..., M, K], b[..., K, N] and upstream gradient g[..., M
 
 each summed over the batch dims along which that operand was broadcast. A 1-D ``a`` is
 a row (a 1 is prepended to its shape and removed from the result), a 1-D ``b`` a column
-(a 1 is appended and removed), as in NumPy and PyTorch.
+(a 1 is appended and removed), as in NumPy and PyTorch. Derivations:
+docs/derivations.md#matrix-product.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import blas
+from ..kernels import matmul as matmul_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
 
@@ -27,14 +29,17 @@ def _rows(x: np.ndarray) -> np.ndarray:
     return x.reshape(math.prod(x.shape[:-1]), x.shape[-1])
 
 
-def _stack3(x: np.ndarray) -> np.ndarray:
-    """``x[..., M, K]`` as a C-contiguous stack [prod(...), M, K]."""
-    return np.ascontiguousarray(x).reshape((math.prod(x.shape[:-2]),) + x.shape[-2:])
-
-
-def _blas(x: np.ndarray) -> np.ndarray:
-    """``x`` if BLAS can read it in place (C- or F-contiguous 2-D), else a C copy."""
-    return x if x.flags.c_contiguous or x.flags.f_contiguous else np.ascontiguousarray(x)
+def _c_stack(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool]:
+    """``x[..., R, C]`` as a C-contiguous stack [prod(...), ., .] and whether the kernel
+    reads its matrices transposed: a view of x when x is C-contiguous, or of its
+    transpose (flipping ``transposed``) when that is, else a C copy."""
+    if not x.flags.c_contiguous:
+        swapped = np.swapaxes(x, -1, -2)
+        if swapped.flags.c_contiguous:
+            x, transposed = swapped, not transposed
+        else:
+            x = np.ascontiguousarray(x)
+    return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:]), transposed
 
 
 def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
@@ -45,19 +50,17 @@ def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
 
 def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     """``op(x) @ op(y)`` over the broadcast batch dims of x and y (each at least 2-D),
-    where op transposes the last two axes when ``tx`` / ``ty`` is set (not both)."""
+    where op transposes the last two axes when ``tx`` / ``ty`` is set."""
     bx, by = x.shape[:-2], y.shape[:-2]
     m = x.shape[-1] if tx else x.shape[-2]
     n = y.shape[-2] if ty else y.shape[-1]
-    if not by and (not bx or not tx):
-        # y is one matrix: x's batch (if any) folds into the rows of a single GEMM.
-        xx = x.T if tx else _rows(x)
-        out = np.empty((xx.shape[0], n), dtype=x.dtype)
-        blas.mm(_blas(xx), _blas(y.T if ty else y), out)
-        return out.reshape(bx + (m, n))
+    if not by and bx and not tx:
+        # y is one matrix: x's batch folds into the rows of a single product.
+        return _product(_rows(x), y, False, ty).reshape(bx + (m, n))
     batch = np.broadcast_shapes(bx, by)
-    out = np.empty((math.prod(batch), m, n), dtype=x.dtype)
-    blas.bmm(_stack3(x), _stack3(y), _batch_map(bx, batch), _batch_map(by, batch), tx, ty, out)
+    xs, tx = _c_stack(x, tx)
+    ys, ty = _c_stack(y, ty)
+    out = matmul_kernels.product(xs, ys, _batch_map(bx, batch), _batch_map(by, batch), tx, ty)
     return out.reshape(batch + (m, n))
 
 

@@ -1,0 +1,347 @@
+"""Matrix products on Numba's thread pool: a BLIS-style register-tiled GEMM as plain loop
+nests, for ops/matmul.py (derivations: docs/derivations.md#matrix-product). No BLAS
+call: BLAS would start a second thread pool that spins against Numba's.
+
+``product(x, y, x_map, y_map, x_t, y_t)`` computes, for every output batch i,
+
+    out[i, m, n] = sum_{k = 0}^{K-1} op(x)[m, k] op(y)[k, n]      (k ascending)
+
+with op(x) = x[x_map[i]] or its transpose (``x_t``), and likewise for y. Transposed
+operands are read in place, so ``a @ b``, ``g @ b^T`` and ``a^T @ g`` need no copies.
+
+Register tile. MR x NR sums of ``out`` live in a stack array of constant shape that
+LLVM keeps in vector registers for the whole k loop: NR is four vectors of the host's
+widest registers (AVX2: 32 float32 or 16 float64; AVX-512: twice that, chosen at
+import), MR = 3 rows, so the tile is 12 vector accumulators, plus one vector of b and
+three broadcasts of a: 16 registers on AVX2. Step k costs MR broadcasts, NR / lanes
+vector loads and MR NR / lanes fused multiply-adds. LLVM vectorises the tile's j loop
+and promotes it to registers only when that loop is too long to unroll before the
+vectoriser runs: a 6 x 2-vector tile (the BLIS Haswell shape) gets unrolled into
+scalar code, so the tile is 3 x 4 vectors and steps two values of k per pass.
+
+Packing, per task (a block of output tiles):
+
+* b: for each block of ``depth`` = KC_BYTES / itemsize values of k (512 float32, 256
+  float64) and NC columns, each NR-wide panel is copied into one contiguous kc x NR
+  buffer (columns past N are zeros), so that the tile streams b with unit stride
+  whatever b's layout or transpose; the block stays in L2.
+* a: for each MR rows, the kc x MR sliver is copied (rows past M are zeros, their sums
+  discarded), then swept across the block's panels from L1.
+* K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
+  next ones from the partial sums stored in ``out`` (exact: a stored float is reloaded
+  unchanged), so every element is still one FMA chain over k in ascending order.
+
+Work split: tasks are blocks of whole output tiles of one batch (as even as the shape
+allows), all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN`` multiply-adds the same
+tasks run in a plain loop. A task owns its output block and no sum depends on the split,
+so results are bitwise identical at any thread count. Each thread packs into its own
+buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import binding as llvm_binding
+from llvmlite import ir
+from numba import carray, config, get_thread_id, njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA
+from .gemm import stack_buffer
+
+
+def _host_vector_bytes() -> int:
+    """Width of the widest float vector registers of this CPU (64, 32 or 16 bytes)."""
+    features = llvm_binding.get_host_cpu_features()
+    if features.get("avx512f", False):
+        return 64
+    if features.get("avx", False):
+        return 32
+    return 16
+
+
+VECTOR_BYTES = _host_vector_bytes()
+MR = 3  # rows of a per register tile
+KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 512 k)
+NC = 128  # columns of b per packed block (a multiple of every NR)
+TASKS = 4  # split a product into at least this many tasks (when its tiles allow)
+A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
+# The same constants unsigned, for the index arithmetic of the kernels.
+MR_U, NC_U = np.uint64(MR), np.uint64(NC)
+
+
+def panel_cols(like) -> int:
+    """NR, the tile's columns for the dtype of array ``like``: four vector registers."""
+    return 4 * VECTOR_BYTES // like.dtype.itemsize
+
+
+@overload(panel_cols, inline="always")
+def _panel_cols_jit(like):
+    cols = np.uint64(4 * VECTOR_BYTES // (like.dtype.bitwidth // 8))
+    return lambda like: cols
+
+
+@intrinsic
+def tile_buffer(typingctx, like):
+    """Pointer to MR * NR uninitialised elements of ``like``'s dtype on the stack (for
+    ``carray``): constant-size stack memory is what LLVM promotes to registers."""
+    elem = like.dtype
+    size = MR * 4 * VECTOR_BYTES // (elem.bitwidth // 8)
+
+    def codegen(context, builder, signature, args):
+        llvm_elem = context.get_value_type(elem)
+        buf = cgutils.alloca_once(builder, ir.ArrayType(llvm_elem, size))
+        return builder.bitcast(buf, llvm_elem.as_pointer())
+
+    return types.CPointer(elem)(like), codegen
+
+
+# -- the register tile -------------------------------------------------------------------
+
+
+@njit(**SERIAL_FMA, inline="always")
+def _load_a(ap, k, a_k, s):
+    """a_k[s, r] = ap[k MR + r]: the tile's column k of a."""
+    for r in range(MR_U):
+        a_k[s, r] = ap[k * MR_U + r]
+
+
+@njit(**SERIAL_FMA)
+def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
+    """out[o0 + r ldo + j] (+)= sum_{k < kc} ap[k MR + r] bp[b0 + k NR + j] for r < rows,
+    j < cols (k ascending): one MR x NR tile of the product over a packed sliver of a and
+    a packed panel of b. ``first``: the tile starts from zero, else from the partial sums
+    in ``out``.
+
+    The j loop is innermost so that LLVM vectorises it (NR / lanes vectors of b times a
+    broadcast value of a per row) and keeps the MR x NR sums in registers; it does so
+    only when that loop is too long to unroll fully first, hence two values of k per
+    pass (the terms are still added one k after the other). Every index and count is
+    unsigned: Numba then indexes without the fix-up for negative indices, and LLVM sees
+    whole vectors in bp[b0 + k NR + j]. ``fastmath={"contract"}``: one FMA per term."""
+    nr = panel_cols(out)
+    acc = carray(tile_buffer(out), (MR, nr))
+    a_k = carray(stack_buffer(A_PAIR, out.dtype), (2, MR))
+    full = rows == MR_U and cols == nr
+    if first or not full:
+        for r in range(MR_U):
+            for j in range(nr):
+                acc[r, j] = 0
+    if not first:
+        if full:
+            for r in range(MR_U):
+                for j in range(nr):
+                    acc[r, j] = out[o0 + r * ldo + j]
+        else:
+            for r in range(rows):
+                for j in range(cols):
+                    acc[r, j] = out[o0 + r * ldo + j]
+    one, two = np.uint64(1), np.uint64(2)
+    for k in range(np.uint64(0), kc - kc % two, two):
+        _load_a(ap, k, a_k, 0)
+        _load_a(ap, k + one, a_k, 1)
+        bk = b0 + k * nr
+        for j in range(nr):
+            b0j = bp[bk + j]
+            b1j = bp[bk + nr + j]
+            for r in range(MR_U):
+                acc[r, j] = acc[r, j] + a_k[0, r] * b0j
+                acc[r, j] = acc[r, j] + a_k[1, r] * b1j
+    if kc % two:
+        k = kc - one
+        _load_a(ap, k, a_k, 0)
+        bk = b0 + k * nr
+        for j in range(nr):
+            b0j = bp[bk + j]
+            for r in range(MR_U):
+                acc[r, j] = acc[r, j] + a_k[0, r] * b0j
+    if full:
+        for r in range(MR_U):
+            for j in range(nr):
+                out[o0 + r * ldo + j] = acc[r, j]
+    else:
+        for r in range(rows):
+            for j in range(cols):
+                out[o0 + r * ldo + j] = acc[r, j]
+
+
+# -- packing -------------------------------------------------------------------------------
+
+
+@njit(**SERIAL)
+def _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap):
+    """ap[k MR + r] = op(x)[i0 + r, pc + k] for k < kc, r < rows (zeros for the rows past
+    ``rows``, whose sums are discarded); op(x) is [M, K], x itself [K, M] when ``x_t``."""
+    for k in range(kc):
+        for r in range(rows, MR_U):
+            ap[k * MR_U + r] = 0
+    if x_t:
+        for k in range(kc):
+            src = x0 + (pc + k) * M + i0
+            for r in range(rows):
+                ap[k * MR_U + r] = x[src + r]
+    else:
+        for r in range(rows):
+            src = x0 + (i0 + r) * K + pc
+            for k in range(kc):
+                ap[k * MR_U + r] = x[src + k]
+
+
+@njit(**SERIAL)
+def _pack_rows(y, y0, ldy, kc, j0, width, bp, p0):
+    """bp[p0 + k NR + j] = y[y0 + k ldy + j0 + j]: a panel of a row-major b (zeros for
+    j >= width)."""
+    nr = panel_cols(bp)
+    for k in range(kc):
+        src = y0 + k * ldy + j0
+        dst = p0 + k * nr
+        for j in range(width):
+            bp[dst + j] = y[src + j]
+        for j in range(width, nr):
+            bp[dst + j] = 0
+
+
+@njit(**SERIAL)
+def _pack_columns(y, y0, ldy, kc, j0, width, bp, p0):
+    """bp[p0 + k NR + j] = y[y0 + (j0 + j) ldy + k]: a panel of b read transposed, each
+    column of the panel from one contiguous row of y (zeros for j >= width)."""
+    nr = panel_cols(bp)
+    for j in range(width):
+        src = y0 + (j0 + j) * ldy
+        for k in range(kc):
+            bp[p0 + k * nr + j] = y[src + k]
+    for j in range(width, nr):
+        for k in range(kc):
+            bp[p0 + k * nr + j] = 0
+
+
+@njit(**SERIAL)
+def _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp):
+    """op(y)[pc: pc + kc, jc: jc + nc] into bp as ceil(nc / NR) panels of kc x NR, one
+    after the other (op(y) is [K, N]; y itself is [N, K] when ``y_t``)."""
+    nr = panel_cols(bp)
+    one = np.uint64(1)
+    for p in range((nc + nr - one) // nr):
+        j0 = jc + p * nr
+        width = min(nr, jc + nc - j0)
+        if y_t:
+            _pack_columns(y, y0 + pc, K, kc, j0, width, bp, p * kc * nr)
+        else:
+            _pack_rows(y, y0 + pc * N, N, kc, j0, width, bp, p * kc * nr)
+
+
+# -- one task --------------------------------------------------------------------------------
+
+
+@njit(**SERIAL)
+def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, bp):
+    """out[o0 + i N + j] = sum_k op(x)[i, k] op(y)[k, j] for r0 <= i < r1, c0 <= j < c1:
+    b packed block by block (NC columns by ``depth`` values of k, in L2), each block
+    swept by the slivers of MR rows of a (packed, in L1), each sliver across the
+    block's panels."""
+    nr = panel_cols(out)
+    for jc in range(c0, c1, NC_U):
+        nc = min(NC_U, c1 - jc)
+        for pc in range(np.uint64(0), K, depth):
+            kc = min(depth, K - pc)
+            _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp)
+            for i0 in range(r0, r1, MR_U):
+                rows = min(MR_U, r1 - i0)
+                _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap)
+                for j0 in range(jc, jc + nc, nr):
+                    _tile(ap, bp, (j0 - jc) * kc, kc, out, o0 + i0 * N + j0, N, rows,
+                          min(nr, jc + nc - j0), pc == 0)
+
+
+@njit(**SERIAL)
+def _split(n, parts, part, unit):
+    """[lo, hi) of part ``part`` of ``parts`` of range(n) cut at multiples of ``unit``,
+    the parts' numbers of units differing by at most one."""
+    units = (n + unit - 1) // unit
+    lo = units * part // parts * unit
+    hi = min(units * (part + 1) // parts * unit, n)
+    return lo, hi
+
+
+@njit(**SERIAL)
+def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
+          work):
+    """Task t: block (t // col_parts % row_parts, t % col_parts) of output batch
+    t // (row_parts col_parts), packing into ``work`` (the running thread's buffer)."""
+    nr = panel_cols(out)
+    per_batch = row_parts * col_parts
+    i = t // per_batch
+    r0, r1 = _split(M, row_parts, t % per_batch // col_parts, MR)
+    c0, c1 = _split(N, col_parts, t % col_parts, nr)
+    if r0 >= r1 or c0 >= c1:
+        return
+    ap = work[: depth * MR]
+    bp = work[depth * MR:]
+    u = np.uint64
+    _block(x, u(x_map[i] * M * K), x_t, y, u(y_map[i] * K * N), y_t, out, u(i * M * N),
+           u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), ap, bp)
+
+
+@njit(**PARALLEL)
+def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, parallel,
+             slots):
+    """All tasks of the product into the flat buffer out (see ``product``); ``slots``
+    packing buffers, one per pool thread."""
+    tasks = x_map.size * row_parts * col_parts
+    nr = panel_cols(out)
+    depth = min(KC_BYTES // out.itemsize, K)
+    cols = min(NC, (N + nr - 1) // nr * nr)
+    work = np.empty((slots, depth * (MR + cols)), out.dtype)
+    if parallel:
+        for t in prange(tasks):
+            _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
+                  work[get_thread_id()])
+    else:
+        for t in range(tasks):
+            _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
+                  work[0])
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def task_grid(batches: int, M: int, N: int, nr: int) -> tuple[int, int]:
+    """(row parts, column parts) per batch, doubling one until there are TASKS tasks or no
+    part can be cut again: columns first while their parts are wider than NC (a column
+    cut re-reads a, which is cheap; a row cut packs b again), then the longer side."""
+    rows, cols = 1, 1
+    while batches * rows * cols < TASKS:
+        can_rows = M >= 2 * rows * MR
+        can_cols = N >= 2 * cols * nr
+        if can_cols and (N / cols > NC or not can_rows or N / cols >= M / rows):
+            cols *= 2
+        elif can_rows:
+            rows *= 2
+        else:
+            break
+    return rows, cols
+
+
+def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
+            x_t: bool, y_t: bool, parallel: bool | None = None) -> np.ndarray:
+    """``out[i] = op(x[x_map[i]]) @ op(y[y_map[i]])`` for C-contiguous stacks x[Bx, ., .],
+    y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
+    ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
+    from ``_jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread;
+    the bits are the same either way."""
+    M = x.shape[2] if x_t else x.shape[1]
+    K = x.shape[1] if x_t else x.shape[2]
+    N = y.shape[1] if y_t else y.shape[2]
+    batches = x_map.size
+    if K == 0:
+        return np.zeros((batches, M, N), x.dtype)
+    out = np.empty((batches, M, N), x.dtype)
+    if out.size == 0:
+        return out
+    if parallel is None:
+        parallel = batches * M * N * K >= PARALLEL_WORK_MIN
+    row_parts, col_parts = task_grid(batches, M, N, panel_cols(out))
+    _product(x.reshape(-1), x_map, x_t, y.reshape(-1), y_map, y_t, out.reshape(-1),
+             M, N, K, row_parts, col_parts, parallel, config.NUMBA_NUM_THREADS)
+    return out
