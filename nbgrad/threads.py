@@ -1,4 +1,5 @@
-"""The kernel thread pool: its size, and how long its idle threads spin.
+"""The kernel thread pool: its size, and how long its idle threads spin (the policy:
+docs/threads.md).
 
 Numba's OpenMP pool spins its idle threads for a while after each parallel kernel
 (libgomp's default). On a small machine they then hold the cores that another thread

@@ -42,8 +42,9 @@ SERIAL_IEEE_DIV_REASSOC_NSZ = {"cache": True, "error_model": "numpy", "fastmath"
 PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy",
                          "fastmath": FMA}
 
-# Below this many elements the element-wise, broadcast and reduction kernels run serially:
-# waking the threads would cost more than the loop, and when another process holds a
+# The serial/parallel policy (docs/threads.md). Below this many elements the element-wise,
+# broadcast, reduction, activation and loss kernels run serially: waking the threads
+# would cost more than the loop, and when another process holds a
 # core a parallel region waits for it (tanh on 16k float32: 18 us serial, 13 us in
 # parallel on a quiet machine, 2.5 ms in parallel with the machine busy).
 PARALLEL_MIN = 1 << 17
