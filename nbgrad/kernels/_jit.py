@@ -39,6 +39,7 @@ PARALLEL_FUSED = {"cache": True, "parallel": True, "fastmath": FUSED}
 SERIAL_IEEE_DIV = {"cache": True, "error_model": "numpy"}
 PARALLEL_IEEE_DIV = {"cache": True, "parallel": True, "error_model": "numpy"}
 SERIAL_IEEE_DIV_REASSOC_NSZ = {"cache": True, "error_model": "numpy", "fastmath": REASSOC_NSZ}
+SERIAL_IEEE_DIV_FMA = {"cache": True, "error_model": "numpy", "fastmath": FMA}
 PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy",
                          "fastmath": FMA}
 

@@ -17,7 +17,7 @@ import numpy as np
 from numba import prange
 
 from ._jit import PARALLEL_IEEE_DIV_FMA, njit_with_serial
-from .softmax import logsumexp_backward, logsumexp_forward
+from .softmax import ROW_BLOCK, lse_block, lse_grad_row
 
 SUM_BLOCK = 1 << 14  # elements per partial sum in the reductions to a scalar
 
@@ -26,10 +26,13 @@ SUM_BLOCK = 1 << 14  # elements per partial sum in the reductions to a scalar
 def cross_entropy_forward(x, target):
     """Per-row loss lse_r - x[r, target_r] and the row log-sum-exp lse_r (saved for the
     backward). Targets are validated (0 <= target < C) by the caller."""
-    lse = logsumexp_forward(x)
-    loss = np.empty_like(lse)
-    for r in prange(lse.size):
-        loss[r] = lse[r] - x[r, target[r]]
+    rows = x.shape[0]
+    lse = np.empty(rows, x.dtype)
+    loss = np.empty(rows, x.dtype)
+    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
+        lse_block(x, blk, lse)
+        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
+            loss[r] = lse[r] - x[r, target[r]]
     return loss, lse
 
 
@@ -37,8 +40,8 @@ def cross_entropy_forward(x, target):
 def cross_entropy_backward(g, x, target, lse, out):
     """out[r, j] = g[r] (exp(x[r, j] - lse[r]) - [j == t_r]): the logsumexp backward
     g[r] exp(x[r, j] - lse[r]), less g[r] at the target."""
-    logsumexp_backward(g, x, lse, out)
     for r in prange(x.shape[0]):
+        lse_grad_row(g[r], x[r], lse[r], out[r])
         tr = target[r]
         out[r, tr] = out[r, tr] - g[r]
     return out

@@ -21,7 +21,14 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, dot, njit_with_serial, vector_sum
+from ._jit import (
+    PARALLEL_IEEE_DIV_FMA,
+    SERIAL_IEEE_DIV,
+    SERIAL_IEEE_DIV_FMA,
+    dot,
+    njit_with_serial,
+    vector_sum,
+)
 from .fastmath import _f32_from_bits, exp, exp_nonpositive, log
 
 ROW_BLOCK = 32  # rows per prange iteration in the row kernels that need scratch
@@ -191,28 +198,35 @@ def log_softmax_backward(g, y, out):
     return out
 
 
+@njit(**SERIAL_IEEE_DIV_FMA)
+def lse_block(x, blk, y):
+    """y[r] = log(sum_j exp(x[r, j])), shifted by the row max, for the rows of block
+    ``blk`` (ROW_BLOCK rows)."""
+    scratch = np.empty(x.shape[1], x.dtype)
+    for r in range(blk * ROW_BLOCK, min(x.shape[0], (blk + 1) * ROW_BLOCK)):
+        m = _lse_shift(x[r])
+        y[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
+
+
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def logsumexp_forward(x):
-    """y[r] = log(sum_j exp(x[r, j])), shifted by the row max."""
-    rows = x.shape[0]
-    cols = x.shape[1]
-    y = np.empty(rows, x.dtype)
-    for blk in prange((rows + ROW_BLOCK - 1) // ROW_BLOCK):
-        scratch = np.empty(cols, x.dtype)
-        for r in range(blk * ROW_BLOCK, min(rows, (blk + 1) * ROW_BLOCK)):
-            m = _lse_shift(x[r])
-            y[r] = m + log(_exp_shifted_sum(x[r], m, scratch))
+    """y[r] = log(sum_j exp(x[r, j])) (``lse_block`` over blocks of rows)."""
+    y = np.empty(x.shape[0], x.dtype)
+    for blk in prange((x.shape[0] + ROW_BLOCK - 1) // ROW_BLOCK):
+        lse_block(x, blk, y)
     return y
+
+
+@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
+def lse_grad_row(gr, xr, yr, outr):
+    """outr[j] = gr exp(xr[j] - yr): one row of the logsumexp backward."""
+    for j in range(xr.size):
+        outr[j] = gr * exp(xr[j] - yr)
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def logsumexp_backward(g, x, y, out):
     """out[r, j] = g[r] exp(x[r, j] - y[r])."""
     for r in prange(x.shape[0]):
-        xr = x[r]
-        outr = out[r]
-        gr = g[r]
-        yr = y[r]
-        for j in range(xr.size):
-            outr[j] = gr * exp(xr[j] - yr)
+        lse_grad_row(g[r], x[r], y[r], out[r])
     return out
