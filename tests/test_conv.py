@@ -802,3 +802,27 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
         assert du.shape == u.shape
         assert_same_bits(dwt, np.zeros_like(w))
         assert_same_bits(dbt, np.zeros_like(bt))
+
+
+def test_cols_partial_block_with_inf_matches_direct():
+    """The last block of the 'cols' path holds fewer images than a full one; its unused
+    columns must not reach the weight gradient (an inf left there by the previous
+    block would turn 0 * inf into NaN)."""
+    from nbgrad.ops.conv import COLS_BLOCK
+    rng = np.random.default_rng(21)
+    n = COLS_BLOCK // 16 + 1  # 4x4 maps: one full block and one of a single image
+    x = rng.standard_normal((n, 3, 4, 4)).astype(np.float32)
+    x[0, 1, 2, 2] = np.inf
+    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
+    g = np.abs(rng.standard_normal((n, 5, 4, 4))).astype(np.float32)
+    grads = {}
+    for path in ("direct", "cols"):
+        with kernel_path(path):
+            xt, wt = nb.tensor(x, requires_grad=True), nb.tensor(w, requires_grad=True)
+            nb.conv2d(xt, wt, padding=1).backward(g)
+            grads[path] = wt.grad.numpy()
+    np.testing.assert_array_equal(np.isnan(grads["cols"]), np.isnan(grads["direct"]))
+    np.testing.assert_array_equal(np.isinf(grads["cols"]), np.isinf(grads["direct"]))
+    finite = np.isfinite(grads["direct"])
+    np.testing.assert_allclose(grads["cols"][finite], grads["direct"][finite], rtol=1e-4,
+                               atol=1e-4)

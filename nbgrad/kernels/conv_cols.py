@@ -9,8 +9,8 @@ planes are zero-padded (xp, pad_block) and the im2col matrix is copied out,
     cols[k, j] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw]
                = x[n0 + b, c, oh*sh + kh*dh - ph, ow*sw + kw*dw - pw]   (0 outside x)
 
-with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (gemm.py's
-offset_gemm for each product)
+with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (each product one
+``kernels/matmul.py: matrix_product`` in the block's thread)
 
     forward      y[n0 + b, f, oh, ow] = b[f] + sum_k w[f, k] cols[k, j]
     input grad   dcols[k, j] = sum_fl w[f, k] gb[fl, j], each added back at the padded
@@ -28,9 +28,9 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import PARALLEL, SERIAL, njit_with_serial
-from .conv_gemm import group_filters, strided_rows, sum_image_parts, zeros2
+from .conv_gemm import group_filters, sum_image_parts, zeros2
 from .conv_s1 import pad_plane, unpad_plane
-from .gemm import MR, NR, offset_gemm, round_up
+from .matmul import matrix_product
 
 
 @njit(**SERIAL)
@@ -77,7 +77,7 @@ def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, P):
 def scatter_cols(dcols, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, dxp):
     """col2im, the adjoint of gather_cols: dxp (zeroed here) collects
     dxp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw] += dcols[k, b*M + oh*OW + ow] (dcols is
-    [Kp, P])."""
+    [Kg, P])."""
     M = OH * OW
     OHu, OWu, swu = np.uint64(OH), np.uint64(OW), np.uint64(sw)
     row_step = np.uint64(sh * Wp)
@@ -137,21 +137,18 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
 @njit_with_serial(**PARALLEL)
 def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots):
     """As ``conv2d_forward_direct``: per block of B images and group,
-    out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/gemm.py: offset_gemm), then
+    out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/matmul.py: matrix_product), then
     y = out + b. Parallel over blocks."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
     Kg = Cg * KH * KW
-    Fp = round_up(Fg, MR)
-    P = round_up(B * OH * OW, NR)  # columns past the block's outputs: discarded
+    P = B * OH * OW  # columns of a full block (a partial block's extra ones: discarded)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
-    w_flat = group_filters(w, groups, Fp)
-    w_rows = strided_rows(Fp, Kg)
-    c_rows = strided_rows(Kg, P)
+    w_flat = group_filters(w, groups, Fg)
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
     cols = zeros2(slots, Kg * P, x)
-    out = np.empty((slots, Fp, P), x.dtype)
+    out = np.empty((slots, Fg, P), x.dtype)
     y = np.empty((N, F, OH, OW), x.dtype)
     blocks = (N + B - 1) // B
     for s in prange(slots):
@@ -161,44 +158,27 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
                 gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
-                offset_gemm(w_flat[gi], w_rows, cols[s], c_rows, Kg, out[s])
+                matrix_product(w_flat[gi], False, cols[s], False, out[s].reshape(Fg * P),
+                               Fg, P, Kg)
                 store_outputs(out[s], y, b, n0, nb, gi * Fg, Fg)
     return y
-
-
-@njit(**SERIAL)
-def group_filters_t(w, groups, Kp):
-    """w per group transposed, as [groups, Kp * Fg]: row k of group gi holds
-    w[gi*Fg + fl, k] for fl < Fg (k = (cl*KH + kh)*KW + kw); rows k >= Kg are zero."""
-    F = w.shape[0]
-    Fg = F // groups
-    Kg = w.size // F
-    w2 = w.reshape(F, Kg)
-    wt = np.zeros((groups, Kp * Fg), w.dtype)
-    for gi in range(groups):
-        for k in range(Kg):
-            for fl in range(Fg):
-                wt[gi, k * Fg + fl] = w2[gi * Fg + fl, k]
-    return wt
 
 
 @njit_with_serial(**PARALLEL)
 def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
     """As ``conv2d_input_grad_direct``: per block and group,
-    dcols[k, j] = sum_fl w[f, k] gb[fl, j], then col2im into dx (each block owns its
-    images' planes). Fills dx (from the caller) and returns it. Parallel over blocks."""
+    dcols[k, j] = sum_fl w[f, k] gb[fl, j] (w read transposed), then col2im into dx
+    (each block owns its images' planes). Fills dx (from the caller) and returns it.
+    Parallel over blocks."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     Fg = F // groups
     Kg = Cg * KH * KW
-    Kp = round_up(Kg, MR)
-    P = round_up(B * OH * OW, NR)  # columns past the block's outputs: discarded
-    wt = group_filters_t(w, groups, Kp)
-    w_rows = strided_rows(Kp, Fg)
-    g_rows = strided_rows(Fg, P)
+    P = B * OH * OW  # columns of a full block (a partial block's extra ones: discarded)
+    w_flat = group_filters(w, groups, Fg)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     gb = zeros2(slots, Fg * P, g)
-    dcols = np.empty((slots, Kp, P), g.dtype)
+    dcols = np.empty((slots, Kg, P), g.dtype)
     dxp = np.empty((slots, B * Cg * Hp * Wp), g.dtype)
     blocks = (N + B - 1) // B
     for s in prange(slots):
@@ -207,7 +187,8 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
             nb = min(B, N - n0)
             for gi in range(groups):
                 gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P)
-                offset_gemm(wt[gi], w_rows, gb[s], g_rows, Fg, dcols[s])
+                matrix_product(w_flat[gi], True, gb[s], False, dcols[s].reshape(Kg * P),
+                               Kg, P, Fg)
                 scatter_cols(dcols[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
                              dxp[s, : nb * Cg * Hp * Wp])
                 unpad_block(dxp[s], dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
@@ -226,30 +207,33 @@ def gather_grad_t(g, n0, nb, f0, Fg, gq, Fq):
                 gq[(b * M + m) * Fq + fl] = src[m]
 
 
+@njit(**SERIAL)
+def zero_block_tail(cols, Kg, P, gq, Fg, used):
+    """Zero the columns ``used``..P-1 of cols [Kg, P] and the rows ``used``..P-1 of
+    gq [P, Fg]: a partial block's product then sums only its own images."""
+    for k in range(Kg):
+        cols[k * P + used: (k + 1) * P] = 0
+    gq[used * Fg:] = 0
+
+
 @njit_with_serial(**PARALLEL)
 def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots):
     """As ``conv2d_weight_grad_direct``: per block and group,
     part[k, fl] = sum_j cols[k, j] gq[j, fl] (gq: the block's output gradient,
-    transposed); dw sums the parts in block order. Parallel over blocks, each writing
-    its own part."""
+    transposed; kernels/matmul.py: matrix_product); dw sums the parts in block order.
+    Parallel over blocks, each writing its own part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
     Fg = F // groups
     Kg = Cg * KH * KW
-    Kp = round_up(Kg, MR)
-    Fq = round_up(Fg, NR)
     P = B * OH * OW
-    x_rows = strided_rows(Kp, P)
-    for k in range(Kg, Kp):  # padding rows read row 0; their results are discarded
-        x_rows[k] = 0
-    g_rows = strided_rows(P, Fq)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
     cols = zeros2(slots, Kg * P, x)
-    gq = zeros2(slots, P * Fq, x)
+    gq = zeros2(slots, P * Fg, x)
     blocks = (N + B - 1) // B
-    parts = np.empty((blocks, groups, Kp, Fq), x.dtype)
+    parts = np.empty((blocks, groups, Kg, Fg), x.dtype)
     for s in prange(slots):
         for blk in range(s, blocks, slots):
             n0 = blk * B
@@ -257,6 +241,9 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
                 gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
-                gather_grad_t(g, n0, nb, gi * Fg, Fg, gq[s], Fq)
-                offset_gemm(cols[s], x_rows, gq[s], g_rows, nb * OH * OW, parts[blk, gi])
+                gather_grad_t(g, n0, nb, gi * Fg, Fg, gq[s], Fg)
+                if nb < B:
+                    zero_block_tail(cols[s], Kg, P, gq[s], Fg, nb * OH * OW)
+                matrix_product(cols[s], False, gq[s], False,
+                               parts[blk, gi].reshape(Kg * Fg), Kg, Fg, P)
     return sum_image_parts(parts, Kg, Fg).reshape(F, Cg, KH, KW)

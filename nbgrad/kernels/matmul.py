@@ -283,6 +283,24 @@ def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, d
            u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), ap, bp)
 
 
+@njit(**SERIAL)
+def matrix_product(x, x_t, y, y_t, out, M, N, K):
+    """out[i N + j] = sum_k op(x)[i, k] op(y)[k, j] (k ascending) in the calling thread,
+    for flat row-major x ([M, K], or [K, M] read transposed when ``x_t``), y ([K, N], or
+    [N, K] when ``y_t``) and out [M, N]: one matrix of ``product``, for kernels that
+    multiply inside a ``prange`` of their own."""
+    if K == 0:
+        out[: M * N] = 0
+        return
+    nr = panel_cols(out)
+    depth = min(KC_BYTES // out.itemsize, K)
+    cols = min(NC, (N + nr - 1) // nr * nr)
+    work = np.empty(depth * (MR + cols), out.dtype)
+    u = np.uint64
+    _block(x, u(0), x_t, y, u(0), y_t, out, u(0), u(M), u(N), u(K), u(0), u(M), u(0), u(N),
+           u(depth), work[: depth * MR], work[depth * MR:])
+
+
 @njit(**PARALLEL)
 def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, parallel,
              slots):
