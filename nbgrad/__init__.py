@@ -1,8 +1,18 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
-from . import autograd, testing
-from .autograd import enable_grad, grad, is_grad_enabled, no_grad, set_grad_enabled
+from . import autograd, nn, testing
+from .autograd import (
+    detect_anomaly,
+    enable_grad,
+    grad,
+    is_anomaly_enabled,
+    is_grad_enabled,
+    no_grad,
+    set_detect_anomaly,
+    set_grad_enabled,
+)
 from .function import REGISTRY, Context, Function, Sample, register
+from .nn.init import manual_seed
 from .ops.activation import *  # noqa: F403
 from .ops.conv import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403

@@ -36,6 +36,8 @@ from typing import Any
 import numpy as np
 
 from .autograd import grad_mode
+from .autograd.anomaly import check_forward, user_stack
+from .autograd.anomaly import state as anomaly
 from .tensor import Tensor
 
 _node_count = count()
@@ -133,6 +135,10 @@ class Function:
         record = True in needs
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
         out = cls.forward(ctx, *arrays, **params)
+        if anomaly.enabled:
+            check_forward(ctx.name, arrays, out if isinstance(out, tuple) else (out,))
+            if record:
+                ctx.creation_stack = user_stack()
         if isinstance(out, tuple):
             if record:
                 ctx.output_meta = tuple([(o.shape, o.dtype) for o in out])

@@ -6,12 +6,14 @@ each the public function of the same name.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from .autograd import hooks
 from .autograd.engine import backward
+from .autograd.hooks import RemovableHandle
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 SUPPORTED_DTYPES = FLOAT_DTYPES + tuple(np.dtype(t) for t in (np.int32, np.int64, np.bool_))
@@ -48,13 +50,13 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
 class Tensor:
     """An n-dimensional array that records the ops applied to it for reverse-mode autodiff."""
 
-    __slots__ = ("data", "grad", "_requires_grad", "_node", "_index", "__weakref__")
+    __slots__ = ("data", "_grad", "_requires_grad", "_node", "_index", "__weakref__")
     __array_priority__ = 1000
     __array_ufunc__ = None  # `ndarray <op> Tensor` defers to the Tensor's reflected operator
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
         self.data = _to_array(data, _resolve_dtype(dtype))
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self._node = None
         self._index = 0
         self._requires_grad = False
@@ -65,7 +67,7 @@ class Tensor:
         """Fast constructor for op outputs: no copy, no checks."""
         t = cls.__new__(cls)
         t.data = data
-        t.grad = None
+        t._grad = None
         t._node = node
         t._index = index
         t._requires_grad = node is not None
@@ -89,6 +91,28 @@ class Tensor:
     def requires_grad_(self, value: bool = True) -> Tensor:
         self.requires_grad = value
         return self
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward`` (None until then)."""
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"grad: assigned grad must be a Tensor or None, got "
+                                f"{type(value).__name__}")
+            if value.shape != self.shape or value.dtype != self.dtype:
+                raise RuntimeError(f"grad: assigned grad of shape {value.shape} and dtype "
+                                   f"{value.dtype} to a tensor of shape {self.shape} and "
+                                   f"dtype {self.dtype}")
+        self._grad = value
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` each time this tensor's gradient has been computed; a
+        returned tensor replaces the gradient. ``handle.remove()`` unregisters it."""
+        return hooks.register(self, hook)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -130,13 +154,25 @@ class Tensor:
 
     # -- conversion ---------------------------------------------------------------------
     def numpy(self) -> np.ndarray:
-        """The underlying array (shared, not copied)."""
-        return self.data
+        """The underlying array (shared, not copied).
+
+        For a tensor that requires grad the array is a read-only view: a graph may have
+        saved it for backward, and writing into it would silently change the gradients.
+        ``t.detach().numpy()`` is writable; writes through it (or into the array of a
+        tensor that does not require grad but was an op's input) before ``backward``
+        change what backward computes, so copy first (``np.array(t)``) to modify.
+        """
+        if not self._requires_grad:
+            return self.data
+        view = self.data.view()
+        view.flags.writeable = False
+        return view
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy:
             return np.array(self.data, dtype=dtype, copy=True)
-        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+        array = self.numpy()  # read-only when it requires grad, as .numpy()
+        return array if dtype is None else array.astype(dtype, copy=False)
 
     def item(self) -> float | int | bool:
         if self.data.size != 1:

@@ -56,7 +56,8 @@ def test_attributes_and_conversions():
     t = nb.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     assert (t.shape, t.ndim, t.size, len(t)) == ((2, 2), 2, 4, 2)
     assert t.is_leaf and t.grad_fn is None and t.grad is None
-    assert np.asarray(t) is t.numpy()
+    assert np.shares_memory(np.asarray(t), t.numpy())
+    assert not np.asarray(t).flags.writeable  # it requires grad: see Tensor.numpy
     assert np.asarray(t, dtype=np.float64).dtype == np.float64
     assert nb.tensor([3.5]).item() == 3.5
     with pytest.raises(ValueError, match=r"one-element.*\(2, 2\)"):

@@ -1,8 +1,9 @@
 """Reverse-mode autodiff: the backward engine, grad mode, and the functional API
 (``nbgrad.autograd.functional``: vjp, jvp, hvp, jacobian, hessian)."""
 
+from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad
 from .grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 
 __all__ = ["backward", "grad", "enable_grad", "is_grad_enabled", "no_grad",
-           "set_grad_enabled"]
+           "set_grad_enabled", "detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled"]

@@ -23,6 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..kernels.broadcast_sum import sum_to_shape
+from . import hooks
+from .anomaly import check_backward
+from .anomaly import state as anomaly
 from .grad_mode import enable_grad
 
 
@@ -125,15 +128,20 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
         wanted_grads: list = [None] * len(wanted)
 
         like = roots[0]
+        run_hooks, check = hooks.any_registered, anomaly.enabled
         while ready:
             node = heappop(ready)[1]
             grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
+            if run_hooks:
+                grads = hooks.run_output_hooks(node, grads, create_graph, like)
             if wanted_at:
                 for i, out_index in wanted_at.get(node, ()):
                     wanted_grads[i] = grads[out_index]
             in_grads = _call_backward(node, grads, create_graph, like)
+            if check:
+                check_backward(node, grads, in_grads)
             needs, arrays = node.needs_input_grad, node.input_arrays
             for position, t in enumerate(node.inputs):
                 g = in_grads[position]
@@ -150,6 +158,8 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             if not retain_graph:
                 node.release()
 
+    if run_hooks:
+        hooks.run_leaf_hooks(leaf_grads, create_graph, like)
     for i, t in enumerate(wanted):
         if t._node is None and t in leaf_grads:
             wanted_grads[i] = leaf_grads[t]

@@ -1,0 +1,88 @@
+"""Gradient hooks: ``t.register_hook(fn)`` has the engine call ``fn(grad)`` when the
+gradient of ``t`` has been summed over all of ``t``'s consumers, before it flows on (into
+``t``'s node, or into ``t.grad`` for a leaf). A tensor returned by ``fn`` replaces the
+gradient; ``None`` keeps it (PyTorch's semantics).
+
+A leaf's hooks are kept by the leaf; a non-leaf's by its node, under its output index, so
+that the engine, which sees nodes rather than tensors, finds them. ``any_registered`` lets
+the engine skip all of this until the first hook exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+from weakref import WeakKeyDictionary
+
+import numpy as np
+
+any_registered = False
+_leaf_hooks: WeakKeyDictionary = WeakKeyDictionary()  # leaf tensor -> [fn, ...]
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``handle.remove()`` unregisters the hook."""
+
+    def __init__(self, hooks: list, fn: Callable) -> None:
+        self._hooks = hooks
+        self._fn = fn
+
+    def remove(self) -> None:
+        if self._fn in self._hooks:
+            self._hooks.remove(self._fn)
+
+
+def register(t: Any, fn: Callable) -> RemovableHandle:
+    """Register ``fn`` as a gradient hook of tensor ``t``."""
+    global any_registered
+    if not callable(fn):
+        raise TypeError(f"register_hook: expected a callable grad -> grad or None, got "
+                        f"{type(fn).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError("register_hook: cannot register a hook on a tensor that does not "
+                           "require grad")
+    if t._node is None:
+        hooks = _leaf_hooks.setdefault(t, [])
+    else:
+        by_output = t._node.__dict__.setdefault("output_hooks", {})
+        hooks = by_output.setdefault(t._index, [])
+    hooks.append(fn)
+    any_registered = True
+    return RemovableHandle(hooks, fn)
+
+
+def _run(hooks: list, g: Any, create_graph: bool, like: Any) -> Any:
+    """``g`` after each hook in turn; a hook sees a Tensor and may return a replacement of
+    the same shape."""
+    wrap = type(like)._wrap
+    for fn in list(hooks):
+        result = fn(g if create_graph else wrap(g, None, 0))
+        if result is None:
+            continue
+        shape = g.shape
+        if not hasattr(result, "_node"):
+            raise TypeError(f"register_hook: hook {fn!r} returned {type(result).__name__}; "
+                            "a hook returns a Tensor or None")
+        if result.shape != shape:
+            raise RuntimeError(f"register_hook: hook {fn!r} changed the gradient's shape "
+                               f"from {shape} to {result.shape}")
+        g = result if create_graph else np.asarray(result.data, dtype=g.dtype)
+    return g
+
+
+def run_output_hooks(node: Any, grads: list, create_graph: bool, like: Any) -> list:
+    """The node's output gradients after the hooks of its output tensors."""
+    by_output = node.__dict__.get("output_hooks")
+    if by_output:
+        for i, hooks in by_output.items():
+            if hooks and grads[i] is not None:
+                grads[i] = _run(hooks, grads[i], create_graph, like)
+    return grads
+
+
+def run_leaf_hooks(leaf_grads: dict, create_graph: bool, like: Any) -> None:
+    """Each leaf's summed gradient after the leaf's hooks, in place in ``leaf_grads``."""
+    for leaf, g in leaf_grads.items():
+        hooks = _leaf_hooks.get(leaf)
+        if hooks:
+            leaf_grads[leaf] = _run(hooks, g, create_graph, like)

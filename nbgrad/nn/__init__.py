@@ -1,0 +1,36 @@
+"""Layers and models: Module, Parameter, containers, layers, activations and losses as
+modules, and ``nbgrad.nn.init`` (``torch.nn``'s names and semantics)."""
+
+from . import init
+from .activation import (
+    ELU,
+    GELU,
+    CrossEntropyLoss,
+    LeakyReLU,
+    LogSoftmax,
+    MSELoss,
+    ReLU,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+)
+from .containers import ModuleDict, ModuleList, Sequential
+from .layers import (
+    AvgPool2d,
+    Conv1d,
+    Conv2d,
+    ConvTranspose2d,
+    Flatten,
+    Identity,
+    Linear,
+    MaxPool2d,
+)
+from .module import Module
+from .parameter import Parameter
+
+__all__ = ["init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
+           "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
+           "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
+           "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss"]

@@ -1,0 +1,125 @@
+"""Weight initialisation (``torch.nn.init``'s names and formulas), in place and drawn from
+an explicit ``numpy.random.Generator``: ``generator=`` takes a Generator or an int seed;
+without it, nbgrad's default generator (``nb.manual_seed(s)`` reseeds it) is used."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..tensor import Tensor
+
+_default = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> np.random.Generator:
+    """Reseed the generator that layers and init functions draw from by default."""
+    global _default
+    if not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"manual_seed: seed must be a non-negative int, got {seed!r}")
+    _default = np.random.default_rng(int(seed))
+    return _default
+
+
+def _rng(generator: np.random.Generator | int | None) -> np.random.Generator:
+    if generator is None:
+        return _default
+    if isinstance(generator, np.random.Generator):
+        return generator
+    if isinstance(generator, int | np.integer):
+        return np.random.default_rng(int(generator))
+    raise TypeError(f"init: generator must be a numpy Generator, an int seed or None, got "
+                    f"{type(generator).__name__}")
+
+
+def _fill(t: Tensor, values: np.ndarray) -> Tensor:
+    """Write ``values`` into ``t``'s array in place (``t`` keeps its identity and dtype)."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"init: expected a Tensor, got {type(t).__name__}")
+    t.data[...] = values.astype(t.dtype, copy=False)
+    return t
+
+
+def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
+    """The recommended gain for ``nonlinearity`` (torch.nn.init.calculate_gain)."""
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+              "conv_transpose2d", "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        slope = 0.01 if param is None else float(param)
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def fan_in_and_fan_out(t: Tensor) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight [out, in, *kernel]: in (out) times the kernel size."""
+    if t.ndim < 2:
+        raise ValueError(f"init: fan in and fan out need a tensor of at least 2 dims, got "
+                         f"shape {t.shape}")
+    receptive = int(np.prod(t.shape[2:])) if t.ndim > 2 else 1
+    return t.shape[1] * receptive, t.shape[0] * receptive
+
+
+def _fan(t: Tensor, mode: str) -> int:
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = fan_in_and_fan_out(t)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with U(a, b)."""
+    return _fill(t, _rng(generator).uniform(a, b, t.shape))
+
+
+def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
+    """Fill with N(mean, std^2)."""
+    return _fill(t, _rng(generator).normal(mean, std, t.shape))
+
+
+def constant_(t: Tensor, val: float) -> Tensor:
+    return _fill(t, np.full(t.shape, val))
+
+
+def zeros_(t: Tensor) -> Tensor:
+    return constant_(t, 0.0)
+
+
+def ones_(t: Tensor) -> Tensor:
+    return constant_(t, 1.0)
+
+
+def xavier_uniform_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    """U(-a, a) with a = gain sqrt(6 / (fan_in + fan_out)) (Glorot and Bengio)."""
+    fan_in, fan_out = fan_in_and_fan_out(t)
+    bound = gain * math.sqrt(6.0 / (fan_in + fan_out))
+    return uniform_(t, -bound, bound, generator)
+
+
+def xavier_normal_(t: Tensor, gain: float = 1.0, generator: Any = None) -> Tensor:
+    """N(0, std^2) with std = gain sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = fan_in_and_fan_out(t)
+    return normal_(t, 0.0, gain * math.sqrt(2.0 / (fan_in + fan_out)), generator)
+
+
+def kaiming_uniform_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                     nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
+    """U(-b, b) with b = gain sqrt(3 / fan) (He et al.); ``a`` is leaky_relu's slope."""
+    bound = calculate_gain(nonlinearity, a) * math.sqrt(3.0 / _fan(t, mode))
+    return uniform_(t, -bound, bound, generator)
+
+
+def kaiming_normal_(t: Tensor, a: float = 0.0, mode: str = "fan_in",
+                    nonlinearity: str = "leaky_relu", generator: Any = None) -> Tensor:
+    """N(0, std^2) with std = gain / sqrt(fan)."""
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(t, mode))
+    return normal_(t, 0.0, std, generator)

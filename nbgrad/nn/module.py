@@ -1,0 +1,283 @@
+"""Module: the base class of layers and models (``torch.nn.Module``'s interface).
+
+Assigning a Parameter or a Module to an attribute registers it; ``parameters()`` and
+``state_dict()`` walk the registered tree in registration order, naming entries by
+their dotted path (``"features.0.weight"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..autograd import no_grad
+from ..tensor import FLOAT_DTYPES, Tensor
+from .parameter import Parameter
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: list[str]
+    unexpected_keys: list[str]
+
+
+class Module:
+    """Base class: subclasses set parameters and submodules in ``__init__`` and define
+    ``forward``; calling the module calls ``forward``."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", {})
+        object.__setattr__(self, "_buffers", {})
+        object.__setattr__(self, "_persistent", set())
+        object.__setattr__(self, "_modules", {})
+        object.__setattr__(self, "training", True)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # -- registration ------------------------------------------------------------------
+    def _registries(self) -> dict:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before "
+                                 "assigning attributes")
+        return self.__dict__
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        """Parameters and Modules are registered; assigning to a registered name keeps
+        its kind (a parameter slot takes a Parameter or None, a buffer a Tensor or None)."""
+        if isinstance(value, Parameter | Module):
+            registries = self._registries()
+            self._unregister(name)
+            kind = "_parameters" if isinstance(value, Parameter) else "_modules"
+            registries[kind][name] = value
+            return
+        for registry, allowed in (("_parameters", "a Parameter"), ("_buffers", "a Tensor"),
+                                  ("_modules", "a Module")):
+            slot = self.__dict__.get(registry, {})
+            if name in slot:
+                if value is not None and not (registry == "_buffers"
+                                              and isinstance(value, Tensor)):
+                    raise TypeError(f"{type(self).__name__}: cannot assign "
+                                    f"{type(value).__name__} to {name!r} ({allowed} or None "
+                                    "expected)")
+                slot[name] = value
+                return
+        object.__setattr__(self, name, value)
+
+    def _unregister(self, name: str) -> None:
+        for registry in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[registry].pop(name, None)
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name: str) -> Any:
+        d = self.__dict__
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(registry, {}):
+                return d[registry][name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for registry in ("_parameters", "_buffers", "_modules"):
+            if name in self.__dict__.get(registry, {}):
+                del self.__dict__[registry][name]
+                self.__dict__["_persistent"].discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"register_parameter: {name!r} must be a Parameter or None, got "
+                            f"{type(param).__name__}")
+        self._registries()["_parameters"][name] = param
+
+    def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
+        """A tensor that belongs to the module's state (moved by ``to``, saved by
+        ``state_dict`` when persistent) but is not a parameter, e.g. running means."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: {name!r} must be a Tensor or None, got "
+                            f"{type(tensor).__name__}")
+        self._registries()["_buffers"][name] = tensor
+        if persistent:
+            self.__dict__["_persistent"].add(name)
+
+    def add_module(self, name: str, module: Module | None) -> None:
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: {name!r} must be a Module or None, got "
+                            f"{type(module).__name__}")
+        self._registries()["_modules"][name] = module
+
+    # -- traversal ---------------------------------------------------------------------
+    def named_modules(self, prefix: str = "", memo: set | None = None
+                      ) -> Iterator[tuple[str, Module]]:
+        """Every module in the tree (this one first), each once."""
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(f"{prefix}.{name}" if prefix else name, memo)
+
+    def modules(self) -> Iterator[Module]:
+        for _, m in self.named_modules():
+            yield m
+
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        for name, child in self._modules.items():
+            if child is not None:
+                yield name, child
+
+    def children(self) -> Iterator[Module]:
+        for _, child in self.named_children():
+            yield child
+
+    def _named_members(self, registry: str, prefix: str, recurse: bool
+                       ) -> Iterator[tuple[str, Tensor]]:
+        seen: set = set()
+        tree = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for path, module in tree:
+            for name, t in module.__dict__[registry].items():
+                if t is None or id(t) in seen:
+                    continue
+                seen.add(id(t))
+                yield (f"{path}.{name}" if path else name), t
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True
+                         ) -> Iterator[tuple[str, Parameter]]:
+        """(dotted name, parameter) for every parameter, each once (shared ones too)."""
+        return self._named_members("_parameters", prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True
+                      ) -> Iterator[tuple[str, Tensor]]:
+        return self._named_members("_buffers", prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def apply(self, fn: Callable[[Module], Any]) -> Module:
+        """Call ``fn`` on every submodule (children first), then on this module."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # -- modes and gradients -----------------------------------------------------------
+    def train(self, mode: bool = True) -> Module:
+        """Training mode (dropout drops, batch norm uses batch statistics) or, with
+        ``mode=False``, evaluation mode; for this module and every submodule."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train: mode must be a bool, got {mode!r}")
+        for m in self.modules():
+            object.__setattr__(m, "training", mode)
+        return self
+
+    def eval(self) -> Module:
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset every parameter's gradient: to None (default) or to zeros."""
+        for p in self.parameters():
+            if p.grad is not None:
+                if set_to_none:
+                    p.grad = None
+                else:
+                    p.grad.data[...] = 0
+
+    # -- state -------------------------------------------------------------------------
+    def state_dict(self, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
+        """{dotted name: tensor} for every parameter and persistent buffer, sharing
+        memory with the module (``keep_vars=False`` gives detached tensors)."""
+        out: dict[str, Tensor] = {}
+        for path, module in self.named_modules(prefix.rstrip(".")):
+            entries = list(module._parameters.items()) + [
+                (n, b) for n, b in module._buffers.items() if n in module._persistent]
+            for name, t in entries:
+                if t is not None:
+                    key = f"{path}.{name}" if path else name
+                    out[key] = t if keep_vars else t.detach()
+        return out
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy ``state_dict``'s values into the parameters and buffers in place.
+
+        Every key and shape is checked before anything is copied: a mismatch (or, with
+        ``strict``, a missing or unexpected key) raises listing them all, and the module
+        is left unchanged.
+        """
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        values = {k: np.asarray(v.data if isinstance(v, Tensor) else v)
+                  for k, v in state_dict.items() if k in own}
+        misshaped = [f"{k}: checkpoint {v.shape}, model {own[k].shape}"
+                     for k, v in values.items() if v.shape != own[k].shape]
+        problems = []
+        if strict and missing:
+            problems.append(f"missing keys: {', '.join(missing)}")
+        if strict and unexpected:
+            problems.append(f"unexpected keys: {', '.join(unexpected)}")
+        if misshaped:
+            problems.append(f"mis-shaped keys: {'; '.join(misshaped)}")
+        if problems:
+            raise RuntimeError(f"load_state_dict of {type(self).__name__}: nothing loaded; "
+                               + "; ".join(problems))
+        with no_grad():
+            for k, v in values.items():
+                own[k].data[...] = v
+        return IncompatibleKeys(missing, unexpected)
+
+    def to(self, dtype: Any) -> Module:
+        """Cast every floating-point parameter and buffer to ``dtype`` (float32 or
+        float64), in place: parameters stay the same objects, so an optimiser built
+        before the cast must be rebuilt, as in PyTorch."""
+        dtype = np.dtype(dtype)
+        if dtype not in FLOAT_DTYPES:
+            raise TypeError(f"Module.to: dtype must be float32 or float64, got {dtype}")
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.dtype in FLOAT_DTYPES and t.dtype != dtype:
+                t.data = t.data.astype(dtype)
+                t.grad = None
+        return self
+
+    def float(self) -> Module:
+        return self.to(np.float32)
+
+    def double(self) -> Module:
+        return self.to(np.float64)
+
+    # -- repr --------------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): " + _indent(repr(child)) for name, child in self._modules.items()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        body = ([extra] if extra else []) + lines
+        return f"{type(self).__name__}(\n  " + "\n  ".join(body) + "\n)"
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+
+def _indent(text: str) -> str:
+    return text.replace("\n", "\n  ")

@@ -1,0 +1,136 @@
+"""Gradient hooks, anomaly mode, and the guards on ``.grad`` and ``.numpy()``."""
+
+import re
+
+import numpy as np
+import pytest
+
+import nbgrad as nb
+
+
+def _chain(lib, x, hook_on_leaf, hook_on_mid):
+    """y = sum((3x)^2 + 3x) with hooks on x and on the intermediate 3x (used twice, so
+    its hook must see the summed gradient 2*3x + 1)."""
+    if hook_on_leaf:
+        x.register_hook(hook_on_leaf)
+    mid = x * 3
+    if hook_on_mid:
+        mid.register_hook(hook_on_mid)
+    return (mid * mid + mid).sum()
+
+
+@pytest.mark.parametrize("case", ["leaf", "mid", "both"])
+def test_hooks_change_gradients_as_in_pytorch(case):
+    torch = pytest.importorskip("torch")
+    x0 = np.array([0.5, -1.0, 2.0])
+    leaf_hook = {"leaf": True, "mid": False, "both": True}[case]
+    mid_hook = case in ("mid", "both")
+    grads = {}
+    for lib, make in ((nb, lambda: nb.tensor(x0, requires_grad=True)),
+                      (torch, lambda: torch.tensor(x0, requires_grad=True))):
+        x = make()
+        seen = []
+        _chain(lib, x,
+               (lambda g: g * 10) if leaf_hook else None,
+               (lambda g, seen=seen: seen.append(np.array(g.detach().numpy())) or g + 1)
+               if mid_hook else None).backward()
+        grads[lib.__name__] = (np.array(x.grad.detach().numpy()), seen)
+    (g_nb, seen_nb), (g_torch, seen_torch) = grads["nbgrad"], grads["torch"]
+    np.testing.assert_allclose(g_nb, g_torch, rtol=1e-14)
+    assert len(seen_nb) == len(seen_torch)
+    for a, b in zip(seen_nb, seen_torch):
+        np.testing.assert_allclose(a, b, rtol=1e-14)
+
+
+def test_hook_fires_once_with_the_summed_gradient_and_can_be_removed():
+    x = nb.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    calls = []
+    handle = x.register_hook(lambda g: calls.append(g.numpy().copy()))
+    (x * 2 + x * 5).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_array_equal(calls[0], [7.0, 7.0])
+    handle.remove()
+    (x * 2).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_array_equal(x.grad.numpy(), [9.0, 9.0])
+
+
+def test_hooks_apply_in_grad_and_under_create_graph():
+    x = nb.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    x.register_hook(lambda g: g * 0.5)
+    (gx,) = nb.grad((x * x).sum(), x)
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 2.0])  # 2x halved
+    (gx,) = nb.grad((x * x * x).sum(), x, create_graph=True)  # 3x^2 halved, in the graph
+    (ggx,) = nb.grad(gx.sum(), x)  # d/dx 1.5 x^2 = 3x, halved again by the hook
+    np.testing.assert_array_equal(ggx.numpy(), [1.5, 3.0])
+
+
+def test_hook_errors():
+    x = nb.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        nb.tensor(np.ones(3)).register_hook(lambda g: g)
+    with pytest.raises(TypeError, match="callable"):
+        x.register_hook(3)
+    x.register_hook(lambda g: nb.tensor(np.ones(4)))
+    with pytest.raises(RuntimeError, match=re.escape("from (3,) to (4,)")):
+        (x * 2).sum().backward()
+
+
+def test_grad_assignment_must_match_shape_and_dtype():
+    x = nb.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match=re.escape("shape (5,)")):
+        x.grad = nb.tensor(np.ones(5))
+    with pytest.raises(RuntimeError, match="dtype float32"):
+        x.grad = nb.tensor(np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="Tensor or None"):
+        x.grad = np.ones(3)
+    x.grad = nb.tensor(np.full(3, 2.0))
+    (x * 1).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0, 3.0])
+
+
+def test_numpy_of_a_tensor_that_requires_grad_is_read_only():
+    x = nb.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    y = x * x
+    for t in (x, y):
+        with pytest.raises(ValueError, match="read-only"):
+            t.numpy()[0] = 5.0
+    (y.sum()).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 4.0])
+    x.grad.numpy()[0] = 7.0  # a gradient does not require grad: writable, shared
+    assert x.grad.numpy()[0] == 7.0
+    assert nb.tensor([1.0]).numpy().flags.writeable
+
+
+def test_detect_anomaly_names_the_forward_op_and_the_users_line():
+    with nb.detect_anomaly():
+        with pytest.raises(RuntimeError) as info:
+            nb.log(nb.tensor([0.0, 1.0]))
+    message = str(info.value)
+    assert "log produced inf in its output 0" in message
+    assert "test_hooks_anomaly.py" in message and "nb.log(nb.tensor([0.0, 1.0]))" in message
+
+
+def test_detect_anomaly_names_the_backward_op_and_where_it_was_created():
+    a = nb.tensor(np.array([0.0, 1.0]), requires_grad=True)
+    with nb.detect_anomaly():
+        b = nb.sqrt(a)  # finite forward; its backward divides by 2 sqrt(0)
+        with pytest.raises(RuntimeError) as info:
+            (b * 2).sum().backward()
+    message = str(info.value)
+    assert "backward of sqrt produced inf in the gradient of its input 0" in message
+    assert "b = nb.sqrt(a)" in message
+
+
+def test_detect_anomaly_lets_non_finite_inputs_propagate_and_is_off_outside():
+    with nb.detect_anomaly():
+        y = nb.exp(nb.tensor([np.inf, 0.0]))  # the inf came from the caller, not from exp
+    assert np.isposinf(y.numpy()[0])
+    assert not nb.is_anomaly_enabled()
+    assert np.isneginf(nb.log(nb.tensor([0.0])).numpy()[0])
+
+    @nb.set_detect_anomaly(True)
+    def step():
+        return nb.is_anomaly_enabled()
+
+    assert step() and not nb.is_anomaly_enabled()
