@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-SUITES = ["core", "activation", "conv", "gno", "bases", "hvp", "train"]
+SUITES = ["core", "activation", "norm", "conv", "gno", "bases", "hvp", "train", "optim"]
 
 
 def main() -> None:

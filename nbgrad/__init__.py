@@ -1,6 +1,6 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
-from . import autograd, nn, testing
+from . import autograd, data, nn, optim, testing
 from .autograd import (
     detect_anomaly,
     enable_grad,
@@ -18,12 +18,17 @@ from .ops.conv import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
 from .ops.gram_schmidt import *  # noqa: F403
 from .ops.graph import *  # noqa: F403
+from .ops.indexing import *  # noqa: F403
 from .ops.laplace import *  # noqa: F403
 from .ops.loss import *  # noqa: F403
 from .ops.matmul import *  # noqa: F403
+from .ops.norm import *  # noqa: F403
+from .ops.pad import *  # noqa: F403
 from .ops.pool import *  # noqa: F403
 from .ops.reduce import *  # noqa: F403
+from .ops.select import *  # noqa: F403
 from .ops.shape import *  # noqa: F403
+from .serialization import load, save
 from .tensor import (
     Tensor,
     full,

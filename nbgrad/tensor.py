@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .autograd import hooks
+from .autograd import grad_mode, hooks
 from .autograd.engine import backward
 from .autograd.hooks import RemovableHandle
 
@@ -31,20 +31,43 @@ def _resolve_dtype(dtype: Any) -> np.dtype | None:
 
 
 def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
-    """A fresh array for ``data``: Python floats become float32, float arrays keep their
-    dtype, other float widths become float32, integers int64, booleans bool."""
+    """A fresh array for ``data`` in native byte order: Python floats become float32,
+    float arrays keep their dtype, other float widths become float32, integers int64,
+    booleans bool. Integers that do not fit the integer dtype they go to (uint64 above
+    2**63 - 1 to int64) are an OverflowError, never wrapped."""
     if isinstance(data, Tensor):
         data = data.data
     from_python = not isinstance(data, np.ndarray | np.generic)
-    arr = np.array(data, dtype=dtype, copy=True)
+    arr = np.asarray(data)
     if dtype is None:
-        if arr.dtype.kind == "f" and (from_python or arr.dtype not in FLOAT_DTYPES):
-            arr = arr.astype(DEFAULT_DTYPE)
-        elif arr.dtype.kind in "iu":
-            arr = arr.astype(np.int64)
-        elif arr.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(f"tensor: cannot make a tensor from data of dtype {arr.dtype}")
-    return arr
+        dtype = _default_dtype(arr.dtype, from_python)
+    if arr.dtype.kind in "iu" and dtype.kind in "iu":
+        _check_fits(arr, dtype)
+    return np.array(arr, dtype=dtype, copy=True)
+
+
+def _default_dtype(source: np.dtype, from_python: bool) -> np.dtype:
+    """The dtype ``_to_array`` gives data of dtype ``source`` (any byte order)."""
+    native = source if source.isnative else source.newbyteorder("=")
+    if native.kind == "f":
+        return native if native in FLOAT_DTYPES and not from_python else DEFAULT_DTYPE
+    if native.kind in "iu":
+        return np.dtype(np.int64)
+    if native not in SUPPORTED_DTYPES:
+        raise TypeError(f"tensor: cannot make a tensor from data of dtype {source}")
+    return native
+
+
+def _check_fits(arr: np.ndarray, dtype: np.dtype) -> None:
+    """OverflowError unless every integer in ``arr`` is representable in ``dtype``."""
+    if arr.size == 0 or np.can_cast(arr.dtype, dtype):
+        return
+    info = np.iinfo(dtype)
+    low, high = int(arr.min()), int(arr.max())
+    if low < info.min or high > info.max:
+        bad = high if high > info.max else low
+        raise OverflowError(f"tensor: the {arr.dtype} value {bad} does not fit {dtype} "
+                            f"(range {info.min} to {info.max})")
 
 
 class Tensor:
@@ -200,6 +223,69 @@ class Tensor:
         """A copy in another dtype, cut from the graph."""
         return Tensor(self.data, dtype=dtype)
 
+    def numel(self) -> int:
+        """The number of elements (PyTorch's name)."""
+        return self.data.size
+
+    # -- in-place updates (optimisers, initialisation, user code under no_grad) --------
+    def _writable(self, op: str) -> np.ndarray:
+        """The array an in-place op may write: not while it would change a recorded graph
+        (a tensor that requires grad, outside no_grad), as in PyTorch."""
+        if self._requires_grad and grad_mode.state.enabled:
+            kind = "a leaf tensor" if self._node is None else "a tensor in a graph"
+            raise RuntimeError(f"{op}: {kind} that requires grad cannot be modified in "
+                               "place while gradients are recorded; do it inside "
+                               "`with nb.no_grad():`")
+        return self.data
+
+    def _update(self, op: str, ufunc: np.ufunc, other: Any) -> Tensor:
+        """self = ufunc(self, other) in place, ``other`` broadcast to self's shape."""
+        data = self._writable(op)
+        value = other.data if isinstance(other, Tensor) else np.asarray(other)
+        try:
+            ufunc(data, value, out=data, casting="same_kind")
+        except (ValueError, TypeError) as err:
+            raise _same_kind(err)(f"{op}: cannot apply a value of shape {value.shape} and dtype "
+                            f"{value.dtype} in place to a tensor of shape {self.shape} and "
+                            f"dtype {self.dtype}") from None
+        return self
+
+    def add_(self, other: Any, alpha: float = 1) -> Tensor:
+        """self += alpha * other, in place."""
+        return self._update("add_", np.add, other if alpha == 1 else _scaled(other, alpha))
+
+    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
+        """self -= alpha * other, in place."""
+        return self._update("sub_", np.subtract,
+                            other if alpha == 1 else _scaled(other, alpha))
+
+    def mul_(self, other: Any) -> Tensor:
+        """self *= other, in place."""
+        return self._update("mul_", np.multiply, other)
+
+    def div_(self, other: Any) -> Tensor:
+        """self /= other, in place (true division)."""
+        return self._update("div_", np.true_divide, other)
+
+    def copy_(self, src: Any) -> Tensor:
+        """Copy ``src`` (broadcast to self's shape, cast to self's dtype) into self."""
+        data = self._writable("copy_")
+        value = src.data if isinstance(src, Tensor) else np.asarray(src)
+        try:
+            np.copyto(data, value, casting="same_kind")
+        except (ValueError, TypeError) as err:
+            raise _same_kind(err)(f"copy_: cannot copy a value of shape {value.shape} and dtype "
+                            f"{value.dtype} into a tensor of shape {self.shape} and dtype "
+                            f"{self.dtype}") from None
+        return self
+
+    def fill_(self, value: float) -> Tensor:
+        self._writable("fill_")[...] = value
+        return self
+
+    def zero_(self) -> Tensor:
+        return self.fill_(0)
+
     def backward(self, grad: Any = None, retain_graph: bool | None = None,
                  create_graph: bool = False) -> None:
         """Accumulate this tensor's gradient into every leaf's ``.grad`` (see
@@ -216,20 +302,47 @@ class Tensor:
     __hash__ = object.__hash__
 
 
+def _same_kind(err: Exception) -> type:
+    """ValueError or TypeError, whichever ``err`` is (NumPy raises subclasses of them)."""
+    return TypeError if isinstance(err, TypeError) else ValueError
+
+
+def _scaled(other: Any, alpha: float) -> np.ndarray:
+    return (other.data if isinstance(other, Tensor) else np.asarray(other)) * alpha
+
+
 def _plain(x: Any) -> Any:
     return x.data if isinstance(x, Tensor) else x
 
 
 def lift(value: Any, like: Tensor | None = None) -> Tensor:
-    """The Tensor for an op operand: Tensors pass through; Python numbers take ``like``'s
-    dtype (no float64 upcast of a float32 tensor); arrays and lists become constants."""
+    """The Tensor for an op operand: Tensors pass through; arrays and lists become
+    constants; a Python number next to the tensor ``like`` gets PyTorch's dtype for a
+    scalar: ``like``'s dtype (no float64 upcast of a float32 tensor) unless the number is
+    of a higher kind (bool < int < float) than the tensor, then the default dtype of its
+    kind (an int with a bool tensor: int64; a float with an integer or bool tensor:
+    float32)."""
     if isinstance(value, Tensor):
         return value
     if isinstance(value, bool | int | float) and like is not None:
-        dtype = like.dtype if like.dtype in FLOAT_DTYPES or isinstance(value, int) \
-            else DEFAULT_DTYPE
-        return Tensor._wrap(np.array(value, dtype=dtype), None, 0)
+        dtype = like.dtype
+        if dtype.kind != "f":
+            dtype = _scalar_dtype(value, dtype)
+        try:
+            return Tensor._wrap(np.array(value, dtype=dtype), None, 0)
+        except OverflowError:
+            raise OverflowError(f"the Python number {value} does not fit the tensor's "
+                                f"dtype {dtype}") from None
     return Tensor._wrap(_to_array(value, None), None, 0)
+
+
+def _scalar_dtype(value: bool | int | float, tensor_dtype: np.dtype) -> np.dtype:
+    """The dtype of a Python number next to an integer or bool tensor (see ``lift``)."""
+    if isinstance(value, float):
+        return DEFAULT_DTYPE
+    if tensor_dtype.kind == "b" and not isinstance(value, bool):
+        return np.dtype(np.int64)
+    return tensor_dtype
 
 
 # -- construction ------------------------------------------------------------------------

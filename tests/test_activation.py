@@ -805,3 +805,46 @@ def test_table_ops_take_parameters_by_position_or_keyword():
         nb.softplus(x, 1.0, "a")
     with pytest.raises(TypeError, match="elu: alpha must be a real number, got bool"):
         nb.elu(x, True)
+
+
+# -- NaN inputs and NaN bounds (PyTorch 2.13's results) ---------------------------------------
+def test_nan_inputs_get_pytorchs_gradients():
+    x = np.array([np.nan, -1.0, 2.0], np.float32)
+    g = np.array([3.0, 3.0, 3.0], np.float32)
+    want = {"relu": [3.0, 0.0, 3.0], "leaky_relu": [0.03, 0.03, 3.0],
+            "elu": [np.nan, 3 * np.exp(-1.0), 3.0]}
+    for name, expected in want.items():
+        for create_graph in (False, True):
+            t = nb.tensor(x, requires_grad=True)
+            (gx,) = nb.grad(getattr(nb, name)(t), [t], grad_outputs=g,
+                            create_graph=create_graph)
+            np.testing.assert_allclose(gx.numpy(), expected, rtol=1e-6,
+                                       err_msg=f"{name} create_graph={create_graph}")
+
+
+@pytest.mark.parametrize("bounds", [dict(min=np.nan), dict(max=np.nan),
+                                    dict(min=0.0, max=np.nan), dict(min=np.nan, max=0.0)])
+def test_a_nan_clamp_bound_gives_nan_with_zero_gradient(bounds):
+    x = nb.tensor([1.0, np.nan, -2.0, 5.0], requires_grad=True)
+    y = nb.clamp(x, **bounds)
+    assert np.isnan(y.numpy()).all()
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(4))
+    lo = None if "min" not in bounds else nb.full((4,), bounds["min"])
+    hi = None if "max" not in bounds else nb.full((4,), bounds["max"])
+    assert np.isnan(nb.clamp(x, lo, hi).numpy()).all()
+
+
+def test_gelu_quick_float64_gradient_is_exact_in_the_far_negative_tail():
+    x = np.array([-150.0, -300.0, -1e30])
+    t = nb.tensor(x, requires_grad=True)
+    nb.gelu_quick(t).sum().backward()
+    s = expit(1.702 * x)
+    np.testing.assert_allclose(t.grad.numpy(), s * (1 + 1.702 * x * (1 - s)), rtol=1e-12)
+    assert t.grad.numpy()[2] == 0.0
+
+
+def test_log_softmax_keeps_the_log_sum_next_to_huge_values():
+    for dtype in (np.float32, np.float64):
+        y = nb.log_softmax(nb.tensor(np.array([1e30, 1e30, -1e30], dtype)))
+        np.testing.assert_allclose(y.numpy(), [-np.log(2), -np.log(2), -2e30], rtol=1e-6)

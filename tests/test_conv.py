@@ -585,6 +585,16 @@ X = np.zeros((2, 4, 6, 6))
     ((X, np.zeros((3, 4, 3))), {}, r"conv2d: w must be \[F, C/groups, KH, KW\], got shape"),
     ((X, np.zeros((3, 4, 3, 3)), np.zeros(4)), {},
      r"conv2d: b must have shape \(3,\) \(one per output channel\), got \(4,\)"),
+    # empty axes: PyTorch allows only an empty batch or empty input channels
+    ((np.zeros((2, 4, 0, 6)), np.zeros((3, 4, 3, 3))), {"padding": 2},
+     r"conv2d: x has an empty spatial axis; only the batch and the channels may be empty "
+     r"\(x \(2, 4, 0, 6\), w \(3, 4, 3, 3\)\)"),
+    ((np.zeros((2, 4, 6, 0)), np.zeros((3, 4, 3, 3))), {"padding": 2},
+     r"conv2d: x has an empty spatial axis"),
+    ((X, np.zeros((3, 4, 0, 3))), {}, r"conv2d: the kernel size must be positive "
+                                      r"\(w \(3, 4, 0, 3\)\)"),
+    ((X, np.zeros((0, 4, 3, 3)), np.zeros(0)), {},
+     r"conv2d: w has no output channels \(x \(2, 4, 6, 6\), w \(0, 4, 3, 3\)\)"),
 ])
 def test_conv2d_value_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -622,6 +632,20 @@ def test_type_errors():
      r"conv_transpose2d: b must have shape \(4,\)"),
     (nb.conv_transpose2d, (X, np.zeros((4, 2, 3, 3))), {"stride": -1},
      r"conv_transpose2d: stride must be positive"),
+    (nb.conv1d, (np.zeros((1, 4, 0)), np.zeros((2, 4, 3))), {"padding": 2},
+     r"conv1d: x has an empty spatial axis; only the batch and the channels may be empty"),
+    (nb.conv1d, (np.zeros((1, 4, 5)), np.zeros((2, 4, 0))), {},
+     r"conv1d: the kernel size must be positive \(w \(2, 4, 0\)\)"),
+    (nb.conv1d, (np.zeros((1, 4, 5)), np.zeros((0, 4, 3))), {},
+     r"conv1d: w has no output channels"),
+    (nb.conv_transpose2d, (np.zeros((2, 0, 6, 6)), np.zeros((0, 2, 3, 3))), {},
+     r"conv_transpose2d: w has no input channels \(x \(2, 0, 6, 6\), w \(0, 2, 3, 3\)\)"),
+    (nb.conv_transpose2d, (X, np.zeros((4, 0, 3, 3))), {},
+     r"conv_transpose2d: w has no output channels"),
+    (nb.conv_transpose2d, (np.zeros((2, 4, 6, 0)), np.zeros((4, 2, 3, 3))), {},
+     r"conv_transpose2d: x has an empty spatial axis"),
+    (nb.conv_transpose2d, (X, np.zeros((4, 2, 3, 0))), {},
+     r"conv_transpose2d: the kernel size must be positive"),
 ])
 def test_conv1d_and_transpose_errors(fn, args, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -805,24 +829,96 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
 
 
 def test_cols_partial_block_with_inf_matches_direct():
-    """The last block of the 'cols' path holds fewer images than a full one; its unused
+    """The last block of the 'cols' kernels holds fewer images than a full one; its unused
     columns must not reach the weight gradient (an inf left there by the previous
-    block would turn 0 * inf into NaN)."""
+    block would turn 0 * inf into NaN). At kernel level: the op sends non-finite
+    operands to the direct loop nests."""
+    from nbgrad.kernels import conv_cols
     from nbgrad.ops.conv import COLS_BLOCK
     rng = np.random.default_rng(21)
     n = COLS_BLOCK // 16 + 1  # 4x4 maps: one full block and one of a single image
     x = rng.standard_normal((n, 3, 4, 4)).astype(np.float32)
     x[0, 1, 2, 2] = np.inf
-    w = rng.standard_normal((5, 3, 3, 3)).astype(np.float32)
     g = np.abs(rng.standard_normal((n, 5, 4, 4))).astype(np.float32)
-    grads = {}
-    for path in ("direct", "cols"):
-        with kernel_path(path):
-            xt, wt = nb.tensor(x, requires_grad=True), nb.tensor(w, requires_grad=True)
-            nb.conv2d(xt, wt, padding=1).backward(g)
-            grads[path] = wt.grad.numpy()
-    np.testing.assert_array_equal(np.isnan(grads["cols"]), np.isnan(grads["direct"]))
-    np.testing.assert_array_equal(np.isinf(grads["cols"]), np.isinf(grads["direct"]))
-    finite = np.isfinite(grads["direct"])
-    np.testing.assert_allclose(grads["cols"][finite], grads["direct"][finite], rtol=1e-4,
-                               atol=1e-4)
+    geom = (1, 1, 1, 1, 1, 1, 1)
+    direct = K.conv2d_weight_grad_direct(x, g, 3, 3, *geom)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2)
+    np.testing.assert_array_equal(np.isnan(cols), np.isnan(direct))
+    np.testing.assert_array_equal(np.isinf(cols), np.isinf(direct))
+    finite = np.isfinite(direct)
+    np.testing.assert_allclose(cols[finite], direct[finite], rtol=1e-4, atol=1e-4)
+
+
+# -- non-finite operands: NaN only from an inf or NaN product, padding adds nothing -------
+@pytest.mark.parametrize("path", PATHS)
+def test_inf_in_x_leaves_taps_that_never_read_it_finite(path):
+    """x[2, 0] = inf, an all-ones 3x3 kernel, padding 1: the taps of column kw = 2 never
+    read input column 0, so their weight gradients stay finite (PyTorch: 5.4, 9.6, 9.0);
+    the span and GEMM kernels met the inf with the zero scratch columns past each output
+    row (0 * inf = NaN)."""
+    x = np.arange(16.0).reshape(1, 1, 4, 4) / 10
+    x[0, 0, 2, 0] = np.inf
+    xt = nb.tensor(x, requires_grad=True)
+    wt = nb.tensor(np.ones((1, 1, 3, 3)), requires_grad=True)
+    with kernel_path(path):
+        nb.conv2d(xt, wt, padding=1).sum().backward()
+    inf = np.inf
+    np.testing.assert_allclose(wt.grad.numpy()[0, 0],
+                               [[inf, inf, 5.4], [inf, inf, 9.6], [inf, inf, 9.0]],
+                               rtol=1e-12)
+    np.testing.assert_array_equal(xt.grad.numpy()[0, 0], [[4, 6, 6, 4], [6, 9, 9, 6],
+                                                          [6, 9, 9, 6], [4, 6, 6, 4]])
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("operand", ["x", "w", "g"])
+@pytest.mark.parametrize("corner", [0, -1])
+@pytest.mark.parametrize("stride", [1, 2])
+def test_one_inf_operand_gives_inf_exactly_where_it_is_multiplied(path, operand, corner,
+                                                                  stride):
+    """Positive x, w and g with their first or last element (``corner``: an x column that
+    the scratch columns read, a tap or an output that meets the padding) of ``operand``
+    set to inf (padding 1): every
+    result that some product of the definition forms with it is inf, every other one
+    is the finite result with that element set to 0, and nothing is NaN: the padding and
+    the kernels' own zero buffers contribute no 0 * inf. ``touched`` is where the result
+    with the element set to 1 differs from the one with it set to 0."""
+    rng = np.random.default_rng(22)
+    arrays = {"x": rng.uniform(0.5, 1.5, (2, 3, 5, 6)), "w": rng.uniform(0.5, 1.5, (4, 3, 3, 3))}
+    y_shape = ref_conv2d(arrays["x"], arrays["w"], None, (stride, stride), (1, 1, 1, 1),
+                         (1, 1), 1).shape
+    arrays["g"] = rng.uniform(0.5, 1.5, y_shape)
+    at = (corner,) * 4
+
+    def results(value):
+        a = {k: v.copy() for k, v in arrays.items()}
+        a[operand][at] = value
+        return a, ref_conv2d(a["x"], a["w"], None, (stride, stride), (1, 1, 1, 1), (1, 1), 1,
+                             g=a["g"])[:3]
+
+    zeroed, one = results(0.0)[1], results(1.0)[1]
+    a, _ = results(np.inf)
+    xt, wt = nb.tensor(a["x"], requires_grad=True), nb.tensor(a["w"], requires_grad=True)
+    with kernel_path(path):
+        nb.conv2d(xt, wt, padding=1, stride=stride).backward(a["g"])
+        got = (nb.conv2d(a["x"], a["w"], padding=1, stride=stride).numpy(), xt.grad.numpy(),
+               wt.grad.numpy())
+    for name, r, z, o in zip(("y", "dx", "dw"), got, zeroed, one):
+        expected = np.where(o != z, np.inf, z)
+        np.testing.assert_allclose(r, expected, rtol=1e-12, atol=1e-12, err_msg=name)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_no_input_channels_gives_the_bias(path):
+    """x with C = 0 (w [F, 0, KH, KW]): every sum over channels is empty, so y = b
+    ([N, F, OH, OW]), db = g summed, dx and dw are empty. (PyTorch returns an empty
+    [N, 0, OH, OW] output here instead; nbgrad keeps the shape of the definition.)"""
+    rng = np.random.default_rng(23)
+    b = rng.standard_normal(3)
+    g = rng.standard_normal((2, 3, 5, 4))
+    with kernel_path(path):
+        y, dx, dw, db = _conv_all_grads(lambda x, w, b: nb.conv2d(x, w, b, padding=(1, 0)),
+                                        np.zeros((2, 0, 5, 6)), np.zeros((3, 0, 3, 3)), b, g)
+    np.testing.assert_array_equal(y, np.broadcast_to(b[:, None, None], (2, 3, 5, 4)))
+    assert dx.shape == (2, 0, 5, 6) and dw.shape == (3, 0, 3, 3)
+    np.testing.assert_allclose(db, g.sum(axis=(0, 2, 3)), rtol=1e-14)

@@ -435,3 +435,61 @@ def test_empty_and_high_rank_operands():
                                                        x.shape))
     np.testing.assert_allclose(gw.numpy(), unbroadcast(np.broadcast_to(x, (2, 3, 4, 2, 3, 5, 2)),
                                                        w.shape))
+
+
+# -- integer and bool operands ---------------------------------------------------------------
+def test_python_scalars_promote_as_in_pytorch():
+    b = nb.tensor([True, False, True])
+    i = nb.tensor([1, 2, 3])
+    f = nb.tensor([0.5, 1.5])
+    cases = [(b + 5, np.int64, [6, 5, 6]), (5 + b, np.int64, [6, 5, 6]),
+             (b * 3, np.int64, [3, 0, 3]), (b / 2, np.float32, [0.5, 0.0, 0.5]),
+             (b + 2.5, np.float32, [3.5, 2.5, 3.5]), (b + True, np.bool_, [True] * 3),
+             (b * False, np.bool_, [False] * 3), (i + 2.5, np.float32, [3.5, 4.5, 5.5]),
+             (i / 2, np.float32, [0.5, 1.0, 1.5]), (i * 2, np.int64, [2, 4, 6]),
+             (f + 1 / 3, np.float32, np.float32([0.5, 1.5]) + np.float32(1 / 3)),
+             (nb.tensor([1, 2], dtype=np.int32) + 5, np.int32, [6, 7]),
+             (nb.tensor([1, 2], dtype=np.int32) * i[:2], np.int64, [1, 4])]
+    for y, dtype, want in cases:
+        assert y.dtype == dtype
+        np.testing.assert_array_equal(y.numpy(), want)
+    with pytest.raises(OverflowError, match="2199023255552 does not fit the tensor's dtype"):
+        nb.tensor([1], dtype=np.int32) + 2**41
+
+
+def test_integer_arithmetic_is_exact_beyond_2_to_the_53():
+    big = 2**53 + 1
+    x = nb.tensor(np.array([big, -big]))
+    assert (x + 1).tolist() == [big + 1, -big + 1]
+    assert (x - 1).tolist() == [big - 1, -big - 1]
+    assert (x * 1).tolist() == [big, -big] and (1 * x).tolist() == [big, -big]
+    assert (-x).tolist() == [-big, big] and nb.abs(x).tolist() == [big, big]
+    assert (nb.tensor([3]) ** 33).tolist() == [3**33]
+    assert x.sum().item() == 0 and nb.tensor(np.array([big, 2])).sum().item() == big + 2
+    assert nb.tensor(np.array([[big], [1]])).sum(0).tolist() == [big + 1]
+
+
+def test_integers_to_negative_integer_powers_are_an_error():
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers are not "
+                                         "allowed"):
+        nb.tensor(np.array([2, 3])) ** -1
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers"):
+        nb.tensor([2, 3]) ** nb.tensor([1, -2])
+    with pytest.raises(ValueError, match="pow: integers to negative integer powers"):
+        2 ** nb.tensor([-1])
+    np.testing.assert_array_equal((nb.tensor([2, 4]) ** -1.0).numpy(), [0.5, 0.25])
+    assert (nb.tensor([True, False]) ** 2).tolist() == [1, 0]
+
+
+def test_bool_subtraction_and_negation_are_errors_as_in_pytorch():
+    b = nb.tensor([True, False])
+    for f in (lambda: b - b, lambda: b - 1, lambda: 1 - b, lambda: nb.tensor([1.0, 2.0]) - b):
+        with pytest.raises(TypeError, match="sub: subtraction with a bool operand"):
+            f()
+    with pytest.raises(TypeError, match="neg: not supported for a bool tensor"):
+        nb.neg(b)
+    with pytest.raises(TypeError, match="abs: not supported for a bool tensor"):
+        nb.abs(b)
+    with pytest.raises(TypeError, match="pow: not supported for two bool operands"):
+        b ** b
+    assert (-nb.tensor([1, 2], dtype=np.int32)).dtype == np.int32

@@ -271,6 +271,71 @@ def test_isolated_nodes_give_zeros_and_finite_gradients(reduce):
         assert np.array_equal(grads[0][2:], np.zeros((2, 2)))  # isolated h rows: no gradient
 
 
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+@pytest.mark.parametrize("bad", [np.inf, -np.inf, np.nan])
+def test_upstream_gradient_of_isolated_nodes_reaches_nothing(reduce, bad):
+    # m_i = 0 for a node without neighbours whatever the inputs, so an inf or NaN upstream
+    # gradient there leaves every gradient as a zero one would
+    graph = nb.Graph.from_edges([0, 1], [1, 0], 4)
+    rng = np.random.default_rng(1)
+    arrays = gno_inputs(rng, graph, 2, 3, 4, 2)
+    upstream = rng.standard_normal((4, 3))
+    upstream[2:] = 0
+    polluted = upstream.copy()
+    polluted[2:] = bad
+    for fn in (fused(graph, reduce), unfused(graph, reduce, 3, 2)):
+        _, want = forward_backward(fn, arrays, upstream)
+        _, got = forward_backward(fn, arrays, polluted)
+        for g, w in zip(got, want):
+            assert_same_bits(g, w)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_relu_propagates_nan(reduce):
+    # relu(NaN) = NaN, as nb.relu and torch.relu: a NaN pre-activation makes every message
+    # of its edge NaN; the relu mask is 0 there, so dU, db_u and dx get nothing through it
+    graph = nb.Graph.from_edges([0, 1, 2], [1, 0, 0], 4)  # node 3 has no neighbours
+    rng = np.random.default_rng(2)
+    h, x, U, b_u, V, b_v = gno_inputs(rng, graph, 2, 3, 4, 2)
+    b_u[1] = np.nan
+    arrays = (h, x, U, b_u, V, b_v)
+    upstream = rng.standard_normal((4, 3))
+    outs = [forward_backward(fn, arrays, upstream)
+            for fn in (fused(graph, reduce), unfused(graph, reduce, 3, 2))]
+    ref_args = (*arrays, graph.row_ptr, graph.col, graph.edge_id, 3, reduce == "mean")
+    has_neighbours = graph.degree > 0
+    for out in (outs[0][0], outs[1][0], K.reference_forward(*ref_args)):
+        assert np.isnan(out[has_neighbours]).all() and not np.any(out[~has_neighbours])
+    for _, (dh, dx, dU, db_u, dV, _) in outs:
+        assert np.isnan(dV[:, 1]).all() and np.isnan(dh[:3]).all()
+        assert np.isfinite(dx).all() and np.isfinite(dU).all() and np.isfinite(db_u).all()
+        assert db_u[1] == 0 and not np.any(dU[1])
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_no_output_features(reduce):
+    # F_out = 0 (V has no rows): an empty result and zero gradients, as in an einsum
+    graph = shared_graph()
+    arrays = gno_inputs(np.random.default_rng(3), graph, 2, 0, 4, 2)
+    out, grads = forward_backward(fused(graph, reduce), arrays, np.ones((6, 0)))
+    assert out.shape == (6, 0)
+    for g, a in zip(grads, arrays):
+        assert g.shape == a.shape and not np.any(g)
+
+
+@pytest.mark.parametrize("hidden, d", [(0, 2), (4, 0)])
+def test_no_hidden_units_or_edge_features(hidden, d):
+    # H = 0 or d = 0: the empty sums are 0 (kappa = b_v, or relu(b_u) in the hidden layer)
+    graph = shared_graph()
+    arrays = gno_inputs(np.random.default_rng(4), graph, 2, 3, hidden, d)
+    upstream = np.ones((graph.num_nodes, 3))
+    for reduce in ("sum", "mean"):
+        results = [forward_backward(fn, arrays, upstream)
+                   for fn in (fused(graph, reduce), unfused(graph, reduce, 3, 2))]
+        assert [g.shape for g in results[0][1]] == [a.shape for a in arrays]
+        assert_all_close([results[0][0], *results[0][1]], [results[1][0], *results[1][1]])
+
+
 def test_mean_is_sum_divided_by_row_length():
     graph = shared_graph()
     arrays = gno_inputs(np.random.default_rng(1), graph, 3, 2, 4, 2)
@@ -503,6 +568,8 @@ def _good():
     ({"V": np.zeros((7, 4))}, ValueError, r"gno: V has 7 rows \(shape \(7, 4\)\), not a "
      r"multiple of F_in = 3 from h \(6, 3\)"),
     ({"V": np.zeros((6, 5))}, ValueError, r"gno: V has shape \(6, 5\), expected \[\*, 4\]"),
+    ({"h": np.zeros((6, 0))}, ValueError, r"gno: h has shape \(6, 0\): F_in = 0 features "
+     r"leaves F_out = V.shape\[0\] / F_in undefined"),
     ({"U": np.zeros((4, 3))}, ValueError, r"gno: U has shape \(4, 3\), expected \[\*, 2\]"),
     ({"b_u": np.zeros(3)}, ValueError, r"gno: b_u has shape \(3,\), expected \[4\]"),
     ({"b_v": np.zeros(5)}, ValueError, r"gno: b_v has shape \(5,\), expected \[6\]"),

@@ -308,6 +308,44 @@ def test_nan_propagates_instead_of_dropping_the_column(rng):
     assert np.isnan(dB).any()
 
 
+@pytest.mark.parametrize("column", [0, 1])
+def test_inf_column_propagates_instead_of_being_dropped(rng, column):
+    # R_jj = |b_j| = inf passes the relative test R_jj <= tol |b_j|, but a column with an
+    # infinite norm is kept: q_j = v_j / R_jj is NaN where v_j is inf, and so are all
+    # the later columns
+    B = rng.standard_normal((6, 3))
+    B[2, column] = np.inf
+    Q, dB = q_and_grad(B, np.ones((6, 3)))
+    assert np.isfinite(Q[:, :column]).all()
+    assert np.isnan(Q[2, column]) and np.isnan(Q[:, column + 1:]).all()
+    assert np.isnan(dB[:, column]).any()
+
+
+# Powers of two whose squares overflow or underflow (the last ones give subnormal columns).
+EXTREME_SCALES = {np.float64: [2.0 ** 600, 2.0 ** -600, 2.0 ** -1070],
+                  np.float32: [2.0 ** 100, 2.0 ** -100, 2.0 ** -140]}
+
+
+@pytest.mark.parametrize("reorthogonalize", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_columns_of_huge_or_subnormal_entries(rng, dtype, reorthogonalize):
+    # Scaling column j by a power of two c_j leaves Q unchanged, bit for bit, and divides
+    # dL/db_j by c_j, also where |b_j|^2 would overflow or underflow.
+    B = rng.standard_normal((7, 4)).astype(dtype)
+    B[:, 3] = rng.integers(-15, 16, 7)  # small integers: exact even as subnormals
+    dQ = rng.standard_normal((7, 4)).astype(dtype)
+    c = np.array([1.0, *EXTREME_SCALES[dtype]], dtype=dtype)
+    Q, dB = q_and_grad(B, dQ, reorthogonalize)
+    Qc, dBc = q_and_grad(B * c, dQ, reorthogonalize)
+    assert_same_bits(Qc, Q)
+    # (the subnormal column's gradient, ~1 / |b_3|, is beyond the float range)
+    assert_same_bits((dBc * c)[:, :3], dB[:, :3])
+    passes = gs_ops._passes(B * c, reorthogonalize)
+    recomputed = gs_ops._mgs_passes(nb.tensor(B * c), passes).numpy()
+    np.testing.assert_allclose(recomputed, Q, rtol=0, atol=1e-6 if dtype == np.float32
+                               else 1e-12)
+
+
 def test_nearly_dependent_stays_finite(rng):
     B = rng.standard_normal((10, 4)).astype(np.float32)
     B[:, 3] = B[:, 0] + 1e-6 * rng.standard_normal(10).astype(np.float32)
@@ -586,3 +624,22 @@ def test_ono_shape_mismatch_raises():
 def test_empty_basis(shape):
     Q, dB = q_and_grad(np.ones(shape), np.ones(shape))
     assert Q.shape == dB.shape == shape
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("batch, B_shape", [((0,), (5, 3)), ((0, 2), (5, 3)), ((2, 0), (5, 3)),
+                                            ((2,), (5, 0)), ((2,), (0, 0)), ((0,), (0, 0))])
+@pytest.mark.parametrize("op", ["ono_encode", "ono_decode"])
+def test_ono_empty_operands(rng, op, batch, B_shape, create_graph):
+    # like einsum('...n,nk->...k', u, Q): an empty result and zero gradients
+    n, k = B_shape
+    decode = op == "ono_decode"
+    a = nb.tensor(rng.standard_normal(batch + (k if decode else n,)), requires_grad=True)
+    B = nb.tensor(rng.standard_normal(B_shape), requires_grad=True)
+    y = getattr(nb, op)(a, B)
+    assert y.shape == batch + (n if decode else k,)
+    np.testing.assert_array_equal(y.numpy(), 0)
+    da, dB = nb.grad(y.sum(), [a, B], create_graph=create_graph)
+    assert da.shape == a.shape and dB.shape == B_shape
+    np.testing.assert_array_equal(da.numpy(), 0)
+    np.testing.assert_array_equal(dB.numpy(), 0)

@@ -1,22 +1,44 @@
-"""Graph (CSR), Graph.from_edges, radius_graph: oracles, brute force, validation, threads."""
+"""Graph (CSR), Graph.from_edges, radius_graph: oracles, brute force, extreme coordinates,
+both searches, validation, threads."""
+
+import contextlib
+import math
+import threading
+import tracemalloc
 
 import numpy as np
 import pytest
 from conftest import assert_same_bits, at_threads
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbgrad as nb
-from nbgrad.testing.strategies_graph import point_clouds, radii, random_graphs
+from nbgrad.kernels import csr
+from nbgrad.testing.strategies_graph import (
+    point_clouds,
+    radii,
+    random_graphs,
+    wide_point_clouds,
+    wide_radii,
+)
 
 # -- helpers -------------------------------------------------------------------------------
 
 
+def scale_of(radius):
+    """radius_graph's power of two s: s * radius in [0.5, 1); 2^1023 for radius 0."""
+    exponent = math.frexp(radius)[1] if radius > 0 else -1074
+    return math.ldexp(1.0, min(-exponent, 1023))
+
+
 def brute_force_rows(points, radius, loop):
-    """Row i: all j with |p_i - p_j|^2 <= r^2 (same float64 formula as the kernel), sorted."""
-    diff = points[None, :, :] - points[:, None, :]
-    d2 = (diff * diff).sum(axis=-1) if points.shape[1] else np.zeros((len(points),) * 2)
-    adj = d2 <= radius * radius
+    """Row i: all j with sum_a (s (p_j - p_i)_a)^2 <= (s r)^2 in float64, s = scale_of(r)
+    (radius_graph's test), sorted; and the scaled squared distances."""
+    s = scale_of(radius)
+    with np.errstate(over="ignore", under="ignore"):
+        diff = s * (points[None, :, :] - points[:, None, :])
+        d2 = (diff * diff).sum(axis=-1)
+    adj = d2 <= (s * radius) ** 2
     if not loop:
         np.fill_diagonal(adj, False)
     return [np.flatnonzero(adj[i]) for i in range(len(points))], d2
@@ -30,6 +52,43 @@ def assert_rows_equal(graph, rows):
     assert graph.num_nodes == len(rows)
     for i, (got, want) in enumerate(zip(rows_of(graph), rows)):
         assert np.array_equal(got, want), f"row {i}: {got} != {want}"
+
+
+def assert_same_graph(a, b):
+    """Same CSR arrays (values, dtype and order), edge ids and sizes."""
+    for name in ("row_ptr", "col", "edge_id"):
+        assert_same_bits(getattr(a, name), getattr(b, name))
+    assert (a.num_nodes, a.num_edge_ids) == (b.num_nodes, b.num_edge_ids)
+
+
+SEARCHES = ("cells", "tree")
+
+
+@contextlib.contextmanager
+def forced_search(search):
+    """radius_graph with its search fixed to ``search`` ("cells" or "tree")."""
+    chosen = csr.radius_search
+    csr.radius_search = lambda n, d: search
+    try:
+        yield
+    finally:
+        csr.radius_search = chosen
+
+
+def radius_graph_by(search, *args, **kwargs):
+    with forced_search(search):
+        return nb.radius_graph(*args, **kwargs)
+
+
+def finishes_within(seconds, fn, *args):
+    """fn(*args), or AssertionError if it has not returned after ``seconds`` (it runs on a
+    daemon thread, so a hang fails the test instead of the whole run)."""
+    result = {}
+    worker = threading.Thread(target=lambda: result.update(value=fn(*args)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert not worker.is_alive(), f"{fn.__name__} did not return within {seconds} s"
+    return result["value"]
 
 
 # -- radius_graph --------------------------------------------------------------------------
@@ -67,12 +126,99 @@ def test_radius_graph_max_neighbors_keeps_nearest(points, radius, loop, k):
     assert_rows_equal(g, want)
 
 
-def test_radius_graph_pairs_whose_squared_distance_underflows():
-    # d2 = (2e-215)^2 underflows to 0 <= r2 = 0, so the pair counts as within radius 0
-    points = np.array([[0.0], [2.1e-215]])
-    rows, _ = brute_force_rows(points, 0.0, loop=False)
-    assert_rows_equal(nb.radius_graph(points, 0.0, loop=False), rows)
-    assert_rows_equal(nb.radius_graph(points, 0.0, loop=False, max_neighbors=1), rows)
+# (points, radius, rows with loop=False): the true geometry, where |dx|^2 <= r^2 in
+# float64 would over- or underflow.
+EXTREME_CASES = [
+    # coordinate differences overflow: 2e308 apart is farther than any finite radius
+    ([[-1e308, -1e308], [1e308, 1e308], [0.0, 0.0]], 1.0, [[], [], []]),
+    ([[-1e308, -1e308], [1e308, 1e308], [0.0, 0.0]], 1.5e308, [[2], [2], [0, 1]]),
+    ([[-1e308], [1e308], [0.0]], 1.0, [[], [], []]),
+    ([[-1e308], [1e308], [0.0]], 1e308, [[2], [2], [0, 1]]),
+    ([[-1.7976931348623157e308], [1.7976931348623157e308]], 1.7976931348623157e308, [[], []]),
+    # squares overflow: 1e300 apart is outside radius 1e200 (both squares are inf)
+    ([[0.0], [1e300]], 1e200, [[], []]),
+    ([[0.0], [1e200]], 1e200, [[1], [0]]),
+    # squares underflow: 2.1e-215 apart is outside radius 0 and 1e-215
+    ([[0.0], [2.1e-215]], 0.0, [[], []]),
+    ([[0.0], [2.1e-215]], 1e-215, [[], []]),
+    ([[0.0], [2.1e-215]], 2.1e-215, [[1], [0]]),
+    ([[0.0], [5e-324], [-0.0]], 0.0, [[2], [], [0]]),
+    # a 3-4-5 triangle at 2^-540, whose squares are subnormal or 0
+    ([[0.0, 0.0], [math.ldexp(3, -540), math.ldexp(4, -540)]], math.ldexp(5, -540),
+     [[1], [0]]),
+    ([[0.0, 0.0], [math.ldexp(3, -540), math.ldexp(4, -540)]],
+     math.nextafter(math.ldexp(5, -540), 0.0), [[], []]),
+]
+
+
+@pytest.mark.parametrize("search", SEARCHES)
+@pytest.mark.parametrize("points, radius, rows", EXTREME_CASES)
+def test_radius_graph_extreme_coordinates(points, radius, rows, search):
+    # the extent of such points overflows: no search may size a grid from it
+    points = np.array(points)
+    g = finishes_within(60, radius_graph_by, search, points, radius, False)
+    assert_rows_equal(g, rows)
+    with_loops = radius_graph_by(search, points, radius)
+    assert_rows_equal(with_loops, [sorted([i, *r]) for i, r in enumerate(rows)])
+    nearest = radius_graph_by(search, points, radius, loop=False, max_neighbors=1)
+    assert all(len(r) <= 1 and set(r) <= set(w) for r, w in zip(rows_of(nearest), rows))
+
+
+@settings(max_examples=60)
+@given(wide_point_clouds(), wide_radii(), st.booleans())
+def test_radius_graph_wide_range_matches_brute_force(points, radius, loop):
+    rows, _ = brute_force_rows(points, radius, loop)
+    for search in SEARCHES:
+        assert_rows_equal(radius_graph_by(search, points, radius, loop=loop), rows)
+
+
+@given(st.one_of(point_clouds(), wide_point_clouds()), st.one_of(radii(), wide_radii()),
+       st.booleans(), st.one_of(st.none(), st.integers(1, 4)))
+def test_radius_graph_same_graph_from_either_search(points, radius, loop, k):
+    cells = radius_graph_by("cells", points, radius, loop=loop, max_neighbors=k)
+    tree = radius_graph_by("tree", points, radius, loop=loop, max_neighbors=k)
+    assert_same_graph(cells, tree)
+
+
+@pytest.mark.parametrize("n, d, radius", [(3000, 3, 0.1), (2000, 5, 0.3), (500, 1, 0.01)])
+def test_radius_graph_same_graph_from_either_search_larger_clouds(n, d, radius):
+    points = np.random.default_rng(d).random((n, d))
+    graphs = [radius_graph_by(search, points, radius) for search in SEARCHES]
+    assert graphs[0].nnz > 5 * n
+    assert_same_graph(*graphs)
+
+
+def test_radius_graph_search_choice():
+    # the measured rule of kernels/csr.py:radius_search
+    assert [csr.radius_search(100, d) for d in (1, 2, 3, 4, 5)] == \
+        ["cells", "cells", "tree", "tree", "tree"]
+    assert [csr.radius_search(10_000, d) for d in (1, 2, 3, 4, 5, 8, 16)] == \
+        ["cells"] * 4 + ["tree"] * 3
+
+
+@pytest.mark.parametrize("n, d", [(10, 16), (40, 32)])
+def test_radius_graph_high_dimension_stays_small(n, d):
+    # a cell list walks 3^(d-1) runs of cells per point (its offset table alone would be
+    # 3^15 x 15 int64 at d = 16): the search must stay O(N d + nnz) here
+    points = np.random.default_rng(d).random((n, d))
+    radius = math.sqrt(d / 6)  # the root mean square distance: about half the pairs
+    tracemalloc.start()
+    try:
+        g = nb.radius_graph(points, radius)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20, f"peak {peak / 2**20:.0f} MB"
+    assert_rows_equal(g, brute_force_rows(points, radius, True)[0])
+    assert 0 < g.nnz - n < n * (n - 1)
+
+
+def test_radius_graph_tree_same_bits_at_1_and_2_threads():
+    points = np.random.default_rng(1).random((5000, 5))
+    g1 = at_threads(1, radius_graph_by, "tree", points, 0.25)
+    g2 = at_threads(2, radius_graph_by, "tree", points, 0.25)
+    assert_same_graph(g1, g2)
+    assert_same_graph(g1, radius_graph_by("tree", points, 0.25))
 
 
 def test_radius_graph_max_neighbors_tie_goes_to_smaller_index():

@@ -221,3 +221,21 @@ def test_empty_basis(M, n):
     E, dmu = basis_and_grad(np.ones(M), n, np.ones((M, n)))
     assert E.shape == (M, n)
     np.testing.assert_array_equal(dmu, np.zeros(M))
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("batch, M, n", [((0,), 2, 4), ((2, 0), 2, 4), ((3,), 2, 0),
+                                         ((3,), 0, 4), ((0,), 0, 0)])
+def test_lno_empty_operands(batch, M, n, create_graph):
+    # like u @ E.T and x @ E in PyTorch: empty sums are 0, and so are all gradients
+    mu = nb.tensor(np.linspace(0.5, 2.0, M), requires_grad=True)
+    u = nb.tensor(np.ones(batch + (n,)), requires_grad=True)
+    x = nb.tensor(np.ones(batch + (M,)), requires_grad=True)
+    y, z = nb.lno_encode(u, mu), nb.lno_decode(x, mu, n)
+    assert y.shape == batch + (M,) and z.shape == batch + (n,)
+    np.testing.assert_array_equal(y.numpy(), 0)
+    np.testing.assert_array_equal(z.numpy(), 0)
+    grads = nb.grad(y.sum() + z.sum(), [u, x, mu], create_graph=create_graph)
+    for g, a in zip(grads, (u, x, mu)):
+        assert g.shape == a.shape
+        np.testing.assert_array_equal(g.numpy(), 0)

@@ -265,3 +265,22 @@ def test_mse_loss_second_derivative_torch_oracle(reduction):
     for got, e in zip(nb.grad((dp * dp * dp).sum() + (dq * dq * dq).sum(), [pn, qn]),
                       expected):
         np.testing.assert_allclose(got.numpy(), e.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cross_entropy_keeps_the_log_sum_next_to_huge_logits(dtype):
+    """-log_softmax computed as PyTorch: log sum e^(x - m) - (x_t - m), so rows of huge
+    equal logits lose nothing to m + log sum rounding (loss log 2, softmax 1/2)."""
+    logits = nb.tensor(np.array([[1e30, 1e30], [-1e30, -1e30]], dtype), requires_grad=True)
+    loss = nb.cross_entropy(logits, np.array([0, 1]), reduction="none")
+    np.testing.assert_allclose(loss.numpy(), [np.log(2), np.log(2)], rtol=1e-6)
+    loss.sum().backward()
+    np.testing.assert_allclose(logits.grad.numpy(), [[-0.5, 0.5], [0.5, -0.5]], rtol=1e-6)
+
+
+def test_cross_entropy_of_a_row_holding_inf_is_nan_as_in_pytorch():
+    logits = nb.tensor(np.array([[np.inf, 1.0], [0.0, 1.0]], np.float32), requires_grad=True)
+    loss = nb.cross_entropy(logits, np.array([1, 0]), reduction="none")
+    assert np.isnan(loss.numpy()[0]) and np.isfinite(loss.numpy()[1])
+    loss.sum().backward()
+    assert np.isnan(logits.grad.numpy()[0]).all() and np.isfinite(logits.grad.numpy()[1]).all()

@@ -44,7 +44,8 @@ def _windows(H, W, kernel, stride, padding, dilation):
 
 
 def ref_max_pool2d(x, g, kernel, stride, padding, dilation):
-    """y and dx from the definition: the gradient goes to the first maximum (row-major)."""
+    """y and dx from the definition: the gradient goes to the first maximum (row-major),
+    or to the last NaN of a window that has one (PyTorch's rule)."""
     N, C, H, W = x.shape
     wins, (OH, OW) = _windows(H, W, kernel, stride, padding, dilation)
     y, dx = np.full((N, C, OH, OW), -np.inf), np.zeros_like(x)
@@ -53,9 +54,10 @@ def ref_max_pool2d(x, g, kernel, stride, padding, dilation):
             if not taps:  # dilation stepped over the whole input: -inf, no gradient
                 continue
             vals = [x[n, c, i, j] for i, j in taps]
-            first = int(np.argmax(vals))
-            y[n, c, oh, ow] = vals[first]
-            dx[n, c, taps[first][0], taps[first][1]] += g[n, c, oh, ow]
+            nans = np.flatnonzero(np.isnan(vals))
+            pick = int(nans[-1]) if nans.size else int(np.argmax(vals))
+            y[n, c, oh, ow] = vals[pick]
+            dx[n, c, taps[pick][0], taps[pick][1]] += g[n, c, oh, ow]
     return y, dx
 
 
@@ -141,6 +143,23 @@ def test_padding_is_minus_infinity_and_nan_propagates():
     assert np.isnan(y.numpy()[0, 0, 0, 0]) and y.numpy()[0, 0, 1, 1] == 15
     y.backward(np.ones((1, 1, 2, 2)))
     assert xt.grad.numpy()[0, 0, 0, 1] == 1 and xt.grad.numpy()[0, 0, 1, 1] == 0
+
+
+@pytest.mark.parametrize("kernel, stride, padding", [((2, 2), (2, 2), (0, 0)),  # fast path
+                                                    ((2, 2), (2, 2), (1, 1)),
+                                                    ((3, 3), (1, 1), (1, 1))])
+def test_nan_windows_send_the_gradient_to_their_last_nan(kernel, stride, padding):
+    """As PyTorch: every NaN replaces the running maximum, so a window with several NaNs
+    outputs NaN and routes its gradient to the last one in row-major order (x[1, 0] for
+    the 2x2 window over x[0, 1] and x[1, 0])."""
+    x = np.arange(16.0).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = x[0, 0, 1, 0] = x[0, 0, 2, 3] = np.nan
+    y, dx, g = _run(nb.max_pool2d, x, kernel_size=kernel, stride=stride, padding=padding)
+    y_ref, dx_ref = ref_max_pool2d(x, g, kernel, stride, padding, (1, 1))
+    np.testing.assert_array_equal(y, y_ref)
+    np.testing.assert_allclose(dx, dx_ref, rtol=1e-14, atol=1e-14)
+    if padding == (0, 0):
+        assert dx[0, 0, 1, 0] == g[0, 0, 0, 0] and dx[0, 0, 0, 1] == 0
 
 
 def test_window_missing_the_input_gives_minus_infinity_and_no_gradient():
@@ -229,6 +248,12 @@ X = np.zeros((2, 3, 5, 5))
     ((X, 2), {"padding": -1}, r"padding must be non-negative"),
     ((np.zeros((5, 5)), 2), {}, r"x must be \[N, C, H, W\] or unbatched \[C, H, W\], "
                                 r"got shape \(5, 5\)"),
+    # PyTorch's rule: only the batch may be empty
+    ((np.zeros((2, 0, 5, 5)), 2), {}, r"x must have channels, rows and columns \(only the "
+                                      r"batch may be empty\), got shape \(2, 0, 5, 5\)"),
+    ((np.zeros((0, 5, 5)), 2), {}, r"x must have channels, rows and columns"),
+    ((np.zeros((2, 3, 0, 5)), 2), {"padding": 1}, r"x must have channels, rows and columns"),
+    ((np.zeros((2, 3, 5, 0)), 2), {}, r"x must have channels, rows and columns"),
 ])
 def test_value_errors(fn, args, kwargs, match):
     with pytest.raises(ValueError, match=f"{fn.__name__}: {match}"):

@@ -282,3 +282,35 @@ def test_max_min_with_dim_return_values_and_indices_like_pytorch(name):
 def test_max_without_dim_reduces_everything():
     x = nb.tensor([[1.0, 9.0], [3.0, 4.0]])
     assert x.max().item() == 9.0 and nb.min(x).item() == 1.0
+
+
+NAN = np.nan
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_nan_extremum_gradients_follow_pytorch(create_graph):
+    """PyTorch 2.13: amax/amin give a slice whose extremum is NaN a NaN gradient (their
+    g / n_ties * [x == m] has no entry equal to NaN); max()/min() without dim share g among
+    the NaN entries; max(dim)/min(dim) send it to the first NaN."""
+    x = np.array([[1.0, NAN, 3.0, NAN], [2.0, 5.0, 5.0, 1.0]])
+
+    def grad(fn):
+        t = nb.tensor(x, requires_grad=True)
+        (g,) = nb.grad(fn(t), [t], create_graph=create_graph)
+        return g.numpy()
+
+    np.testing.assert_array_equal(grad(lambda t: nb.amax(t, 1).sum()),
+                                  [[NAN] * 4, [0, 0.5, 0.5, 0]])
+    np.testing.assert_array_equal(grad(lambda t: nb.amin(t, 1).sum()),
+                                  [[NAN] * 4, [0, 0, 0, 1]])
+    np.testing.assert_array_equal(grad(lambda t: nb.amax(t)), np.full((2, 4), NAN))
+    for fn, row_1 in ((nb.max, [0, 1, 0, 0]), (nb.min, [0, 0, 0, 1])):
+        np.testing.assert_array_equal(grad(fn), [[0, 0.5, 0, 0.5], [0, 0, 0, 0]])
+        np.testing.assert_array_equal(grad(lambda t, f=fn: f(t, 1)[0].sum()),
+                                      [[0, 1, 0, 0], row_1])
+    assert np.isnan(nb.amax(nb.tensor(x)).item()) and np.isnan(nb.tensor(x).min().item())
+
+
+def test_max_over_a_dim_of_a_0d_tensor_is_0d_with_keepdim():
+    values, indices = nb.tensor(np.array(2.0)).max(0, keepdim=True)
+    assert values.shape == () and indices.shape == () and indices.item() == 0

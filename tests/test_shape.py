@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
-from nbgrad.testing import gradcheck
+from nbgrad.testing import gradcheck, gradgradcheck
 from nbgrad.testing import strategies as nbst
 
 shapes = hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=4)
@@ -289,3 +289,125 @@ def test_torch_oracle_shape_ops():
     out_t.backward(torch.tensor(g))
     np.testing.assert_allclose(xn.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(yn.grad.numpy(), yt.grad.numpy(), rtol=1e-12)
+
+
+# -- split / chunk / squeeze / unsqueeze ----------------------------------------------------
+def _torch_split_sizes(n, size):
+    """torch.split's piece sizes for an int split size (the last piece smaller)."""
+    return [min(size, n - s) for s in range(0, n, size)] or [0]
+
+
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5), data=st.data())
+def test_split_matches_numpy(shape, data):
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    n = shape[dim]
+    if data.draw(st.booleans()):
+        arg = data.draw(st.integers(1 if n else 0, 6))
+        sizes = _torch_split_sizes(n, arg) if arg else [0]
+    else:
+        cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=3)))
+        sizes = list(np.diff([0, *cuts, n]))
+        arg = [int(s) for s in sizes]
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    ts = nb.tensor(x, requires_grad=True)
+    pieces = nb.split(ts, arg, dim)
+    assert isinstance(pieces, tuple) and [p.shape[dim] for p in pieces] == sizes
+    for p, ref in zip(pieces, np.split(x, np.cumsum(sizes)[:-1], axis=dim)):
+        np.testing.assert_array_equal(p.numpy(), ref)
+    # backward: the pieces' gradients joined; a piece left out contributes zeros
+    used = [i for i in range(len(pieces)) if i % 2 == 0]
+    gs = [rng.standard_normal(pieces[i].shape) for i in used]
+    (gx,) = nb.grad([pieces[i] for i in used], [ts], grad_outputs=gs)
+    expected = np.concatenate([gs[used.index(i)] if i in used else np.zeros(p.shape)
+                               for i, p in enumerate(pieces)], axis=dim)
+    np.testing.assert_array_equal(gx.numpy(), expected)
+
+
+def test_chunk_sizes_match_torch():
+    torch = pytest.importorskip("torch")
+    for n in range(0, 13):
+        for chunks in range(1, 8):
+            ours = [p.shape[0] for p in nb.chunk(nb.zeros(n, 2), chunks)]
+            theirs = [p.shape[0] for p in torch.chunk(torch.zeros(n, 2), chunks)]
+            assert ours == theirs, (n, chunks)
+
+
+def test_split_chunk_methods_views_and_gradcheck():
+    x_np = np.arange(12.0).reshape(3, 4)
+    x = nb.tensor(x_np, requires_grad=True)
+    a, b = x.chunk(2, dim=1)
+    assert np.shares_memory(a.numpy(), x.numpy())                # views, as in torch
+    np.testing.assert_array_equal(b.numpy(), x_np[:, 2:])
+    assert [p.shape for p in x.split([1, 2], -2)] == [(1, 4), (2, 4)]
+    rng = np.random.default_rng(1)
+    assert gradcheck(lambda t: nb.split(t, 2, 1)[1] * nb.chunk(t, 3, 0)[2][:, :2],
+                     [rng.standard_normal((3, 4))])
+    assert gradgradcheck(lambda t: nb.split(t, [1, 3], 1)[1] ** 2, [rng.standard_normal((2, 4))])
+
+
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=1, max_side=2), data=st.data())
+def test_squeeze_unsqueeze_match_numpy(shape, data):
+    x = np.random.default_rng(2).standard_normal(shape)
+    t = nb.tensor(x, requires_grad=True)
+    span = max(len(shape), 1)
+    dims = data.draw(st.none() | st.integers(-span, span - 1)
+                     | st.lists(st.integers(0, span - 1), unique=True, max_size=span).map(tuple))
+    squeezed = nb.squeeze(t, dims)
+    if dims is None:
+        expected = np.squeeze(x)
+    else:
+        listed = (dims,) if isinstance(dims, int) else dims
+        ones = tuple(d % span for d in listed if len(shape) and shape[d % span] == 1)
+        expected = np.squeeze(x, ones)
+    np.testing.assert_array_equal(squeezed.numpy(), expected)
+    d = data.draw(st.integers(-len(shape) - 1, len(shape)))
+    grown = t.unsqueeze(d)
+    np.testing.assert_array_equal(grown.numpy(), np.expand_dims(x, d))
+    g = np.random.default_rng(3).standard_normal(squeezed.shape)
+    (gx,) = nb.grad(squeezed, [t], grad_outputs=g)
+    np.testing.assert_array_equal(gx.numpy(), g.reshape(shape))
+
+
+def test_squeeze_unsqueeze_match_torch():
+    torch = pytest.importorskip("torch")
+    y, yt = nb.zeros(1, 3, 1, 2), torch.zeros(1, 3, 1, 2)
+    for dims in [0, 1, -2, (0, 2), (0, 1), (), [0, 2]]:
+        assert y.squeeze(dims).shape == tuple(yt.squeeze(dims).shape)
+    assert y.squeeze().shape == tuple(yt.squeeze().shape)
+    for d in [4, -1, -5, 0, 2]:
+        assert y.unsqueeze(d).shape == tuple(yt.unsqueeze(d).shape)
+    assert nb.squeeze(nb.tensor(1.0), 0).shape == ()
+    assert nb.unsqueeze(nb.tensor(1.0), -1).shape == (1,)
+
+
+def test_split_chunk_squeeze_unsqueeze_errors():
+    x = nb.zeros(5, 2)
+    with pytest.raises(ValueError, match=r"split: split_size must be positive \(0 only for a dim "
+                                         r"of size 0\), got 0 for dim 0 of size 5"):
+        nb.split(x, 0)
+    with pytest.raises(ValueError, match="split: split_size must be positive"):
+        nb.split(x, -1)
+    with pytest.raises(ValueError, match=r"split: split sizes \(1, 1\) must be non-negative and "
+                                         r"sum to the size 5 of dim 0"):
+        nb.split(x, [1, 1])
+    with pytest.raises(ValueError, match=r"split: split sizes \(6, -1\)"):
+        nb.split(x, [6, -1])
+    with pytest.raises(TypeError, match="split: split sizes must be ints"):
+        nb.split(x, 2.0)
+    with pytest.raises(ValueError, match="split: x must have at least one dim"):
+        nb.split(nb.tensor(1.0), 1)
+    with pytest.raises(IndexError, match=r"split: dim=2 is out of range for x of shape \(5, 2\)"):
+        nb.split(x, 1, dim=2)
+    with pytest.raises(ValueError, match="chunk: chunks must be a positive int, got 0"):
+        nb.chunk(x, 0)
+    with pytest.raises(ValueError, match="chunk: x must have at least one dim"):
+        nb.chunk(nb.tensor(1.0), 1)
+    with pytest.raises(ValueError, match=r"squeeze: dim \(0, -2\) names a dim more than once"):
+        nb.squeeze(x, (0, -2))
+    with pytest.raises(IndexError, match=r"squeeze: dim=2 is out of range .*\[-2, 1\]"):
+        nb.squeeze(x, 2)
+    with pytest.raises(IndexError, match=r"unsqueeze: dim=3 is out of range .*\[-3, 2\]"):
+        nb.unsqueeze(x, 3)
+    with pytest.raises(TypeError, match=r"unsqueeze: dim must be an int, got \(0, 1\)"):
+        nb.unsqueeze(x, (0, 1))

@@ -115,3 +115,26 @@ def test_thread_count_out_of_range_is_an_error():
     for bad in (0, 10**6, 1.5):
         with pytest.raises(ValueError, match=r"set_num_threads: n must be an int from 1 to"):
             nb.set_num_threads(bad)
+
+
+@pytest.mark.parametrize("dtype, want", [(">f8", np.float64), (">f4", np.float32),
+                                         (">i4", np.int64), (">i8", np.int64),
+                                         ("<f8", np.float64)])
+def test_non_native_byte_order_keeps_the_values_and_the_dtype(dtype, want):
+    data = np.array([1 / 3, 1e-300, 1e300] if "f8" in dtype else [1.5, -2.0, 7.0]
+                    if "f" in dtype else [1, -2, 2**31 - 1], dtype=dtype)
+    t = nb.tensor(data)
+    assert t.dtype == want and t.dtype.isnative
+    np.testing.assert_array_equal(t.numpy(), data.astype(want))
+
+
+def test_integers_that_do_not_fit_int64_are_an_error_not_wrapped():
+    with pytest.raises(OverflowError, match=r"uint64 value 9223372036854775813 does not "
+                                            r"fit int64"):
+        nb.tensor(np.array([1, 2**63 + 5], dtype=np.uint64))
+    with pytest.raises(OverflowError, match="does not fit int64"):
+        nb.tensor([2**63 + 5])
+    with pytest.raises(OverflowError, match="int64 value 4294967296 does not fit int32"):
+        nb.tensor(np.array([2**32]), dtype=np.int32)
+    t = nb.tensor(np.array([0, 2**63 - 1], dtype=np.uint64))
+    assert t.dtype == np.int64 and t.tolist() == [0, 2**63 - 1]

@@ -16,12 +16,16 @@ Backward formulas (g = upstream gradient, y = output; derivations in
 docs/derivations.md#activations-and-their-kinks):
 
     tanh        g (1 - y^2)                 sigmoid   g y (1 - y)
-    relu        g [y > 0]                   leaky     g (x > 0 ? 1 : s)
+    relu        g [not y <= 0]              leaky     g (x > 0 ? 1 : s)
     elu         g (x > 0 ? 1 : alpha e^x)   softplus  g sigmoid(beta x) (g above threshold)
     gelu        g (Phi(x) + x phi(x))  (float32: the forward saves Phi + x phi)
     gelu-tanh   g (0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)),  t = tanh(k (x + c x^3))
     gelu_quick  g s (1 + 1.702 x (1 - s))   silu      g s (1 + x (1 - s))
     clamp       g [lo <= x <= hi]
+
+At a NaN input: relu passes g through (its test is y <= 0, false for NaN) and leaky_relu
+gives g s, as PyTorch; clamp gives 0, and a NaN clamp bound makes the output NaN, as
+PyTorch; elu gives NaN (alpha e^NaN), as PyTorch's vectorised loop does.
 """
 
 from __future__ import annotations
@@ -92,7 +96,7 @@ def relu_forward(x, out):
 def relu_backward(g, y, out):
     zero = y.dtype.type(0)
     for i in prange(y.size):
-        out[i] = g[i] if y[i] > zero else zero
+        out[i] = zero if y[i] <= zero else g[i]  # NaN: g
     return out
 
 
@@ -305,10 +309,11 @@ def gelu_quick_backward(g, x, out):
     t = x.dtype.type
     one = t(1)
     a = t(1.702)
-    big = t(100)
+    big = t(1e4)
     for i in prange(x.size):
         # s(1 + a x (1 - s)) through s, never ggml's (..)/(1 + e)^2 (inf/inf below -49.5);
-        # beyond |x| = 100 the derivative is exactly 0 or 1 and the clamp keeps a x finite
+        # beyond |x| = 1e4 the derivative is exactly 0 or 1 in float32 and float64 (s
+        # underflows to 0 or rounds to 1) and the clamp keeps a x finite
         v = x[i]
         v = big if v > big else v
         v = -big if v < -big else v
@@ -373,9 +378,10 @@ def clamp_forward(x, lo, hi, out):
     lo = t(lo)
     hi = t(hi)
     for i in prange(x.size):
+        # min(max(x, lo), hi): hi wins when lo > hi; a NaN x or bound gives NaN
         v = x[i]
-        v = lo if v < lo else v          # min(max(x, lo), hi): hi wins when lo > hi;
-        out[i] = hi if v > hi else v       # NaN passes through
+        v = lo if (v < lo or lo != lo) else v
+        out[i] = hi if (v > hi or hi != hi) else v
     return out
 
 
@@ -393,11 +399,14 @@ def clamp_backward(g, x, lo, hi, out):
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def clamp_tensor_forward(x, lo, hi, out):
-    """clamp with element-wise bounds (all three flat, same size)."""
+    """clamp with element-wise bounds (all three flat, same size); NaN where x or a bound
+    is NaN."""
     for i in prange(x.size):
         v = x[i]
-        v = lo[i] if v < lo[i] else v
-        out[i] = hi[i] if v > hi[i] else v
+        a = lo[i]
+        b = hi[i]
+        v = a if (v < a or a != a) else v
+        out[i] = b if (v > b or b != b) else v
     return out
 
 

@@ -31,6 +31,10 @@ form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN):
 * ``*_cols`` (kernels/conv_cols.py): an explicit im2col GEMM over blocks of images, for
   the same convolutions on small output maps (a few dozen positions per image).
 The tests compare ``*_s1``, ``*_gemm`` and ``*_cols`` with ``*_direct``.
+The fast forms multiply implicit zeros (padding, scratch columns, tile padding) by the
+other operand, so they are exact only for finite operands (0 * inf = NaN); ops/conv.py
+sends a call with an inf or NaN in such an operand to ``*_direct``, which forms only the
+products of the definition (``all_finite``).
 
 Each parallel kernel opens one parallel region per call: fills and reductions outside
 its ``prange`` loop are serial helpers (an array expression or np.zeros in a
@@ -217,6 +221,17 @@ def plane_sum(plane):
             row += plane[i, j]
         total += row
     return total
+
+
+@njit(**SERIAL_REASSOC)
+def all_finite(a):
+    """Whether every element of the 1-D array a is finite: sum(a * 0) is 0 if so, NaN if
+    not (inf * 0 and NaN * 0 are NaN); reassociated so that LLVM vectorises it."""
+    zero = a.dtype.type(0)
+    acc = zero
+    for i in range(a.size):
+        acc += a[i] * zero
+    return acc == zero
 
 
 @njit_with_serial(**PARALLEL)

@@ -91,7 +91,8 @@ def _dots(v, S, n, out, i0, o):
 
 
 def hidden_forward(x, U, b_u):
-    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu'(0) = 0, as in PyTorch)."""
+    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu(NaN) = NaN and relu'(0) = 0, as in
+    PyTorch; the backward's mask ``hidden > 0`` is 0 at a NaN, as nb.relu's)."""
     hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
     _hidden_forward(x, U, b_u, hidden)
     return hidden
@@ -108,7 +109,7 @@ def _hidden_forward(x, U, b_u, hidden):
                 s = b_u[k]
                 for a in range(d):
                     s += U[k, a] * x[e, a]
-                if s > 0:
+                if not s <= 0:  # NaN stays
                     hidden[e, k] = s
 
 
@@ -274,8 +275,8 @@ def row_chunks(row_ptr, chunks):
 
 @njit(**SERIAL_FUSED)
 def _edge_hidden(x, e, Ut, b_u, hid):
-    """``hid = relu(U x[e] + b_u)`` with ``Ut = U^T`` ([d, H]); relu'(0) = 0, so
-    ``hid[k] > 0`` is the relu mask."""
+    """``hid = relu(U x[e] + b_u)`` with ``Ut = U^T`` ([d, H]); relu(NaN) = NaN and
+    relu'(0) = 0, so ``hid[k] > 0`` is the relu mask (0 at a NaN)."""
     for k in range(hid.shape[0]):
         hid[k] = b_u[k]
     for a in range(Ut.shape[0]):
@@ -283,7 +284,7 @@ def _edge_hidden(x, e, Ut, b_u, hid):
         for k in range(hid.shape[0]):
             hid[k] += Ut[a, k] * xa
     for k in range(hid.shape[0]):
-        if not hid[k] > 0:
+        if hid[k] <= 0:
             hid[k] = 0
 
 
@@ -451,7 +452,7 @@ def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     F_in)``. No extra memory beyond m."""
     n, f_in = h.shape
     m = np.zeros((n, f_out), dtype=h.dtype)
-    _fused_forward(h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, -1),
+    _fused_forward(h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
                    row_chunks(row_ptr, CHUNKS), m)
     return m
@@ -476,6 +477,11 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     n, f_in = h.shape
     f_out = G.shape[1]
     d, H = x.shape[1], U.shape[0]
+    empty_rows = row_ptr[1:] == row_ptr[:-1]
+    if empty_rows.any():
+        # m_i = 0 for a row without entries whatever the inputs, so G_i reaches nothing
+        # (not even through G_i W_i with W_i = 0, which is NaN for an inf or NaN G_i)
+        G = np.where(empty_rows[:, None], G.dtype.type(0), G)
     want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
     bounds = row_chunks(row_ptr, GRAD_CHUNKS)
     chunks = bounds.shape[0] - 1
@@ -485,7 +491,7 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
     C = np.empty((col.shape[0] if want_h else 0, f_in), dtype=G.dtype)
-    _fused_backward(G, h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, -1),
+    _fused_backward(G, h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
                     b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None
@@ -526,7 +532,7 @@ def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
                 s = b_u[k]
                 for a in range(d):
                     s += U[k, a] * x[e, a]
-                hidden[k] = s if s > 0 else zero
+                hidden[k] = zero if s <= 0 else s
             for r in range(f_out * f_in):
                 s = b_v[r]
                 for k in range(H):
@@ -576,7 +582,7 @@ def reference_backward(g, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, me
                 for a in range(d):
                     s += U[k, a] * x[e, a]
                 pre[k] = s
-                hidden[k] = s if s > 0 else zero
+                hidden[k] = zero if s <= 0 else s
             for r in range(F):
                 s = b_v[r]
                 for k in range(H):

@@ -10,7 +10,9 @@ Rank threshold: column j is *dropped* when ``R[j, j] <= tol * ||b_j||`` (relativ
 own norm, so Q is unchanged by scaling a column, and a zero column is always dropped).
 A dropped column gets ``q_j = 0`` and ``R[j, j] = 0``; the backward gives it ``dB_j = 0``
 and it contributes nothing to the other columns' gradients, so Q and dB stay finite
-whatever B is.
+whatever finite B is. A column whose norm is inf or NaN is never dropped. The ops scale
+every column by a power of two first (ops/gram_schmidt.py), so that its squared norm
+neither overflows nor underflows.
 
 The forms:
 * ``mgs`` / ``mgs_sweep``: the reference loop nests (left-looking forward; backward
@@ -65,10 +67,11 @@ def _column_norms(Bt):
 @njit(**SERIAL_REASSOC)
 def _finish_column(Qt, R, j, norm_b, tol):
     """R_jj = |v_j|; q_j = v_j / R_jj, or drop the column (q_j = 0, R_jj = 0) when
-    R_jj <= tol ||b_j|| (a NaN fails that test, so it propagates as in PyTorch)."""
+    R_jj <= tol ||b_j|| with ||b_j|| finite (a NaN fails that test and an inf column
+    skips it, so both propagate, as in PyTorch)."""
     zero = Qt.dtype.type(0)
     r = np.sqrt(_dot_no_fma(Qt[j], Qt[j]))
-    if r <= tol * norm_b:
+    if r <= tol * norm_b and np.isfinite(norm_b):
         R[j, j] = zero
         Qt[j, :] = zero
     else:

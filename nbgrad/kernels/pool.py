@@ -23,7 +23,8 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
     """(y, idx): y = the window maximum, idx = its flat position ih*W + iw in the plane.
 
     Padding counts as -inf (never chosen). Ties go to the first maximum in row-major
-    window order; a NaN in the window wins (the first one), so NaN propagates. A window
+    window order; a NaN in the window wins (the last one, as in PyTorch: every NaN
+    replaces the running maximum), so NaN propagates. A window
     that dilation makes miss the input entirely gives -inf and idx -1 (no gradient)."""
     N, C, H, W = x.shape
     inf = x.dtype.type(np.inf)
@@ -44,7 +45,7 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
                     for kw in range(kw_lo, kw_hi):
                         iw = ow * sw - pw + kw * dw
                         v = xp[ih, iw]
-                        if at < 0 or v > best or (v != v and best == best):
+                        if at < 0 or v > best or v != v:
                             best = v
                             at = ih * W + iw
                 y[n, c, oh, ow] = best
@@ -73,7 +74,7 @@ def max_pool2d_backward(g, idx, dx):
 @njit_with_serial(**PARALLEL)
 def max_pool2d_2x2_forward(x):
     """The common case kernel 2, stride 2, no padding or dilation, in one pass with the
-    same tie rule as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
+    same tie and NaN rules as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
     N, C, H, W = x.shape
     OH = H // 2
     OW = W // 2
@@ -90,15 +91,15 @@ def max_pool2d_2x2_forward(x):
                 best = r0[2 * ow]
                 at = 2 * oh * W + 2 * ow
                 v = r0[2 * ow + 1]
-                if v > best or (v != v and best == best):
+                if v > best or v != v:
                     best = v
                     at = 2 * oh * W + 2 * ow + 1
                 v = r1[2 * ow]
-                if v > best or (v != v and best == best):
+                if v > best or v != v:
                     best = v
                     at = (2 * oh + 1) * W + 2 * ow
                 v = r1[2 * ow + 1]
-                if v > best or (v != v and best == best):
+                if v > best or v != v:
                     best = v
                     at = (2 * oh + 1) * W + 2 * ow + 1
                 y[n, c, oh, ow] = best

@@ -85,42 +85,53 @@ def _combine_rows(part, is_min, out):
 
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
-def _extremum_backward_rows(x2, m, g, out, k):
-    """Row k: out[k, j] = g[k] / n_k where x2[k, j] == m[k], else 0, n_k being the number of
-    tied extrema in row k (the gradient is split evenly among ties, as torch.amax).
-    (A row of NaN extremum gets zero gradient.)"""
+def _extremum_backward_rows(x2, m, g, out, k, spread_nan):
+    """Row k: out[k, j] = g[k] / n_k where x2[k, j] is the extremum m[k], else 0, n_k being
+    the number of tied extrema in row k (the gradient is split evenly among ties).
+
+    A NaN extremum: with ``spread_nan`` the NaN entries are the ties (torch.max() without
+    dim); without, the whole row is NaN (torch.amax: g / 0 ties * 0)."""
     ncol = x2.shape[1]
     zero = out.dtype.type(0)
     mk = m[k]
+    if mk != mk and not spread_nan:
+        for j in range(ncol):
+            out[k, j] = mk
+        return
     n = 0
     for j in range(ncol):
-        if x2[k, j] == mk:
+        v = x2[k, j]
+        if v == mk or (v != v and mk != mk):
             n += 1
-    share = g[k] / out.dtype.type(n) if n > 0 else zero
+    share = g[k] / out.dtype.type(n)  # n >= 1: m[k] is an entry of row k
     for j in range(ncol):
-        out[k, j] = share if x2[k, j] == mk else zero
+        v = x2[k, j]
+        out[k, j] = share if (v == mk or (v != v and mk != mk)) else zero
 
 
 @njit(**PARALLEL_IEEE_DIV)
-def _extremum_backward_parallel(x2, m, g, out):
+def _extremum_backward_parallel(x2, m, g, out, spread_nan):
     for k in prange(x2.shape[0]):
-        _extremum_backward_rows(x2, m, g, out, k)
+        _extremum_backward_rows(x2, m, g, out, k, spread_nan)
 
 
 @njit(**SERIAL_IEEE_DIV)
-def _extremum_backward_serial(x2, m, g, out):
+def _extremum_backward_serial(x2, m, g, out, spread_nan):
     for k in range(x2.shape[0]):
-        _extremum_backward_rows(x2, m, g, out, k)
+        _extremum_backward_rows(x2, m, g, out, k, spread_nan)
 
 
-def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray) -> np.ndarray:
+def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray,
+                           spread_nan: bool) -> np.ndarray:
     """Gradient of ``extremum_rows`` for upstream ``g[K]``: out[k, j] = g[k] / n_k where
-    x2[k, j] == m[k], else 0 (n_k tied extrema in row k; each row owned by one task)."""
+    x2[k, j] == m[k], else 0 (n_k tied extrema in row k; each row owned by one task). A
+    row whose extremum is NaN: g[k] / n_k to its n_k NaNs with ``spread_nan``, else NaN
+    throughout (see ``_extremum_backward_rows``)."""
     out = np.empty(x2.shape, g.dtype)
     if x2.size >= PARALLEL_MIN:
-        _extremum_backward_parallel(x2, m, g, out)
+        _extremum_backward_parallel(x2, m, g, out, spread_nan)
     else:
-        _extremum_backward_serial(x2, m, g, out)
+        _extremum_backward_serial(x2, m, g, out, spread_nan)
     return out
 
 

@@ -4,11 +4,12 @@ and every row reduction runs in a fixed order, so results do not depend on the t
 count. Derivations: docs/derivations.md#softmax-log-softmax-logsumexp-and-cross-entropy.
 
     softmax      y_j = e^(x_j - m) / sum_k e^(x_k - m)       dx = y (g - sum(g y))
-    log_softmax  y_j = x_j - m - log sum_k e^(x_k - m)       dx = g - e^y sum(g)
+    log_softmax  y_j = (x_j - m) - log sum_k e^(x_k - m)     dx = g - e^y sum(g)
     logsumexp    y = m + log sum_k e^(x_k - m)                dx = g e^(x - y)
 
-with m the row max (logsumexp and cross-entropy shift by ``_lse_shift``: the row max, or 0
-when that is +-inf).
+with m the row max (logsumexp shifts by ``_lse_shift``: the row max, or 0 when that is
++-inf). log_softmax subtracts m before the log-sum, as PyTorch: m + log sum would round
+away the log-sum where |m| is large (log_softmax of [1e30, 1e30] is -log 2, not 0).
 
 Numba 0.68 drops a store ``out[t] = ...`` that follows tuple unpacking of row views and
 scalars in a ``prange`` body (``xr, out, gr = x[r], gx[r], g[r]``), so the kernels
@@ -180,10 +181,29 @@ def log_softmax_forward(x, out):
         xr = x[r]
         yr = out[r]
         m = _row_max(xr)
-        shift = m + log(_exp_shifted_sum(xr, m, yr))
+        log_sum = log(_exp_shifted_sum(xr, m, yr))
         for j in range(yr.size):
-            yr[j] = xr[j] - shift
+            yr[j] = (xr[j] - m) - log_sum
     return out
+
+
+@njit(**SERIAL_IEEE_DIV_FMA)
+def log_softmax_terms_block(x, blk, shift, log_sum):
+    """shift[r] = m_r, the row max, and log_sum[r] = log sum_j e^(x[r, j] - m_r) for the
+    rows of block ``blk`` (ROW_BLOCK rows): log_softmax(x_r) = (x_r - m_r) - log_sum[r]."""
+    scratch = np.empty(x.shape[1], x.dtype)
+    for r in range(blk * ROW_BLOCK, min(x.shape[0], (blk + 1) * ROW_BLOCK)):
+        m = _row_max(x[r])
+        shift[r] = m
+        log_sum[r] = log(_exp_shifted_sum(x[r], m, scratch))
+
+
+@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
+def softmax_grad_row(gr, xr, m, log_sum, outr):
+    """outr[j] = gr softmax(xr)[j] = gr e^((xr[j] - m) - log_sum) (terms of
+    ``log_softmax_terms_block``)."""
+    for j in range(xr.size):
+        outr[j] = gr * exp((xr[j] - m) - log_sum)
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)

@@ -28,9 +28,12 @@ from .layers import (
     MaxPool2d,
 )
 from .module import Module
+from .normalization import BatchNorm1d, BatchNorm2d, Dropout, LayerNorm
 from .parameter import Parameter
+from .sparse import Embedding
 
 __all__ = ["init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
            "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
            "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
-           "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss"]
+           "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",
+           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding"]

@@ -8,13 +8,17 @@ and methods: each is the public function of the same name (``x.relu()`` is ``rel
 from __future__ import annotations
 
 from ..tensor import Tensor
-from . import activation, elementwise, matmul, reduce, shape
+from . import activation, elementwise, indexing, matmul, reduce, select, shape
 
 _METHODS = {
     elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to"],
     matmul: ["matmul"],
     reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size"],
-    shape: ["reshape", "view", "transpose", "permute", "broadcast_to", "flatten"],
+    shape: ["reshape", "view", "transpose", "permute", "broadcast_to", "flatten", "split",
+            "chunk", "squeeze", "unsqueeze"],
+    indexing: ["gather", "scatter_add", "index_select"],
+    select: ["maximum", "minimum"],
+    select.TensorMethods: ["where"],  # x.where(condition, y) = where(condition, x, y)
     activation: ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_quick", "silu",
                  "softplus", "clamp", "softmax", "log_softmax", "logsumexp"],
 }

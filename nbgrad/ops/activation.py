@@ -86,8 +86,9 @@ sigmoid = pointwise(
 relu = pointwise(
     "relu", cls_name="ReLU", forward=activation_kernels.relu_forward,
     backward=activation_kernels.relu_backward, saves="output",
-    derivative=lambda x, y: _mask(y.data > 0, y.dtype), samples=_kinked_samples,
-    doc="""relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink).""")
+    derivative=lambda x, y: _mask(~(y.data <= 0), y.dtype), samples=_kinked_samples,
+    doc="""relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink); at
+    NaN the gradient passes through, as in PyTorch.""")
 
 
 # -- leaky_relu, elu ---------------------------------------------------------------------------
@@ -389,7 +390,8 @@ def _clamp_bound(name: str, bound, x: Tensor) -> Tensor | None:
 
 
 def clamp(x, min=None, max=None) -> Tensor:
-    """min(max(x, min), max) (so max wins where min > max, as PyTorch); NaN stays NaN.
+    """min(max(x, min), max) (so max wins where min > max, as PyTorch); a NaN in x or in a
+    bound gives NaN (with zero gradient), as in PyTorch.
 
     Bounds are numbers or tensors broadcasting with x. The gradient goes to x where
     min <= x <= max (inclusive), to a tensor min where x < min < max, to a tensor max

@@ -60,6 +60,21 @@ def _check_groups(op: str, groups, channels: dict[str, int], x_shape: tuple,
     return int(groups)
 
 
+def _check_sizes(op: str, x: Tensor, w: Tensor, spatial: int,
+                 channels: dict[str, int]) -> None:
+    """PyTorch's rules for empty tensors: x may have no batch (and conv2d/conv1d no input
+    channels), but its ``spatial`` trailing axes, the kernel and the channel counts in
+    ``channels`` (name -> count) must be non-zero."""
+    if 0 in x.shape[-spatial:]:
+        raise ValueError(f"{op}: x has an empty spatial axis; only the batch and the "
+                         f"channels may be empty (x {x.shape}, w {w.shape})")
+    if 0 in w.shape[2:]:
+        raise ValueError(f"{op}: the kernel size must be positive (w {w.shape})")
+    for name, count in channels.items():
+        if count == 0:
+            raise ValueError(f"{op}: w has no {name} (x {x.shape}, w {w.shape})")
+
+
 def _check_bias(op: str, b: Tensor | None, channels: int) -> None:
     if b is not None and b.shape != (channels,):
         raise ValueError(f"{op}: b must have shape ({channels},) (one per output channel), "
@@ -132,6 +147,18 @@ def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
     return big if taps >= GEMM_MIN_TAPS and filters >= GEMM_MIN_FILTERS else "direct"
 
 
+def _exact_path(path: str, *operands: np.ndarray) -> str:
+    """``path``, or 'direct' if an operand holds an inf or a NaN. The fast paths multiply
+    implicit zeros (padding, the scratch columns past each output row, rows and columns
+    that round a tile up) by the other operand, and 0 * inf is NaN; the direct loop nests
+    form only the products of the definition, so padding contributes exactly nothing.
+    ``operands``: those the role multiplies by such zeros (forward and input gradient:
+    w; weight gradient: x and g)."""
+    if path == "direct" or all(conv.all_finite(a.reshape(-1)) for a in operands):
+        return path
+    return "direct"
+
+
 # The kernels by path and role; each has a serial form (kernels/_jit.py:
 # njit_with_serial), run below PARALLEL_WORK_MIN multiply-adds.
 _KERNELS = {
@@ -184,7 +211,7 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
     """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias)."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
     N = x.shape[0]
-    path = _kernel_path(w.shape, geom, out_hw)
+    path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
     work = _macs(N, w.shape, out_hw)
     if path == "cols":
         B = _block(N, out_hw)
@@ -203,7 +230,7 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     """dx[N, C, H, W] (the transposed convolution of g with w)."""
     N, out_hw = g.shape[0], g.shape[2:]
     dx = np.empty((N, w.shape[1] * geom[-1], *in_hw), g.dtype)  # every kernel fills it
-    path = _kernel_path(w.shape, geom, out_hw)
+    path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
     work = _macs(N, w.shape, out_hw)
     if path == "cols":
         B = _block(N, out_hw)
@@ -221,7 +248,7 @@ def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
                        geom: tuple) -> np.ndarray:
     """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed."""
     N, out_hw = x.shape[0], g.shape[2:]
-    path = _kernel_path(w_shape, geom, out_hw)
+    path = _exact_path(_kernel_path(w_shape, geom, out_hw), x, g)
     work = _macs(N, w_shape, out_hw)
     if path == "cols":
         B = _block(N, out_hw)
@@ -250,7 +277,8 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
     x, w = ctx.saved_tensors
     g = _contig(g)
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
-    if need_w and _kernel_path(w.shape, ctx.geom, g.shape[2:]) == "s1":
+    operands = (x, g, w) if need_x else (x, g)
+    if need_w and _exact_path(_kernel_path(w.shape, ctx.geom, g.shape[2:]), *operands) == "s1":
         # one pass over the batch for all three (the planes are padded once)
         work = _macs(x.shape[0], w.shape, g.shape[2:]) * (2 + need_x)
         kernel, _ = _kernel("s1", "backward", work, x.shape[0])
@@ -416,7 +444,12 @@ def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
     ``padding`` may also be 'valid' (0) or 'same' (stride 1; an odd total padding puts
     the extra row/column at the bottom/right, as PyTorch does). Output size
     H' = (H + 2ph - dh(KH-1) - 1) // sh + 1. Input rows/columns that the stride skips
-    get zero gradient.
+    get zero gradient. The padding adds no terms, so an inf or NaN reaches a result (or a
+    gradient) only through a product of the sum above: an inf in w next to the padding
+    gives inf (PyTorch's im2col kernels give 0 * inf = NaN there). x may have an empty
+    batch, or no channels
+    (y is then b, shaped [N, F, H', W'], where PyTorch returns an empty [N, 0, H', W']);
+    any other empty axis is an error, as in PyTorch.
     """
     x, w = lift(x), lift(w)
     b = None if b is None else lift(b)
@@ -424,6 +457,7 @@ def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
     _check_rank("conv2d", "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
     _check_rank("conv2d", "w", w, (4,), "[F, C/groups, KH, KW]")
     _check_bias("conv2d", b, w.shape[0])
+    _check_sizes("conv2d", x, w, 2, {"output channels": w.shape[0]})
     params = _conv2d_params("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
     return Conv2d.apply(x, w, b, **params)
 
@@ -495,6 +529,7 @@ def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int 
     _check_rank("conv1d", "x", x, (2, 3), "[N, C, L] or unbatched [C, L]")
     _check_rank("conv1d", "w", w, (3,), "[F, C/groups, K]")
     _check_bias("conv1d", b, w.shape[0])
+    _check_sizes("conv1d", x, w, 1, {"output channels": w.shape[0]})
     params = _conv1d_params(x.shape, w.shape, stride, padding, dilation, groups)
     return Conv1d.apply(x, w, b, **params)
 
@@ -603,6 +638,7 @@ def conv_transpose2d(x, w, b=None, stride: IntPair = 1, padding: IntPair = 0,
     float_operands(op, x=x, w=w, b=b)
     _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
     _check_rank(op, "w", w, (4,), "[C, F/groups, KH, KW]")
+    _check_sizes(op, x, w, 2, {"input channels": w.shape[0], "output channels": w.shape[1]})
     params = _conv_transpose2d_params(x.shape, w.shape, stride, padding, output_padding,
                                       groups, dilation)
     _check_bias(op, b, w.shape[1] * params["groups"])

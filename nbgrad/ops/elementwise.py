@@ -1,11 +1,15 @@
 """Element-wise ops with NumPy broadcasting: add sub mul div pow neg exp log sqrt abs.
 
 Binary ops broadcast both operands the NumPy way (any rank, size-1 axes anywhere, 0-d
-arrays and Python scalars, which take the tensor's dtype). Mixed dtypes promote as in
-PyTorch: float32 with float64 computes in float64, an integer or bool operand takes the
-float operand's dtype, and each input's gradient is cast back to that input's dtype.
-Integer-only arithmetic is computed in float64 and returned as int64 (exact below
-2**53); ``div`` of integers is true division and returns float32, as in PyTorch.
+arrays and Python scalars). Dtypes promote as in PyTorch: float32 with float64 computes in
+float64, an integer or bool operand takes the float operand's dtype, and each input's
+gradient is cast back to that input's dtype; a Python number takes the tensor's dtype
+unless it is of a higher kind (``tensor.lift``: bool tensor + 2 is int64, int tensor + 0.5
+float32). Integer and bool operands without a float are computed in integers by NumPy
+(exact; they have no gradient) and give NumPy's integer dtype (int32 with int32 stays
+int32; bool with bool is bool for add and mul, as in PyTorch); ``div`` of integers is true
+division and returns float32, and integers to negative integer powers and subtraction of
+bools are errors, as in PyTorch.
 
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
 axes (``kernels/broadcast_sum.py``): fused, so mul's ``grad_a = sum(g * b)`` never
@@ -41,12 +45,12 @@ def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     return lift(a), lift(b)
 
 
-def _compute_dtype(da: np.dtype, db: np.dtype) -> np.dtype:
-    """The dtype a binary op computes in: the wider float if either is a float (PyTorch),
-    float64 for integer/bool pairs (cast back to int64 by the caller)."""
+def _float_dtype(da: np.dtype, db: np.dtype) -> np.dtype:
+    """The dtype a binary op with at least one float operand computes in: the wider float
+    (PyTorch)."""
     if da.kind == "f":
         return da if db.kind != "f" or da.itemsize >= db.itemsize else db
-    return db if db.kind == "f" else _F64
+    return db
 
 
 def _same(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -138,11 +142,31 @@ def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarra
             return _same(op, a, b)
         return _binary(op, a, b, strided_apply.broadcast_shapes(name, a.shape, b.shape))
     shape = strided_apply.broadcast_shapes(name, a.shape, b.shape)
-    dt = _compute_dtype(a.dtype, b.dtype)
-    out = _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
-    if a.dtype.kind != "f" and b.dtype.kind != "f":
-        return out.astype(DEFAULT_DTYPE) if op == strided_apply.DIV else out.astype(np.int64)
-    return out
+    if op == strided_apply.SUB and "b" in (a.dtype.kind, b.dtype.kind):
+        raise TypeError(f"sub: subtraction with a bool operand ({a.dtype} - {b.dtype}) is "
+                        "not supported (as in PyTorch); use logical operations on masks")
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        dt = _float_dtype(a.dtype, b.dtype)
+        return _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
+    if op == strided_apply.DIV:  # true division: float64 quotient rounded to float32
+        return _binary(op, a.astype(_F64), b.astype(_F64), shape).astype(DEFAULT_DTYPE)
+    return _integer_pair(name, op, a, b)
+
+
+_INTEGER_UFUNCS = {strided_apply.ADD: np.add, strided_apply.SUB: np.subtract,
+                   strided_apply.MUL: np.multiply, strided_apply.POW: np.power}
+
+
+def _integer_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """f(a, b) for integer or bool operands, in integers (wrapping on overflow, as
+    PyTorch), in NumPy's result dtype."""
+    if op == strided_apply.POW:
+        if a.dtype.kind == b.dtype.kind == "b":
+            raise TypeError(f"{name}: not supported for two bool operands (as in PyTorch)")
+        if b.size and b.min() < 0:
+            raise ValueError(f"{name}: integers to negative integer powers are not allowed "
+                             f"(the exponent holds {b.min()}); use a float base or exponent")
+    return np.asarray(_INTEGER_UFUNCS[op](a, b))
 
 
 # -- samples -------------------------------------------------------------------------------
@@ -346,18 +370,26 @@ def pow(a: Any, b: Any) -> Tensor:
 
 
 # -- unary ops ------------------------------------------------------------------------------
-def _unary_forward(op: int, x: np.ndarray, keep_int: bool) -> np.ndarray:
+def _unary_forward(op: int, x: np.ndarray) -> np.ndarray:
+    """f(x); an integer or bool ``x`` gives float32 (computed in float64) for exp, log and
+    sqrt, and keeps its dtype for neg and abs (computed in integers; bool is refused, as
+    in PyTorch)."""
     if x.dtype.kind == "f":
         return _unary(op, x)
-    out = _unary(op, x.astype(_F64))
-    return out.astype(np.int64) if keep_int else out.astype(DEFAULT_DTYPE)
+    if op == elementwise_kernels.NEG or op == elementwise_kernels.ABS:
+        name = "neg" if op == elementwise_kernels.NEG else "abs"
+        if x.dtype.kind == "b":
+            raise TypeError(f"{name}: not supported for a bool tensor (shape {x.shape}), as "
+                            "in PyTorch; use logical_not / ~ to invert a mask")
+        return np.asarray(np.negative(x) if op == elementwise_kernels.NEG else np.abs(x))
+    return _unary(op, x.astype(_F64)).astype(DEFAULT_DTYPE)
 
 
 @register("neg", samples=_unary_samples)
 class Neg(Function):
     @staticmethod
     def forward(ctx, x):
-        return _unary_forward(elementwise_kernels.NEG, x, True)
+        return _unary_forward(elementwise_kernels.NEG, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -372,7 +404,7 @@ class Neg(Function):
 class Exp(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _unary_forward(elementwise_kernels.EXP, x, False)
+        y = _unary_forward(elementwise_kernels.EXP, x)
         ctx.save_for_backward(y)
         return y
 
@@ -391,7 +423,7 @@ class Log(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _unary_forward(elementwise_kernels.LOG, x, False)
+        return _unary_forward(elementwise_kernels.LOG, x)
 
     @staticmethod
     def backward(ctx, g):
@@ -407,7 +439,7 @@ class Log(Function):
 class Sqrt(Function):
     @staticmethod
     def forward(ctx, x):
-        y = _unary_forward(elementwise_kernels.SQRT, x, False)
+        y = _unary_forward(elementwise_kernels.SQRT, x)
         ctx.save_for_backward(y)
         return y
 
@@ -426,7 +458,7 @@ class Abs(Function):
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(x)
-        return _unary_forward(elementwise_kernels.ABS, x, True)
+        return _unary_forward(elementwise_kernels.ABS, x)
 
     @staticmethod
     def backward(ctx, g):

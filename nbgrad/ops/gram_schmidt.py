@@ -12,6 +12,7 @@ BLAS, whose own thread pool would compete with Numba's.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -33,15 +34,31 @@ def rank_tolerance(dtype: Any, k: int) -> float:
     return float(4.0 * np.sqrt(max(k, 1)) * np.finfo(dtype).eps)
 
 
-def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(Q.T, R) of MGS on the columns of B[n, k]."""
+def _column_scales(Bt: np.ndarray) -> np.ndarray:
+    """Per column of B (row of ``Bt``), the power of two s_j that brings its largest finite
+    |entry| into [0.5, 1) (1 for a column without finite nonzero entries), clipped to
+    2^+-(maxexp - 24): within that range every scaled column's squared norm is a normal
+    number. MGS of B diag(s) is Q, R diag(s): bit for bit MGS of B wherever B's squares
+    neither overflow nor underflow, and right where they would (columns of 1e200 or of
+    subnormals)."""
+    largest = np.where(np.isfinite(Bt), np.abs(Bt), 0).max(axis=1, initial=0)
+    limit = np.finfo(Bt.dtype).maxexp - 24
+    exponents = np.clip(np.frexp(largest)[1], -limit, limit)
+    return np.ldexp(np.ones(Bt.shape[0], Bt.dtype), -exponents)
+
+
+def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(Q.T, R_s, s) of MGS on the columns of B[n, k] scaled by ``s = _column_scales``
+    (``B diag(s) = Q R_s``)."""
     Qt = np.array(B.T, order="C")        # a fresh copy: the kernels work in place
+    scales = _column_scales(Qt)
+    Qt *= scales[:, None]
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
-    return Qt, gram_schmidt_kernels.mgs_panels(Qt, tol)
+    return Qt, gram_schmidt_kernels.mgs_panels(Qt, tol), scales
 
 
-def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(Q.T, R) of each MGS pass: one, or two with the second on the first one's Q."""
+def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple]:
+    """(Q.T, R_s, s) of each MGS pass: one, or two with the second on the first one's Q."""
     passes = [_orthonormalise(B)]
     if reorthogonalize:
         passes.append(_orthonormalise(passes[0][0].T))
@@ -55,19 +72,28 @@ def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple[np.ndarray, np.n
 _BESIDE_MAX_RATIO = 20
 
 
-def _sweep(Qt: np.ndarray, R: np.ndarray, dQw: np.ndarray, beside: tuple = ()
-           ) -> tuple[np.ndarray, np.ndarray | None]:
-    """dL/dB.T [k, n] of one MGS pass from dL/dQ.T (``dQw``, C-contiguous [k, n]: the
-    sweep's workspace, overwritten), and ``a @ b`` for ``beside = (a, b)`` (else None):
-    on the second thread while the (serial) sweep runs, or after it on both threads if
-    the product is much longer than the sweep."""
-    if beside:
-        (M, Kd), P = beside[0].shape, beside[1].shape[1]
-        k, n = Qt.shape
-        if M * Kd * P <= _BESIDE_MAX_RATIO * (k * k * n // 2):
-            return gram_schmidt_kernels.mgs_sweep_beside_product(Qt, R, dQw, *beside)
-        return gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw), gemm.matmul(*beside)
-    return gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw), None
+def _beside_pays(Qt: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a @ b`` is short enough to run beside the sweep over ``Qt`` [k, n]."""
+    (M, Kd), P = a.shape, b.shape[1]
+    k, n = Qt.shape
+    return M * Kd * P <= _BESIDE_MAX_RATIO * (k * k * n // 2)
+
+
+def _sweep(Qt: np.ndarray, R: np.ndarray, scales: np.ndarray, dQw: np.ndarray,
+           beside: tuple = ()) -> tuple[np.ndarray, np.ndarray | None]:
+    """dL/dB.T [k, n] of one MGS pass (``B diag(s) = Q R``: the sweep gives the gradient
+    of B diag(s), whose column j times s_j is that of b_j) from dL/dQ.T (``dQw``,
+    C-contiguous [k, n]: the sweep's workspace, overwritten), and ``a @ b`` for
+    ``beside = (a, b)`` (else None): on the second thread while the (serial) sweep runs,
+    or after it on both threads if the product is much longer than the sweep."""
+    if beside and _beside_pays(Qt, *beside):
+        dBt, product = gram_schmidt_kernels.mgs_sweep_beside_product(Qt, R, dQw, *beside)
+    else:
+        dBt = gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw)
+        product = gemm.matmul(*beside) if beside else None
+    with np.errstate(over="ignore"):  # a subnormal column's gradient may round to inf
+        dBt *= scales[:, None]
+    return dBt, product
 
 
 def _sweep_passes(passes: list, dQw: np.ndarray, beside: tuple = ()
@@ -77,8 +103,8 @@ def _sweep_passes(passes: list, dQw: np.ndarray, beside: tuple = ()
     the product ``beside`` (see ``_sweep``)."""
     last, *earlier = reversed(passes)
     dQw, product = _sweep(*last, dQw, beside)
-    for Qt, R in earlier:
-        dQw, _ = _sweep(Qt, R, dQw)
+    for Qt, R, scales in earlier:
+        dQw, _ = _sweep(Qt, R, scales, dQw)
     return gemm.transpose(dQw), product
 
 
@@ -110,9 +136,9 @@ def _mgs_tensor(B: Tensor, R: np.ndarray) -> Tensor:
 
 def _mgs_passes(B: Tensor, passes: list) -> Tensor:
     """Q of ``_passes`` (one MGS pass or two) recomputed with ``_mgs_tensor`` from the
-    same rank decisions (the R of each saved pass)."""
-    for _, R in passes:
-        B = _mgs_tensor(B, R)
+    same column scales and rank decisions (the R of each saved pass)."""
+    for _, R, scales in passes:
+        B = _mgs_tensor(B * lift(scales), R)
     return B
 
 
@@ -168,6 +194,12 @@ def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
     is never taken for a dependency). Close to the threshold the gradient grows like
     ``1 / R_jj``, as for any QR.
 
+    Columns are scaled by powers of two before MGS (``_column_scales``), which leaves Q
+    unchanged but keeps squared norms from overflowing or underflowing: columns of 1e200
+    or of subnormals are orthonormalised like any other. A column holding an inf is
+    never dropped: its q_j is v_j / inf, NaN where v_j is inf, and the NaN reaches the
+    later columns, as a NaN does.
+
     ``reorthogonalize=True`` runs MGS a second time on Q ("twice is enough"), which keeps
     ``Q^T Q = I`` to rounding for ill-conditioned B (plain MGS loses orthogonality in
     proportion to the condition number); the backward sweeps through both passes.
@@ -200,7 +232,7 @@ def _ono_forward(ctx, a, B, reorthogonalize, decode):
     with float64 gives float64, as ``matmul``."""
     dtype = np.promote_types(a.dtype, B.dtype)
     ctx.dtypes, ctx.shape, ctx.decode = (a.dtype, B.dtype), a.shape, decode
-    a2 = np.ascontiguousarray(a.reshape(-1, a.shape[-1]), dtype=dtype)
+    a2 = np.ascontiguousarray(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), dtype=dtype)
     passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
     Qt = passes[-1][0]
     y = gemm.matmul(a2, Qt if decode else gemm.transpose(Qt))
@@ -214,7 +246,7 @@ def _ono_backward(ctx, g):
     da's product runs beside the first sweep."""
     a2, *passes = ctx.saved_tensors
     Qt = passes[-1][0]
-    g2 = np.ascontiguousarray(g.reshape(a2.shape[0], -1), dtype=a2.dtype)
+    g2 = np.ascontiguousarray(g.reshape(a2.shape[0], g.shape[-1]), dtype=a2.dtype)
     da_factors = ()
     if ctx.needs_input_grad[0]:
         da_factors = (g2, gemm.transpose(Qt) if ctx.decode else Qt)

@@ -1,10 +1,13 @@
 """Losses: mse_loss and cross_entropy (PyTorch semantics, ``reduction='mean'|'sum'|'none'``).
 
 cross_entropy fuses log_softmax and the negative log-likelihood: the forward keeps each
-row's log-sum-exp, and the backward is one pass g_i (softmax(x_i) - onehot(t_i)).
+row's max and shifted log-sum, and the backward is one pass g_i (softmax(x_i) -
+onehot(t_i)).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -16,6 +19,18 @@ from ._args import float_input
 from .activation import softmax
 
 _REDUCTIONS = ("mean", "sum", "none")
+
+
+# float64 magnitudes from here up round to inf in float32: FLT_MAX plus half an ulp
+_F32_OVERFLOW = (2 - 2.0**-24) * 2.0**127
+
+
+def _scalar_loss(total: float, dtype: np.dtype) -> np.ndarray:
+    """A loss reduced in float64 as a 0-d array of ``dtype``: +-inf beyond its range (as
+    PyTorch), without NumPy's overflow warning."""
+    if dtype == np.float32 and abs(total) >= _F32_OVERFLOW:
+        total = math.copysign(math.inf, total)
+    return np.array(total, dtype=dtype)
 
 
 def _reduction(op: str, reduction) -> str:
@@ -49,7 +64,7 @@ class MSELoss(Function):
         total = for_work(loss_kernels.squared_error_sum, p.size)(p, t)
         if reduction == "mean":
             total = total / p.size if p.size else np.nan
-        return np.array(total, dtype=pred.dtype)
+        return _scalar_loss(total, pred.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -106,19 +121,19 @@ class CrossEntropy(Function):
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
         t = np.ascontiguousarray(target, dtype=np.int64)
-        loss, lse = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
+        loss, shift, log_sum = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
         ctx.reduction = reduction
-        ctx.save_for_backward(x, t, lse)
+        ctx.save_for_backward(x, t, shift, log_sum)
         if reduction == "none":
             return loss
         total = loss.sum(dtype=np.float64)
         if reduction == "mean":
             total = total / loss.size if loss.size else np.nan
-        return np.array(total, dtype=logits.dtype)
+        return _scalar_loss(total, logits.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        x, t, lse = ctx.saved_tensors
+        x, t, shift, log_sum = ctx.saved_tensors
         n = x.shape[0]
         if ctx.reduction == "none":
             rows = np.ascontiguousarray(g, dtype=x.dtype)
@@ -126,7 +141,7 @@ class CrossEntropy(Function):
             scale = 1.0 / n if ctx.reduction == "mean" and n else 1.0
             rows = np.full(n, float(g.reshape(())) * scale, dtype=x.dtype)
         gx = np.empty_like(x)
-        for_work(loss_kernels.cross_entropy_backward, x.size)(rows, x, t, lse, gx)
+        for_work(loss_kernels.cross_entropy_backward, x.size)(rows, x, t, shift, log_sum, gx)
         return gx, None
 
     @staticmethod
@@ -146,9 +161,10 @@ def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
     """-log softmax(logits)[i, target[i]] per row of logits [N, C], with integer class
     targets [N] in [0, C); reduced by 'mean' (default), 'sum' or 'none'.
 
-    Computed as logsumexp(logits_i) - logits_i[target_i] (shifted by the row max); the
-    backward is g_i (softmax(logits_i) - onehot(target_i)). Unlike PyTorch there is no
-    ignore_index, class weights or label smoothing: every target must be a valid class."""
+    Computed as log sum_j e^(logits_i[j] - m_i) - (logits_i[target_i] - m_i), m_i the row
+    max (as PyTorch's log_softmax); the backward is g_i (softmax(logits_i) -
+    onehot(target_i)). Unlike PyTorch there is no ignore_index, class weights or label
+    smoothing: every target must be a valid class."""
     reduction = _reduction("cross_entropy", reduction)
     logits = float_input("cross_entropy", logits, "logits")
     target = lift(target)

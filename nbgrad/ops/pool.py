@@ -33,6 +33,9 @@ def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation) 
 def _check_input(op: str, x: Tensor) -> None:
     float_operands(op, x=x)
     _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
+    if 0 in x.shape[-3:]:
+        raise ValueError(f"{op}: x must have channels, rows and columns (only the batch may "
+                         f"be empty), got shape {x.shape}")
 
 
 def _batched(x: np.ndarray) -> np.ndarray:
@@ -155,7 +158,7 @@ def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: 
     H' = (H + 2ph - dh(KH-1) - 1) // sh + 1. ``stride`` defaults to ``kernel_size``;
     padding is at most half the kernel. The gradient of each output goes to one input:
     the first maximum of its window in row-major (kh, kw) order; a NaN in the window is
-    the maximum (NaN propagates, as in PyTorch).
+    the maximum, the last NaN taking the gradient (NaN propagates, as in PyTorch).
     """
     x = lift(x)
     _check_input("max_pool2d", x)

@@ -5,8 +5,12 @@ negative axes allowed, ``keepdims`` as in NumPy/PyTorch.
   broadcast reduction of ``kernels/broadcast_sum.py``), backward broadcasts g back (a view).
 * mean: sum / n with n the number of reduced elements; an integer input gives float32.
 * max/min: ``torch.amax``/``amin`` semantics: values only, and the gradient is split
-  evenly among tied extrema (g / n_ties to each). NaN propagates.
-Integer (and bool) sums are int64, computed in float64 (exact below 2**53).
+  evenly among tied extrema (g / n_ties to each). NaN propagates, and the gradient of a
+  slice whose extremum is NaN is as in PyTorch: NaN throughout for ``amax``/``amin``
+  (their g / n_ties * [x == m] with no entry equal to NaN), shared evenly among the NaN
+  entries for ``max()``/``min()`` without ``dim``; ``max(dim=)`` and ``min(dim=)`` pick
+  the first NaN and send it the gradient.
+Integer (and bool) sums are int64, computed in integers (exact, wrapping on overflow).
 """
 
 from __future__ import annotations
@@ -72,13 +76,19 @@ def _size(shape: tuple) -> int:
     return n
 
 
-def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple, scale: float) -> np.ndarray:
-    if x.dtype.kind != "f":
+def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple,
+                 scale: float | None) -> np.ndarray:
+    """scale * (x summed to the shape ``kept``), reshaped to ``out_shape``. ``scale`` None
+    is the sum itself: of an integer or bool x, an exact int64 sum (NumPy's)."""
+    if x.dtype.kind == "f":  # a new array even when no axis is reduced
+        y = broadcast_sum.reduce_term(strided_apply.COPY, x, None, kept,
+                                      1.0 if scale is None else scale, x.shape)
+    elif scale is None:
+        y = np.asarray(np.sum(x, axis=tuple(d for d, n in enumerate(kept) if n == 1),
+                              dtype=np.int64))
+    else:
         y = broadcast_sum.reduce_term(strided_apply.COPY, x.astype(np.float64), None, kept,
-                                      scale, x.shape)
-        y = y.astype(np.int64 if scale == 1.0 else DEFAULT_DTYPE)
-    else:  # a new array even when no axis is reduced
-        y = broadcast_sum.reduce_term(strided_apply.COPY, x, None, kept, scale, x.shape)
+                                      scale, x.shape).astype(DEFAULT_DTYPE)
     return y.reshape(out_shape)
 
 
@@ -88,7 +98,7 @@ class Sum(Function):
     def forward(ctx, x, axis=None, keepdims=False):
         kept, out_shape = _shapes(x.shape, axes("sum", axis, x.shape), keepdims)
         ctx.shapes = (x.shape, kept)
-        return _sum_forward(x, kept, out_shape, 1.0)
+        return _sum_forward(x, kept, out_shape, None)
 
     @staticmethod
     def backward(ctx, g):
@@ -129,12 +139,14 @@ class Mean(Function):
 
 
 class _Extremum(Function):
-    """max (is_min=False) or min over axes; the gradient is split evenly among ties."""
+    """max (is_min=False) or min over axes; the gradient is split evenly among ties (the
+    NaN entries are the ties of a NaN extremum with ``spread_nan``; without, a NaN
+    extremum's slice gets NaN)."""
 
     is_min = False
 
     @classmethod
-    def forward(cls, ctx, x, axis=None, keepdims=False):
+    def forward(cls, ctx, x, axis=None, keepdims=False, spread_nan=False):
         name = "amin" if cls.is_min else "amax"
         reduced = axes(name, axis, x.shape)
         if any(x.shape[d] == 0 for d in reduced):
@@ -150,22 +162,28 @@ class _Extremum(Function):
         m = reduce_kernels.extremum_rows(x2, cls.is_min)
         ctx.save_for_backward(x2, m)
         ctx.layout = (moved.shape, rest + reduced, kept)
+        ctx.spread_nan = spread_nan
         return m.reshape(out_shape)
 
     @staticmethod
     def backward(ctx, g):
         x2, m = ctx.saved_tensors
         moved_shape, perm, _ = ctx.layout
-        gx = reduce_kernels.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1))
+        gx = reduce_kernels.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1),
+                                                   ctx.spread_nan)
         return np.transpose(gx.reshape(moved_shape), np.argsort(perm))
 
     @staticmethod
     def vjp(ctx, g):
-        # g times the constant tie weights (1 / n_ties on the extrema): linear in g
+        # g times the constant tie weights (1 / n_ties on the extrema): linear in g; a NaN
+        # extremum without spread_nan has no ties, and its weights 0 / 0 are NaN
         x2, m = ctx.saved_tensors
         moved_shape, perm, kept = ctx.layout
         ties = x2 == m[:, None]
-        weights = ties / np.maximum(ties.sum(axis=1, keepdims=True), 1)
+        if ctx.spread_nan:
+            ties |= np.isnan(x2) & np.isnan(m)[:, None]
+        with np.errstate(invalid="ignore"):
+            weights = ties / ties.sum(axis=1, keepdims=True)
         weights = np.transpose(weights.reshape(moved_shape), np.argsort(perm))
         return g.reshape(kept).broadcast_to(weights.shape) * lift(weights.astype(x2.dtype))
 
@@ -200,7 +218,8 @@ def mean(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = No
 def amax(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
          keepdims: bool | None = None) -> Tensor:
     """Maximum over ``dim`` (int, tuple or None), values only (``torch.amax``). Gradient:
-    g split evenly among the tied maxima of each reduced slice (g / n_ties to each)."""
+    g split evenly among the tied maxima of each reduced slice (g / n_ties to each); NaN
+    over a slice whose maximum is NaN (as ``torch.amax``)."""
     return Max.apply(lift(x), axis=dim_arg("amax", dim, axis),
                      keepdims=keepdim_arg("amax", keepdim, keepdims))
 
@@ -225,32 +244,34 @@ def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick) -> tuple[Tensor
     grid = list(np.indices(idx.shape, sparse=True))
     grid.insert(d, idx)
     values = x.reshape(data.shape)[tuple(np.broadcast_arrays(*grid))]
-    if keepdim:
+    if x.ndim == 0:  # with or without keepdim, as PyTorch
+        values, idx = values.reshape(()), idx.reshape(())
+    elif keepdim:
         values = values.reshape(idx.shape[:d] + (1,) + idx.shape[d:])
         idx = np.expand_dims(idx, d)
-    elif x.ndim == 0:
-        values, idx = values.reshape(()), idx.reshape(())
     return values, Tensor._wrap(idx.astype(np.int64), None, 0)
 
 
 def max(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
         keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
-    """With no dim, the maximum of all elements (as ``amax``). With ``dim`` (one int), the
-    PyTorch pair ``(values, indices)``; the gradient goes to the index."""
+    """With no dim, the maximum of all elements (as ``amax``, but a NaN maximum sends the
+    gradient evenly to the NaN entries). With ``dim`` (one int), the PyTorch pair
+    ``(values, indices)``; the gradient goes to the index."""
     d = dim_arg("max", dim, axis)
     keep = keepdim_arg("max", keepdim, keepdims)
     if d is None:
-        return Max.apply(lift(x), axis=None, keepdims=keep)
+        return Max.apply(lift(x), axis=None, keepdims=keep, spread_nan=True)
     return _selected("max", lift(x), d, keep, np.argmax)
 
 
 def min(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
         keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
-    """With no dim, the minimum of all elements; with ``dim``, ``(values, indices)``."""
+    """With no dim, the minimum of all elements (a NaN minimum sends the gradient evenly
+    to the NaN entries); with ``dim``, ``(values, indices)``."""
     d = dim_arg("min", dim, axis)
     keep = keepdim_arg("min", keepdim, keepdims)
     if d is None:
-        return Min.apply(lift(x), axis=None, keepdims=keep)
+        return Min.apply(lift(x), axis=None, keepdims=keep, spread_nan=True)
     return _selected("min", lift(x), d, keep, np.argmin)
 
 

@@ -1,11 +1,13 @@
-"""Shape ops and indexing: reshape, transpose, permute, broadcast_to, concat, stack, x[...].
+"""Shape ops and indexing: reshape, transpose, permute, broadcast_to, concat, stack, split,
+chunk, squeeze, unsqueeze, x[...].
 
 These ops move elements without arithmetic, so their forwards are NumPy views where
 NumPy gives one (reshape of a contiguous array, transpose, permute, broadcast_to, basic
-slicing) and copies otherwise (concat, stack, integer-array indexing). Nothing writes
-into those views. The backwards are the adjoint moves: reshape back, the inverse
-permutation, slices of the upstream gradient, and for indexing a scatter-add
-(``kernels/shape.py``), which sums the contributions of repeated indices.
+slicing, split) and copies otherwise (concat, stack, integer-array indexing). Nothing
+writes into those views. The backwards are the adjoint moves: reshape back, the inverse
+permutation, slices of the upstream gradient, the pieces' gradients joined (split), and
+for indexing a scatter-add (``kernels/shape.py``), which sums the contributions of
+repeated indices. squeeze and unsqueeze are reshapes; chunk is a split.
 """
 
 from __future__ import annotations
@@ -22,15 +24,15 @@ from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
 
 
-# -- argument helpers ---------------------------------------------------------------------
-def _is_int(v: Any) -> bool:
+# -- argument helpers (shared with the other ops/ modules of the family) -------------------
+def is_int(v: Any) -> bool:
     return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
 
 
-def _dim(op: str, d: Any, ndim: int, shape: tuple, name: str = "dim") -> int:
+def dim_index(op: str, d: Any, ndim: int, shape: tuple, name: str = "dim") -> int:
     """``d`` as an index in [0, ndim); PyTorch's range [-ndim, ndim) (a 0-d tensor takes
     -1 and 0). Out of range is an ``AxisError``, both a ValueError and an IndexError."""
-    if not _is_int(d):
+    if not is_int(d):
         raise TypeError(f"{op}: {name} must be an int, got {d!r}")
     span = max(ndim, 1)
     if not -span <= d < span:
@@ -44,18 +46,16 @@ def _sizes(op: str, args: tuple, name: str) -> tuple:
     """``f(x, 2, 3)`` and ``f(x, (2, 3))`` both give ``(2, 3)``; every entry an int."""
     if len(args) == 1 and isinstance(args[0], Sequence | np.ndarray):
         args = tuple(args[0])
-    if not all(_is_int(s) for s in args):
+    if not all(is_int(s) for s in args):
         raise TypeError(f"{op}: {name} must be ints, got {args!r}")
     return tuple(int(s) for s in args)
 
 
-def _float_dtype(tensors: Sequence[Tensor]) -> np.dtype:
-    """The common dtype of ``tensors`` the PyTorch way: float64 if any is float64, else
-    float32 if any is a float; all-integer (or all-bool) inputs keep NumPy's promotion."""
-    floats = [t.dtype for t in tensors if t.dtype.kind == "f"]
-    if floats:
-        return np.result_type(*floats)
-    return np.result_type(*(t.dtype for t in tensors))
+def promoted_dtype(*dtypes: np.dtype) -> np.dtype:
+    """The common dtype the PyTorch way: float64 if any is float64, else float32 if any
+    is a float; all-integer (or all-bool) dtypes keep NumPy's promotion."""
+    floats = [d for d in dtypes if d.kind == "f"]
+    return np.result_type(*floats) if floats else np.result_type(*dtypes)
 
 
 # -- reshape ----------------------------------------------------------------------------
@@ -139,7 +139,7 @@ def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
     if len(dims) != x.ndim:
         raise ValueError(f"permute: x of shape {x.shape} has {x.ndim} dims but dims={dims} "
                          f"lists {len(dims)}")
-    dims = tuple(_dim("permute", d, x.ndim, x.shape) for d in dims)
+    dims = tuple(dim_index("permute", d, x.ndim, x.shape) for d in dims)
     if len(set(dims)) != len(dims):
         raise ValueError(f"permute: dims={dims} repeats a dim (x has shape {x.shape})")
     return Permute.apply(x, dims=dims)
@@ -149,8 +149,8 @@ def transpose(x: Any, dim0: int = -2, dim1: int = -1) -> Tensor:
     """``x`` with dims ``dim0`` and ``dim1`` swapped (a view, as ``torch.transpose``);
     negative dims count from the end. The defaults swap the last two dims."""
     x = lift(x)
-    d0 = _dim("transpose", dim0, x.ndim, x.shape, "dim0")
-    d1 = _dim("transpose", dim1, x.ndim, x.shape, "dim1")
+    d0 = dim_index("transpose", dim0, x.ndim, x.shape, "dim0")
+    d1 = dim_index("transpose", dim1, x.ndim, x.shape, "dim1")
     if x.ndim == 0:
         return x
     dims = list(range(x.ndim))
@@ -187,7 +187,7 @@ def broadcast_to(x: Any, shape: int | Sequence[int]) -> Tensor:
     (NumPy broadcasting; a read-only view, as ``torch.broadcast_to``). A -1 in ``shape``
     keeps that dim of ``x``. Backward: the gradient summed over the broadcast dims."""
     x = lift(x)
-    shape = _sizes("broadcast_to", (shape,) if _is_int(shape) else tuple(shape), "shape")
+    shape = _sizes("broadcast_to", (shape,) if is_int(shape) else tuple(shape), "shape")
     lead = len(shape) - x.ndim
     bad = lead < 0 or any(s == -1 and i < lead for i, s in enumerate(shape))
     if not bad:
@@ -257,13 +257,13 @@ def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
     if first.ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
                          "(use stack)")
-    ax = _dim("concat", axis, first.ndim, first.shape, "axis")
+    ax = dim_index("concat", axis, first.ndim, first.shape, "axis")
     for i, t in enumerate(ts[1:], 1):
         if t.ndim != first.ndim or any(
                 a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
             raise ValueError(f"concat: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; all dims but axis {ax} must match")
-    dtype = _float_dtype(ts)
+    dtype = promoted_dtype(*(t.dtype for t in ts))
     ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
           for t in ts]
     return Concat.apply(*ts, axis=ax)
@@ -308,8 +308,8 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
         if t.shape != first.shape:
             raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; stack needs equal shapes")
-    ax = _dim("stack", axis, first.ndim + 1, first.shape + (1,), "axis")
-    dtype = _float_dtype(ts)
+    ax = dim_index("stack", axis, first.ndim + 1, first.shape + (1,), "axis")
+    dtype = promoted_dtype(*(t.dtype for t in ts))
     ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
           for t in ts]
     return Stack.apply(*ts, axis=ax)
@@ -335,7 +335,7 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
             # A private copy: the backward must see the indices the forward validated,
             # even if the caller changes its array in between.
             item = item.astype(np.bool_ if item.dtype.kind == "b" else np.int64)
-        elif _is_int(item):
+        elif is_int(item):
             item = int(item)
         elif not (item is None or item is Ellipsis or isinstance(item, slice)):
             raise TypeError(f"getitem: cannot index with {type(item).__name__} {item!r}; use "
@@ -484,13 +484,107 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     x = lift(x)
     if x.ndim == 0:
         return reshape(x, 1)
-    s = _dim("flatten", start_dim, x.ndim, x.shape, "start_dim")
-    e = _dim("flatten", end_dim, x.ndim, x.shape, "end_dim")
+    s = dim_index("flatten", start_dim, x.ndim, x.shape, "start_dim")
+    e = dim_index("flatten", end_dim, x.ndim, x.shape, "end_dim")
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                          f"(x has shape {x.shape})")
     return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
 
 
-__all__ = ["broadcast_to", "concat", "flatten", "getitem", "permute", "reshape", "stack",
-           "transpose", "view"]
+# -- split / chunk / squeeze / unsqueeze -----------------------------------------------------
+def _split_samples(rng):
+    yield Sample(rng.standard_normal((5, 3)), sizes=(2, 2, 1), dim=0, label="uneven rows")
+    yield Sample(rng.standard_normal((2, 6)), sizes=(1, 0, 5), dim=1, label="an empty piece")
+    yield Sample(rng.standard_normal((2, 3, 4)), sizes=(4,), dim=2, label="one piece")
+
+
+@register("split", samples=_split_samples)
+class Split(Function):
+    """Consecutive pieces of ``sizes`` along ``dim`` (non-negative, summing to its size):
+    views of x. Backward: the pieces' gradients joined along ``dim``."""
+
+    @staticmethod
+    def forward(ctx, x, sizes, dim):
+        lead = (slice(None),) * dim
+        ends = np.cumsum(sizes)
+        return tuple(x[lead + (slice(end - n, end),)] for n, end in zip(sizes, ends))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return np.concatenate(grads, axis=ctx.params["dim"])
+
+    @staticmethod
+    def vjp(ctx, *grads):
+        return Concat.apply(*grads, axis=ctx.params["dim"])
+
+
+def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0
+          ) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` into consecutive pieces (``torch.split``), views of x: of
+    ``split_size_or_sections`` entries each when it is an int (the last piece smaller if
+    the size does not divide), else of the listed sizes, which must sum to the size.
+    Backward: the pieces' gradients joined (unused pieces count as zeros)."""
+    x = lift(x)
+    if x.ndim == 0:
+        raise ValueError("split: x must have at least one dim, got a 0-d tensor")
+    d = dim_index("split", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if is_int(split_size_or_sections):
+        size = int(split_size_or_sections)
+        if size < 0 or (size == 0 and n):
+            raise ValueError(f"split: split_size must be positive (0 only for a dim of size "
+                             f"0), got {size} for dim {d} of size {n} (x has shape {x.shape})")
+        sizes = (size,) * (n // size) + ((n % size,) if n % size else ()) if n else (0,)
+    else:
+        sizes = _sizes("split", (split_size_or_sections,), "split sizes")
+        if any(s < 0 for s in sizes) or sum(sizes) != n:
+            raise ValueError(f"split: split sizes {sizes} must be non-negative and sum to the "
+                             f"size {n} of dim {d} (x has shape {x.shape})")
+    return Split.apply(x, sizes=sizes, dim=d)
+
+
+def chunk(x: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """``x`` cut along ``dim`` into at most ``chunks`` pieces of ceil(size / chunks)
+    entries, the last smaller (``torch.chunk``: fewer pieces when they run out, e.g. 5
+    entries in 4 chunks give sizes 2, 2, 1); a dim of size 0 gives ``chunks`` empty
+    pieces. Views of x, as in ``split``."""
+    x = lift(x)
+    if not is_int(chunks) or chunks <= 0:
+        raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+    if x.ndim == 0:
+        raise ValueError("chunk: x must have at least one dim, got a 0-d tensor")
+    d = dim_index("chunk", dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if n == 0:
+        return split(x, (0,) * chunks, d)
+    return split(x, -(-n // chunks), d)
+
+
+def squeeze(x: Any, dim: int | Sequence[int] | None = None) -> Tensor:
+    """``x`` without size-1 dims (``torch.squeeze``): all of them (``dim=None``), or those
+    among ``dim`` (an int or a tuple); a listed dim whose size is not 1 stays. A view;
+    backward reshapes g back."""
+    x = lift(x)
+    if dim is None:
+        drop = {d for d, n in enumerate(x.shape) if n == 1}
+    else:
+        items = tuple(dim) if isinstance(dim, Sequence) else (dim,)
+        listed = [dim_index("squeeze", d, x.ndim, x.shape) for d in items]
+        if len(set(listed)) != len(listed):
+            raise ValueError(f"squeeze: dim {dim!r} names a dim more than once (x has shape "
+                             f"{x.shape})")
+        drop = {d for d in listed if d < x.ndim and x.shape[d] == 1}
+    return Reshape.apply(x, shape=tuple(n for d, n in enumerate(x.shape) if d not in drop))
+
+
+def unsqueeze(x: Any, dim: int) -> Tensor:
+    """``x`` with a new size-1 dim at ``dim`` (``torch.unsqueeze``; -ndim-1 <= dim <= ndim,
+    negative counting from the end of the result). A view; backward reshapes g back."""
+    x = lift(x)
+    d = dim_index("unsqueeze", dim, x.ndim + 1, x.shape)
+    return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+
+
+__all__ = ["broadcast_to", "chunk", "concat", "flatten", "getitem", "permute", "reshape",
+           "split", "squeeze", "stack", "transpose", "unsqueeze", "view"]

@@ -20,14 +20,39 @@ from ..tensor import Tensor
 data = st.data
 
 
+def special_values(dtype=np.float64, huge: bool = True) -> list[float]:
+    """The float values of ``dtype`` where ops go wrong: NaN, +-inf, +-0.0, the smallest
+    subnormal and the smallest normal of either sign, +-1e30 and (``huge``) the largest
+    finite values, whose sums and squares overflow."""
+    info = np.finfo(dtype)
+    values = [np.nan, np.inf, -np.inf, 0.0, -0.0, float(info.smallest_subnormal),
+              -float(info.smallest_subnormal), float(info.tiny), -float(info.tiny), 1e30,
+              -1e30]
+    return values + [float(info.max), -float(info.max)] if huge else values
+
+
+def special_floats(dtype=np.float64, min_value: float = -3.0, max_value: float = 3.0,
+                   huge: bool = True) -> st.SearchStrategy[float]:
+    """Floats of ``dtype``: ``special_values(dtype, huge)`` mixed with ordinary values in
+    [min_value, max_value]."""
+    width = 32 if np.dtype(dtype) == np.float32 else 64
+    return st.one_of(st.sampled_from(special_values(dtype, huge)),
+                     st.floats(min_value, max_value, width=width))
+
+
 def arrays(dtype=np.float64, shape=None, min_value: float = -3.0, max_value: float = 3.0,
-           max_dims: int = 4, max_side: int = 5) -> st.SearchStrategy[np.ndarray]:
+           max_dims: int = 4, max_side: int = 5, specials: bool = False,
+           huge: bool = True) -> st.SearchStrategy[np.ndarray]:
     """Arrays of finite values in [min_value, max_value]; ``shape`` is a tuple, a strategy
-    or None (any shape up to ``max_dims`` dims of side <= ``max_side``)."""
+    or None (any shape up to ``max_dims`` dims of side <= ``max_side``). With ``specials``
+    (float dtypes), the values are ``special_floats(dtype, min_value, max_value, huge)``:
+    NaN, infinities, signed zeros, subnormals and huge values among ordinary ones."""
     dtype = np.dtype(dtype)
     if shape is None:
         shape = hnp.array_shapes(min_dims=0, max_dims=max_dims, min_side=1, max_side=max_side)
-    if dtype.kind == "f":
+    if dtype.kind == "f" and specials:
+        elements = special_floats(dtype, min_value, max_value, huge)
+    elif dtype.kind == "f":
         width = 32 if dtype == np.float32 else 64
         elements = st.floats(min_value, max_value, allow_nan=False, allow_infinity=False,
                              width=width)
@@ -89,4 +114,4 @@ from .strategies_graph import *  # noqa: E402, F403
 from .strategies_graph import __all__ as _graph_names  # noqa: E402
 
 __all__ = ["arrays", "broadcastable_shapes", "data", "index_expressions", "reduction_axes",
-           "tensors", *_conv_names, *_graph_names]
+           "special_floats", "special_values", "tensors", *_conv_names, *_graph_names]

@@ -1,0 +1,1 @@
+"""Runnable examples: ``python -m nbgrad.examples NAME [options]`` (``--help`` lists them)."""

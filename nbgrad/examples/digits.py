@@ -1,0 +1,133 @@
+"""Train a small CNN on the bundled 8x8 digits: ``python -m nbgrad.examples digits``.
+
+conv(1->16, k3, p1) - relu - conv(16->32, k3, p1) - relu - maxpool 2 - flatten -
+linear(512->64) - relu - linear(64->10), cross-entropy, SGD with momentum 0.9 (or Adam),
+batch 64, 15 epochs on 1,437 images; accuracy on the 360 held-out images.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+import nbgrad as nb
+from nbgrad import nn
+from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.datasets import split_digits
+
+
+def build_model() -> nn.Sequential:
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(512, 64), nn.ReLU(), nn.Linear(64, 10))
+
+
+def make_optimizer(model: nn.Module, name: str, lr: float | None) -> Any:
+    if name == "sgd":
+        return nb.optim.SGD(model.parameters(), lr=lr or 0.05, momentum=0.9)
+    if name == "adam":
+        return nb.optim.Adam(model.parameters(), lr=lr or 1e-3)
+    raise ValueError(f"digits: optimizer must be 'sgd' or 'adam', got {name!r}")
+
+
+def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
+    """The fraction of ``images`` whose largest logit is at the right label."""
+    with nb.no_grad():
+        logits = model(nb.tensor(images)).numpy()
+    return float((logits.argmax(axis=1) == labels).mean())
+
+
+def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any,
+                bar: Any = None) -> list[float]:
+    """One pass over ``loader``; the loss of every step."""
+    model.train()
+    losses = []
+    for x, y in loader:
+        loss = nb.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+    return losses
+
+
+def _progress(total: int, enabled: bool) -> Any:
+    """A tqdm bar (the ``examples`` extra), or None without tqdm or when disabled."""
+    if not enabled:
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, unit="step", leave=False)
+
+
+def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
+          batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict:
+    """Train from ``nb.manual_seed(seed)`` weights; returns the history: per-step losses
+    (``loss``), per-epoch mean loss (``epoch_loss``) and test accuracy (``test_accuracy``),
+    and the trained ``model``."""
+    nb.manual_seed(seed)
+    model = build_model()
+    opt = make_optimizer(model, optimizer, lr)
+    (x_train, y_train), (x_test, y_test) = split_digits(seed)
+    loader = DataLoader(TensorDataset(x_train, y_train), batch_size=batch_size, shuffle=True,
+                        seed=seed)
+    history: dict = {"loss": [], "epoch_loss": [], "test_accuracy": [], "model": model}
+    bar = _progress(epochs * len(loader), progress)
+    for epoch in range(epochs):
+        losses = train_epoch(model, loader, opt, bar)
+        history["loss"] += losses
+        history["epoch_loss"].append(float(np.mean(losses)))
+        history["test_accuracy"].append(accuracy(model, x_test, y_test))
+        line = (f"epoch {epoch + 1:2d}/{epochs}  loss {history['epoch_loss'][-1]:.4f}  "
+                f"test accuracy {history['test_accuracy'][-1]:.4f}")
+        if bar is not None:
+            bar.write(line)
+        else:
+            print(line, flush=True)
+    if bar is not None:
+        bar.close()
+    return history
+
+
+def plot(history: dict, path: str) -> None:
+    """Loss per step and test accuracy per epoch, side by side, saved to ``path``."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    left.plot(history["loss"], lw=0.8)
+    left.set(xlabel="step", ylabel="training loss", yscale="log")
+    right.plot(range(1, len(history["test_accuracy"]) + 1), history["test_accuracy"], "o-")
+    right.set(xlabel="epoch", ylabel="test accuracy")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples digits",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=15)
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--plot", metavar="PNG", help="save loss and accuracy curves")
+    args = parser.parse_args(argv)
+    history = train(args.epochs, args.optimizer, args.lr, args.batch_size, args.seed,
+                    not args.no_progress)
+    print(f"final test accuracy {history['test_accuracy'][-1]:.4f}")
+    if args.plot:
+        plot(history, args.plot)
+        print(f"curves saved to {args.plot}")
+    return 0

@@ -1,0 +1,142 @@
+"""Normalisation and dropout layers: LayerNorm, BatchNorm1d, BatchNorm2d, Dropout
+(``torch.nn``'s constructor arguments, parameters, buffers, train/eval behaviour and
+reprs). Each calls the nbgrad function of the same family (``ops/norm.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..ops.norm import _normalized_shape, batch_norm, dropout, layer_norm
+from ..tensor import Tensor
+from .layers import _float_dtype, _positive
+from .module import Module
+from .parameter import Parameter
+
+
+class LayerNorm(Module):
+    """Normalise over the trailing dims ``normalized_shape``; weight (ones) and bias
+    (zeros) of that shape when ``elementwise_affine`` (bias only with ``bias=True``)."""
+
+    def __init__(self, normalized_shape: int | tuple[int, ...] | list[int], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True,
+                 dtype: Any = None) -> None:
+        super().__init__()
+        self.normalized_shape = _normalized_shape(normalized_shape)
+        self.eps, self.elementwise_affine = eps, elementwise_affine
+        dtype = _float_dtype("LayerNorm", dtype)
+        if elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(self.normalized_shape, dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class _BatchNorm(Module):
+    """Shared by BatchNorm1d and BatchNorm2d: parameters, running-statistics buffers
+    (``running_mean`` zeros, ``running_var`` ones, ``num_batches_tracked``), forward."""
+
+    input_dims: tuple[int, ...] = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = True, track_running_stats: bool = True, dtype: Any = None,
+                 *, bias: bool = True) -> None:
+        super().__init__()
+        owner = type(self).__name__
+        _positive(owner, num_features=num_features)
+        dtype = _float_dtype(owner, dtype)
+        self.num_features, self.eps, self.momentum = num_features, eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(num_features, dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(num_features, dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
+            self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
+            self.register_buffer("num_batches_tracked", Tensor(np.array(0, np.int64)))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self) -> None:
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+    def _update_factor(self) -> float:
+        """The running-average weight of this batch, as PyTorch: ``momentum``, or
+        1 / num_batches_tracked (a cumulative average) when momentum is None. Counts the
+        batch when training with tracked statistics."""
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+            if self.momentum is None:
+                return 1.0 / float(self.num_batches_tracked.data)
+        return 0.0 if self.momentum is None else self.momentum
+
+    def forward(self, x: Tensor) -> Tensor:
+        if x.ndim not in self.input_dims:
+            dims = " or ".join(f"{d}D" for d in self.input_dims)
+            raise ValueError(f"{type(self).__name__}: expected {dims} input (got {x.ndim}D "
+                             f"input of shape {tuple(x.shape)})")
+        factor = self._update_factor()
+        # batch statistics in training, and in evaluation when nothing is tracked
+        use_batch = self.training or self.running_mean is None
+        update = not self.training or self.track_running_stats
+        return batch_norm(x, self.running_mean if update else None,
+                          self.running_var if update else None, self.weight, self.bias,
+                          use_batch, factor, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, bias={self.bias is not None}, "
+                f"track_running_stats={self.track_running_stats}")
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalisation of [N, C] or [N, C, L] input over every dim but C."""
+
+    input_dims = (2, 3)
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalisation of [N, C, H, W] input over N, H and W."""
+
+    input_dims = (4,)
+
+
+class Dropout(Module):
+    """Zero each element with probability p in training, scaling the rest by 1 / (1 - p);
+    the identity in evaluation. ``inplace=True`` is accepted for ported code and computes
+    out of place (nbgrad's kernels never write into their inputs)."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"Dropout: dropout probability has to be between 0 and 1, "
+                             f"but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, x: Tensor) -> Tensor:
+        return dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}, inplace={self.inplace}"
