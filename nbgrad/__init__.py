@@ -12,7 +12,6 @@ from .autograd import (
     set_grad_enabled,
 )
 from .function import REGISTRY, Context, Function, Sample, register
-from .nn.init import manual_seed
 from .ops.activation import *  # noqa: F403
 from .ops.conv import *  # noqa: F403
 from .ops.elementwise import *  # noqa: F403
@@ -28,6 +27,7 @@ from .ops.pool import *  # noqa: F403
 from .ops.reduce import *  # noqa: F403
 from .ops.select import *  # noqa: F403
 from .ops.shape import *  # noqa: F403
+from .rng import manual_seed
 from .serialization import load, save
 from .tensor import (
     Tensor,

@@ -9,12 +9,13 @@ and outputs are scanned once.
 
 from __future__ import annotations
 
-import functools
 import os
 import traceback
 from typing import Any
 
 import numpy as np
+
+from .grad_mode import ModeSwitch
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,26 +31,10 @@ def is_anomaly_enabled() -> bool:
     return state.enabled
 
 
-class set_detect_anomaly:
-    """Context manager (and decorator) that turns anomaly detection on or off, restoring
-    the previous setting on exit."""
+class set_detect_anomaly(ModeSwitch):
+    """Turn anomaly detection on or off (context manager or decorator)."""
 
-    def __init__(self, mode: bool) -> None:
-        self.mode = bool(mode)
-
-    def __enter__(self) -> None:
-        self._previous = state.enabled
-        state.enabled = self.mode
-
-    def __exit__(self, *exc) -> None:
-        state.enabled = self._previous
-
-    def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_detect_anomaly(self.mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    state = state
 
 
 class detect_anomaly(set_detect_anomaly):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import threading
+from typing import Any
 
 
 class _ThreadState(threading.local):
@@ -19,26 +20,38 @@ def is_grad_enabled() -> bool:
     return state.enabled
 
 
-class set_grad_enabled:
-    """Context manager (and decorator) that turns graph recording on or off in this
-    thread, restoring the previous mode on exit."""
+class ModeSwitch:
+    """Context manager (and decorator) that sets ``state.enabled`` to ``mode`` for its
+    block, restoring the previous value on exit. Subclasses name the ``state``."""
+
+    state: Any
 
     def __init__(self, mode: bool) -> None:
         self.mode = bool(mode)
 
     def __enter__(self) -> None:
-        self._previous = is_grad_enabled()
-        state.enabled = self.mode
+        self._previous = self.state.enabled
+        self.state.enabled = self.mode
 
     def __exit__(self, *exc) -> None:
-        state.enabled = self._previous
+        self.state.enabled = self._previous
 
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with set_grad_enabled(self.mode):
+            previous = self.state.enabled
+            self.state.enabled = self.mode
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                self.state.enabled = previous
         return wrapper
+
+
+class set_grad_enabled(ModeSwitch):
+    """Turn graph recording on or off in this thread (context manager or decorator)."""
+
+    state = state
 
 
 class no_grad(set_grad_enabled):

@@ -9,29 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .. import rng
 from ..tensor import Tensor
-
-_default = np.random.default_rng(0)
-
-
-def manual_seed(seed: int) -> np.random.Generator:
-    """Reseed the generator that layers and init functions draw from by default."""
-    global _default
-    if not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"manual_seed: seed must be a non-negative int, got {seed!r}")
-    _default = np.random.default_rng(int(seed))
-    return _default
-
-
-def _rng(generator: np.random.Generator | int | None) -> np.random.Generator:
-    if generator is None:
-        return _default
-    if isinstance(generator, np.random.Generator):
-        return generator
-    if isinstance(generator, int | np.integer):
-        return np.random.default_rng(int(generator))
-    raise TypeError(f"init: generator must be a numpy Generator, an int seed or None, got "
-                    f"{type(generator).__name__}")
 
 
 def _fill(t: Tensor, values: np.ndarray) -> Tensor:
@@ -78,12 +57,12 @@ def _fan(t: Tensor, mode: str) -> int:
 
 def uniform_(t: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with U(a, b)."""
-    return _fill(t, _rng(generator).uniform(a, b, t.shape))
+    return _fill(t, rng.resolve(generator, "init").uniform(a, b, t.shape))
 
 
 def normal_(t: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with N(mean, std^2)."""
-    return _fill(t, _rng(generator).normal(mean, std, t.shape))
+    return _fill(t, rng.resolve(generator, "init").normal(mean, std, t.shape))
 
 
 def constant_(t: Tensor, val: float) -> Tensor:

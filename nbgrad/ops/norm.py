@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import rng
 from ..function import Function, Sample, register
 from ..kernels import norm as norm_kernels
 from ..kernels._jit import for_work
-from ..nn import init
 from ..tensor import Tensor, lift
 from . import _args
 from .elementwise import sqrt
@@ -342,7 +342,7 @@ def dropout(x: Any, p: float = 0.5, training: bool = True,
         raise ValueError(f"dropout: dropout probability has to be between 0 and 1, but got {p}")
     if not training:
         return x
-    keep = init._rng(generator).random(x.shape, dtype=np.float32) >= p
+    keep = rng.resolve(generator, "dropout").random(x.shape, dtype=np.float32) >= p
     return Dropout.apply(x, keep=keep, scale=0.0 if p == 1 else 1 / (1 - p))
 
 
