@@ -14,9 +14,14 @@ W4s  matmul forward + backward: a batch of 32 products 64x64 @ 64x64, and one
      256x256 @ 256x256                                                 target <= 1.0x
 
 The data are random arrays of the shapes named (scikit-learn's digits are 8x8 images in
-ten classes; the speed depends on the shapes only). nbgrad has no optimiser module yet, so
-its step updates the parameter arrays in place with NumPy, ``v = momentum * v + g``,
-``p -= lr * v`` (PyTorch's SGD formula); PyTorch's step uses ``torch.optim.SGD``.
+ten classes; the speed depends on the shapes only). Both sides step with their SGD
+(``nb.optim.SGD``, ``torch.optim.SGD``).
+
+W10e the digits example's training epoch as a user runs it: ``nbgrad.examples.digits``'s
+     model (conv 1->16, conv 16->32, one max-pool, linear 512->64->10) built from
+     ``nbgrad.nn``, the bundled 1,437 training images from ``nbgrad.data.DataLoader``
+     (batch 64, shuffled), cross-entropy, SGD momentum 0.9; PyTorch runs the same model
+     (``torch.nn``) from the same weights over the same batch order  target <= 0.8x
 """
 
 from __future__ import annotations
@@ -43,29 +48,14 @@ def _params(rng, shapes: dict) -> dict:
     return out
 
 
-class _NbSGD:
-    """SGD with momentum on nbgrad leaf tensors, updated in place with NumPy."""
-
-    def __init__(self, params: list, lr: float, momentum: float):
-        self.params = params
-        self.lr, self.momentum = lr, momentum
-        self.velocity = [np.zeros_like(p.data) for p in params]
-
-    def step(self) -> None:
-        for p, v in zip(self.params, self.velocity):
-            v *= self.momentum
-            v += p.grad.data
-            p.data -= self.lr * v
-            p.grad = None
-
-
 def _trainer(loss_nb, params_np: dict, loss_torch, torch, lr: float, momentum: float):
     """(nbgrad step, PyTorch step or None): forward, backward, SGD on copies of the same
     initial parameters."""
     p_nb = {k: nb.tensor(v.copy(), requires_grad=True) for k, v in params_np.items()}
-    opt_nb = _NbSGD(list(p_nb.values()), lr, momentum)
+    opt_nb = nb.optim.SGD(list(p_nb.values()), lr=lr, momentum=momentum)
 
     def step_nb():
+        opt_nb.zero_grad()
         loss_nb(p_nb).backward()
         opt_nb.step()
 
@@ -112,6 +102,49 @@ def _w10(torch) -> Row:
     t_nb, t_torch = paired_times(step_nb, step_torch, repeats=23, warmup=3)
     return Row("W10 digits CNN train step, batch 64", t_nb, t_torch, "<=0.8x",
                "conv-relu-pool x2, 2 linear, CE, SGD momentum")
+
+
+# -- W10e the digits example's epoch ----------------------------------------------------------
+def _w10e(torch) -> Row:
+    from nbgrad.data import DataLoader, TensorDataset
+    from nbgrad.datasets import split_digits
+    from nbgrad.examples import digits
+
+    (x_train, y_train), _ = split_digits(0)
+    nb.manual_seed(0)
+    model = digits.build_model()
+    opt = digits.make_optimizer(model, "sgd", None)
+    loader = DataLoader(TensorDataset(x_train, y_train), batch_size=64, shuffle=True, seed=0)
+
+    def epoch_nb():
+        digits.train_epoch(model, loader, opt)
+
+    epoch_torch = None
+    if torch is not None:
+        reference = torch.nn.Sequential(
+            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
+            torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(),
+            torch.nn.Linear(64, 10))
+        with torch.no_grad():
+            for p, tp in zip(model.parameters(), reference.parameters()):
+                tp.copy_(torch.from_numpy(p.numpy().copy()))
+        t_opt = torch.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+        tx, ty = torch.from_numpy(x_train), torch.from_numpy(y_train)
+        generator = torch.Generator().manual_seed(0)
+
+        def epoch_torch():
+            order = torch.randperm(len(ty), generator=generator)
+            for start in range(0, len(ty), 64):
+                batch = order[start:start + 64]
+                loss = torch.nn.functional.cross_entropy(reference(tx[batch]), ty[batch])
+                t_opt.zero_grad()
+                loss.backward()
+                t_opt.step()
+
+    t_nb, t_torch = paired_times(epoch_nb, epoch_torch, repeats=5, warmup=1)
+    return Row("W10e digits example epoch (23 steps)", t_nb, t_torch, "<=0.8x",
+               "nbgrad.nn + optim.SGD + DataLoader")
 
 
 # -- W16 tanh MLP --------------------------------------------------------------------------------
@@ -234,4 +267,4 @@ def _w4s(torch) -> list[Row]:
 
 
 def run(torch) -> list[Row]:
-    return [_w10(torch), _w16(torch), _w12s(torch), *_w4s(torch)]
+    return [_w10(torch), _w10e(torch), _w16(torch), _w12s(torch), *_w4s(torch)]

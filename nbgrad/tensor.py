@@ -150,10 +150,6 @@ class Tensor:
         return self.data.ndim
 
     @property
-    def size(self) -> int:
-        return self.data.size
-
-    @property
     def is_leaf(self) -> bool:
         return self._node is None
 

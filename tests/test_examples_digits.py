@@ -58,3 +58,37 @@ def test_first_epoch_tracks_pytorch(optimizer):
         t_opt.step()
         t_losses.append(loss.item())
     np.testing.assert_allclose(losses, t_losses, rtol=1e-4)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_checkpoint_resumes_training_bit_for_bit(tmp_path, optimizer):
+    """Model, optimiser and scheduler saved after epoch 1 and loaded into fresh objects
+    (built from other random weights) train epoch 2 to exactly the same parameters."""
+    (x_train, y_train), _ = split_digits(0)
+    loader = DataLoader(TensorDataset(x_train[:320], y_train[:320]), batch_size=64,
+                        shuffle=True, seed=0)
+
+    def fresh(seed):
+        nb.manual_seed(seed)
+        model = digits.build_model()
+        opt = digits.make_optimizer(model, optimizer, None)
+        return model, opt, nb.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+
+    model, opt, schedule = fresh(0)
+    digits.train_epoch(model, loader, opt)
+    schedule.step()
+    nb.save({"model": model.state_dict(), "optimizer": opt.state_dict(),
+             "scheduler": schedule.state_dict(), "epoch": 1}, tmp_path / "ckpt.npz")
+
+    checkpoint = nb.load(tmp_path / "ckpt.npz")
+    resumed, resumed_opt, resumed_schedule = fresh(1)
+    resumed.load_state_dict(checkpoint["model"])
+    resumed_opt.load_state_dict(checkpoint["optimizer"])
+    resumed_schedule.load_state_dict(checkpoint["scheduler"])
+    assert resumed_opt.param_groups[0]["lr"] == opt.param_groups[0]["lr"]
+
+    for m, o in ((model, opt), (resumed, resumed_opt)):
+        loader.set_epoch(checkpoint["epoch"])
+        digits.train_epoch(m, loader, o)
+    for (name, p), (_, q) in zip(model.named_parameters(), resumed.named_parameters()):
+        assert np.array_equal(p.numpy(), q.numpy()), name

@@ -434,7 +434,7 @@ def test_op_bitwise_at_1_and_2_threads(rng, op):
     def run():
         at, Bt = nb.tensor(a, requires_grad=True), nb.tensor(B, requires_grad=True)
         y = getattr(nb, op)(at, Bt, reorthogonalize=True)
-        y.backward(np.cos(np.arange(y.size, dtype=np.float32)).reshape(y.shape))
+        y.backward(np.cos(np.arange(y.numel(), dtype=np.float32)).reshape(y.shape))
         return y.numpy(), at.grad.numpy(), Bt.grad.numpy()
 
     for x, y in zip(at_threads(1, run), at_threads(2, run)):

@@ -502,6 +502,12 @@ def _grad_pairs(arrays):
     return p_nb, p_t
 
 
+def test_clipping_is_also_at_pytorchs_nn_utils():
+    from nbgrad.nn import utils
+    assert utils.clip_grad_norm_ is optim.clip_grad_norm_
+    assert utils.clip_grad_value_ is optim.clip_grad_value_
+
+
 @pytest.mark.parametrize("norm_type", [2.0, 1, 3.5, math.inf, -math.inf, 0])
 @pytest.mark.parametrize("max_norm", [0.5, 1e6])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

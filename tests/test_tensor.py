@@ -54,7 +54,12 @@ def test_factories():
 
 def test_attributes_and_conversions():
     t = nb.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
-    assert (t.shape, t.ndim, t.size, len(t)) == ((2, 2), 2, 4, 2)
+    assert (t.shape, t.ndim, t.numel(), len(t)) == ((2, 2), 2, 4, 2)
+    assert (t.size(), t.size(0), t.size(-1)) == ((2, 2), 2, 2)  # PyTorch's Tensor.size
+    with pytest.raises(IndexError, match="size"):
+        t.size(2)
+    with pytest.raises(IndexError, match="0-d"):
+        nb.tensor(1.0).size(0)
     assert t.is_leaf and t.grad_fn is None and t.grad is None
     assert np.shares_memory(np.asarray(t), t.numpy())
     assert not np.asarray(t).flags.writeable  # it requires grad: see Tensor.numpy

@@ -1,7 +1,7 @@
 """Layers and models: Module, Parameter, containers, layers, activations and losses as
 modules, and ``nbgrad.nn.init`` (``torch.nn``'s names and semantics)."""
 
-from . import init
+from . import init, utils
 from .activation import (
     ELU,
     GELU,
@@ -32,7 +32,7 @@ from .normalization import BatchNorm1d, BatchNorm2d, Dropout, LayerNorm
 from .parameter import Parameter
 from .sparse import Embedding
 
-__all__ = ["init", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
+__all__ = ["init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
            "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
            "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
            "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",

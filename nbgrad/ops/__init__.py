@@ -15,7 +15,7 @@ _METHODS = {
     matmul: ["matmul"],
     reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size"],
     shape: ["reshape", "view", "transpose", "permute", "broadcast_to", "flatten", "split",
-            "chunk", "squeeze", "unsqueeze"],
+            "chunk", "squeeze", "unsqueeze", "size"],
     indexing: ["gather", "scatter_add", "index_select"],
     select: ["maximum", "minimum"],
     select.TensorMethods: ["where"],  # x.where(condition, y) = where(condition, x, y)

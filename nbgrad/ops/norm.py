@@ -282,7 +282,7 @@ def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
     if not training and running_mean is None:
         raise ValueError("batch_norm: running_mean and running_var must be given in "
                          "evaluation mode (training=False)")
-    if training and x.size // c <= 1:
+    if training and x.numel() // c <= 1:
         raise ValueError(f"batch_norm: expected more than 1 value per channel when "
                          f"training, got x of shape {tuple(x.shape)}")
     weight = None if weight is None else lift(weight)

@@ -95,12 +95,12 @@ def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
                          "must be non-negative, with at most one -1 to infer")
     known = math.prod(s for s in shape if s != -1)
     if -1 in shape:
-        if known == 0 or x.size % known:
-            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.size}) "
+        if known == 0 or x.numel() % known:
+            raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.numel()}) "
                              f"into {shape}")
-        shape = tuple(x.size // known if s == -1 else s for s in shape)
-    elif known != x.size:
-        raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.size}) "
+        shape = tuple(x.numel() // known if s == -1 else s for s in shape)
+    elif known != x.numel():
+        raise ValueError(f"reshape: cannot reshape x of shape {x.shape} (size {x.numel()}) "
                          f"into {shape} (size {known})")
     return Reshape.apply(x, shape=shape)
 
@@ -490,6 +490,15 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                          f"(x has shape {x.shape})")
     return reshape(x, x.shape[:s] + (math.prod(x.shape[s:e + 1]),) + x.shape[e + 1:])
+
+
+def size(x: Tensor, dim: int | None = None) -> tuple[int, ...] | int:
+    """PyTorch's ``Tensor.size``: the shape tuple, or the length of ``dim``."""
+    if dim is None:
+        return x.shape
+    if x.ndim == 0:
+        raise IndexError(f"size: a 0-d tensor has no dim {dim}")
+    return x.shape[dim_index("size", dim, x.ndim, x.shape)]
 
 
 # -- split / chunk / squeeze / unsqueeze -----------------------------------------------------
