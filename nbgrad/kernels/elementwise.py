@@ -1,6 +1,8 @@
 """Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
 shape, or an array with a scalar; and both gradients of a same-shape product in one pass.
+Also the point-wise table's sin, cos, erf, square (forward and backward) and rounded
+division (``div(..., rounding_mode='trunc'|'floor')``).
 
 Binary op codes and their formulas are those of ``strided_apply.binary_block``;
 broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
@@ -11,11 +13,14 @@ kernels). Derivatives: docs/derivations.md#element-wise-arithmetic.
 
 from __future__ import annotations
 
-import numpy as np
-from numba import njit, prange
+import math
 
-from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV
-from .fastmath import exp, log
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import overload
+
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial
+from .fastmath import erf, exp, log
 from .strided_apply import BLOCK, binary_block
 
 # Unary op codes.
@@ -127,3 +132,177 @@ def binary_scalar_parallel(op, x, s, out, scalar_first):
     for c in prange(nchunks):
         s0 = c * CHUNK
         _scalar_range(op, x, s, out, scalar_first, s0, min(x.size, s0 + CHUNK))
+
+
+# -- sin, cos ------------------------------------------------------------------------------
+# float32: x is reduced in float64 by Cody-Waite, r = x - k pi/2 with k = rint(x 2/pi) and
+# pi/2 split in three 33-bit parts (fdlibm's pio2_1, pio2_2, pio2_3: k * part is exact for
+# |k| < 2^20) plus a tail, so r is accurate to ~1e-16 relative for |x| <= 2^19; sin and cos
+# of r in [-pi/4, pi/4] are fdlibm's degree-13/14 polynomials (error < 1e-16), and the
+# quadrant k mod 4 picks and signs one of them:
+#     k mod 4:   0      1      2      3
+#     sin x:     s(r)   c(r)  -s(r)  -c(r)
+#     cos x:     c(r)  -s(r)  -c(r)   s(r)
+# Rounding that double to float32 gives the correctly rounded result except in rare double
+# rounding cases (< 0.501 ulp). The loop is straight-line float64 code, so it vectorises;
+# |x| > 2^19, inf and NaN are redone with libm afterwards (``_trig_fixup``). float64 takes
+# libm's sin/cos (as fastmath's float64 functions: exact, for gradchecks, not speed).
+# Derivatives: sin' = cos, cos' = -sin (docs/derivations.md#element-wise-arithmetic).
+_TRIG_MAX = 524288.0                        # 2^19: beyond, libm
+_TWO_OVER_PI = 0.6366197723675814
+_PIO2_1 = 1.57079632673412561417e+00
+_PIO2_2 = 6.07710050630396597660e-11
+_PIO2_3 = 2.02226624871116645580e-21
+_PIO2_3T = 8.47842766036889956997e-32
+_RINT = 6755399441055744.0                  # 1.5 * 2^52: (t + _RINT) - _RINT rounds t
+_SIN1, _SIN2, _SIN3, _SIN4, _SIN5, _SIN6 = (
+    -1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
+    2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10)
+_COS1, _COS2, _COS3, _COS4, _COS5, _COS6 = (
+    4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
+    -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11)
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _trig_f32(x, want_cos):
+    """sin(x) (or cos(x)) of a float32 x with |x| <= 2^19, computed in float64."""
+    xd = np.float64(x)
+    xd = xd if abs(xd) <= _TRIG_MAX else 0.0         # NaN, inf, huge: redone by the fixup
+    k = (xd * _TWO_OVER_PI + _RINT) - _RINT
+    r = ((xd - k * _PIO2_1) - k * _PIO2_2) - k * _PIO2_3 - k * _PIO2_3T
+    z = r * r
+    s = r + z * r * (_SIN1 + z * (_SIN2 + z * (_SIN3 + z * (_SIN4 + z * (_SIN5 + z * _SIN6)))))
+    s = s if z != 0.0 else r                           # keeps the sign of -0
+    c = 1.0 - 0.5 * z + z * z * (_COS1 + z * (_COS2 + z * (_COS3 + z * (_COS4 + z * (
+        _COS5 + z * _COS6)))))
+    n = np.int64(k) + (1 if want_cos else 0)          # cos x = sin(x + pi/2)
+    v = c if n & 1 else s
+    return np.float32(-v if n & 2 else v)
+
+
+def _trig(x, want_cos):
+    """sin(x), or cos(x) when ``want_cos``, in x's dtype (Python: NumPy)."""
+    return np.cos(x) if want_cos else np.sin(x)
+
+
+@overload(_trig, inline="always")
+def _trig_impl(x, want_cos):
+    if x == types.float32:
+        return lambda x, want_cos: _trig_f32(x, want_cos)
+    if x == types.float64:
+        return lambda x, want_cos: math.cos(x) if want_cos else math.sin(x)
+    return None
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _trig_fixup(x, g, want_cos, sign, out):
+    """out[i] = sign * g[i] * sin(x[i]) (or cos) by libm where |x[i]| > 2^19 or x[i] is
+    not finite (g of size 1: no factor); elsewhere the vectorised loop's value stays."""
+    for i in range(x.size):
+        if not abs(x[i]) <= _TRIG_MAX:
+            xd = np.float64(x[i])
+            v = sign * (math.cos(xd) if want_cos else math.sin(xd))
+            out[i] = v if g.size == 1 else g[i] * v
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def sin_forward(x, out):
+    for i in prange(x.size):
+        out[i] = _trig(x[i], False)
+    _trig_fixup(x, x[:1], False, 1.0, out)
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def sin_backward(g, x, out):
+    """g cos(x)."""
+    for i in prange(x.size):
+        out[i] = g[i] * _trig(x[i], True)
+    _trig_fixup(x, g, True, 1.0, out)
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def cos_forward(x, out):
+    for i in prange(x.size):
+        out[i] = _trig(x[i], True)
+    _trig_fixup(x, x[:1], True, 1.0, out)
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def cos_backward(g, x, out):
+    """-g sin(x)."""
+    for i in prange(x.size):
+        out[i] = -(g[i] * _trig(x[i], False))
+    _trig_fixup(x, g, False, -1.0, out)
+    return out
+
+
+# -- erf, square ---------------------------------------------------------------------------
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def erf_forward(x, out):
+    """erf(x) = 2/sqrt(pi) int_0^x e^(-t^2) dt (fastmath: float32 < 2.5 ulp, float64 libm)."""
+    for i in prange(x.size):
+        out[i] = erf(x[i])
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def erf_backward(g, x, out):
+    """g 2/sqrt(pi) e^(-x^2)."""
+    c = x.dtype.type(1.1283791670955126)
+    for i in prange(x.size):
+        out[i] = g[i] * (c * exp(-(x[i] * x[i])))
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def square_forward(x, out):
+    for i in prange(x.size):
+        out[i] = x[i] * x[i]
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def square_backward(g, x, out):
+    """2 g x."""
+    two = x.dtype.type(2)
+    for i in prange(x.size):
+        out[i] = g[i] * (two * x[i])
+    return out
+
+
+# -- rounded division -------------------------------------------------------------------------
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _floor_div(a, b, one):
+    """floor(a / b) as PyTorch's ``div_floor_floating`` (Python's float //): from the
+    remainder fmod(a, b), so a quotient that rounds up to an integer is not floored past
+    the true one; b == 0 gives a / b (+-inf or NaN). ``one`` is 1 in a's dtype."""
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    q = (a - mod) / b
+    if mod != 0 and (b < 0) != (mod < 0):
+        q -= one
+    if q == 0:
+        return math.copysign(0.0, a / b) * one     # a signed zero
+    f = np.floor(q)
+    return f + one if q - f > one / (one + one) else f
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def div_trunc(a, b, out):
+    """out = trunc(a / b) (floats: the true quotient rounded, then truncated)."""
+    for i in prange(out.size):
+        out[i] = np.trunc(a[i] / b[i])
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def div_floor(a, b, out):
+    """out = floor(a / b), PyTorch's floating floor division (``_floor_div``)."""
+    one = out.dtype.type(1)
+    for i in prange(out.size):
+        out[i] = _floor_div(a[i], b[i], one)
+    return out

@@ -1,5 +1,6 @@
 """Reduction kernels: max/min over the trailing axis of a [K, R] array and their
-tie-splitting backward, plus a small scaling kernel for mean's backward.
+tie-splitting backward, a small scaling kernel for mean's backward, and the row kernels of
+var/std (``moment_rows``) and the vector norms (``norm_rows``), forward and backward.
 
 sum and mean are ``broadcast_sum.reduce_term(COPY, ...)``: summing over axes is the
 backward of broadcasting, so they share its race-free, thread-count independent loop
@@ -18,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV, njit_with_serial
 
 
 @njit(**SERIAL_IEEE_DIV)
@@ -140,3 +141,140 @@ def scaled(x, s, out):
     """out[i] = x[i] * s (contiguous 1-D)."""
     for i in range(x.size):
         out[i] = x[i] * s
+
+
+# -- var, std ------------------------------------------------------------------------------
+# Row k of x2[K, R] (the reduced axes moved last): mean m_k = sum_j x_kj / R and
+# var_k = sum_j (x_kj - m_k)^2 / dof, dof = max(R - correction, 0) (two passes, summed in
+# float64 in row order; dof = 0 gives inf, or NaN when every x_kj = m_k, as PyTorch).
+# Backward: d var_k / d x_kj = 2 (x_kj - m_k) / dof (the terms through m_k sum to zero);
+# std_k = sqrt(var_k) adds the factor 1 / (2 std_k), taken as 0 where std_k = 0 (PyTorch's
+# masked_fill: a constant row has zero gradient). docs/derivations.md#reductions.
+# Each row is one prange iteration, so the bits do not depend on the thread count.
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def moment_rows(x2, dof, take_sqrt, mean, out):
+    """mean[k] and out[k] = var (or std, with ``take_sqrt``) of row k of x2, as above."""
+    n = np.float64(x2.shape[1])
+    for k in prange(x2.shape[0]):
+        s = 0.0
+        for j in range(x2.shape[1]):
+            s += np.float64(x2[k, j])
+        m = s / n
+        q = 0.0
+        for j in range(x2.shape[1]):
+            d = np.float64(x2[k, j]) - m
+            q += d * d
+        v = q / dof
+        mean[k] = m
+        out[k] = np.sqrt(v) if take_sqrt else v
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def moment_rows_backward(x2, mean, g, y, dof, is_std, out):
+    """out[k, j] = (2 / dof) gv_k (x2[k, j] - mean[k]); gv_k = g[k] for var, and
+    g[k] / (2 y[k]) (0 where y[k] = 0) for std, y the forward's result."""
+    two = out.dtype.type(2)
+    zero = out.dtype.type(0)
+    for k in prange(x2.shape[0]):
+        gv = g[k]
+        if is_std:
+            gv = zero if y[k] == 0 else gv / (two * y[k])
+        c = (two / dof) * gv
+        m = mean[k]
+        for j in range(x2.shape[1]):
+            out[k, j] = c * (x2[k, j] - m)
+
+
+# -- vector norms ----------------------------------------------------------------------------
+# ||x_k||_p of row k (torch.linalg.vector_norm), modes and their gradients, a_j = |x_kj|,
+# n = the norm, g = g[k] (docs/derivations.md#reductions):
+#   P2    sqrt(sum a^2)            g x / n                     (0 where n = 0)
+#   P1    sum a                    g sign(x)                   (sign(0) = sign(NaN) = 0)
+#   PINF  max a (NaN if any NaN)   g sign(x) / t on the t entries with a = n, else 0
+#   NINF  min a (NaN if any NaN)   the same, over the minima
+#   P0    #(x != 0)                0
+#   PGEN  (sum a^p)^(1/p)          g sign(x) a^(p-1) / n^(p-1)  (0 where n = 0, and at
+#                                  x = 0: a^(p-1) is 0 for p > 1 and masked for p < 1)
+# Sums run in float64 in row order (no overflow from squaring float32); a general p uses
+# libm's pow (scalar): the common orders take the vectorisable loops.
+P2, P1, PINF, NINF, P0, PGEN = range(6)
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _sign(v, one):
+    return one if v > 0 else (-one if v < 0 else one - one)
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _abs_extremum(row, is_min):
+    """max (or min) of |row| (NaN if the row holds a NaN; R >= 1)."""
+    m = abs(row[0])
+    for j in range(1, row.size):
+        a = abs(row[j])
+        if a != a:
+            return a
+        if (a < m) if is_min else (a > m):
+            m = a
+    return m
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def norm_rows(x2, mode, p, out):
+    """out[k] = ||x2[k]||_p for the ``mode`` codes above (``p`` used by PGEN)."""
+    for k in prange(x2.shape[0]):
+        row = x2[k]
+        s = 0.0
+        if mode == PINF or mode == NINF:
+            s = np.float64(_abs_extremum(row, mode == NINF))
+        elif mode == P2:
+            for j in range(row.size):
+                v = np.float64(row[j])
+                s += v * v
+            s = np.sqrt(s)
+        elif mode == P1:
+            for j in range(row.size):
+                s += abs(np.float64(row[j]))
+        elif mode == P0:
+            for j in range(row.size):
+                s += 1.0 if row[j] != 0 else 0.0
+        else:
+            for j in range(row.size):
+                s += abs(np.float64(row[j])) ** p
+            s = s ** (1.0 / p)
+        out[k] = s
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def norm_rows_backward(x2, n, g, mode, p, out):
+    """out[k, j] = d ||x2[k]||_p / d x2[k, j] times g[k], as in the table above."""
+    one = out.dtype.type(1)
+    zero = out.dtype.type(0)
+    for k in prange(x2.shape[0]):
+        row = x2[k]
+        gk = g[k]
+        nk = n[k]
+        if mode == P2:
+            c = zero if nk == 0 else gk / nk
+            for j in range(row.size):
+                out[k, j] = row[j] * c
+        elif mode == P1:
+            for j in range(row.size):
+                out[k, j] = gk * _sign(row[j], one)
+        elif mode == PINF or mode == NINF:
+            t = 0
+            for j in range(row.size):
+                t += 1 if abs(row[j]) == nk else 0
+            share = gk / out.dtype.type(t if t > 0 else 1)
+            for j in range(row.size):
+                out[k, j] = share * _sign(row[j], one) if abs(row[j]) == nk else zero
+        elif mode == P0:
+            for j in range(row.size):
+                out[k, j] = zero
+        else:
+            c = zero if nk == 0 else gk / out.dtype.type(np.float64(nk) ** (p - 1.0))
+            for j in range(row.size):
+                v = row[j]
+                a = out.dtype.type(abs(np.float64(v)) ** (p - 1.0))
+                out[k, j] = zero if v == 0 else c * (_sign(v, one) * a)

@@ -11,9 +11,11 @@ from ..tensor import Tensor
 from . import activation, elementwise, indexing, matmul, reduce, select, shape
 
 _METHODS = {
-    elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to"],
+    elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to",
+                  "sin", "cos", "erf", "square"],
     matmul: ["matmul"],
-    reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size"],
+    reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size", "var", "std", "norm",
+             "argmax", "argmin"],
     shape: ["reshape", "view", "transpose", "permute", "broadcast_to", "flatten", "split",
             "chunk", "squeeze", "unsqueeze", "size"],
     indexing: ["gather", "scatter_add", "index_select"],

@@ -1,4 +1,5 @@
-"""Element-wise ops with NumPy broadcasting: add sub mul div pow neg exp log sqrt abs.
+"""Element-wise ops with NumPy broadcasting: add sub mul div pow neg exp log sqrt abs, and
+the point-wise table ops sin cos erf square.
 
 Binary ops broadcast both operands the NumPy way (any rank, size-1 axes anywhere, 0-d
 arrays and Python scalars). Dtypes promote as in PyTorch: float32 with float64 computes in
@@ -9,7 +10,13 @@ float32). Integer and bool operands without a float are computed in integers by 
 (exact; they have no gradient) and give NumPy's integer dtype (int32 with int32 stays
 int32; bool with bool is bool for add and mul, as in PyTorch); ``div`` of integers is true
 division and returns float32, and integers to negative integer powers and subtraction of
-bools are errors, as in PyTorch.
+bools are errors, as in PyTorch. ``add``/``sub`` take PyTorch's ``alpha`` (a + alpha b);
+``div`` takes ``rounding_mode='trunc'|'floor'`` (integers: exact integer division, and a
+zero divisor is a ZeroDivisionError; floats: +-inf/NaN at 0; zero gradient).
+
+sin, cos, erf (float32 or float64; an integer or bool input gives float32, as PyTorch)
+and square (integers stay integers, bool gives int64, as PyTorch) are ``pointwise``
+table entries (``ops/table.py``); kernels in ``kernels/elementwise.py``.
 
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
 axes (``kernels/broadcast_sum.py``): fused, so mul's ``grad_a = sum(g * b)`` never
@@ -29,8 +36,11 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import elementwise as elementwise_kernels
-from ..kernels._jit import PARALLEL_MIN
+from ..kernels._jit import PARALLEL_MIN, for_work
 from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor, lift
+from . import _args
+from .table import flat as _flat
+from .table import pointwise
 
 _F64 = np.dtype(np.float64)
 
@@ -334,17 +344,103 @@ class Pow(Function):
         return ga, gb
 
 
-def add(a: Any, b: Any) -> Tensor:
-    """a + b with NumPy broadcasting; grad_a = sum of g over a's broadcast axes."""
-    a, b = _operands(a, b)
-    return Add.apply(a, b)
+def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
+    """alpha * b for ``add``/``sub`` (``b`` itself when alpha is 1), in the dtype the op
+    computes in: an integer result refuses a float alpha and a non-bool result a bool
+    alpha (PyTorch's rules); b is converted to a float result dtype before scaling."""
+    if isinstance(alpha, bool | np.bool_):
+        if not (a.dtype.kind == b.dtype.kind == "b"):
+            raise TypeError(f"{name}: a bool alpha ({alpha!r}) is only supported for bool "
+                            f"operands (got {a.dtype} and {b.dtype}), as in PyTorch")
+        return b if alpha else lift(np.zeros_like(b.data))
+    _args.real(name, "alpha", alpha)
+    floating = a.dtype.kind == "f" or b.dtype.kind == "f"
+    if not floating and isinstance(alpha, float | np.floating):
+        raise TypeError(f"{name}: alpha must not be a float ({alpha!r}) for integer or bool "
+                        f"operands ({a.dtype} and {b.dtype}), as in PyTorch")
+    if alpha == 1:
+        return b
+    if floating and b.dtype.kind != "f":
+        b = lift(b.data.astype(_float_dtype(a.dtype, b.dtype)))
+    if a.dtype.kind == b.dtype.kind == "b":
+        return b if alpha else lift(np.zeros_like(b.data))  # bool: alpha is truthiness
+    return mul(b, alpha)
 
 
-def sub(a: Any, b: Any) -> Tensor:
-    """a - b with NumPy broadcasting; grad_a = sum(g), grad_b = -sum(g) over each
-    operand's broadcast axes."""
+def _rounded_samples(rng):
+    """Quotients a / b at least 0.1 away from an integer (drawn until they are), so finite
+    differences never cross a jump of the piecewise-constant result."""
+    for sa, sb in [((3, 4), (3, 4)), ((1, 3), (4, 3)), ((2, 1), (1, 3)), ((), (2, 2))]:
+        while True:
+            a = np.asarray(rng.uniform(-6.0, 6.0, sa))
+            b = np.asarray(rng.uniform(0.5, 2.0, sb) * rng.choice([-1.0, 1.0], sb))
+            q = a / b
+            if np.all(np.abs(q - np.round(q)) > 0.1):
+                break
+        for mode in ("trunc", "floor"):
+            yield Sample(a, b, mode=mode, label=f"{sa} // {sb} {mode}")
+
+
+@register("div_rounded", samples=_rounded_samples)
+class DivRounded(Function):
+    """div(a, b, rounding_mode=...): piecewise constant, so both gradients are zero."""
+
+    @staticmethod
+    def forward(ctx, a, b, mode):
+        shape = strided_apply.broadcast_shapes("div", a.shape, b.shape)
+        if a.dtype.kind != "f" and b.dtype.kind != "f":
+            return _integer_rounded_div(mode, a, b, shape)
+        dt = _float_dtype(a.dtype, b.dtype)
+        out = np.empty(shape, dt)
+        kernel = elementwise_kernels.div_floor if mode == "floor" \
+            else elementwise_kernels.div_trunc
+        for_work(kernel, out.size)(_flat(np.broadcast_to(a.astype(dt, copy=False), shape)),
+                                   _flat(np.broadcast_to(b.astype(dt, copy=False), shape)),
+                                   out.reshape(-1))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return tuple(np.zeros(x.shape, x.dtype) if need else None
+                     for x, need in zip(ctx.input_arrays, ctx.needs_input_grad))
+
+    @staticmethod
+    def vjp(ctx, g):
+        return tuple(lift(np.zeros(x.shape, x.dtype)) if need else None
+                     for x, need in zip(ctx.input_arrays, ctx.needs_input_grad))
+
+
+def _integer_rounded_div(mode: str, a: np.ndarray, b: np.ndarray, shape: tuple) -> np.ndarray:
+    """trunc or floor of a / b for integer operands, exactly, in NumPy's integer result
+    dtype (wrapping on overflow: INT_MIN // -1 is INT_MIN, as PyTorch)."""
+    if a.dtype.kind == "b" or b.dtype.kind == "b":
+        raise TypeError(f"div: rounding_mode={mode!r} is not supported for bool operands "
+                        f"({a.dtype}, {b.dtype}; shapes {a.shape}, {b.shape}), as in PyTorch")
+    if b.size and not b.all():
+        raise ZeroDivisionError(f"div: integer division by zero (rounding_mode={mode!r}; b of "
+                                f"shape {b.shape} holds a 0)")
+    with np.errstate(all="ignore"):
+        q = np.floor_divide(a, b)
+        if mode == "trunc":  # floor rounds a negative inexact quotient one below trunc
+            q = q + ((q * b != a) & ((a < 0) != (b < 0)))
+    return np.asarray(np.broadcast_to(q, shape)).astype(np.result_type(a, b), copy=False)
+
+
+def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    """a + alpha * b with NumPy broadcasting (``torch.add``); grad_a = sum of g, grad_b =
+    alpha * sum of g over each operand's broadcast axes. A float alpha with integer
+    operands is a TypeError, as in PyTorch."""
     a, b = _operands(a, b)
-    return Sub.apply(a, b)
+    return Add.apply(a, _scaled_operand("add", a, b, alpha))
+
+
+def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
+    """a - alpha * b with NumPy broadcasting (``torch.sub``); grad_a = sum(g),
+    grad_b = -alpha sum(g) over each operand's broadcast axes."""
+    a, b = _operands(a, b)
+    if "b" in (a.dtype.kind, b.dtype.kind):  # the bool error before alpha's checks
+        return Sub.apply(a, b)
+    return Sub.apply(a, _scaled_operand("sub", a, b, alpha))
 
 
 def mul(a: Any, b: Any) -> Tensor:
@@ -354,11 +450,20 @@ def mul(a: Any, b: Any) -> Tensor:
     return Mul.apply(a, b)
 
 
-def div(a: Any, b: Any) -> Tensor:
-    """a / b (true division) with NumPy broadcasting; grad_a = sum(g / b),
-    grad_b = -sum(g * a / b^2) over each operand's broadcast axes."""
+def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """a / b with NumPy broadcasting (``torch.div``). ``rounding_mode=None``: true
+    division; grad_a = sum(g / b), grad_b = -sum(g * a / b^2) over each operand's
+    broadcast axes. ``'trunc'``: the quotient rounded toward zero; ``'floor'``: rounded
+    down (Python's ``//``). Rounded division keeps integer dtypes (exact; a zero divisor
+    is a ZeroDivisionError, as PyTorch's RuntimeError), gives +-inf/NaN for a float zero
+    divisor, and has zero gradient (piecewise constant, as in PyTorch)."""
     a, b = _operands(a, b)
-    return Div.apply(a, b)
+    if rounding_mode is None:
+        return Div.apply(a, b)
+    if rounding_mode not in ("trunc", "floor"):
+        raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}")
+    return DivRounded.apply(a, b, mode=rounding_mode)
 
 
 def pow(a: Any, b: Any) -> Tensor:
@@ -495,6 +600,90 @@ def abs(x: Any) -> Tensor:
     return Abs.apply(lift(x))
 
 
+# -- sin, cos, erf, square: point-wise table entries -------------------------------------------
+def _smooth_samples(rng):
+    yield Sample(rng.standard_normal((3, 4)), label="2-D")
+    yield Sample(rng.standard_normal(5) * 3, label="1-D wide range")
+    yield Sample(rng.standard_normal((2, 1, 3)), label="3-D")
+    yield Sample(np.array(0.7), label="0-d")
+
+
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+_sin = pointwise(
+    "sin", cls_name="Sin", forward=elementwise_kernels.sin_forward,
+    backward=elementwise_kernels.sin_backward, saves="input",
+    derivative=lambda x, y: cos(x), samples=_smooth_samples,
+    doc="sin(x); derivative cos(x).")
+
+_cos = pointwise(
+    "cos", cls_name="Cos", forward=elementwise_kernels.cos_forward,
+    backward=elementwise_kernels.cos_backward, saves="input",
+    derivative=lambda x, y: -sin(x), samples=_smooth_samples,
+    doc="cos(x); derivative -sin(x).")
+
+_erf = pointwise(
+    "erf", cls_name="Erf", forward=elementwise_kernels.erf_forward,
+    backward=elementwise_kernels.erf_backward, saves="input",
+    derivative=lambda x, y: _TWO_OVER_SQRT_PI * exp(-(x * x)), samples=_smooth_samples,
+    doc="erf(x); derivative 2/sqrt(pi) exp(-x^2).")
+
+_square = pointwise(
+    "square", cls_name="Square", forward=elementwise_kernels.square_forward,
+    backward=elementwise_kernels.square_backward, saves="input",
+    derivative=lambda x, y: 2 * x, samples=_smooth_samples,
+    doc="x * x; derivative 2x.")
+
+
+def _as_float64(x: Tensor) -> Tensor:
+    """An integer or bool ``x`` (never requiring grad) as a float64 constant: the
+    integer-input ops compute in float64 and round the result to float32."""
+    return lift(x.data.astype(_F64))
+
+
+def sin(x: Any) -> Tensor:
+    """sin(x); grad = g cos(x). float32 is correctly rounded (< 0.501 ulp: a float64
+    polynomial after Cody-Waite reduction, libm beyond |x| = 2^19), float64 is libm's.
+    An integer or bool input gives float32, as PyTorch."""
+    x = lift(x)
+    if x.dtype.kind in "biu":
+        return Tensor._wrap(_sin(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+    return _sin(x)
+
+
+def cos(x: Any) -> Tensor:
+    """cos(x); grad = -g sin(x). Accuracy and integer inputs as ``sin``."""
+    x = lift(x)
+    if x.dtype.kind in "biu":
+        return Tensor._wrap(_cos(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+    return _cos(x)
+
+
+def erf(x: Any) -> Tensor:
+    """The error function erf(x) = 2/sqrt(pi) int_0^x exp(-t^2) dt; grad =
+    g 2/sqrt(pi) exp(-x^2). float32: fastmath's polynomial (< 2.5 ulp); float64: libm's
+    erf (within 3 ulp of SciPy, and closer than SciPy to the exact value where they
+    differ). An integer or bool input gives float32, as PyTorch."""
+    x = lift(x)
+    if x.dtype.kind in "biu":
+        return Tensor._wrap(_erf(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+    return _erf(x)
+
+
+def square(x: Any) -> Tensor:
+    """x * x; grad = 2 g x. Integer input stays integer (wrapping on overflow) and bool
+    gives int64, as ``torch.square``."""
+    x = lift(x)
+    if x.dtype.kind in "biu":
+        data = x.data.astype(np.int64) if x.dtype.kind == "b" else x.data
+        return Tensor._wrap(np.asarray(np.multiply(data, data)), None, 0)
+    return _square(x)
+
+
+for _public, _entry in ((sin, _sin), (cos, _cos), (erf, _erf), (square, _square)):
+    _public.function = _entry.function
+
+
 # -- dtype conversion -----------------------------------------------------------------------
 def _to_samples(rng):
     yield Sample(rng.standard_normal((3, 4)), dtype=np.float64, label="float64 to float64")
@@ -526,4 +715,5 @@ def to(x: Any, dtype: Any) -> Tensor:
     return x if x.dtype == dtype else To.apply(x, dtype=dtype)
 
 
-__all__ = ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to"]
+__all__ = ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to", "sin",
+           "cos", "erf", "square"]

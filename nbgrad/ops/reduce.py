@@ -11,10 +11,21 @@ negative axes allowed, ``keepdims`` as in NumPy/PyTorch.
   entries for ``max()``/``min()`` without ``dim``; ``max(dim=)`` and ``min(dim=)`` pick
   the first NaN and send it the gradient.
 Integer (and bool) sums are int64, computed in integers (exact, wrapping on overflow).
+
+* var/std: ``torch.var``/``torch.std`` with ``correction`` (or the older ``unbiased``):
+  sum (x - mean)^2 / max(N - correction, 0); N - correction <= 0 gives inf (NaN for a
+  constant slice), as PyTorch. std's gradient is 0 where std is 0 (PyTorch's convention).
+* norm: ``torch.linalg.vector_norm`` (``torch.norm`` for vectors) for p = 2 ('fro'), 1,
+  inf, -inf, 0 and any other real p, with PyTorch's gradients at 0 (0 for a zero vector).
+* argmax/argmin: int64 indices without a gradient; the first extremum wins ties and a NaN
+  counts as the extremum (the first NaN's index), as PyTorch.
+var, std and norm run on x with the reduced axes moved last, ``x2[K, R]``, one row per
+output element (``kernels/reduce.py``).
 """
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 import numpy as np
@@ -22,8 +33,9 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import reduce as reduce_kernels
+from ..kernels._jit import for_work
 from ..tensor import DEFAULT_DTYPE, Tensor, lift
-from ._args import axes, dim_arg, keepdim_arg, one_axis
+from ._args import axes, dim_arg, float_input, keepdim_arg, one_axis, real
 
 
 def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
@@ -67,6 +79,21 @@ def _broadcast_grad(g: np.ndarray, shape: tuple) -> np.ndarray:
         return out
     view = np.broadcast_to(g, shape)
     return np.array(view) if view.size <= _SMALL else view
+
+
+def _rows(x: np.ndarray, reduced: tuple) -> tuple[np.ndarray, tuple, tuple]:
+    """(x2, moved shape, perm): ``x`` with the ``reduced`` axes moved last (the axis order
+    ``perm``) as a contiguous [K, R] array, R the number of reduced elements per row."""
+    rest = tuple(d for d in range(x.ndim) if d not in reduced)
+    moved = np.transpose(x, rest + reduced)
+    x2 = np.ascontiguousarray(moved).reshape(_size(moved.shape[:len(rest)]),
+                                             _size(moved.shape[len(rest):]))
+    return x2, moved.shape, rest + reduced
+
+
+def _unrows(gx2: np.ndarray, moved_shape: tuple, perm: tuple) -> np.ndarray:
+    """The inverse of ``_rows``: [K, R] back to x's axis order (a view)."""
+    return np.transpose(gx2.reshape(moved_shape), np.argsort(perm))
 
 
 def _size(shape: tuple) -> int:
@@ -153,15 +180,10 @@ class _Extremum(Function):
             raise ValueError(f"{name}: cannot reduce over the empty axis {axis!r} of a "
                              f"tensor of shape {x.shape}")
         kept, out_shape = _shapes(x.shape, reduced, keepdims)
-        rest = tuple(d for d in range(x.ndim) if d not in reduced)
-        moved = np.transpose(x, rest + reduced)  # reduced axes last
-        r = 1
-        for d in reduced:
-            r *= x.shape[d]
-        x2 = np.ascontiguousarray(moved).reshape(-1, r)
+        x2, moved_shape, perm = _rows(x, reduced)
         m = reduce_kernels.extremum_rows(x2, cls.is_min)
         ctx.save_for_backward(x2, m)
-        ctx.layout = (moved.shape, rest + reduced, kept)
+        ctx.layout = (moved_shape, perm, kept)
         ctx.spread_nan = spread_nan
         return m.reshape(out_shape)
 
@@ -171,7 +193,7 @@ class _Extremum(Function):
         moved_shape, perm, _ = ctx.layout
         gx = reduce_kernels.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1),
                                                    ctx.spread_nan)
-        return np.transpose(gx.reshape(moved_shape), np.argsort(perm))
+        return _unrows(gx, moved_shape, perm)
 
     @staticmethod
     def vjp(ctx, g):
@@ -275,6 +297,268 @@ def min(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = Non
     return _selected("min", lift(x), d, keep, np.argmin)
 
 
+# -- var, std ------------------------------------------------------------------------------
+def _moment_samples(rng):
+    for s in _reduce_samples(rng):
+        if s.params["axis"] is None and s.inputs[0].ndim == 0:
+            continue  # one element: var is NaN
+        yield s
+    yield Sample(rng.standard_normal((3, 5)), axis=1, keepdims=False, correction=0,
+                 label="correction 0")
+    yield Sample(rng.standard_normal((4, 3)), axis=0, keepdims=True, correction=2.5,
+                 label="correction 2.5")
+
+
+class _Moment(Function):
+    """var (take_sqrt=False) or std over axes with ``correction`` (see the module
+    docstring and ``kernels/reduce.py``: moment_rows)."""
+
+    take_sqrt = False
+
+    @classmethod
+    def forward(cls, ctx, x, axis=None, keepdims=False, correction=1.0):
+        name = "std" if cls.take_sqrt else "var"
+        reduced = axes(name, axis, x.shape)
+        kept, out_shape = _shapes(x.shape, reduced, keepdims)
+        x2, moved_shape, perm = _rows(x, reduced)
+        dof = builtins.max(float(x2.shape[1]) - correction, 0.0)
+        mean = np.empty(x2.shape[0], np.float64)
+        y = np.empty(x2.shape[0], x.dtype)
+        for_work(reduce_kernels.moment_rows, x2.size)(x2, dof, cls.take_sqrt, mean, y)
+        y = y.reshape(out_shape)
+        ctx.save_for_backward(x2, mean, y)
+        ctx.layout = (moved_shape, perm, kept, reduced, dof)
+        return y
+
+    @classmethod
+    def backward(cls, ctx, g):
+        x2, mean, y = ctx.saved_tensors
+        moved_shape, perm, _, _, dof = ctx.layout
+        gx = np.empty(x2.shape, g.dtype)
+        for_work(reduce_kernels.moment_rows_backward, x2.size)(
+            x2, mean, np.ascontiguousarray(g).reshape(-1), y.reshape(-1), dof,
+            cls.take_sqrt, gx)
+        return _unrows(gx, moved_shape, perm)
+
+    @classmethod
+    def vjp(cls, ctx, g):
+        # d var / dx = (2 / dof) (x - mean x); std: g / (2 std), 0 where std = 0
+        _, _, y = ctx.saved_tensors
+        _, _, kept, reduced, dof = ctx.layout
+        gv = g.reshape(kept)
+        if cls.take_sqrt:
+            zero = y.reshape(kept) == 0
+            std = ctx.output(y).reshape(kept)
+            gv = gv * lift((~zero).astype(y.dtype)) / (2 * (std + lift(zero.astype(y.dtype))))
+        x = ctx.inputs[0]
+        with np.errstate(divide="ignore"):
+            scale = float(np.float64(2.0) / np.float64(dof))
+        return gv * (x - mean(x, dim=reduced, keepdim=True)) * scale
+
+
+@register("var", samples=_moment_samples)
+class Var(_Moment):
+    take_sqrt = False
+
+
+@register("std", samples=_moment_samples)
+class Std(_Moment):
+    take_sqrt = True
+
+
+def _moment(name: str, cls: type, x: Any, dim: Any, unbiased: Any, keepdim: Any,
+            correction: Any, axis: Any, keepdims: Any) -> Tensor:
+    if isinstance(dim, bool):  # the old positional form var(x, unbiased)
+        if unbiased is not None:
+            raise TypeError(f"{name}: got unbiased twice (dim={dim!r}, unbiased={unbiased!r})")
+        dim, unbiased = None, dim
+    if unbiased is not None and correction is not None:
+        raise TypeError(f"{name}: got both unbiased={unbiased!r} and correction="
+                        f"{correction!r}; pass one of them")
+    if unbiased is not None:
+        if not isinstance(unbiased, bool | np.bool_):
+            raise TypeError(f"{name}: unbiased must be a bool, got {unbiased!r}")
+        c = 1.0 if unbiased else 0.0
+    else:
+        c = 1.0 if correction is None else real(name, "correction", correction)
+    x = float_input(name, x)
+    return cls.apply(x, axis=dim_arg(name, dim, axis),
+                     keepdims=keepdim_arg(name, keepdim, keepdims), correction=c)
+
+
+def var(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool | None = None,
+        *, correction: float | None = None, axis: Any = None,
+        keepdims: bool | None = None) -> Tensor:
+    """Variance over ``dim`` (int, tuple or None for all): sum (x - mean)^2 / (N -
+    correction), ``correction=1`` by default (Bessel's); ``unbiased=False`` is
+    ``correction=0`` (PyTorch's older signature, also ``var(x, False)``). N - correction
+    <= 0 gives inf, or NaN where the slice is constant (as PyTorch, which warns).
+    Gradient: 2 (x - mean) / (N - correction) times g. float32/float64 only."""
+    return _moment("var", Var, x, dim, unbiased, keepdim, correction, axis, keepdims)
+
+
+def std(x: Any, dim: Any = None, unbiased: bool | None = None, keepdim: bool | None = None,
+        *, correction: float | None = None, axis: Any = None,
+        keepdims: bool | None = None) -> Tensor:
+    """Standard deviation sqrt(var) (same arguments as ``var``). Gradient:
+    (x - mean) / ((N - correction) std) times g, and 0 where std = 0 (a constant slice),
+    as PyTorch."""
+    return _moment("std", Std, x, dim, unbiased, keepdim, correction, axis, keepdims)
+
+
+# -- norm ------------------------------------------------------------------------------------
+def _norm_samples(rng):
+    for s in _reduce_samples(rng):
+        x = s.inputs[0]
+        x = np.where(np.abs(x) < 0.2, 0.2 + np.abs(x), x)  # away from the kink at 0
+        yield Sample(x, label=s.label + " p=2", **s.params)
+    x = rng.standard_normal((3, 4))
+    x = np.where(np.abs(x) < 0.2, 0.3, x)
+    yield Sample(x, ord=1.0, axis=1, keepdims=False, label="p=1")
+    yield Sample(x, ord=3.0, axis=0, keepdims=False, label="p=3")
+    yield Sample(x, ord=0.5, axis=None, keepdims=False, label="p=0.5")
+    yield Sample(x, ord=1.5, axis=(0, 1), keepdims=True, label="p=1.5")
+    yield Sample(x, ord=-2.0, axis=1, keepdims=False, label="p=-2")
+    distinct = (rng.permutation(12).reshape(3, 4) + 1.0) * rng.choice([-1.0, 1.0], (3, 4)) * 0.1
+    yield Sample(distinct, ord=np.inf, axis=1, keepdims=False, label="p=inf")
+    yield Sample(distinct, ord=-np.inf, axis=0, keepdims=True, label="p=-inf")
+    yield Sample(x, ord=0.0, axis=1, keepdims=False, label="p=0")
+
+
+def _norm_mode(p: float) -> int:
+    if p == 2:
+        return reduce_kernels.P2
+    if p == 1:
+        return reduce_kernels.P1
+    if p == np.inf:
+        return reduce_kernels.PINF
+    if p == -np.inf:
+        return reduce_kernels.NINF
+    return reduce_kernels.P0 if p == 0 else reduce_kernels.PGEN
+
+
+@register("norm", samples=_norm_samples)
+class Norm(Function):
+    """The vector p-norm over axes (``kernels/reduce.py``: norm_rows)."""
+
+    @staticmethod
+    def forward(ctx, x, ord=2.0, axis=None, keepdims=False):
+        reduced = axes("norm", axis, x.shape)
+        kept, out_shape = _shapes(x.shape, reduced, keepdims)
+        x2, moved_shape, perm = _rows(x, reduced)
+        mode = _norm_mode(ord)
+        if x2.shape[1] == 0 and mode in (reduce_kernels.PINF, reduce_kernels.NINF):
+            raise ValueError(f"norm: the {ord} norm of an empty slice is undefined (x of shape "
+                             f"{x.shape}, dim {axis!r}), as in PyTorch")
+        y = np.empty(x2.shape[0], x.dtype)
+        for_work(reduce_kernels.norm_rows, x2.size)(x2, mode, float(ord), y)
+        y = y.reshape(out_shape)
+        ctx.save_for_backward(x2, y)
+        ctx.layout = (moved_shape, perm, kept, mode, float(ord))
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        x2, y = ctx.saved_tensors
+        moved_shape, perm, _, mode, p = ctx.layout
+        gx = np.empty(x2.shape, g.dtype)
+        for_work(reduce_kernels.norm_rows_backward, x2.size)(
+            x2, y.reshape(-1), np.ascontiguousarray(g).reshape(-1), mode, p, gx)
+        return _unrows(gx, moved_shape, perm)
+
+    @staticmethod
+    def vjp(ctx, g):
+        # the backward's table (kernels/reduce.py) in nbgrad ops; the masks are constants
+        x2, y = ctx.saved_tensors
+        moved_shape, perm, kept, mode, p = ctx.layout
+        x = ctx.inputs[0]
+        xd = x.data
+        dt = xd.dtype
+        gk = g.reshape(kept)
+        if mode in (reduce_kernels.P1, reduce_kernels.PINF, reduce_kernels.NINF,
+                    reduce_kernels.P0):  # piecewise linear: g times constant weights
+            weights = Norm.backward(ctx, np.ones(y.shape, dt))
+            return gk * lift(np.ascontiguousarray(weights))
+        n0 = y.reshape(kept) == 0
+        n = ctx.output(y).reshape(kept)
+        n_safe = n + lift(n0.astype(dt))          # 1 where the norm is 0 (masked anyway)
+        keep = lift((~n0).astype(dt))
+        if mode == reduce_kernels.P2:
+            return gk * keep * x / n_safe
+        x0 = xd == 0
+        a = (abs(x) + lift(x0.astype(dt))) ** (p - 1)  # |x|^(p-1), 1 at x = 0 (masked)
+        term = lift((np.sign(xd) * ~x0).astype(dt)) * a
+        return gk * keep * term / n_safe ** (p - 1)
+
+
+def norm(x: Any, p: Any = 2, dim: Any = None, keepdim: bool | None = None, *,
+         axis: Any = None, keepdims: bool | None = None) -> Tensor:
+    """The vector p-norm (sum |x|^p)^(1/p) over ``dim`` (int, tuple or None for all), as
+    ``torch.linalg.vector_norm``: p = 2 (also 'fro'), 1, inf (max |x|), -inf (min |x|), 0
+    (the count of non-zeros) or any other real number. Gradients as PyTorch:
+    p = 2: g x / ||x|| (0 for a zero vector); p = 1: g sign(x) (0 at 0); +-inf: g sign(x)
+    shared evenly among the entries with |x| = the norm; p = 0: 0; other p:
+    g sign(x) |x|^(p-1) / ||x||^(p-1) (0 at x = 0 and for a zero vector). float32/float64
+    only; the inf norms of an empty slice are a ValueError. 'nuc' (a matrix norm) is not
+    supported."""
+    if isinstance(p, str):
+        if p != "fro":
+            raise ValueError(f"norm: p must be a real number or 'fro', got {p!r} (matrix "
+                             "norms such as 'nuc' are not supported)")
+        p = 2.0
+    p = real("norm", "p", p)
+    if p != p:
+        raise ValueError("norm: p must not be NaN")
+    x = float_input("norm", x)
+    return Norm.apply(x, ord=p, axis=dim_arg("norm", dim, axis),
+                      keepdims=keepdim_arg("norm", keepdim, keepdims))
+
+
+# -- argmax, argmin --------------------------------------------------------------------------
+def _arg_extremum(op: str, pick, x: Any, dim: Any, keepdim: Any, axis: Any,
+                  keepdims: Any) -> Tensor:
+    x = lift(x)
+    d = dim_arg(op, dim, axis)
+    keep = keepdim_arg(op, keepdim, keepdims)
+    if x.dtype.kind == "b":
+        raise TypeError(f"{op}: not supported for a bool tensor (shape {x.shape}), as in "
+                        "PyTorch; convert it to an integer dtype first")
+    data = x.data
+    if d is None:
+        if data.size == 0:
+            raise ValueError(f"{op}: cannot take the {op} of an empty tensor (shape "
+                             f"{x.shape}) without a dim")
+        idx = np.asarray(pick(data.reshape(-1)))  # NumPy's argmax/argmin stop at a NaN
+        idx = idx.reshape((1,) * data.ndim) if keep else idx.reshape(())
+    else:
+        a = one_axis(op, d, x.shape)
+        if data.ndim == 0:
+            idx = np.zeros((), np.int64)
+        else:
+            if data.shape[a] == 0:
+                raise ValueError(f"{op}: cannot reduce over the empty dim {d} of a tensor "
+                                 f"of shape {x.shape}")
+            idx = np.asarray(pick(data, axis=a))
+            if keep:
+                idx = np.expand_dims(idx, a)
+    return Tensor._wrap(idx.astype(np.int64), None, 0)
+
+
+def argmax(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+           keepdims: bool | None = None) -> Tensor:
+    """The index of the maximum along ``dim`` (one int), or into the flattened tensor when
+    ``dim`` is None (``keepdim`` then gives shape (1, ..., 1), as PyTorch). int64, no
+    gradient. Ties: the first index; a NaN is the maximum (the first NaN's index)."""
+    return _arg_extremum("argmax", np.argmax, x, dim, keepdim, axis, keepdims)
+
+
+def argmin(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
+           keepdims: bool | None = None) -> Tensor:
+    """The index of the minimum along ``dim`` (see ``argmax``); a NaN counts as the
+    minimum (the first NaN's index), as PyTorch."""
+    return _arg_extremum("argmin", np.argmin, x, dim, keepdim, axis, keepdims)
+
+
 # -- sum_to_size -------------------------------------------------------------------------
 def _sum_to_size_samples(rng):
     yield Sample(rng.standard_normal((4, 3)), shape=(1, 3), label="rows")
@@ -310,4 +594,5 @@ def sum_to_size(x: Any, *shape: int) -> Tensor:
     return x if shape == x.shape else SumToSize.apply(x, shape=shape)
 
 
-__all__ = ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size"]
+__all__ = ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size", "var", "std", "norm",
+           "argmax", "argmin"]
