@@ -22,7 +22,7 @@ def test_bundled_digits_and_split():
 
 
 def test_digits_example_reaches_97_percent():
-    history = digits.train(epochs=15, progress=False)
+    history = digits.train(epochs=15, show_progress=False)
     assert history["test_accuracy"][-1] >= 0.97
     assert history["epoch_loss"][-1] < history["epoch_loss"][0] / 5
 

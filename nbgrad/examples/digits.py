@@ -8,6 +8,7 @@ batch 64, 15 epochs on 1,437 images; accuracy on the 360 held-out images.
 from __future__ import annotations
 
 import argparse
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,6 +18,14 @@ import nbgrad as nb
 from nbgrad import nn
 from nbgrad.data import DataLoader, TensorDataset
 from nbgrad.datasets import split_digits
+from nbgrad.examples._common import (
+    losses_axis,
+    metric_table,
+    progress,
+    pyplot,
+    report,
+    save_figure,
+)
 
 
 def build_model() -> nn.Sequential:
@@ -58,19 +67,8 @@ def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any,
     return losses
 
 
-def _progress(total: int, enabled: bool) -> Any:
-    """A tqdm bar (the ``examples`` extra), or None without tqdm or when disabled."""
-    if not enabled:
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="step", leave=False)
-
-
 def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
-          batch_size: int = 64, seed: int = 0, progress: bool = True) -> dict:
+          batch_size: int = 64, seed: int = 0, show_progress: bool = True) -> dict:
     """Train from ``nb.manual_seed(seed)`` weights; returns the history: per-step losses
     (``loss``), per-epoch mean loss (``epoch_loss``) and test accuracy (``test_accuracy``),
     and the trained ``model``."""
@@ -81,7 +79,7 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
     loader = DataLoader(TensorDataset(x_train, y_train), batch_size=batch_size, shuffle=True,
                         seed=seed)
     history: dict = {"loss": [], "epoch_loss": [], "test_accuracy": [], "model": model}
-    bar = _progress(epochs * len(loader), progress)
+    bar = progress(epochs * len(loader), show_progress)
     for epoch in range(epochs):
         losses = train_epoch(model, loader, opt, bar)
         history["loss"] += losses
@@ -89,10 +87,7 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
         history["test_accuracy"].append(accuracy(model, x_test, y_test))
         line = (f"epoch {epoch + 1:2d}/{epochs}  loss {history['epoch_loss'][-1]:.4f}  "
                 f"test accuracy {history['test_accuracy'][-1]:.4f}")
-        if bar is not None:
-            bar.write(line)
-        else:
-            print(line, flush=True)
+        report(bar, line)
     if bar is not None:
         bar.close()
     return history
@@ -100,17 +95,15 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
 
 def plot(history: dict, path: str) -> None:
     """Loss per step and test accuracy per epoch, side by side, saved to ``path``."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
+    if plt is None:
+        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
+        return
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    left.plot(history["loss"], lw=0.8)
-    left.set(xlabel="step", ylabel="training loss", yscale="log")
+    losses_axis(left, history["loss"])
     right.plot(range(1, len(history["test_accuracy"]) + 1), history["test_accuracy"], "o-")
     right.set(xlabel="epoch", ylabel="test accuracy")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,12 +115,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", help="save loss and accuracy curves")
+    parser.add_argument("--plot", metavar="PNG", default="digits.png",
+                        help="where to save the loss and accuracy curves")
     args = parser.parse_args(argv)
+    start = time.perf_counter()
     history = train(args.epochs, args.optimizer, args.lr, args.batch_size, args.seed,
                     not args.no_progress)
-    print(f"final test accuracy {history['test_accuracy'][-1]:.4f}")
-    if args.plot:
-        plot(history, args.plot)
-        print(f"curves saved to {args.plot}")
+    print(metric_table([("epochs", args.epochs),
+                        ("final training loss", history["epoch_loss"][-1]),
+                        ("test accuracy", history["test_accuracy"][-1]),
+                        ("seconds", round(time.perf_counter() - start, 1))]))
+    plot(history, args.plot)
     return 0
