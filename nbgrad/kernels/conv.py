@@ -32,9 +32,10 @@ form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN):
   the same convolutions on small output maps (a few dozen positions per image).
 The tests compare ``*_s1``, ``*_gemm`` and ``*_cols`` with ``*_direct``.
 The fast forms multiply implicit zeros (padding, scratch columns, tile padding) by the
-other operand, so they are exact only for finite operands (0 * inf = NaN); ops/conv.py
-sends a call with an inf or NaN in such an operand to ``*_direct``, which forms only the
-products of the definition (``all_finite``).
+other operand, so they are exact only for finite operands (0 * inf = NaN); ``*_direct``
+forms only the products of the definition. ops/conv.py sends a forward or input gradient
+whose w holds an inf or NaN to ``*_direct``, and recomputes a weight gradient there when
+the fast form's result is not all finite (``all_finite``; docs/derivations.md#non-finite-operands).
 
 Each parallel kernel opens one parallel region per call: fills and reductions outside
 its ``prange`` loop are serial helpers (an array expression or np.zeros in a

@@ -147,16 +147,21 @@ def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
     return big if taps >= GEMM_MIN_TAPS and filters >= GEMM_MIN_FILTERS else "direct"
 
 
-def _exact_path(path: str, *operands: np.ndarray) -> str:
-    """``path``, or 'direct' if an operand holds an inf or a NaN. The fast paths multiply
-    implicit zeros (padding, the scratch columns past each output row, rows and columns
-    that round a tile up) by the other operand, and 0 * inf is NaN; the direct loop nests
-    form only the products of the definition, so padding contributes exactly nothing.
-    ``operands``: those the role multiplies by such zeros (forward and input gradient:
-    w; weight gradient: x and g)."""
-    if path == "direct" or all(conv.all_finite(a.reshape(-1)) for a in operands):
-        return path
-    return "direct"
+def _finite(a: np.ndarray) -> bool:
+    """Whether every element of ``a`` is finite (one vectorised pass, kernels/conv.py)."""
+    return conv.all_finite(a.reshape(-1))
+
+
+def _exact_path(path: str, w: np.ndarray) -> str:
+    """``path``, or 'direct' if the weight ``w`` of a forward or input gradient holds an
+    inf or a NaN. The fast paths multiply implicit zeros (padding, zero-stuffed rows,
+    rows and columns that round a tile up) by w, and 0 * inf is NaN; the direct loop
+    nests form only the products of the definition, so padding contributes exactly
+    nothing (docs/derivations.md#non-finite-operands). Products of those zeros with
+    non-finite x (forward) or g (input gradient) only reach outputs that are dropped.
+    w is small, so the scan costs little; the weight gradient, whose zeros meet x and g,
+    is checked on its (small) result instead (``conv2d_weight_grad``)."""
+    return path if path == "direct" or _finite(w) else "direct"
 
 
 # The kernels by path and role; each has a serial form (kernels/_jit.py:
@@ -246,9 +251,24 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
 
 def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
                        geom: tuple) -> np.ndarray:
-    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed."""
+    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed.
+
+    A fast path adds products of its zeros (padding, scratch columns, tile padding) with
+    x and g to the exact sum: +-0 for finite values, NaN for an inf or NaN. So where its
+    dw is all finite it is the exact sum (to rounding); otherwise the direct loop nests
+    recompute it (docs/derivations.md#non-finite-operands). Checking dw, the size of w,
+    replaces a scan of x and g on every call."""
+    path = _kernel_path(w_shape, geom, g.shape[2:])
+    dw = _weight_grad_on(path, x, g, w_shape, geom)
+    if path != "direct" and not _finite(dw):
+        dw = _weight_grad_on("direct", x, g, w_shape, geom)
+    return dw
+
+
+def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
+                    geom: tuple) -> np.ndarray:
+    """conv2d_weight_grad by the kernels of ``path``."""
     N, out_hw = x.shape[0], g.shape[2:]
-    path = _exact_path(_kernel_path(w_shape, geom, out_hw), x, g)
     work = _macs(N, w_shape, out_hw)
     if path == "cols":
         B = _block(N, out_hw)
@@ -277,12 +297,15 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
     x, w = ctx.saved_tensors
     g = _contig(g)
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
-    operands = (x, g, w) if need_x else (x, g)
-    if need_w and _exact_path(_kernel_path(w.shape, ctx.geom, g.shape[2:]), *operands) == "s1":
-        # one pass over the batch for all three (the planes are padded once)
+    path = _kernel_path(w.shape, ctx.geom, g.shape[2:])
+    if need_w and path == "s1" and (not need_x or _finite(w)):
+        # one pass over the batch for all three (the planes are padded once); dx is exact
+        # for finite w, dw is checked as in conv2d_weight_grad
         work = _macs(x.shape[0], w.shape, g.shape[2:]) * (2 + need_x)
         kernel, _ = _kernel("s1", "backward", work, x.shape[0])
         dx, dw, db = kernel(x, g, w, *ctx.geom[2:], need_x)
+        if not _finite(dw):
+            dw = _weight_grad_on("direct", x, g, w.shape, ctx.geom)
         return (dx if need_x else None), dw, (db if need_b else None)
     dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
     dw = conv2d_weight_grad(x, g, w.shape, ctx.geom) if need_w else None
