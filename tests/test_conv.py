@@ -831,8 +831,8 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
 def test_cols_partial_block_with_inf_matches_direct():
     """The last block of the 'cols' kernels holds fewer images than a full one; its unused
     columns must not reach the weight gradient (an inf left there by the previous
-    block would turn 0 * inf into NaN). At kernel level: the op sends non-finite
-    operands to the direct loop nests."""
+    block would turn 0 * inf into NaN). At kernel level: the op recomputes a non-finite
+    weight gradient on the direct loop nests, so the kernel itself must get this right."""
     from nbgrad.kernels import conv_cols
     from nbgrad.ops.conv import COLS_BLOCK
     rng = np.random.default_rng(21)
