@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-SUITES = ["core", "activation", "norm", "conv", "gno", "bases", "hvp", "train", "optim"]
+SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
+          "optim"]
 
 
 def main() -> None:

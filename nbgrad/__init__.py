@@ -27,6 +27,7 @@ from .ops.pool import *  # noqa: F403
 from .ops.reduce import *  # noqa: F403
 from .ops.select import *  # noqa: F403
 from .ops.shape import *  # noqa: F403
+from .ops.spectral import *  # noqa: F403
 from .rng import manual_seed
 from .serialization import load, save
 from .tensor import (

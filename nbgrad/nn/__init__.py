@@ -31,9 +31,11 @@ from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, Dropout, LayerNorm
 from .parameter import Parameter
 from .sparse import Embedding
+from .spectral import FNO, SpectralConv1d, SpectralConv2d
 
 __all__ = ["init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
            "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
            "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
            "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",
-           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding"]
+           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding",
+           "SpectralConv1d", "SpectralConv2d", "FNO"]

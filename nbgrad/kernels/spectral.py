@@ -1,0 +1,168 @@
+"""Spectral convolution kernels (the Fourier layer of FNO), forward and backward
+(docs/derivations.md#spectral-convolution).
+
+Every kernel works on a 2-D grid of H x W points; the 1-D op is the case H = 1. The
+kept Fourier modes of a grid are ``nblk`` blocks of m1 x m2 coefficients of
+rfft2(x) = fft over H of rfft over W:
+
+    block 0: rows kx = 0 .. m1-1,       columns ky = 0 .. m2-1
+    block 1: rows kx = H-m1 .. H-1,     columns ky = 0 .. m2-1   (2-D only)
+
+held as split real/imaginary arrays ``[S, nblk, m1, m2]`` (S = batch x channels; a mode
+k = (r, c) of a block is flattened to r * m2 + c where the mixing needs a vector). The
+op is
+
+    X = R rfft2(x)                        (rfft_modes: R keeps the blocks)
+    Y[b, o, k] = sum_i X[b, i, k] W[i, o, k]       (mix_modes, complex, per mode k)
+    y = irfft2(P Y)                       (irfft_modes: P puts Y back among zeros)
+
+and its adjoints (c_ky = 1 for ky = 0 and for ky = W/2 when W is even, else 2: the
+bins that the half spectrum stands for twice):
+
+    dx = irfft2(P mixT(R rfft2(g)))   with mixT(G)[b, i, k] = sum_o G[b, o, k] conj W[i, o, k]
+    dW[i, o, k] = c_ky / (H W) * sum_b conj X[b, i, k] G[b, o, k],   G = R rfft2(g)
+
+The transforms are DUCC0's (the library behind scipy.fft), called from Numba through
+rocket-fft's low-level ``r2c``/``c2c``/``c2r``: each ``prange`` iteration transforms a
+fixed block of SLICES grids with one DUCC thread, so the grouping of the grids, and with
+it every bit, depends on the shape alone, never on the thread count. The mixing gives
+each iteration one (batch, output channel) pair (forward, dx) or one (block, in, out)
+weight (dW), vectorised along the modes, and sums its channels or batch in a fixed order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import rocket_fft  # noqa: F401  (loads DUCC0 and the Numba overloads before any cache load)
+from numba import prange
+from rocket_fft import c2c, c2r, r2c
+
+from ._jit import PARALLEL_FUSED, njit_with_serial
+
+# The axes arguments of DUCC's transforms on a block of grids [s, H, W] (global arrays
+# are frozen into the compiled kernels as constants).
+_AXIS_H = np.array([1], np.int64)
+_AXIS_W = np.array([2], np.int64)
+# Grids per task of the transforms: one DUCC call transforms SLICES grids at once (its
+# plan is made once per call, and it runs several rows in SIMD lanes). Fixed, so the
+# grouping of the grids (hence every bit) depends on the shape alone.
+SLICES = 8
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def rfft_modes(x, m1, nblk, spec_like, out_re, out_im):
+    """out[s, blk, r, c] = rfft2(x[s])[row(blk, r), c] for c < m2 (m2 = out.shape[3]), with
+    row(0, r) = r and row(1, r) = H - m1 + r. x: real [S, H, W] (C-contiguous);
+    ``spec_like``: a complex array of x's precision (its dtype only)."""
+    S, H, W = x.shape
+    m2 = out_re.shape[3]
+    for t in prange((S + SLICES - 1) // SLICES):
+        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+        # rfft along W (every row), then a complex fft along H of the m2 kept columns only
+        half = np.empty((s1 - s0, H, W // 2 + 1), spec_like.dtype)
+        r2c(x[s0:s1], half, _AXIS_W, True, 1.0, 1)
+        spec = np.empty((s1 - s0, H, m2), spec_like.dtype)
+        if H > 1:
+            c2c(half[:, :, :m2], spec, _AXIS_H, True, 1.0, 1)
+        else:
+            spec[:, 0, :] = half[:, 0, :m2]
+        for s in range(s0, s1):
+            for blk in range(nblk):
+                row0 = 0 if blk == 0 else H - m1
+                for r in range(m1):
+                    for c in range(m2):
+                        v = spec[s - s0, row0 + r, c]
+                        out_re[s, blk, r, c] = v.real
+                        out_im[s, blk, r, c] = v.imag
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def irfft_modes(y_re, y_im, spec_like, out):
+    """out[s] = irfft2(P y[s]) on an H x W grid (H, W = out.shape[1:]): y[s, blk, r, c]
+    placed at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1], as in rfft_modes.
+    The imaginary parts of the columns c = 0 and c = W/2 (W even) are ignored, as by any
+    c2r transform (numpy.fft.irfft2, torch.fft.irfft2)."""
+    S, H, W = out.shape
+    nblk, m1, m2 = y_re.shape[1], y_re.shape[2], y_re.shape[3]
+    scale = 1.0 / (H * W)
+    for t in prange((S + SLICES - 1) // SLICES):
+        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+        spec = np.zeros((s1 - s0, H, m2), spec_like.dtype)
+        for s in range(s0, s1):
+            for blk in range(nblk):
+                row0 = 0 if blk == 0 else H - m1
+                for r in range(m1):
+                    for c in range(m2):
+                        spec[s - s0, row0 + r, c] = y_re[s, blk, r, c] + 1j * y_im[s, blk, r, c]
+        cols = np.empty((s1 - s0, H, m2), spec_like.dtype)
+        if H > 1:
+            c2c(spec, cols, _AXIS_H, False, 1.0, 1)
+        else:
+            cols[:] = spec
+        # c2r reads the m2 given columns and takes the rest of the W//2 + 1 as zeros
+        c2r(cols, out[s0:s1], _AXIS_W, False, scale, 1)
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def mix_modes(a_re, a_im, w_re, w_im, adjoint, out_re, out_im):
+    """Complex mode mixing. a: [B, Q, nblk, M]; w: [nblk, Cin, Cout, M]; out: [B, P, nblk, M].
+
+    adjoint False (Q = Cin, P = Cout): out[b, p, blk, k] = sum_q a[b, q, blk, k] w[blk, q, p, k]
+    adjoint True (Q = Cout, P = Cin):
+        out[b, p, blk, k] = sum_q a[b, q, blk, k] conj w[blk, p, q, k]
+
+    One prange iteration per (b, p); the channel sum runs in order q = 0 .. Q-1."""
+    B, Q, nblk, M = a_re.shape
+    P = out_re.shape[1]
+    sign = -1.0 if adjoint else 1.0
+    for bp in prange(B * P):
+        b, p = bp // P, bp % P
+        for blk in range(nblk):
+            yr = out_re[b, p, blk]
+            yi = out_im[b, p, blk]
+            yr[:] = 0
+            yi[:] = 0
+            for q in range(Q):
+                xr = a_re[b, q, blk]
+                xi = a_im[b, q, blk]
+                if adjoint:
+                    wr = w_re[blk, p, q]
+                    wi = w_im[blk, p, q]
+                else:
+                    wr = w_re[blk, q, p]
+                    wi = w_im[blk, q, p]
+                s = wr.dtype.type(sign)
+                for k in range(M):
+                    # (xr + i xi)(wr + i s wi)
+                    yr[k] += xr[k] * wr[k] - s * (xi[k] * wi[k])
+                    yi[k] += xi[k] * wr[k] + s * (xr[k] * wi[k])
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def weight_grad_modes(a_re, a_im, g_re, g_im, scale, out_re, out_im):
+    """dW[blk, i, o, k] = scale[k] * sum_b conj a[b, i, blk, k] g[b, o, blk, k].
+    a: [B, Cin, nblk, M]; g: [B, Cout, nblk, M]; out: [nblk, Cin, Cout, M]; scale[M]
+    holds c_ky / (H W). One prange iteration per (blk, i, o); the batch sum runs in
+    order b = 0 .. B-1."""
+    B, Cin, nblk, M = a_re.shape
+    Cout = g_re.shape[1]
+    for t in prange(nblk * Cin * Cout):
+        blk = t // (Cin * Cout)
+        i = (t // Cout) % Cin
+        o = t % Cout
+        dr = out_re[blk, i, o]
+        di = out_im[blk, i, o]
+        dr[:] = 0
+        di[:] = 0
+        for b in range(B):
+            xr = a_re[b, i, blk]
+            xi = a_im[b, i, blk]
+            gr = g_re[b, o, blk]
+            gi = g_im[b, o, blk]
+            for k in range(M):
+                # (xr - i xi)(gr + i gi)
+                dr[k] += xr[k] * gr[k] + xi[k] * gi[k]
+                di[k] += xr[k] * gi[k] - xi[k] * gr[k]
+        for k in range(M):
+            dr[k] *= scale[k]
+            di[k] *= scale[k]

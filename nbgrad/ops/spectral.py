@@ -1,0 +1,393 @@
+"""Spectral convolution, the Fourier layer of FNO: ``spectral_conv1d`` and
+``spectral_conv2d`` (docs/derivations.md#spectral-convolution).
+
+Both run the kernels of ``kernels/spectral.py`` on a 2-D grid: the 1-D op is the grid
+of one row (H = 1) with one block of modes. The op is bilinear in (x, w): with
+f(x, w) the op and h(x, g) its weight gradient (the registered ``*_weight_grad`` ops),
+
+    df/dx^T g = f(g, conj w^T)        df/dw^T g = h(x, g)
+    dh/dx^T a = f(g, conj a^T)        dh/dg^T a = f(x, a)
+
+(w^T: input and output channels swapped), so both vjps are written with f and h and
+differentiate again to any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..kernels import spectral as spectral_kernels
+from ..kernels._jit import for_work
+from ..tensor import Tensor, lift
+from ._args import float_operands
+
+# The spectral kernels' unit of work is a grid point of a slice (FFT) or a complex
+# multiply-add (mixing); below this the serial forms run.
+_PARALLEL_MIN = 1 << 15
+
+
+# -- array helpers (x as [B, C, H, W], weights as [nblk, Cin, Cout, m1, m2]) ----------------
+def _complex_like(dtype: np.dtype) -> np.ndarray:
+    return np.empty(0, np.complex64 if dtype == np.float32 else np.complex128)
+
+
+def _spectrum(x: np.ndarray, nblk: int, m1: int, m2: int) -> tuple[np.ndarray, np.ndarray]:
+    """The kept modes of rfft2(x) as (re, im), each [B, C, nblk, m1 * m2]."""
+    B, C, H, W = x.shape
+    x3 = np.ascontiguousarray(x).reshape(B * C, H, W)
+    re = np.empty((B * C, nblk, m1, m2), x.dtype)
+    im = np.empty_like(re)
+    for_work(spectral_kernels.rfft_modes, x.size, _PARALLEL_MIN)(
+        x3, m1, nblk, _complex_like(x.dtype), re, im)
+    return re.reshape(B, C, nblk, m1 * m2), im.reshape(B, C, nblk, m1 * m2)
+
+
+def _synthesis(re: np.ndarray, im: np.ndarray, m1: int, hw: tuple) -> np.ndarray:
+    """irfft2 onto an H x W grid of the modes (re, im) [B, C, nblk, m1 * m2]."""
+    B, C, nblk, M = re.shape
+    out = np.empty((B * C, hw[0], hw[1]), re.dtype)
+    shape = (B * C, nblk, m1, M // m1)
+    for_work(spectral_kernels.irfft_modes, out.size, _PARALLEL_MIN)(
+        re.reshape(shape), im.reshape(shape), _complex_like(re.dtype), out)
+    return out.reshape(B, C, hw[0], hw[1])
+
+
+def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Mode mixing of a [B, Q, nblk, M] by w [nblk, Cin, Cout, M] (conj w^T if adjoint)."""
+    B, Q, nblk, M = a_re.shape
+    P = w_re.shape[1] if adjoint else w_re.shape[2]
+    out_re = np.empty((B, P, nblk, M), a_re.dtype)
+    out_im = np.empty_like(out_re)
+    for_work(spectral_kernels.mix_modes, B * P * Q * nblk * M, _PARALLEL_MIN)(
+        a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
+    return out_re, out_im
+
+
+def _weight_scale(hw: tuple, m1: int, m2: int, dtype: np.dtype) -> np.ndarray:
+    """c_ky / (H W) for the flattened modes k = r * m2 + ky: c = 1 for ky = 0 and for
+    ky = W/2 (W even), the bins that stand for themselves only; 2 for the others, which
+    stand for ky and W - ky."""
+    H, W = hw
+    c = np.full(m2, 2.0)
+    c[0] = 1.0
+    if W % 2 == 0 and m2 > W // 2:
+        c[W // 2] = 1.0
+    return np.tile(c / (H * W), m1).astype(dtype)
+
+
+def _weight_grad(x_re, x_im, g_re, g_im, hw: tuple, m1: int) -> tuple[np.ndarray, np.ndarray]:
+    """dW [nblk, Cin, Cout, M] from the modes of x and g."""
+    B, Cin, nblk, M = x_re.shape
+    Cout = g_re.shape[1]
+    out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
+    out_im = np.empty_like(out_re)
+    scale = _weight_scale(hw, m1, M // m1, x_re.dtype)
+    for_work(spectral_kernels.weight_grad_modes, B * Cin * Cout * nblk * M, _PARALLEL_MIN)(
+        x_re, x_im, g_re, g_im, scale, out_re, out_im)
+    return out_re, out_im
+
+
+def _as_grid(a: np.ndarray, dim: int) -> np.ndarray:
+    """x [B, C, N] as [B, C, 1, N] (1-D); x [B, C, H, W] unchanged."""
+    return a.reshape(a.shape[:2] + (1, a.shape[2])) if dim == 1 else a
+
+
+def _as_blocks(w: np.ndarray, dim: int) -> np.ndarray:
+    """Weights as [nblk, Cin, Cout, m1 * m2]: [Cin, Cout, m] (1-D) or [2, Cin, Cout, m1, m2]."""
+    w = np.ascontiguousarray(w)
+    if dim == 1:
+        return w.reshape((1,) + w.shape)
+    return w.reshape(w.shape[:3] + (w.shape[3] * w.shape[4],))
+
+
+def _channels_swapped(w: Tensor, dim: int) -> Tensor:
+    return w.permute(1, 0, 2) if dim == 1 else w.permute(0, 2, 1, 3, 4)
+
+
+# -- the ops ------------------------------------------------------------------------------
+class _SpectralConv(Function):
+    """y = irfft2(P mix(R rfft2(x), w_real + i w_imag)); subclasses fix ``dim``."""
+
+    dim = 2
+
+    @classmethod
+    def _modes(cls, w_shape: tuple) -> tuple[int, int, int]:
+        return (1, 1, w_shape[2]) if cls.dim == 1 else (2, w_shape[3], w_shape[4])
+
+    @classmethod
+    def _run(cls, x, w_real, w_imag) -> tuple:
+        """(y, the modes of x, the weights as blocks, (nblk, m1, m2, (H, W))) on arrays."""
+        nblk, m1, m2 = cls._modes(w_real.shape)
+        x4 = _as_grid(x, cls.dim)
+        hw = x4.shape[2:]
+        w_re, w_im = _as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim)
+        x_re, x_im = _spectrum(x4, nblk, m1, m2)
+        y_re, y_im = _mix(x_re, x_im, w_re, w_im, False)
+        y = _synthesis(y_re, y_im, m1, hw)
+        if cls.dim == 1:
+            y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
+        return y, (x_re, x_im, w_re, w_im), (nblk, m1, m2, hw)
+
+    @classmethod
+    def _forward(cls, ctx, x, w_real, w_imag):
+        y, saved, ctx.geometry = cls._run(x, w_real, w_imag)
+        ctx.save_for_backward(*saved)
+        return y
+
+    @classmethod
+    def _backward(cls, ctx, g):
+        x_re, x_im, w_re, w_im = ctx.saved_tensors
+        nblk, m1, m2, hw = ctx.geometry
+        need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
+        g_re, g_im = _spectrum(_as_grid(g, cls.dim), nblk, m1, m2)
+        dx = dwr = dwi = None
+        if need_x:
+            d_re, d_im = _mix(g_re, g_im, w_re, w_im, True)
+            dx = _synthesis(d_re, d_im, m1, hw).reshape(ctx.input_arrays[0].shape)
+        if need_wr or need_wi:
+            dr, di = _weight_grad(x_re, x_im, g_re, g_im, hw, m1)
+            w_shape = ctx.input_arrays[1].shape
+            dwr = dr.reshape(w_shape) if need_wr else None
+            dwi = di.reshape(w_shape) if need_wi else None
+        return dx, dwr, dwi
+
+    @classmethod
+    def _vjp(cls, ctx, g):
+        x, w_real, w_imag = (lift(t) for t in ctx.inputs[:3])
+        need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
+        dx = dwr = dwi = None
+        if need_x:
+            dx = cls.apply(g, _channels_swapped(w_real, cls.dim),
+                           -_channels_swapped(w_imag, cls.dim))
+        if need_wr or need_wi:
+            dwr, dwi = cls.weight_grad_op.apply(x, g, modes=cls._modes(w_real.shape)[1:])
+        return dx, dwr if need_wr else None, dwi if need_wi else None
+
+
+class _SpectralConvWeightGrad(Function):
+    """(dw_real, dw_imag) = h(x, g) = c_ky / (H W) sum_b conj(R rfft2 x) (R rfft2 g), the
+    weight gradient of spectral_conv as an op (params: modes = (m1, m2); m1 = 1 in 1-D).
+    Bilinear: its vjp is spectral_conv itself."""
+
+    conv_op: type[_SpectralConv]
+
+    @classmethod
+    def _forward(cls, ctx, x, g, modes):
+        dim = cls.conv_op.dim
+        m1, m2 = modes
+        nblk = 1 if dim == 1 else 2
+        x4, g4 = _as_grid(x, dim), _as_grid(g, dim)
+        x_re, x_im = _spectrum(x4, nblk, m1, m2)
+        g_re, g_im = _spectrum(g4, nblk, m1, m2)
+        dr, di = _weight_grad(x_re, x_im, g_re, g_im, x4.shape[2:], m1)
+        shape = ((x.shape[1], g.shape[1], m2) if dim == 1
+                 else (2, x.shape[1], g.shape[1], m1, m2))
+        ctx.save_for_backward(x, g)
+        return dr.reshape(shape), di.reshape(shape)
+
+    @classmethod
+    def _vjp(cls, ctx, a_re, a_im):
+        x, g = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        f, dim = cls.conv_op, cls.conv_op.dim
+        need_x, need_g = ctx.needs_input_grad[:2]
+        dx = (f.apply(g, _channels_swapped(a_re, dim), -_channels_swapped(a_im, dim))
+              if need_x else None)
+        dg = f.apply(x, a_re, a_im) if need_g else None
+        return dx, dg
+
+    @classmethod
+    def _backward(cls, ctx, a_re, a_im):
+        # the vjp's two spectral convolutions, run on arrays
+        x, g = ctx.saved_tensors
+        f, dim = cls.conv_op, cls.conv_op.dim
+        need_x, need_g = ctx.needs_input_grad[:2]
+        swap = (1, 0, 2) if dim == 1 else (0, 2, 1, 3, 4)
+        dx = f._run(g, a_re.transpose(swap), -a_im.transpose(swap))[0] if need_x else None
+        dg = f._run(x, a_re, a_im)[0] if need_g else None
+        return dx, dg
+
+
+def _conv_samples(dim: int):
+    def samples(rng):
+        def sample(x_shape, w_shape, label):
+            return Sample(rng.standard_normal(x_shape), rng.standard_normal(w_shape),
+                          rng.standard_normal(w_shape), label=label)
+
+        if dim == 1:
+            yield sample((2, 3, 8), (3, 2, 3), "even N, modes 3")
+            yield sample((1, 2, 7), (2, 3, 4), "odd N, all modes (N//2 + 1)")
+            yield sample((2, 1, 6), (1, 2, 4), "even N, the Nyquist mode kept")
+        else:
+            yield sample((2, 2, 6, 8), (2, 2, 3, 2, 3), "even grid")
+            yield sample((1, 3, 5, 7), (2, 3, 2, 2, 4), "odd grid, all columns")
+            yield sample((1, 2, 4, 6), (2, 2, 1, 2, 4), "m1 = H/2, Nyquist column kept")
+    return samples
+
+
+def _weight_grad_samples(dim: int):
+    def samples(rng):
+        def sample(x_shape, cout, modes, label):
+            g_shape = (x_shape[0], cout) + x_shape[2:]
+            return Sample(rng.standard_normal(x_shape), rng.standard_normal(g_shape),
+                          modes=modes, label=label)
+
+        if dim == 1:
+            yield sample((2, 3, 8), 2, (1, 3), "even N, modes 3")
+            yield sample((1, 2, 7), 3, (1, 4), "odd N, all modes")
+            yield sample((2, 1, 6), 2, (1, 4), "even N, the Nyquist mode kept")
+        else:
+            yield sample((2, 2, 6, 8), 3, (2, 3), "even grid")
+            yield sample((1, 2, 5, 7), 2, (2, 4), "odd grid, all columns")
+            yield sample((1, 2, 4, 6), 1, (2, 4), "m1 = H/2, Nyquist column kept")
+    return samples
+
+
+@register("spectral_conv1d", samples=_conv_samples(1))
+class SpectralConv1dFn(_SpectralConv):
+    dim = 1
+
+    @staticmethod
+    def forward(ctx, x, w_real, w_imag):
+        return SpectralConv1dFn._forward(ctx, x, w_real, w_imag)
+
+    @staticmethod
+    def backward(ctx, g):
+        return SpectralConv1dFn._backward(ctx, g)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return SpectralConv1dFn._vjp(ctx, g)
+
+
+@register("spectral_conv2d", samples=_conv_samples(2))
+class SpectralConv2dFn(_SpectralConv):
+    dim = 2
+
+    @staticmethod
+    def forward(ctx, x, w_real, w_imag):
+        return SpectralConv2dFn._forward(ctx, x, w_real, w_imag)
+
+    @staticmethod
+    def backward(ctx, g):
+        return SpectralConv2dFn._backward(ctx, g)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return SpectralConv2dFn._vjp(ctx, g)
+
+
+@register("spectral_conv1d_weight_grad", samples=_weight_grad_samples(1))
+class SpectralConv1dWeightGrad(_SpectralConvWeightGrad):
+    conv_op = SpectralConv1dFn
+
+    @staticmethod
+    def forward(ctx, x, g, modes):
+        return SpectralConv1dWeightGrad._forward(ctx, x, g, modes)
+
+    @staticmethod
+    def backward(ctx, a_re, a_im):
+        return SpectralConv1dWeightGrad._backward(ctx, a_re, a_im)
+
+    @staticmethod
+    def vjp(ctx, a_re, a_im):
+        return SpectralConv1dWeightGrad._vjp(ctx, a_re, a_im)
+
+
+@register("spectral_conv2d_weight_grad", samples=_weight_grad_samples(2))
+class SpectralConv2dWeightGrad(_SpectralConvWeightGrad):
+    conv_op = SpectralConv2dFn
+
+    @staticmethod
+    def forward(ctx, x, g, modes):
+        return SpectralConv2dWeightGrad._forward(ctx, x, g, modes)
+
+    @staticmethod
+    def backward(ctx, a_re, a_im):
+        return SpectralConv2dWeightGrad._backward(ctx, a_re, a_im)
+
+    @staticmethod
+    def vjp(ctx, a_re, a_im):
+        return SpectralConv2dWeightGrad._vjp(ctx, a_re, a_im)
+
+
+SpectralConv1dFn.weight_grad_op = SpectralConv1dWeightGrad
+SpectralConv2dFn.weight_grad_op = SpectralConv2dWeightGrad
+
+
+# -- public functions ---------------------------------------------------------------------
+def _check(op: str, x: Tensor, w_real: Tensor, w_imag: Tensor, dim: int) -> None:
+    """Ranks, channels and modes of a spectral convolution (ValueError naming the op, the
+    argument and the shapes)."""
+    float_operands(op, x=x, w_real=w_real, w_imag=w_imag)
+    x_layout = "[B, C_in, N]" if dim == 1 else "[B, C_in, H, W]"
+    w_layout = "[C_in, C_out, modes]" if dim == 1 else "[2, C_in, C_out, modes1, modes2]"
+    if x.ndim != dim + 2:
+        raise ValueError(f"{op}: x must be {dim + 2}-D {x_layout}, got shape {x.shape}")
+    if w_real.ndim != 2 * dim + 1:
+        raise ValueError(f"{op}: w_real must be {2 * dim + 1}-D {w_layout}, got shape "
+                         f"{w_real.shape}")
+    if w_imag.shape != w_real.shape:
+        raise ValueError(f"{op}: w_imag has shape {w_imag.shape} but w_real has shape "
+                         f"{w_real.shape}; they must match")
+    if dim == 2 and w_real.shape[0] != 2:
+        raise ValueError(f"{op}: w_real must hold 2 blocks of modes (rows [:modes1] and "
+                         f"[-modes1:]) in its first dim {w_layout}, got shape {w_real.shape}")
+    cin = w_real.shape[dim - 1]
+    if x.shape[1] != cin:
+        raise ValueError(f"{op}: x has {x.shape[1]} channels (shape {x.shape}) but w_real "
+                         f"expects C_in = {cin} (shape {w_real.shape})")
+    if 0 in w_real.shape or 0 in x.shape[2:]:
+        raise ValueError(f"{op}: empty grid or modes: x has shape {x.shape}, w_real has "
+                         f"shape {w_real.shape}")
+    n = x.shape[-1]
+    m = w_real.shape[-1]
+    if m > n // 2 + 1:
+        name = "modes" if dim == 1 else "modes2"
+        raise ValueError(f"{op}: {name} = {m} (w_real shape {w_real.shape}) is larger than "
+                         f"the {n // 2 + 1} Fourier modes (N // 2 + 1) of the last dim of x "
+                         f"(shape {x.shape})")
+    if dim == 2 and 2 * w_real.shape[3] > x.shape[2]:
+        raise ValueError(f"{op}: modes1 = {w_real.shape[3]} (w_real shape {w_real.shape}) is "
+                         f"larger than H // 2 = {x.shape[2] // 2} for x of shape {x.shape}: "
+                         "the row blocks [:modes1] and [-modes1:] would overlap")
+
+
+def spectral_conv1d(x: Any, w_real: Any, w_imag: Any) -> Tensor:
+    """FNO's 1-D Fourier layer: ``y = irfft(rfft(x)[..., :m] (*) w, n=N)``.
+
+    x[B, C_in, N], w_real and w_imag [C_in, C_out, m] (the complex weights w = w_real +
+    i w_imag), m <= N // 2 + 1:
+
+        X = rfft(x, dim=-1)[:, :, :m]
+        Y[b, o, k] = sum_i X[b, i, k] w[i, o, k]
+        y = irfft(Y zero-padded to N // 2 + 1 modes, n=N)    -> [B, C_out, N]
+
+    as the original FNO's SpectralConv1d and neuraloperator's. Gradients for x, w_real
+    and w_imag; twice differentiable (bilinear in x and w).
+    """
+    x, w_real, w_imag = lift(x), lift(w_real), lift(w_imag)
+    _check("spectral_conv1d", x, w_real, w_imag, 1)
+    return SpectralConv1dFn.apply(x, w_real, w_imag)
+
+
+def spectral_conv2d(x: Any, w_real: Any, w_imag: Any) -> Tensor:
+    """FNO's 2-D Fourier layer on x[B, C_in, H, W] -> [B, C_out, H, W].
+
+    w_real and w_imag [2, C_in, C_out, m1, m2] (w = w_real + i w_imag), m1 <= H // 2,
+    m2 <= W // 2 + 1. With X = rfft2(x) ([B, C_in, H, W // 2 + 1]) and Y zero but
+
+        Y[:, :, :m1, :m2]  = einsum('bixy,ioxy->boxy', X[:, :, :m1, :m2],  w[0])
+        Y[:, :, -m1:, :m2] = einsum('bixy,ioxy->boxy', X[:, :, -m1:, :m2], w[1])
+
+    y = irfft2(Y, s=(H, W)), as the original FNO's SpectralConv2d (weights1, weights2)
+    and neuraloperator's. Gradients for x, w_real and w_imag; twice differentiable.
+    """
+    x, w_real, w_imag = lift(x), lift(w_real), lift(w_imag)
+    _check("spectral_conv2d", x, w_real, w_imag, 2)
+    return SpectralConv2dFn.apply(x, w_real, w_imag)
+
+
+__all__ = ["spectral_conv1d", "spectral_conv2d"]
