@@ -293,8 +293,10 @@ def test_logsumexp_matches_pytorch_on_special_values(dtype, data, keepdim):
 def test_softmax_family_matches_pytorch_on_special_values(name, dtype, data):
     x = data.draw(special_arrays(dtype, huge=False))
     dim = data.draw(st.integers(-max(x.ndim, 1), max(x.ndim, 1) - 1))
+    # dx_i = y_i (g_i - sum_j g_j y_j) cancels to rounding error when g is constant over a
+    # slice, a few ulps of max|g| (<= 1) whose exact value depends on the summation order.
     check_op(lambda t: getattr(nb, name)(t, dim), lambda t: getattr(torch, name)(t, dim),
-             [x], f"{name}(dim={dim})")
+             [x], f"{name}(dim={dim})", atol=4 * np.finfo(dtype).eps)
 
 
 # -- losses ------------------------------------------------------------------------------------

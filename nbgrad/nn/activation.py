@@ -113,10 +113,92 @@ class MSELoss(Module):
         return loss.mse_loss(pred, target, self.reduction)
 
 
-class CrossEntropyLoss(Module):
+class L1Loss(Module):
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
         self.reduction = reduction
 
-    def forward(self, logits: Tensor, target: Any) -> Tensor:
-        return loss.cross_entropy(logits, target, self.reduction)
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(Module):
+    def __init__(self, reduction: str = "mean", beta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction, self.beta = reduction, beta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.smooth_l1_loss(input, target, self.reduction, self.beta)
+
+    def extra_repr(self) -> str:
+        return f"beta={self.beta}"
+
+
+class HuberLoss(Module):
+    def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
+        super().__init__()
+        self.reduction, self.delta = reduction, delta
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.huber_loss(input, target, self.reduction, self.delta)
+
+    def extra_repr(self) -> str:
+        return f"delta={self.delta}"
+
+
+def _buffer(value: Any) -> Tensor | None:
+    """A weight argument as a constant Tensor buffer (None stays None), as PyTorch's
+    losses keep ``weight`` and ``pos_weight``: saved in state_dict, cast by ``to``."""
+    if value is None:
+        return None
+    return value.detach() if isinstance(value, Tensor) else Tensor(value)
+
+
+class BCEWithLogitsLoss(Module):
+    """binary_cross_entropy_with_logits; ``weight`` and ``pos_weight`` are buffers."""
+
+    def __init__(self, weight: Any = None, reduction: str = "mean",
+                 pos_weight: Any = None) -> None:
+        super().__init__()
+        self.register_buffer("weight", _buffer(weight))
+        self.register_buffer("pos_weight", _buffer(pos_weight))
+        self.reduction = reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.binary_cross_entropy_with_logits(input, target, self.weight,
+                                                     self.reduction, self.pos_weight)
+
+
+class NLLLoss(Module):
+    """nll_loss; the class ``weight`` is a buffer."""
+
+    def __init__(self, weight: Any = None, ignore_index: int = -100,
+                 reduction: str = "mean") -> None:
+        super().__init__()
+        self.register_buffer("weight", _buffer(weight))
+        self.ignore_index, self.reduction = ignore_index, reduction
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.nll_loss(input, target, self.weight, self.ignore_index, self.reduction)
+
+    def extra_repr(self) -> str:
+        return f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+
+
+class CrossEntropyLoss(NLLLoss):
+    """cross_entropy; the class ``weight`` is a buffer. ``CrossEntropyLoss('sum')`` (a
+    string first argument) is read as the reduction, nbgrad's earlier signature."""
+
+    def __init__(self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean",
+                 label_smoothing: float = 0.0) -> None:
+        if isinstance(weight, str):
+            weight, reduction = None, weight
+        super().__init__(weight, ignore_index, reduction)
+        self.label_smoothing = label_smoothing
+
+    def forward(self, input: Tensor, target: Any) -> Tensor:
+        return loss.cross_entropy(input, target, self.weight, self.ignore_index,
+                                  self.reduction, self.label_smoothing)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, label_smoothing={self.label_smoothing}"

@@ -28,9 +28,9 @@ from ..kernels import softmax as softmax_kernels
 from ..kernels._jit import for_work
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import broadcast_shapes
-from ..tensor import Tensor, lift
+from ..tensor import FLOAT_DTYPES, Tensor, lift
 from . import _args
-from .elementwise import exp
+from .elementwise import exp, to
 from .table import flat as _flat
 from .table import into as _into
 from .table import pointwise
@@ -481,10 +481,27 @@ class Softmax(Function):
         return y * (g - (g * y).sum(ctx.axis, keepdim=True))
 
 
-def softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+def _cast_first(op: str, x, dtype) -> Tensor:
+    """``x`` converted to ``dtype`` before the op (PyTorch's ``dtype=`` of softmax and
+    log_softmax; the gradient flows back converted to x's dtype), or x itself, which must
+    then be float."""
+    if dtype is None:
+        return _args.float_input(op, x)
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"{op}: dtype must be float32 or float64, got {dtype!r}") from None
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: dtype must be float32 or float64, got {dt}")
+    return to(lift(x), dt)
+
+
+def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None) -> Tensor:
     """e^(x - max) / sum(e^(x - max)) along ``dim`` (PyTorch) or ``axis`` (NumPy; one of
-    the two, default -1); backward y (g - sum(g y))."""
-    x = _args.float_input("softmax", x)
+    the two, default -1); backward y (g - sum(g y)). ``dtype`` (float32 or float64)
+    converts x first, as PyTorch: the result has that dtype and the gradient reaches x
+    converted back to x's dtype."""
+    x = _cast_first("softmax", x, dtype)
     d = _args.dim_arg("softmax", dim, axis, -1)
     return Softmax.apply(x, axis=_args.one_axis("softmax", d, x.shape))
 
@@ -511,10 +528,12 @@ class LogSoftmax(Function):
         return g - exp(y) * g.sum(ctx.axis, keepdim=True)
 
 
-def log_softmax(x, dim: int | None = None, *, axis: int | None = None) -> Tensor:
+def log_softmax(x, dim: int | None = None, dtype=None, *,
+                axis: int | None = None) -> Tensor:
     """x - max - log(sum(e^(x - max))) along ``dim`` (PyTorch) or ``axis`` (NumPy; one of
-    the two, default -1); backward g - e^y sum(g)."""
-    x = _args.float_input("log_softmax", x)
+    the two, default -1); backward g - e^y sum(g). ``dtype`` converts x first, as in
+    ``softmax``."""
+    x = _cast_first("log_softmax", x, dtype)
     d = _args.dim_arg("log_softmax", dim, axis, -1)
     return LogSoftmax.apply(x, axis=_args.one_axis("log_softmax", d, x.shape))
 

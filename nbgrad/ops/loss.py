@@ -1,8 +1,17 @@
-"""Losses: mse_loss and cross_entropy (PyTorch semantics, ``reduction='mean'|'sum'|'none'``).
+"""Losses with PyTorch's semantics and ``reduction='mean'|'sum'|'none'``: mse_loss,
+l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits, nll_loss and
+cross_entropy. The math of every backward is in docs/derivations.md#losses and in the
+docstring of ``nbgrad/kernels/loss.py``.
 
-cross_entropy fuses log_softmax and the negative log-likelihood: the forward keeps each
-row's max and shifted log-sum, and the backward is one pass g_i (softmax(x_i) -
-onehot(t_i)).
+cross_entropy of [N, C] logits with integer targets (and no class weights, ignored
+targets or label smoothing) fuses log_softmax and the negative log-likelihood: the forward
+keeps each row's max and shifted log-sum, and the backward is one pass g_i (softmax(x_i) -
+onehot(t_i)). Every other case is PyTorch's own composition, nll_loss(log_softmax(x, 1))
+plus the label-smoothing term, or -sum(w t log_softmax(x, 1)) for class probabilities.
+
+Class weights and pos_weight are constants (PyTorch does not differentiate them either);
+targets are differentiable where PyTorch's are: float targets of mse, l1, smooth_l1,
+huber, binary_cross_entropy_with_logits and cross_entropy with class probabilities.
 """
 
 from __future__ import annotations
@@ -15,8 +24,11 @@ from ..function import Function, Sample, register
 from ..kernels import loss as loss_kernels
 from ..kernels._jit import for_work
 from ..tensor import Tensor, lift
-from ._args import float_input
-from .activation import softmax
+from ._args import float_input, real
+from .activation import log_softmax, sigmoid, softmax, softplus
+from .select import where
+from .shape import reshape
+from .table import flat as _flat
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -37,6 +49,79 @@ def _reduction(op: str, reduction) -> str:
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     return reduction
+
+
+def _divide(a: float, b: float) -> float:
+    """a / b with IEEE semantics and no warning: b = 0 gives +-inf, or NaN for a = 0."""
+    if b:
+        return a / b
+    if a != a or a == 0:
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def _mean_or_sum(total: float, reduction: str, count: float, dtype: np.dtype) -> np.ndarray:
+    """A float64 ``total`` as the 0-d loss: itself ('sum') or total / count ('mean'; a
+    zero count gives NaN, as PyTorch's division)."""
+    if reduction == "mean":
+        total = _divide(float(total), float(count))
+    return _scalar_loss(float(total), dtype)
+
+
+def _reduced(loss: np.ndarray, reduction: str, count: float, dtype: np.dtype) -> np.ndarray:
+    """Per-element ``loss`` as the op returns it: itself ('none'), or its float64 sum
+    (fixed blocks, added in order), divided by ``count`` for 'mean'."""
+    if reduction == "none":
+        return loss
+    return _mean_or_sum(_sum(loss), reduction, count, dtype)
+
+
+def _sum(a: np.ndarray) -> float:
+    """The float64 sum of ``a``'s elements, in fixed blocks added in order."""
+    flat = _flat(a)
+    return for_work(loss_kernels.block_sum, flat.size)(flat)
+
+
+def _scale(reduction: str, count: float) -> float:
+    """The factor a reduction puts on every element's gradient: 1 / count for 'mean' (inf
+    for a zero count: an empty or all-ignored loss), else 1."""
+    return _divide(1.0, float(count)) if reduction == "mean" else 1.0
+
+
+def _upstream(g: np.ndarray, dtype: np.dtype) -> tuple[np.ndarray, int]:
+    """The upstream gradient as a flat contiguous array and the step a kernel reads it
+    with: 1 when full size ('none'), 0 when one element (a reduced loss)."""
+    flat = np.ascontiguousarray(g, dtype=dtype).reshape(-1)
+    return flat, (0 if flat.size == 1 else 1)
+
+
+def _target_like(op: str, x: Tensor, target, x_name: str = "input") -> Tensor:
+    """A float target of ``x``'s shape, in ``x``'s dtype (a constant target is converted;
+    one that requires grad must already have it)."""
+    target = lift(target, x)
+    if target.shape != x.shape:
+        raise ValueError(f"{op}: {x_name} has shape {x.shape} but target has shape "
+                         f"{target.shape}; they must match")
+    if target.dtype != x.dtype:
+        if target.requires_grad:
+            raise TypeError(f"{op}: target is {target.dtype} but {x_name} is {x.dtype}; a "
+                            f"target that requires grad must have {x_name}'s dtype")
+        target = Tensor._wrap(target.data.astype(x.dtype), None, 0)
+    return target
+
+
+def _constant(op: str, name: str, value, x: Tensor) -> np.ndarray | None:
+    """A weight argument (None, a number, array or Tensor) as an array of ``x``'s dtype;
+    a TypeError for one that requires grad (PyTorch does not differentiate weights)."""
+    if value is None:
+        return None
+    t = lift(value, x)
+    if t.requires_grad:
+        raise TypeError(f"{op}: {name} (shape {t.shape}) requires grad, but the loss is not "
+                        f"differentiable with respect to {name} (as in PyTorch); detach it")
+    if t.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: {name} must be real numbers, got {t.dtype} (shape {t.shape})")
+    return np.asarray(t.data, dtype=x.dtype)
 
 
 # -- mse_loss ------------------------------------------------------------------------------------
@@ -62,9 +147,7 @@ class MSELoss(Function):
             for_work(loss_kernels.squared_error, p.size)(p, t, out.reshape(-1))
             return out
         total = for_work(loss_kernels.squared_error_sum, p.size)(p, t)
-        if reduction == "mean":
-            total = total / p.size if p.size else np.nan
-        return _scalar_loss(total, pred.dtype)
+        return _mean_or_sum(total, reduction, p.size, pred.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -92,16 +175,385 @@ def mse_loss(pred, target, reduction: str = "mean") -> Tensor:
     (d/dpred = 2 (pred - target) g, d/dtarget = -d/dpred; 'mean' divides by the size)."""
     reduction = _reduction("mse_loss", reduction)
     pred = float_input("mse_loss", pred, "pred")
-    target = lift(target, pred)
-    if target.shape != pred.shape:
-        raise ValueError(f"mse_loss: pred has shape {pred.shape} but target has shape "
-                         f"{target.shape}; they must match")
-    if target.dtype != pred.dtype:
-        if target.requires_grad:
-            raise TypeError(f"mse_loss: target is {target.dtype} but pred is {pred.dtype}; "
-                            "a target that requires grad must have pred's dtype")
-        target = Tensor._wrap(target.data.astype(pred.dtype), None, 0)
+    target = _target_like("mse_loss", pred, target, "pred")
     return MSELoss.apply(pred, target, reduction=reduction)
+
+
+# -- l1_loss, smooth_l1_loss, huber_loss ---------------------------------------------------------
+
+
+def _regression_samples(rng, shape, **params):
+    """x, t with |x - t| in 0.2..0.4, 0.5..0.7, 1.6..1.8 or 2.4..2.6: away from the kinks
+    at 0 and at the beta / delta values the samples use (1, 1.2, 2)."""
+    t = rng.standard_normal(shape)
+    d = rng.choice([0.3, 0.6, 1.7, 2.5], shape) + rng.uniform(-0.1, 0.1, shape)
+    for reduction in _REDUCTIONS:
+        yield Sample(t + d * rng.choice([-1.0, 1.0], shape), t, reduction=reduction,
+                     label=f"{reduction} {params}", **params)
+
+
+def _l1_samples(rng):
+    yield from _regression_samples(rng, (3, 4))
+    yield Sample(np.array([0.5, -1.0, 2.0]), np.array([0.1, 0.2, 1.0]), reduction="mean",
+                 label="1-D")
+
+
+def _smooth_l1_samples(rng):
+    yield from _regression_samples(rng, (3, 4), beta=1.0)
+    yield from _regression_samples(rng, (5,), beta=1.2)
+    yield Sample(rng.standard_normal((2, 3)) + 1.0, rng.standard_normal((2, 3)) - 1.0,
+                 reduction="sum", beta=0.0, label="beta 0 (l1)")
+
+
+def _huber_samples(rng):
+    yield from _regression_samples(rng, (3, 4), delta=1.0)
+    yield from _regression_samples(rng, (2, 3), delta=2.0)
+
+
+class _PiecewiseQuadratic(Function):
+    """l1_loss, smooth_l1_loss and huber_loss: with z = |x - t|, z^2 / (2 div) for
+    z < beta and mul (z - beta / 2) above; each subclass maps its parameter to
+    (beta, div, mul) in ``coefficients``."""
+
+    @staticmethod
+    def coefficients(params: dict) -> tuple[float, float, float]:
+        raise NotImplementedError
+
+    @classmethod
+    def forward(cls, ctx, x, target, reduction="mean", **params):
+        ctx.coef = cls.coefficients(params)
+        ctx.reduction = reduction
+        xf, tf = _flat(x), _flat(target)
+        ctx.save_for_backward(xf, tf)
+        out = np.empty(x.shape, x.dtype)
+        for_work(loss_kernels.smooth_l1_forward, xf.size)(xf, tf, *ctx.coef, out.reshape(-1))
+        return _reduced(out, reduction, xf.size, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        gf, step = _upstream(g, x.dtype)
+        gx = np.empty(ctx.input_arrays[0].shape, x.dtype)
+        for_work(loss_kernels.smooth_l1_backward, x.size)(
+            gf, step, x, t, *ctx.coef, _scale(ctx.reduction, x.size), gx.reshape(-1))
+        need_x, need_t = ctx.needs_input_grad
+        return (gx if need_x else None), (np.negative(gx) if need_t else None)
+
+    @staticmethod
+    def vjp(ctx, g):
+        """g d / div where |d| <= beta (beta > 0; a NaN d counts as inside, as in the
+        kernel), g mul sign(d) elsewhere (d = x - t; 0 at d = 0 or NaN for l1): selected
+        by constant masks, so the second derivative is 1 / div inside and 0 outside."""
+        x, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        beta, div, mul = ctx.coef
+        d = x - t
+        dd = d.data
+        b = dd.dtype.type(beta)
+        inside = ~((dd < -b) | (dd > b)) & (beta > 0)
+        outside = (np.where(dd > b, mul, 0.0) - np.where(dd < -b, mul, 0.0)).astype(dd.dtype)
+        slope = where(inside, d / div, lift(outside))
+        gx = slope * (g * _scale(ctx.reduction, dd.size))
+        need_x, need_t = ctx.needs_input_grad
+        return (gx if need_x else None), (-gx if need_t else None)
+
+
+@register("l1_loss", samples=_l1_samples)
+class L1Loss(_PiecewiseQuadratic):
+    @staticmethod
+    def coefficients(params: dict) -> tuple[float, float, float]:
+        return 0.0, 1.0, 1.0
+
+
+@register("smooth_l1_loss", samples=_smooth_l1_samples)
+class SmoothL1Loss(_PiecewiseQuadratic):
+    @staticmethod
+    def coefficients(params: dict) -> tuple[float, float, float]:
+        beta = params.get("beta", 1.0)
+        return (beta, beta, 1.0) if beta > 0 else (0.0, 1.0, 1.0)   # beta 0: l1, as PyTorch
+
+
+@register("huber_loss", samples=_huber_samples)
+class HuberLoss(_PiecewiseQuadratic):
+    @staticmethod
+    def coefficients(params: dict) -> tuple[float, float, float]:
+        delta = params.get("delta", 1.0)
+        return delta, 1.0, delta
+
+
+def _regression_operands(op: str, input, target, reduction) -> tuple[Tensor, Tensor, str]:
+    reduction = _reduction(op, reduction)
+    x = float_input(op, input, "input")
+    return x, _target_like(op, x, target), reduction
+
+
+def l1_loss(input, target, reduction: str = "mean") -> Tensor:
+    """|input - target|, averaged ('mean', default), summed ('sum') or element-wise
+    ('none'). input and target must have the same shape; both can require grad
+    (d/dinput = sign(input - target), 0 where they are equal, as PyTorch;
+    d/dtarget = -d/dinput)."""
+    x, t, reduction = _regression_operands("l1_loss", input, target, reduction)
+    return L1Loss.apply(x, t, reduction=reduction)
+
+
+def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:
+    """0.5 z^2 / beta for z = |input - target| < beta, z - 0.5 beta otherwise (l1_loss for
+    beta = 0, as PyTorch); derivative (input - target) / beta inside, the sign outside.
+    beta must be >= 0."""
+    x, t, reduction = _regression_operands("smooth_l1_loss", input, target, reduction)
+    beta = real("smooth_l1_loss", "beta", beta)
+    if not beta >= 0:
+        raise ValueError(f"smooth_l1_loss: beta must be non-negative, got {beta}")
+    return SmoothL1Loss.apply(x, t, reduction=reduction, beta=beta)
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:
+    """0.5 z^2 for z = |input - target| < delta, delta (z - 0.5 delta) otherwise (delta
+    times smooth_l1_loss with beta = delta); derivative input - target inside, delta
+    times the sign outside. delta must be positive."""
+    x, t, reduction = _regression_operands("huber_loss", input, target, reduction)
+    delta = real("huber_loss", "delta", delta)
+    if not delta > 0:
+        raise ValueError(f"huber_loss: delta must be positive, got {delta}")
+    return HuberLoss.apply(x, t, reduction=reduction, delta=delta)
+
+
+# -- binary_cross_entropy_with_logits -----------------------------------------------------------
+
+
+def _bce_samples(rng):
+    for reduction in _REDUCTIONS:
+        yield Sample(rng.standard_normal((3, 4)) * 2, rng.uniform(0, 1, (3, 4)),
+                     reduction=reduction, label=reduction)
+    yield Sample(rng.standard_normal((3, 4)) * 3, rng.uniform(0, 1, (3, 4)),
+                 weight=rng.uniform(0.5, 2, 4), pos_weight=rng.uniform(0.5, 3, 4),
+                 reduction="mean", label="weight and pos_weight")
+    yield Sample(rng.standard_normal((2, 3)), rng.uniform(0, 1, (2, 3)),
+                 pos_weight=rng.uniform(0.5, 3, (2, 1)), reduction="none",
+                 label="pos_weight per row")
+    yield Sample(rng.standard_normal(5), rng.uniform(-0.5, 1.5, 5),
+                 weight=rng.uniform(0.5, 2, 5), reduction="sum", label="targets outside [0, 1]")
+
+
+def _spread(a: np.ndarray | None, x: np.ndarray) -> tuple[np.ndarray, int]:
+    """A weight broadcast to ``x``'s elements as a flat array and its step (a missing
+    weight is the one element 1, step 0)."""
+    if a is None:
+        return np.ones(1, x.dtype), 0
+    return _flat(np.broadcast_to(np.asarray(a, x.dtype), x.shape)), 1
+
+
+@register("binary_cross_entropy_with_logits", samples=_bce_samples)
+class BCEWithLogits(Function):
+    @staticmethod
+    def forward(ctx, x, target, weight=None, pos_weight=None, reduction="mean"):
+        xf, tf = _flat(x), _flat(target)
+        ctx.terms = (*_spread(weight, x), *_spread(pos_weight, x), pos_weight is not None)
+        ctx.reduction = reduction
+        ctx.weights = weight, pos_weight
+        ctx.save_for_backward(xf, tf)
+        out = np.empty(x.shape, x.dtype)
+        for_work(loss_kernels.bce_logits_forward, xf.size)(xf, tf, *ctx.terms,
+                                                           out.reshape(-1))
+        return _reduced(out, reduction, xf.size, x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        shape = ctx.input_arrays[0].shape
+        gf, step = _upstream(g, x.dtype)
+        scale = _scale(ctx.reduction, x.size)
+        gx = gt = None
+        if ctx.needs_input_grad[0]:
+            gx = np.empty(shape, x.dtype)
+            for_work(loss_kernels.bce_logits_backward_input, x.size)(
+                gf, step, x, t, *ctx.terms, scale, gx.reshape(-1))
+        if ctx.needs_input_grad[1]:
+            gt = np.empty(shape, x.dtype)
+            for_work(loss_kernels.bce_logits_backward_target, x.size)(
+                gf, step, x, *ctx.terms, scale, gt.reshape(-1))
+        return gx, gt
+
+    @staticmethod
+    def vjp(ctx, g):
+        """d/dx = w (lw sigmoid(x) - pw t), lw = 1 + (pw - 1) t; d/dt = w (pw sp(-x) -
+        sp(x)), sp = softplus without its linear branch (-w x without pos_weight)."""
+        x, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
+        weight, pos_weight = ctx.weights
+        gs = g * _scale(ctx.reduction, x.data.size)
+        if weight is not None:
+            gs = gs * lift(np.asarray(weight, x.dtype))
+        if pos_weight is None:
+            gx = (sigmoid(x) - t) * gs
+            gt = -x * gs
+        else:
+            pw = lift(np.asarray(pos_weight, x.dtype))
+            gx = ((1 + (pw - 1) * t) * sigmoid(x) - pw * t) * gs
+            gt = (pw * softplus(-x, threshold=np.inf) - softplus(x, threshold=np.inf)) * gs
+        need_x, need_t = ctx.needs_input_grad
+        return (gx if need_x else None), (gt if need_t else None)
+
+
+def _broadcast_weight(op: str, name: str, value, x: Tensor) -> np.ndarray | None:
+    """A weight that broadcasts to ``x``'s shape without enlarging it."""
+    w = _constant(op, name, value, x)
+    if w is not None:
+        try:
+            fits = np.broadcast_shapes(w.shape, x.shape) == x.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{op}: {name} of shape {w.shape} does not broadcast to the "
+                             f"input's shape {x.shape}")
+    return w
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
+                                     pos_weight=None) -> Tensor:
+    """Binary cross-entropy of sigmoid(input) against target, from the logits:
+    w ((1 - t) x + lw log(1 + e^-x)), lw = 1 + (pos_weight - 1) t (lw = 1 without
+    pos_weight), which is max(x, 0) - x t + log(1 + e^-|x|) when unweighted: no overflow
+    for any logit. weight broadcasts to the input's shape, pos_weight (one per class,
+    along the last dim) too; neither is differentiable. target must have the input's
+    shape and can require grad (d/dt = -w x without pos_weight)."""
+    op = "binary_cross_entropy_with_logits"
+    reduction = _reduction(op, reduction)
+    x = float_input(op, input, "input")
+    t = _target_like(op, x, target)
+    w = _broadcast_weight(op, "weight", weight, x)
+    pw = _broadcast_weight(op, "pos_weight", pos_weight, x)
+    return BCEWithLogits.apply(x, t, weight=w, pos_weight=pw, reduction=reduction)
+
+
+# -- nll_loss -------------------------------------------------------------------------------------
+
+
+def _class_targets(rng, n, c, spatial=(), ignored=0):
+    t = rng.integers(0, c, (n, *spatial))
+    t.reshape(-1)[rng.permutation(t.size)[:ignored]] = -100
+    return t
+
+
+def _nll_samples(rng):
+    for reduction in _REDUCTIONS:
+        yield Sample(rng.standard_normal((4, 5)), _class_targets(rng, 4, 5),
+                     reduction=reduction, label=reduction)
+    yield Sample(rng.standard_normal((5, 3)), _class_targets(rng, 5, 3, ignored=2),
+                 weight=rng.uniform(0.5, 2, 3), reduction="mean", label="weight, ignored")
+    yield Sample(rng.standard_normal((2, 3, 2, 2)), _class_targets(rng, 2, 3, (2, 2), 1),
+                 weight=rng.uniform(0.5, 2, 3), reduction="none", label="[N, C, d1, d2]")
+    yield Sample(rng.standard_normal((2, 4, 3)), _class_targets(rng, 2, 4, (3,), 1),
+                 ignore_index=-100, reduction="mean", label="[N, C, d], ignored")
+    yield Sample(rng.standard_normal(4), np.array(2), reduction="none", label="[C]")
+
+
+def _class_shape(shape: tuple) -> tuple[int, int, int]:
+    """[N, C, d1, ...] (or [C]) as [N, C, D], D = d1 d2 ... (1 without spatial dims)."""
+    if len(shape) == 1:
+        return 1, shape[0], 1
+    return shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64))
+
+
+def _class_view(x: np.ndarray) -> np.ndarray:
+    """``x`` of shape [N, C, d1, ...] (or [C]) as a C-contiguous [N, C, D] array."""
+    return np.ascontiguousarray(x).reshape(_class_shape(x.shape))
+
+
+@register("nll_loss", samples=_nll_samples)
+class NLLLoss(Function):
+    @staticmethod
+    def forward(ctx, x, target, weight=None, ignore_index=-100, reduction="mean"):
+        x3 = _class_view(x)
+        t2 = np.ascontiguousarray(target, dtype=np.int64).reshape(x3.shape[0], x3.shape[2])
+        w = np.ones(x3.shape[1], x.dtype) if weight is None else np.ascontiguousarray(
+            weight, dtype=x.dtype)
+        loss = np.empty(t2.shape, x.dtype)
+        picked = np.empty(t2.shape, x.dtype)
+        for_work(loss_kernels.nll_forward, x3.size)(x3, t2, w, ignore_index, loss, picked)
+        ctx.reduction, ctx.ignore_index = reduction, ignore_index
+        ctx.total_weight = _sum(picked)
+        ctx.save_for_backward(t2, w)
+        return _reduced(loss.reshape(np.shape(target)), reduction, ctx.total_weight, x.dtype)
+
+    @staticmethod
+    def _unit_grad(ctx, g: np.ndarray) -> np.ndarray:
+        """The gradient for upstream g: -w[t] g scale at each target, 0 elsewhere."""
+        t2, w = ctx.saved_tensors
+        shape = ctx.input_arrays[0].shape
+        out = np.empty(_class_shape(shape), w.dtype)
+        gf, step = _upstream(g, w.dtype)
+        for_work(loss_kernels.nll_backward, out.size)(
+            gf, step, t2, w, ctx.ignore_index,
+            _scale(ctx.reduction, ctx.total_weight), out)
+        return out.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return NLLLoss._unit_grad(ctx, g), None
+
+    @staticmethod
+    def vjp(ctx, g):
+        """Linear in x: g (in the class layout) times the constant gradient for g = 1."""
+        shape = ctx.input_arrays[0].shape
+        unit = lift(NLLLoss._unit_grad(ctx, np.ones((), ctx.saved_tensors[1].dtype)))
+        if ctx.reduction == "none" and len(shape) >= 2:
+            g = reshape(g, (shape[0], 1, *shape[2:]))
+        return g * unit, None
+
+
+def _class_weight(op: str, weight, x: Tensor, x_name: str) -> np.ndarray | None:
+    """Class weights: None, or C values (C = the class dim of ``x``)."""
+    w = _constant(op, "weight", weight, x)
+    c = x.shape[1] if x.ndim >= 2 else x.shape[0]
+    if w is not None and w.shape != (c,):
+        raise ValueError(f"{op}: weight must hold one value per class, shape ({c},) for "
+                         f"{x_name} of shape {x.shape}, got shape {w.shape}")
+    return w
+
+
+def _index_targets(op: str, x: Tensor, target: Tensor, ignore_index: int,
+                   x_name: str) -> np.ndarray:
+    """Integer class targets for ``x`` [N, C, d1, ...] ([N, d1, ...]) or [C] (0-d), each in
+    [0, C) or equal to ignore_index; errors name the first bad target."""
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{op}: target must hold integer class indices, got {target.dtype} "
+                        f"(shape {target.shape})")
+    need = () if x.ndim == 1 else (x.shape[0], *x.shape[2:])
+    if target.shape != need:
+        raise ValueError(f"{op}: target has shape {target.shape} but {x_name} {x.shape} "
+                         f"needs {need}")
+    t = target.data
+    c = x.shape[1] if x.ndim >= 2 else x.shape[0]
+    bad = np.flatnonzero(((t < 0) | (t >= c)) & (t != ignore_index))
+    if bad.size:
+        at = np.unravel_index(int(bad[0]), t.shape)
+        raise ValueError(f"{op}: target[{', '.join(str(int(i)) for i in at)}] = "
+                         f"{int(t[at])} is out of range for C = {c} classes ({x_name} shape "
+                         f"{x.shape}, ignore_index {ignore_index})")
+    return t
+
+
+def _ignore_index(op: str, ignore_index) -> int:
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int | np.integer):
+        raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
+    return int(ignore_index)
+
+
+def nll_loss(input, target, weight=None, ignore_index: int = -100,
+             reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood: -weight[t] input[n, t, d...] for each target t =
+    target[n, d...], from log-probabilities ``input`` of shape [N, C], [N, C, d1, ...]
+    (class dim 1) or [C] (a 0-d target). Targets equal to ``ignore_index`` contribute 0;
+    'mean' divides by the summed weight of the other targets (NaN when every target is
+    ignored, as PyTorch). ``weight``: one constant per class."""
+    op = "nll_loss"
+    reduction = _reduction(op, reduction)
+    x = float_input(op, input, "input")
+    if x.ndim == 0:
+        raise ValueError(f"{op}: input must be [N, C], [N, C, d1, ...] or [C], got shape ()")
+    ignore_index = _ignore_index(op, ignore_index)
+    t = _index_targets(op, x, lift(target), ignore_index, "input")
+    w = _class_weight(op, weight, x, "input")
+    return NLLLoss.apply(x, t, weight=w, ignore_index=ignore_index, reduction=reduction)
 
 
 # -- cross_entropy --------------------------------------------------------------------------
@@ -117,6 +569,8 @@ def _ce_samples(rng):
 
 @register("cross_entropy", samples=_ce_samples)
 class CrossEntropy(Function):
+    """The fused [N, C] case: integer targets, no weights, ignored targets or smoothing."""
+
     @staticmethod
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
@@ -124,12 +578,7 @@ class CrossEntropy(Function):
         loss, shift, log_sum = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
         ctx.reduction = reduction
         ctx.save_for_backward(x, t, shift, log_sum)
-        if reduction == "none":
-            return loss
-        total = loss.sum(dtype=np.float64)
-        if reduction == "mean":
-            total = total / loss.size if loss.size else np.nan
-        return _scalar_loss(total, logits.dtype)
+        return _reduced(loss, reduction, loss.size, logits.dtype)
 
     @staticmethod
     def backward(ctx, g):
@@ -157,33 +606,123 @@ class CrossEntropy(Function):
         return d * (g * (1.0 / n if ctx.reduction == "mean" and n else 1.0)), None
 
 
-def cross_entropy(logits, target, reduction: str = "mean") -> Tensor:
-    """-log softmax(logits)[i, target[i]] per row of logits [N, C], with integer class
-    targets [N] in [0, C); reduced by 'mean' (default), 'sum' or 'none'.
 
-    Computed as log sum_j e^(logits_i[j] - m_i) - (logits_i[target_i] - m_i), m_i the row
-    max (as PyTorch's log_softmax); the backward is g_i (softmax(logits_i) -
-    onehot(target_i)). Unlike PyTorch there is no ignore_index, class weights or label
-    smoothing: every target must be a valid class."""
+def _ce_general(x: Tensor, target, weight: np.ndarray | None, ignore_index: int,
+                reduction: str, label_smoothing: float) -> Tensor:
+    """PyTorch's composition for x [N, C, d1, ...]: nll_loss(log_softmax(x, 1)) mixed with
+    the label-smoothing term for class indices (a Tensor ``target`` holds probabilities)."""
+    c = x.shape[1]
+    logp = log_softmax(x, 1)
+    w = None if weight is None else lift(weight.reshape((1, c) + (1,) * (x.ndim - 2)))
+    if isinstance(target, Tensor):
+        # -sum_c w_c t_c log p_c per position; 'mean' divides by the number of positions
+        t = target if label_smoothing == 0 else target * (1 - label_smoothing) + \
+            label_smoothing / c
+        terms = logp * t if w is None else logp * t * w
+        per = -terms.sum(1)
+        return _reduced_tensor(per, reduction, per.numel())
+    nll = NLLLoss.apply(logp, target, weight=weight, ignore_index=ignore_index,
+                        reduction=reduction)
+    if label_smoothing == 0:
+        return nll
+    # the smoothing term -sum_c w_c log p_c, 0 at ignored targets; 'mean' divides by the
+    # summed weight of the targets kept, as the nll term does
+    kept = target != ignore_index
+    smooth = where(kept, -(logp if w is None else logp * w).sum(1), 0.0)
+    count = kept.sum() if weight is None else _sum(weight[target[kept]])
+    smooth = _reduced_tensor(smooth, reduction, float(count))
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / c)
+
+
+def _reduced_tensor(loss: Tensor, reduction: str, count: float) -> Tensor:
+    """``loss`` reduced with nbgrad ops (differentiable any number of times): itself, its
+    sum, or its sum / count (0 / 0 is NaN)."""
+    if reduction == "none":
+        return loss
+    total = loss.sum()
+    return total if reduction == "sum" else total / float(count)
+
+
+def _ce_targets(x: Tensor, target, ignore_index: int):
+    """cross_entropy's target as class indices (an ndarray) or as probabilities (a Tensor
+    of ``x``'s shape and dtype)."""
+    t = lift(target)
+    if t.dtype.kind == "f":
+        if t.shape != x.shape:
+            need = () if x.ndim == 1 else (x.shape[0], *x.shape[2:])
+            raise TypeError(f"cross_entropy: target must hold integer class indices of shape "
+                            f"{need} or class probabilities of the logits' shape {x.shape}, "
+                            f"got {t.dtype} of shape {t.shape}")
+        if ignore_index != -100:
+            raise ValueError("cross_entropy: ignore_index is not supported for class "
+                             "probabilities (a float target), as in PyTorch")
+        return _target_like("cross_entropy", x, t, "logits")
+    return _index_targets("cross_entropy", x, t, ignore_index, "logits")
+
+
+def cross_entropy(input, target, weight=None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits ``input`` [N, C], [N, C, d1, ...] (class dim 1) or [C],
+    PyTorch's ``F.cross_entropy``:
+
+    * integer class targets [N] ([N, d1, ...], or 0-d for [C]):
+      -w[t] log_softmax(input, 1)[n, t, ...], 0 where t == ignore_index; 'mean' divides
+      by the summed weight w[t] of the targets not ignored (NaN if all are ignored);
+    * class probabilities (a float target of the input's shape, differentiable):
+      -sum_c w[c] t[n, c, ...] log_softmax(input, 1)[n, c, ...]; 'mean' divides by the
+      number of positions N d1 ...;
+    * ``label_smoothing`` eps in [0, 1] mixes in the uniform distribution: probabilities
+      become t (1 - eps) + eps / C; for indices the loss is (1 - eps) nll + eps / C times
+      -sum_c w[c] log_softmax(input, 1)[n, c, ...] (reduced like the nll term).
+
+    ``weight`` (one constant per class) is not differentiated. [N, C] logits with integer
+    targets and no weight, smoothing or ignored target take one fused kernel (forward
+    log sum_j e^(x_ij - m_i) - (x_it - m_i), backward g_i (softmax(x_i) - onehot(t_i)));
+    the rest is log_softmax, nll_loss and nbgrad ops, as PyTorch composes it.
+    ``cross_entropy(input, target, 'sum')`` (a string third argument) is read as the
+    reduction, nbgrad's earlier signature."""
+    if isinstance(weight, str):
+        weight, reduction = None, weight
     reduction = _reduction("cross_entropy", reduction)
-    logits = float_input("cross_entropy", logits, "logits")
-    target = lift(target)
-    if logits.ndim != 2:
-        raise ValueError(f"cross_entropy: logits must be [N, C], got shape {logits.shape}")
-    if target.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold integer class indices, got "
-                        f"{target.dtype} (shape {target.shape})")
-    n, c = logits.shape
-    if target.shape != (n,):
-        raise ValueError(f"cross_entropy: target has shape {target.shape} but logits "
-                         f"{logits.shape} needs ({n},)")
-    t = target.data
-    bad = np.flatnonzero((t < 0) | (t >= c))
-    if bad.size:
-        i = int(bad[0])
-        raise ValueError(f"cross_entropy: target[{i}] = {int(t[i])} is out of range for "
-                         f"C = {c} classes (logits shape {logits.shape})")
-    return CrossEntropy.apply(logits, t, reduction=reduction)
+    x = float_input("cross_entropy", input, "logits")
+    ignore_index = _ignore_index("cross_entropy", ignore_index)
+    if weight is None and label_smoothing == 0 and x.ndim == 2:
+        t = target.data if isinstance(target, Tensor) else np.asarray(target)
+        if t.dtype.kind in "iu" and t.shape == (x.shape[0],):
+            c = x.shape[1]
+            out = (t < 0) | (t >= c)
+            if not out.any():
+                if not 0 <= ignore_index < c or not (t == ignore_index).any():
+                    return CrossEntropy.apply(x, t, reduction=reduction)
+            elif not (t[out] == ignore_index).all():
+                _index_targets("cross_entropy", x, lift(t), ignore_index, "logits")
+    if x.ndim == 0 or x.ndim == 1 and not _unbatched_target(target):
+        raise ValueError(f"cross_entropy: logits must be [N, C], got shape {x.shape} with "
+                         f"target shape {np.shape(_plain_data(target))} ([N, C, d1, ...] "
+                         "works too, and [C] with a 0-d class index or [C] probabilities)")
+    label_smoothing = real("cross_entropy", "label_smoothing", label_smoothing)
+    if not 0 <= label_smoothing <= 1:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0 and 1, got "
+                         f"{label_smoothing}")
+    w = _class_weight("cross_entropy", weight, x, "logits")
+    t = _ce_targets(x, target, ignore_index)
+    if x.ndim == 1:      # unbatched [C]: a batch of one, the loss of 'none' 0-d
+        t = reshape(t, (1, -1)) if isinstance(t, Tensor) else t.reshape(1)
+        loss = _ce_general(reshape(x, (1, -1)), t, w, ignore_index, reduction,
+                           label_smoothing)
+        return reshape(loss, ()) if reduction == "none" else loss
+    return _ce_general(x, t, w, ignore_index, reduction, label_smoothing)
 
 
-__all__ = ["cross_entropy", "mse_loss"]
+def _plain_data(value):
+    return value.data if isinstance(value, Tensor) else value
+
+
+def _unbatched_target(target) -> bool:
+    """A target for unbatched [C] logits: a 0-d class index or 1-D probabilities."""
+    t = np.asarray(_plain_data(target))
+    return (t.ndim == 0 and t.dtype.kind in "iu") or (t.ndim == 1 and t.dtype.kind == "f")
+
+
+__all__ = ["binary_cross_entropy_with_logits", "cross_entropy", "huber_loss", "l1_loss",
+           "mse_loss", "nll_loss", "smooth_l1_loss"]
