@@ -1,6 +1,8 @@
 """2-D pooling kernels on x[N, C, H, W]: max (with the argmax it routes the gradient to)
 and average. Window (oh, ow) covers ih = oh*sh + kh*dh - ph, iw = ow*sw + kw*dw - pw for
-kh < KH, kw < KW; positions outside x are padding.
+kh < KH, kw < KW; positions outside x are padding. The ops pass the number of windows
+(OH, OW), so ceil_mode only adds last windows that run past the padded input: the loops
+clip every window to x (out_range), and window_span the divisor.
 
 Every kernel is parallel over the N*C planes (one parallel region per call; ops/pool.py
 runs its serial form, njit_with_serial, below PARALLEL_WORK_MIN elements); each
@@ -12,9 +14,9 @@ Derivations: docs/derivations.md#pooling.
 """
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
-from ._jit import PARALLEL, njit_with_serial
+from ._jit import PARALLEL, SERIAL, njit_with_serial
 from .conv import out_range
 
 
@@ -107,10 +109,23 @@ def max_pool2d_2x2_forward(x):
     return y, idx
 
 
+@njit(**SERIAL)
+def window_span(start, K, size, pad, count_include_pad):
+    """Along one axis, the positions of the window [start, start + K) that avg_pool2d's
+    divisor counts (PyTorch's rule): the window cut at the padded input's end size + pad
+    (K except for the last windows of ceil_mode), and without count_include_pad also cut
+    to the input [0, size). The divisor is the product of the two axes' spans."""
+    end = min(start + K, size + pad)
+    if count_include_pad:
+        return end - start
+    return min(end, size) - max(start, 0)
+
+
 @njit_with_serial(**PARALLEL)
-def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
-    """y = window sum / divisor; the divisor is KH*KW with count_include_pad, else the
-    number of window positions inside x."""
+def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad,
+                       divisor_override):
+    """y = window sum / divisor: divisor_override if non-zero, else the product of the
+    window's spans (``window_span``)."""
     N, C, H, W = x.shape
     y = np.empty((N, C, OH, OW), x.dtype)
     zero = x.dtype.type(0)
@@ -120,21 +135,24 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad):
         xp = x[n, c]
         for oh in range(OH):
             kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
             for ow in range(OW):
                 kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
                 acc = zero
                 for kh in range(kh_lo, kh_hi):
                     for kw in range(kw_lo, kw_hi):
                         acc += xp[oh * sh - ph + kh, ow * sw - pw + kw]
-                count = KH * KW if count_include_pad else (kh_hi - kh_lo) * (kw_hi - kw_lo)
+                count = divisor_override
+                if count == 0:
+                    count = rows * window_span(ow * sw - pw, KW, W, pw, count_include_pad)
                 y[n, c, oh, ow] = acc / x.dtype.type(count)
     return y
 
 
 @njit_with_serial(**PARALLEL)
-def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad):
+def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad, divisor_override):
     """Fill dx[N, C, H, W] (returned too): dx[n, c, ih, iw] = sum over the windows
-    containing (ih, iw) of g / divisor."""
+    containing (ih, iw) of g / divisor (as in ``avg_pool2d_forward``)."""
     N, C, OH, OW = g.shape
     _, _, H, W = dx.shape
     for p in prange(N * C):
@@ -144,9 +162,12 @@ def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad):
         plane[:, :] = 0
         for oh in range(OH):
             kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
             for ow in range(OW):
                 kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
-                count = KH * KW if count_include_pad else (kh_hi - kh_lo) * (kw_hi - kw_lo)
+                count = divisor_override
+                if count == 0:
+                    count = rows * window_span(ow * sw - pw, KW, W, pw, count_include_pad)
                 share = g[n, c, oh, ow] / g.dtype.type(count)
                 for kh in range(kh_lo, kh_hi):
                     for kw in range(kw_lo, kw_hi):

@@ -189,34 +189,47 @@ class ConvTranspose2d(_ConvNd):
 
 
 class MaxPool2d(Module):
+    """``max_pool2d`` as a layer (PyTorch's arguments; with ``return_indices`` the
+    forward returns ``(y, indices)``)."""
+
     def __init__(self, kernel_size: int | tuple, stride: int | tuple | None = None,
-                 padding: int | tuple = 0, dilation: int | tuple = 1) -> None:
+                 padding: int | tuple = 0, dilation: int | tuple = 1,
+                 return_indices: bool = False, ceil_mode: bool = False) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
+        self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
-    def forward(self, x: Tensor) -> Tensor:
-        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation)
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
     def extra_repr(self) -> str:
+        # PyTorch's text (return_indices is not shown), so reprs compare equal.
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, "
-                f"padding={self.padding}, dilation={self.dilation}, ceil_mode=False")
+                f"padding={self.padding}, dilation={self.dilation}, ceil_mode={self.ceil_mode}")
 
 
 class AvgPool2d(Module):
+    """``avg_pool2d`` as a layer (PyTorch's arguments)."""
+
     def __init__(self, kernel_size: int | tuple, stride: int | tuple | None = None,
-                 padding: int | tuple = 0, count_include_pad: bool = True) -> None:
+                 padding: int | tuple = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = None) -> None:
         super().__init__()
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
-        self.padding, self.count_include_pad = padding, count_include_pad
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x: Tensor) -> Tensor:
         return avg_pool2d(x, self.kernel_size, self.stride, self.padding,
-                          self.count_include_pad)
+                          ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad,
+                          divisor_override=self.divisor_override)
 
     def extra_repr(self) -> str:
+        # PyTorch's text (only kernel_size, stride and padding), so reprs compare equal.
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
 

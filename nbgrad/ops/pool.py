@@ -1,4 +1,5 @@
-"""2-D pooling: max_pool2d and avg_pool2d (PyTorch semantics, NCHW; no ceil_mode).
+"""2-D pooling: max_pool2d and avg_pool2d (PyTorch semantics, NCHW, ceil_mode,
+max_pool2d's return_indices, avg_pool2d's count_include_pad and divisor_override).
 
 Their backwards are linear maps of g, registered as ops of their own so that the vjps are
 differentiable again: max_pool2d_grad (g scattered to the selected positions; its adjoint
@@ -14,19 +15,41 @@ from ..kernels import pool as pool_kernels
 from ..kernels._jit import PARALLEL_WORK_MIN, for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
-from .conv import IntPair, _check_rank, _contig, _out_size
+from .conv import IntPair, _check_rank, _contig
 
 
-def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation) -> dict:
-    """Validated (kernel, stride, padding, dilation, out_hw) as pairs."""
+def _out_len(size: int, kernel: int, stride: int, pad: int, dilation: int,
+             ceil_mode: bool) -> int:
+    """PyTorch's number of windows along one axis:
+    floor_or_ceil((size + 2 pad - dilation (kernel - 1) - 1) / stride) + 1, and with
+    ceil_mode one less if the last window would start in the right padding, i.e. if
+    (out - 1) stride >= size + pad (every window starts inside x or its left padding)."""
+    span = size + 2 * pad - dilation * (kernel - 1) - 1
+    out = (span + (stride - 1 if ceil_mode else 0)) // stride + 1  # // floors, as div_rtn
+    if ceil_mode and (out - 1) * stride >= size + pad:
+        out -= 1
+    return out
+
+
+def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation,
+                 ceil_mode: bool = False) -> dict:
+    """Validated (kernel, stride, padding, dilation, out_hw) as pairs; ``ceil_mode`` only
+    changes out_hw (the kernels clip the windows it adds)."""
     kernel = int_tuple(op, "kernel_size", kernel_size, 2, 1)
     stride = kernel if stride is None else int_tuple(op, "stride", stride, 2, 1)
     pad = int_tuple(op, "padding", padding, 2, 0)
     dilation = int_tuple(op, "dilation", dilation, 2, 1)
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
-    out_hw = _out_size(op, shape[-2:], (pad[0], pad[0], pad[1], pad[1]), kernel, stride,
-                       dilation)
+    size = tuple(shape[-2:])
+    out_hw = tuple(_out_len(*a, bool(ceil_mode))
+                   for a in zip(size, kernel, stride, pad, dilation))
+    if min(out_hw) < 1:
+        extent = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
+        padded = tuple(n + 2 * p for n, p in zip(size, pad))
+        raise ValueError(f"{op}: the dilated kernel {extent} is larger than the padded input "
+                         f"{padded} (input {size}, padding {pad}, stride {stride}, "
+                         f"ceil_mode={bool(ceil_mode)}): the output size {out_hw} is below 1")
     return dict(kernel=kernel, stride=stride, padding=pad, dilation=dilation, out_hw=out_hw)
 
 
@@ -60,21 +83,32 @@ def _max_pool2d_samples(rng):
                  **_pool_params("max_pool2d", (1, 2, 7, 6), (3, 2), (2, 1), 1, (1, 2)))
     yield Sample(distinct((2, 5, 5)), label="unbatched",
                  **_pool_params("max_pool2d", (2, 5, 5), 3, 2, 1, 1))
+    yield Sample(distinct((1, 2, 6, 7)), label="ceil_mode: last windows clipped",
+                 **_pool_params("max_pool2d", (1, 2, 6, 7), 3, 2, 0, 1, ceil_mode=True))
+    yield Sample(distinct((1, 2, 5, 3)), label="ceil_mode, kernel wider than x",
+                 **_pool_params("max_pool2d", (1, 2, 5, 3), (2, 4), (2, 2), (1, 0), 1,
+                                ceil_mode=True))
 
 
 @register("max_pool2d", samples=_max_pool2d_samples)
 class MaxPool2d(Function):
+    """max_pool2d as an op: the window maxima y, and their flat positions idx, saved to
+    route the gradient. ``indices_out`` (a list, given by ``max_pool2d(...,
+    return_indices=True)``) receives idx, batched [N, C, OH, OW]."""
+
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding, dilation, out_hw):
+    def forward(ctx, x, kernel, stride, padding, dilation, out_hw, indices_out=None):
         ctx.x_shape = x.shape
         xb = _batched(x)
         if (kernel == (2, 2) and stride == (2, 2) and padding == (0, 0)
-                and dilation == (1, 1)):
+                and dilation == (1, 1) and out_hw == (xb.shape[2] // 2, xb.shape[3] // 2)):
             y, idx = _sized(pool_kernels.max_pool2d_2x2_forward, xb.size)(xb)
         else:
             y, idx = _sized(pool_kernels.max_pool2d_forward, xb.size)(
                 xb, *kernel, *stride, *padding, *dilation, *out_hw)
         ctx.save_for_backward(idx)
+        if indices_out is not None:
+            indices_out.append(idx)
         return y if x.ndim == 4 else y[0]
 
     @staticmethod
@@ -104,6 +138,8 @@ def _max_pool2d_grad_samples(rng):
                  padding=1, dilation=1)
     yield sample(rng.standard_normal((1, 2, 2, 3)), "dilated windows that miss x (idx -1)",
                  kernel_size=2, stride=1, padding=1, dilation=(3, 1))
+    yield sample(rng.standard_normal((1, 2, 6, 7)), "ceil_mode", kernel_size=3, stride=2,
+                 padding=0, dilation=1, ceil_mode=True)
 
 
 def _max_pool2d_scatter(g: np.ndarray, idx: np.ndarray, x_shape: tuple) -> np.ndarray:
@@ -150,26 +186,59 @@ class MaxPool2dGrad(Function):
 
 
 def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
-               dilation: IntPair = 1) -> Tensor:
-    """2-D max pooling, as ``torch.nn.functional.max_pool2d`` (ceil_mode=False only).
+               dilation: IntPair = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """2-D max pooling, as ``torch.nn.functional.max_pool2d``.
 
     x[N, C, H, W] or [C, H, W]; y[n, c, i, j] = max over kh < KH, kw < KW of
     x[n, c, i*sh + kh*dh - ph, j*sw + kw*dw - pw], padding counting as -inf;
-    H' = (H + 2ph - dh(KH-1) - 1) // sh + 1. ``stride`` defaults to ``kernel_size``;
-    padding is at most half the kernel. The gradient of each output goes to one input:
-    the first maximum of its window in row-major (kh, kw) order; a NaN in the window is
-    the maximum, the last NaN taking the gradient (NaN propagates, as in PyTorch).
+    H' = floor((H + 2ph - dh(KH-1) - 1) / sh) + 1, or with ``ceil_mode`` the ceiling,
+    less one if the last window would start in the right padding (PyTorch's rule; the
+    extra windows are clipped to x). ``stride`` defaults to ``kernel_size``; padding is
+    at most half the kernel. The gradient of each output goes to one input: the first
+    maximum of its window in row-major (kh, kw) order; a NaN in the window is the
+    maximum, the last NaN taking the gradient (NaN propagates, as in PyTorch).
+
+    With ``return_indices``, ``(y, indices)``: indices (int64, no gradient) are the flat
+    positions ih*W + iw in each (n, c) plane of the inputs that gradient goes to, as
+    PyTorch's. A window that dilation makes miss x entirely gives -inf and index -1
+    (PyTorch gives an index past the window's last tap there).
     """
     x = lift(x)
     _check_input("max_pool2d", x)
-    return MaxPool2d.apply(x, **_pool_params("max_pool2d", x.shape, kernel_size, stride,
-                                             padding, dilation))
+    params = _pool_params("max_pool2d", x.shape, kernel_size, stride, padding, dilation,
+                          ceil_mode)
+    if not return_indices:
+        return MaxPool2d.apply(x, **params)
+    indices: list = []
+    y = MaxPool2d.apply(x, indices_out=indices, **params)
+    idx = indices[0] if x.ndim == 4 else indices[0][0]
+    # A copy: the node keeps idx for the backward, which a caller's edit must not change.
+    return y, Tensor._wrap(idx.copy(), None, 0)
 
 
 # -- avg_pool2d ---------------------------------------------------------------------------
+def _avg_args(kernel: tuple, stride: tuple, padding: tuple, count_include_pad: bool,
+              divisor_override: int | None) -> tuple:
+    """The kernels' window arguments: KH, KW, sh, sw, ph, pw, count_include_pad and
+    divisor_override (0: none)."""
+    return (*kernel, *stride, *padding, bool(count_include_pad),
+            0 if divisor_override is None else int(divisor_override))
+
+
+def _divisor_override(value) -> int | None:
+    """None or a non-zero int, as PyTorch's avg_pool2d."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"avg_pool2d: divisor_override must be None or an int, got {value!r}")
+    if value == 0:
+        raise ValueError("avg_pool2d: divisor_override must be non-zero, got 0")
+    return int(value)
+
+
 def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray:
-    """avg_pool2d's backward: each window's g spread over the window (args: the kernel,
-    stride, padding and count_include_pad)."""
+    """avg_pool2d's backward: each window's g spread over the window (args: ``_avg_args``)."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
     return _sized(pool_kernels.avg_pool2d_backward, dx.size + g.size)(g, dx, *args).reshape(
@@ -177,26 +246,35 @@ def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray
 
 
 def _avg_pool2d_samples(rng):
-    yield Sample(rng.standard_normal((2, 3, 6, 7)), label="2x2 stride 2",
-                 count_include_pad=True,
-                 **_pool_params("avg_pool2d", (2, 3, 6, 7), 2, None, 0, 1))
-    yield Sample(rng.standard_normal((1, 2, 7, 6)), label="3x2 overlapping, pad, excluded",
-                 count_include_pad=False,
-                 **_pool_params("avg_pool2d", (1, 2, 7, 6), (3, 2), (2, 1), 1, 1))
-    yield Sample(rng.standard_normal((2, 5, 5)), label="unbatched, pad counted",
-                 count_include_pad=True,
-                 **_pool_params("avg_pool2d", (2, 5, 5), 3, 2, 1, 1))
+    def sample(shape, label, kernel, stride, padding, include, ceil_mode=False,
+               divisor_override=None):
+        return Sample(rng.standard_normal(shape), label=label, count_include_pad=include,
+                      divisor_override=divisor_override,
+                      **_pool_params("avg_pool2d", shape, kernel, stride, padding, 1,
+                                     ceil_mode))
+
+    yield sample((2, 3, 6, 7), "2x2 stride 2", 2, None, 0, True)
+    yield sample((1, 2, 7, 6), "3x2 overlapping, pad, excluded", (3, 2), (2, 1), 1, False)
+    yield sample((2, 5, 5), "unbatched, pad counted", 3, 2, 1, True)
+    yield sample((1, 2, 6, 7), "ceil_mode, pad counted: clipped divisors", 3, 2, 1, True,
+                 ceil_mode=True)
+    yield sample((1, 2, 5, 6), "ceil_mode, pad excluded", (2, 3), (2, 2), (1, 0), False,
+                 ceil_mode=True)
+    yield sample((1, 2, 5, 6), "ceil_mode, divisor_override", 3, 2, 1, False,
+                 ceil_mode=True, divisor_override=5)
 
 
 @register("avg_pool2d", samples=_avg_pool2d_samples)
 class AvgPool2d(Function):
     @staticmethod
-    def forward(ctx, x, kernel, stride, padding, dilation, out_hw, count_include_pad):
+    def forward(ctx, x, kernel, stride, padding, dilation, out_hw, count_include_pad,
+                divisor_override=None):
         ctx.x_shape = x.shape
-        ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
+        ctx.args = _avg_args(kernel, stride, padding, count_include_pad, divisor_override)
+        KH, KW, sh, sw, ph, pw, include, divisor = ctx.args
         xb = _batched(x)
-        y = _sized(pool_kernels.avg_pool2d_forward, xb.size)(xb, *kernel, *stride, *padding,
-                                                             *out_hw, bool(count_include_pad))
+        y = _sized(pool_kernels.avg_pool2d_forward, xb.size)(xb, KH, KW, sh, sw, ph, pw,
+                                                             *out_hw, include, divisor)
         return y if x.ndim == 4 else y[0]
 
     @staticmethod
@@ -209,6 +287,7 @@ class AvgPool2d(Function):
         return AvgPool2dGrad.apply(g, kernel=p["kernel"], stride=p["stride"],
                                    padding=p["padding"],
                                    count_include_pad=bool(p["count_include_pad"]),
+                                   divisor_override=p.get("divisor_override"),
                                    x_shape=ctx.x_shape)
 
 
@@ -218,27 +297,29 @@ def _avg_pool2d_grad_samples(rng):
         g_shape = x.shape[:-2] + p["out_hw"]
         yield Sample(rng.standard_normal(g_shape), kernel=p["kernel"], stride=p["stride"],
                      padding=p["padding"], count_include_pad=p["count_include_pad"],
-                     x_shape=x.shape, label=s.label)
+                     divisor_override=p["divisor_override"], x_shape=x.shape, label=s.label)
 
 
 @register("avg_pool2d_grad", samples=_avg_pool2d_grad_samples)
 class AvgPool2dGrad(Function):
     """avg_pool2d's backward as an op: each g[n, c, i, j] / divisor spread over its window
     of zero planes of x_shape. Linear in g; its adjoint is avg_pool2d itself (the same
-    kernel, stride, padding and count_include_pad)."""
+    kernel, stride, padding, count_include_pad and divisor_override, and g's number of
+    windows, which carries ceil_mode)."""
 
     @staticmethod
-    def forward(ctx, g, kernel, stride, padding, count_include_pad, x_shape):
+    def forward(ctx, g, kernel, stride, padding, count_include_pad, x_shape,
+                divisor_override=None):
         ctx.g_shape = g.shape
-        ctx.args = (*kernel, *stride, *padding, bool(count_include_pad))
+        ctx.args = _avg_args(kernel, stride, padding, count_include_pad, divisor_override)
         return _avg_pool2d_spread(g, ctx.args, x_shape)
 
     @staticmethod
     def backward(ctx, h):
-        KH, KW, sh, sw, ph, pw, count_include_pad = ctx.args
+        KH, KW, sh, sw, ph, pw, include, divisor = ctx.args
         hb = _batched(h)
         y = _sized(pool_kernels.avg_pool2d_forward, hb.size)(hb, KH, KW, sh, sw, ph, pw,
-                                                             *ctx.g_shape[-2:], count_include_pad)
+                                                             *ctx.g_shape[-2:], include, divisor)
         return y.reshape(ctx.g_shape)
 
     @staticmethod
@@ -247,23 +328,29 @@ class AvgPool2dGrad(Function):
         return AvgPool2d.apply(h, kernel=p["kernel"], stride=p["stride"],
                                padding=p["padding"], dilation=(1, 1),
                                out_hw=tuple(ctx.g_shape[-2:]),
-                               count_include_pad=bool(p["count_include_pad"]))
+                               count_include_pad=bool(p["count_include_pad"]),
+                               divisor_override=p.get("divisor_override"))
 
 
 def avg_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
-               count_include_pad: bool = True) -> Tensor:
-    """2-D average pooling, as ``torch.nn.functional.avg_pool2d`` (ceil_mode=False, no
-    divisor_override).
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """2-D average pooling, as ``torch.nn.functional.avg_pool2d``.
 
     y[n, c, i, j] = (1/D) sum over kh < KH, kw < KW of
-    x[n, c, i*sh + kh - ph, j*sw + kw - pw] (zero in the padding), where D = KH*KW if
-    ``count_include_pad`` else the number of window positions inside x.
-    ``stride`` defaults to ``kernel_size``; padding is at most half the kernel.
+    x[n, c, i*sh + kh - ph, j*sw + kw - pw] (zero in the padding). The number of windows
+    is max_pool2d's (with ``ceil_mode``, last windows that run past the padded input).
+    D is ``divisor_override`` if given (a non-zero int); else, with
+    ``count_include_pad``, the size of the window clipped to the padded input
+    [-ph, H + ph) x [-pw, W + pw) (KH*KW but for ceil_mode's last windows); else the
+    number of its positions inside x. ``stride`` defaults to ``kernel_size``; padding is
+    at most half the kernel.
     """
     x = lift(x)
     _check_input("avg_pool2d", x)
-    params = _pool_params("avg_pool2d", x.shape, kernel_size, stride, padding, 1)
-    return AvgPool2d.apply(x, count_include_pad=bool(count_include_pad), **params)
+    params = _pool_params("avg_pool2d", x.shape, kernel_size, stride, padding, 1, ceil_mode)
+    return AvgPool2d.apply(x, count_include_pad=bool(count_include_pad),
+                           divisor_override=_divisor_override(divisor_override), **params)
 
 
 __all__ = ["avg_pool2d", "max_pool2d"]
