@@ -121,11 +121,7 @@ def _w10e(torch) -> Row:
 
     epoch_torch = None
     if torch is not None:
-        reference = torch.nn.Sequential(
-            torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-            torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(),
-            torch.nn.Linear(64, 10))
+        reference = digits.torch_twin(torch)
         with torch.no_grad():
             for p, tp in zip(model.parameters(), reference.parameters()):
                 tp.copy_(torch.from_numpy(p.numpy().copy()))

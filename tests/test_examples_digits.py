@@ -32,11 +32,7 @@ def test_first_epoch_tracks_pytorch(optimizer):
     torch = pytest.importorskip("torch")
     nb.manual_seed(3)
     model = digits.build_model()
-    reference = torch.nn.Sequential(
-        torch.nn.Conv2d(1, 16, 3, padding=1), torch.nn.ReLU(),
-        torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-        torch.nn.Flatten(), torch.nn.Linear(512, 64), torch.nn.ReLU(),
-        torch.nn.Linear(64, 10))
+    reference = digits.torch_twin(torch)
     with torch.no_grad():
         for (name, p), (t_name, tp) in zip(model.named_parameters(),
                                            reference.named_parameters()):

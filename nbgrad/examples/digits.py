@@ -35,6 +35,16 @@ def build_model() -> nn.Sequential:
         nn.Flatten(), nn.Linear(512, 64), nn.ReLU(), nn.Linear(64, 10))
 
 
+def torch_twin(torch: Any) -> Any:
+    """The same model in PyTorch (``torch`` the module), for comparisons: layer for layer,
+    so ``named_parameters`` pair up in order."""
+    nn_ = torch.nn
+    return nn_.Sequential(
+        nn_.Conv2d(1, 16, 3, padding=1), nn_.ReLU(),
+        nn_.Conv2d(16, 32, 3, padding=1), nn_.ReLU(), nn_.MaxPool2d(2),
+        nn_.Flatten(), nn_.Linear(512, 64), nn_.ReLU(), nn_.Linear(64, 10))
+
+
 def make_optimizer(model: nn.Module, name: str, lr: float | None) -> Any:
     if name == "sgd":
         return nb.optim.SGD(model.parameters(), lr=lr or 0.05, momentum=0.9)
