@@ -359,7 +359,10 @@ def tanh(x):
 overload(exp, inline="always")(_dispatch(_exp_f32, _exp_f64))
 overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, _exp_f64))
 overload(expm1, inline="always")(_dispatch(_expm1_f32, _expm1_f64))
-overload(log, inline="always")(_dispatch(_log_f32, _log_f64))
+# log is inlined by LLVM, not by Numba's IR inliner: IR-inlining _log_f32 (whose ternaries
+# become phi nodes) into the pow loop of kernels/strided_apply.py made Numba's own IR
+# checks print NumbaIRAssumptionWarnings on a float32 ``x ** 3``; the speed is the same.
+overload(log)(_dispatch(_log_f32, _log_f64))
 overload(log1p, inline="always")(_dispatch(_log1p_f32, _log1p_f64))
 overload(erf, inline="always")(_dispatch(_erf_f32, _erf_f64))
 overload(tanh, inline="always")(_dispatch(_tanh_f32, _tanh_f64))
