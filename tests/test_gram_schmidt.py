@@ -459,6 +459,7 @@ def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, s
     tol = 1e-4 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(one, a.astype(np.float64) @ b, rtol=tol, atol=tol * Kd)
     assert_same_bits(at_threads(2, gemm.matmul, a, b), one)
+    assert_same_bits(gemm.matmul.serial(a, b), one)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

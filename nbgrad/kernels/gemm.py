@@ -49,7 +49,15 @@ from numba import carray, njit, prange, types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
-from ._jit import PARALLEL, SERIAL, SERIAL_FMA, SERIAL_FUSED
+from ._jit import (
+    PARALLEL,
+    PARALLEL_WORK_MIN,
+    SERIAL,
+    SERIAL_FMA,
+    SERIAL_FUSED,
+    for_work,
+    njit_with_serial,
+)
 
 MR = 6  # rows of a per micro-tile
 NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)
@@ -207,10 +215,11 @@ def padded_operands(a, b):
     return out, a.ravel(), _row_offsets(M, K, Mp), b_flat, _row_offsets(K, P, K)
 
 
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def matmul(a, b):
     """out[i, j] = sum_{k < K} a[i, k] b[k, j] (k ascending) for C-contiguous a[M, K] and
-    b[K, P]: a new [M, P] array (a view of the padded buffer, see the module doc)."""
+    b[K, P]: a new [M, P] array (a view of the padded buffer, see the module doc).
+    ``matmul.serial`` is the same loop nest in one thread (``product`` picks by size)."""
     M, K = a.shape
     P = b.shape[1]
     out, a_flat, a_row, b_flat, b_row = padded_operands(a, b)
@@ -224,6 +233,12 @@ def matmul(a, b):
         j0 = np.uint64(t // blocks * NR)
         panel_tiles(a_flat, a_row[r0:r1], b_flat, b_row, np.uint64(K), out[r0:r1], j0)
     return out[:M, :P]
+
+
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``matmul(a, b)``, in parallel from PARALLEL_WORK_MIN multiply-adds (the same bits
+    either way: a task owns its output tiles)."""
+    return for_work(matmul, a.shape[0] * a.shape[1] * b.shape[1], PARALLEL_WORK_MIN)(a, b)
 
 
 # -- 3. out += A^T B ---------------------------------------------------------------------

@@ -20,6 +20,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import gemm
 from ..kernels import gram_schmidt as gram_schmidt_kernels
+from ..kernels._jit import PARALLEL_WORK_MIN
 from ..tensor import Tensor, lift
 from ._recompute import recompute_vjp
 from .shape import stack
@@ -54,7 +55,14 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     scales = _column_scales(Qt)
     Qt *= scales[:, None]
     tol = Qt.dtype.type(rank_tolerance(Qt.dtype, Qt.shape[0]))
-    return Qt, gram_schmidt_kernels.mgs_panels(Qt, tol), scales
+    mgs = gram_schmidt_kernels.mgs_panels if _parallel_pays(Qt) else gram_schmidt_kernels.mgs
+    return Qt, mgs(Qt, tol), scales
+
+
+def _parallel_pays(Qt: np.ndarray) -> bool:
+    """Whether MGS over ``Qt`` [k, n] (~k^2 n / 2 multiply-adds) is worth a parallel region
+    (docs/threads.md); ``mgs`` and ``mgs_panels`` give the same bits."""
+    return Qt.shape[0] * Qt.size // 2 >= PARALLEL_WORK_MIN
 
 
 def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple]:
@@ -86,11 +94,11 @@ def _sweep(Qt: np.ndarray, R: np.ndarray, scales: np.ndarray, dQw: np.ndarray,
     C-contiguous [k, n]: the sweep's workspace, overwritten), and ``a @ b`` for
     ``beside = (a, b)`` (else None): on the second thread while the (serial) sweep runs,
     or after it on both threads if the product is much longer than the sweep."""
-    if beside and _beside_pays(Qt, *beside):
+    if beside and _parallel_pays(Qt) and _beside_pays(Qt, *beside):
         dBt, product = gram_schmidt_kernels.mgs_sweep_beside_product(Qt, R, dQw, *beside)
     else:
         dBt = gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw)
-        product = gemm.matmul(*beside) if beside else None
+        product = gemm.product(*beside) if beside else None
     with np.errstate(over="ignore"):  # a subnormal column's gradient may round to inf
         dBt *= scales[:, None]
     return dBt, product
@@ -235,7 +243,7 @@ def _ono_forward(ctx, a, B, reorthogonalize, decode):
     a2 = np.ascontiguousarray(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), dtype=dtype)
     passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
     Qt = passes[-1][0]
-    y = gemm.matmul(a2, Qt if decode else gemm.transpose(Qt))
+    y = gemm.product(a2, Qt if decode else gemm.transpose(Qt))
     ctx.save_for_backward(a2, *passes)
     return y.reshape(a.shape[:-1] + y.shape[1:])
 
@@ -253,13 +261,13 @@ def _ono_backward(ctx, g):
     da = dB = None
     if ctx.needs_input_grad[1]:
         if ctx.decode:
-            dQw = gemm.matmul(gemm.transpose(a2), g2)
+            dQw = gemm.product(gemm.transpose(a2), g2)
         else:
-            dQw = gemm.matmul(gemm.transpose(g2), a2)
+            dQw = gemm.product(gemm.transpose(g2), a2)
         dB, da = _sweep_passes(passes, dQw, da_factors)
         dB = dB.astype(ctx.dtypes[1], copy=False)
     elif da_factors:
-        da = gemm.matmul(*da_factors)
+        da = gemm.product(*da_factors)
     if da is not None:
         if da.shape != ctx.shape:
             da = da.reshape(ctx.shape)
