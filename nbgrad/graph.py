@@ -5,6 +5,10 @@ Row ``i`` lists the nodes that send messages to node ``i``:
 features are row ``edge_id[p]`` of an ``edge_feats[num_edge_ids, d]`` array. Two entries
 may share an edge id (both directions of an undirected edge, as in the Fortran
 reference), so ``num_edge_ids`` may be smaller than ``nnz``.
+
+A graph may be rectangular: its rows (``num_nodes`` target nodes, the receivers) and its
+columns (``num_source_nodes`` source nodes, the senders) then index two different point
+sets, e.g. the query points and the input points of ``radius_graph(x, r, query=q)``.
 """
 
 from __future__ import annotations
@@ -29,6 +33,15 @@ def _index_array(name: str, value: Any, where: str) -> np.ndarray:
     return out
 
 
+def _node_count(where: str, name: str, value: Any, default: int) -> int:
+    """``value`` as a node count (``default`` for None); ValueError unless an int >= 0."""
+    if value is None:
+        return default
+    if not isinstance(value, int | np.integer) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{where}: {name} must be a non-negative integer, got {value!r}")
+    return int(value)
+
+
 def _check_range(name: str, arr: np.ndarray, hi: int, what: str, where: str) -> None:
     bad = csr.first_outside(arr, 0, hi)
     if bad >= 0:
@@ -39,16 +52,18 @@ def _check_range(name: str, arr: np.ndarray, hi: int, what: str, where: str) -> 
 class Graph:
     """A directed graph on ``num_nodes`` nodes in CSR form (int64 arrays, read-only).
 
-    ``Graph(row_ptr, col, edge_id=None, num_edge_ids=None)``: ``edge_id`` defaults to
-    the CSR position (every entry its own edge); ``num_edge_ids`` defaults to
-    ``max(edge_id) + 1``. Rows need not be sorted. Build graphs with ``nb.radius_graph``
-    or ``Graph.from_edges``. The transposed CSR and the grouping of entries by edge id,
-    which the backward passes use to gather instead of scatter, are built on first use
-    and cached.
+    ``Graph(row_ptr, col, edge_id=None, num_edge_ids=None, num_source_nodes=None)``:
+    ``edge_id`` defaults to the CSR position (every entry its own edge); ``num_edge_ids``
+    defaults to ``max(edge_id) + 1``. Rows need not be sorted. ``num_source_nodes``
+    (default ``num_nodes``) is the range of ``col``: a rectangular graph sends messages
+    from ``num_source_nodes`` source nodes to ``num_nodes`` target nodes (the rows).
+    Build graphs with ``nb.radius_graph``, ``nb.knn_graph`` or ``Graph.from_edges``. The
+    transposed CSR and the grouping of entries by edge id, which the backward passes use
+    to gather instead of scatter, are built on first use and cached.
     """
 
     def __init__(self, row_ptr: Any, col: Any, edge_id: Any = None,
-                 num_edge_ids: int | None = None):
+                 num_edge_ids: int | None = None, num_source_nodes: int | None = None):
         where = "Graph"
         row_ptr = _index_array("row_ptr", row_ptr, where)
         col = _index_array("col", col, where)
@@ -65,7 +80,10 @@ class Graph:
             raise ValueError(f"{where}: row_ptr[-1] = {row_ptr[-1]} must equal the length of "
                              f"col, {col.shape[0]}")
         num_nodes = row_ptr.shape[0] - 1
-        _check_range("col", col, num_nodes, f"{num_nodes} nodes", where)
+        num_sources = _node_count(where, "num_source_nodes", num_source_nodes, num_nodes)
+        what = (f"{num_nodes} nodes" if num_sources == num_nodes
+                else f"{num_sources} source nodes")
+        _check_range("col", col, num_sources, what, where)
         if edge_id is None:
             edge_id = np.arange(col.shape[0], dtype=np.int64)
             edge_id.setflags(write=False)
@@ -88,13 +106,17 @@ class Graph:
         self.col = col
         self.edge_id = edge_id
         self.num_nodes = num_nodes
+        self.num_source_nodes = num_sources
         self.num_edge_ids = num_edge_ids
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any, num_nodes: int, edge_id: Any = None,
-                   num_edge_ids: int | None = None) -> Graph:
+                   num_edge_ids: int | None = None,
+                   num_source_nodes: int | None = None) -> Graph:
         """The graph with an edge ``src[k] -> dst[k]`` for each k: a message flows from
         src to dst, so row ``dst[k]`` lists ``src[k]`` (PyTorch Geometric's convention).
+        ``dst`` indexes ``num_nodes`` nodes and ``src`` indexes ``num_source_nodes``
+        (default ``num_nodes``; give it for a rectangular graph).
 
         ``edge_id[k]`` (default ``k``) is the edge-feature row of edge k, so with the
         default the rows of ``edge_feats`` follow the order of ``src``/``dst``. Give both
@@ -111,7 +133,9 @@ class Graph:
             raise ValueError(f"{where}: num_nodes must be a non-negative integer, got "
                              f"{num_nodes!r}")
         num_nodes = int(num_nodes)
-        _check_range("src", src, num_nodes, f"{num_nodes} nodes", where)
+        num_sources = _node_count(where, "num_source_nodes", num_source_nodes, num_nodes)
+        _check_range("src", src, num_sources, f"{num_sources} "
+                     f"{'nodes' if num_sources == num_nodes else 'source nodes'}", where)
         _check_range("dst", dst, num_nodes, f"{num_nodes} nodes", where)
         if edge_id is None:
             edge_id = np.arange(src.shape[0], dtype=np.int64)
@@ -123,13 +147,18 @@ class Graph:
         order = np.lexsort((src, dst))  # by dst (the row), then src; stable
         row_ptr = np.zeros(num_nodes + 1, dtype=np.int64)
         np.cumsum(np.bincount(dst, minlength=num_nodes), out=row_ptr[1:])
-        return cls(row_ptr, src[order], edge_id[order], num_edge_ids)
+        return cls(row_ptr, src[order], edge_id[order], num_edge_ids, num_sources)
 
     # -- sizes -------------------------------------------------------------------------
     @property
     def nnz(self) -> int:
         """Number of CSR entries (directed edges)."""
         return self.col.shape[0]
+
+    @property
+    def is_square(self) -> bool:
+        """Whether sources and targets are one node set (``num_source_nodes == num_nodes``)."""
+        return self.num_source_nodes == self.num_nodes
 
     @cached_property
     def degree(self) -> np.ndarray:
@@ -144,9 +173,9 @@ class Graph:
 
     @cached_property
     def transpose(self) -> tuple[np.ndarray, np.ndarray]:
-        """Transposed CSR ``(t_ptr[num_nodes+1], t_pos[nnz])``: the CSR entries whose
-        column is ``j`` are ``t_pos[t_ptr[j]:t_ptr[j+1]]`` (in increasing position)."""
-        return csr.group_by(self.col, self.num_nodes)
+        """Transposed CSR ``(t_ptr[num_source_nodes+1], t_pos[nnz])``: the CSR entries
+        whose column is ``j`` are ``t_pos[t_ptr[j]:t_ptr[j+1]]`` (in increasing position)."""
+        return csr.group_by(self.col, self.num_source_nodes)
 
     @cached_property
     def by_edge_id(self) -> tuple[np.ndarray, np.ndarray]:
@@ -154,10 +183,20 @@ class Graph:
         ``e_pos[e_ptr[e]:e_ptr[e+1]]`` (in increasing position)."""
         return csr.group_by(self.edge_id, self.num_edge_ids)
 
+    @cached_property
+    def with_entry_ids(self) -> Graph:
+        """This graph with every CSR entry its own edge id (``edge_id = arange(nnz)``):
+        itself when that is already so. For features computed per entry (``x_j - x_i``),
+        which differ between the two directions of an edge that shares an id."""
+        if self.num_edge_ids == self.nnz and np.array_equal(self.edge_id, np.arange(self.nnz)):
+            return self
+        return Graph(self.row_ptr, self.col, None, None, self.num_source_nodes)
+
     def edge_index(self) -> np.ndarray:
         """``[2, nnz]`` array of (src, dst) = (col, row) pairs, PyTorch Geometric style."""
         return np.stack([self.col, self.row])
 
     def __repr__(self) -> str:
-        return (f"Graph(num_nodes={self.num_nodes}, nnz={self.nnz}, "
+        sources = "" if self.is_square else f", num_source_nodes={self.num_source_nodes}"
+        return (f"Graph(num_nodes={self.num_nodes}{sources}, nnz={self.nnz}, "
                 f"num_edge_ids={self.num_edge_ids})")

@@ -123,9 +123,9 @@ def compare(nb_fn, torch_fn, arrays, upstream, what, sweep_scales=None):
 
 
 class Relu(torch.autograd.Function):
-    """relu as nbgrad defines it (docs/derivations.md#activations-and-their-kinks): NaN
-    propagates forward, and the backward mask [y > 0] is 0 at a NaN (torch.relu's backward
-    lets g through there)."""
+    """relu as the fused GNO defines it (docs/derivations.md#graph-neural-operator): NaN
+    propagates forward, and the backward mask [y > 0] is 0 at a NaN (torch.relu's and
+    nb.relu's backward let g through there)."""
 
     @staticmethod
     def forward(ctx, x):

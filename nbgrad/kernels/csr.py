@@ -1,5 +1,6 @@
 """CSR graphs: construction by radius search (a cell list, or SciPy's k-d tree in higher
-dimensions) and k-nearest pruning, grouping of the entries by a key (CSR transposes,
+dimensions), between one point cloud and itself or from a query cloud to an input cloud,
+k-nearest search and pruning, grouping of the entries by a key (CSR transposes,
 edge-id groups), and index validation. The aggregation over a graph is in kernels/gno.py.
 
 A CSR graph here is ``row_ptr[N+1]`` and ``col[nnz]`` (int64): row ``i`` lists the
@@ -72,7 +73,7 @@ def csr_rows(row_ptr):
 
 # -- radius graph ----------------------------------------------------------------------
 #
-# The neighbour test: points i and j are neighbours when, in float64,
+# The neighbour test: (query) point i and (input) point j are neighbours when, in float64,
 #     sum_a (s (p_j[a] - p_i[a]))^2 <= (s r)^2,
 # with s the power of two that puts s r in [0.5, 1) (``distance_scale``). Multiplying by a
 # power of two is exact, so for ordinary coordinates this is |p_j - p_i|^2 <= r^2 bit for
@@ -91,11 +92,12 @@ def distance_scale(radius):
 
 
 @njit(**SERIAL, inline="always")
-def _within(points, i, j, scale, scaled_r2):
-    """The neighbour test of points i and j (``scaled_r2 = (scale * radius)^2``)."""
+def _within(query, i, points, j, scale, scaled_r2):
+    """The neighbour test of ``query[i]`` and ``points[j]`` (``scaled_r2 = (scale *
+    radius)^2``); ``query`` is ``points`` for a graph on one cloud."""
     d2 = 0.0
     for a in range(points.shape[1]):
-        diff = scale * (points[j, a] - points[i, a])
+        diff = scale * (points[j, a] - query[i, a])
         d2 += diff * diff
     return d2 <= scaled_r2
 
@@ -112,12 +114,20 @@ _SEARCH_WIDENING = 1.0 + 2.0 ** -20
 _SEARCH_FLOOR = 2.0 ** -500
 
 
-def _search_frame(points, radius):
-    """``(q, r_q)``: the points as the searches see them, and a search radius such that
-    every pair passing the neighbour test is within ``r_q`` of each other in q."""
-    k = max(0, int(np.frexp(np.abs(points).max())[1]) - _SEARCH_EXPONENT)
-    q = np.ldexp(points, -k) if k else points
-    return q, float(np.ldexp(radius, -k)) * _SEARCH_WIDENING + _SEARCH_FLOOR
+def _search_frame(points, radius, query=None):
+    """``(q, qq, r_q)``: the points (and the query points, or None) as the searches see
+    them -- both clouds scaled by one power of two -- and a search radius such that every
+    pair passing the neighbour test is within ``r_q`` of each other in q."""
+    k = max(0, _frame_exponent(points, query) - _SEARCH_EXPONENT)
+    q, qq = (None if a is None else (np.ldexp(a, -k) if k else a) for a in (points, query))
+    return q, qq, float(np.ldexp(radius, -k)) * _SEARCH_WIDENING + _SEARCH_FLOOR
+
+
+def _frame_exponent(points, query):
+    """The binary exponent of the largest |coordinate| of both clouds (0 if empty)."""
+    largest = max((float(np.abs(a).max()) for a in (points, query)
+                   if a is not None and a.size), default=0.0)
+    return int(np.frexp(largest)[1])
 
 
 # -- radius graph: cell list -----------------------------------------------------------
@@ -157,10 +167,11 @@ def _sort_segment(a, lo, hi):
 
 
 @njit(**SERIAL)
-def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, scale,
-                scaled_r2, loop, col, out):
-    """Neighbours of the point at sorted position ``s``: their count, and, when
-    ``out >= 0``, their indices written to ``col[out:out+count]``.
+def _scan_cells(s, q_pts, q_coords, skip, sorted_pts, sorted_idx, cell_ptr, dims, offsets,
+                scale, scaled_r2, col, out):
+    """Neighbours among the input points of the query point at sorted position ``s``
+    (coordinates ``q_pts[s]``, cell ``q_coords[s]``), except the input point ``skip``:
+    their count, and, when ``out >= 0``, their indices written to ``col[out:out+count]``.
 
     The last coordinate varies fastest in the linear cell index, so the three cells
     ``c-1, c, c+1`` along it are one contiguous run of ``sorted_pts``: ``offsets`` only
@@ -172,7 +183,7 @@ def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, scal
         base = 0
         inside = True
         for a in range(last):
-            c = coords[s, a] + offsets[o, a]
+            c = q_coords[s, a] + offsets[o, a]
             if c < 0 or c >= dims[a]:
                 inside = False
                 break
@@ -180,10 +191,10 @@ def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, scal
         if not inside:
             continue
         base *= dims[last]
-        lo = base + max(coords[s, last] - 1, 0)
-        hi = base + min(coords[s, last] + 1, dims[last] - 1)
+        lo = base + max(q_coords[s, last] - 1, 0)
+        hi = base + min(q_coords[s, last] + 1, dims[last] - 1)
         for t in range(cell_ptr[lo], cell_ptr[hi + 1]):
-            if (loop or t != s) and _within(sorted_pts, s, t, scale, scaled_r2):
+            if sorted_idx[t] != skip and _within(q_pts, s, sorted_pts, t, scale, scaled_r2):
                 if out >= 0:
                     col[out + count] = sorted_idx[t]
                 count += 1
@@ -191,33 +202,36 @@ def _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, scal
 
 
 @njit(**PARALLEL)
-def _radius_pass(sorted_pts, sorted_idx, cell_ptr, coords, dims, offsets, scale, scaled_r2,
-                 loop, row_ptr, col):
-    """One sweep over all points in cell order (``sorted_pts[s]`` is point
-    ``sorted_idx[s]``, so consecutive points scan the same cells). With ``col`` empty it
-    counts the neighbours of point ``i`` into ``row_ptr[i + 1]``; otherwise it writes
-    them, sorted, to ``col[row_ptr[i]:row_ptr[i+1]]``. Each point owns its row: race-free.
-    The parallel loop runs over fixed chunks of points (a prange over single points
-    compiles to a much slower loop body here)."""
-    n = sorted_pts.shape[0]
+def _radius_pass(q_pts, q_idx, q_coords, sorted_pts, sorted_idx, cell_ptr, dims, offsets,
+                 scale, scaled_r2, loop, row_ptr, col):
+    """One sweep over all query points in cell order (``q_pts[s]`` is query point
+    ``q_idx[s]``, so consecutive points scan the same cells; for a graph on one cloud the
+    query arrays are the input arrays, and ``loop=False`` skips the pair (i, i)). With
+    ``col`` empty it counts the neighbours of query point ``i`` into ``row_ptr[i + 1]``;
+    otherwise it writes them, sorted, to ``col[row_ptr[i]:row_ptr[i+1]]``. Each point owns
+    its row: race-free. The parallel loop runs over fixed chunks of points (a prange over
+    single points compiles to a much slower loop body here)."""
+    n = q_pts.shape[0]
     chunks = min(n, 256)
     fill = col.shape[0] > 0
     for c in prange(chunks):
         for s in range(c * n // chunks, (c + 1) * n // chunks):
-            i = sorted_idx[s]
+            i = q_idx[s]
+            skip = -1 if loop else i
             if fill:
                 out = row_ptr[i]
-                count = _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords, dims,
-                                    offsets, scale, scaled_r2, loop, col, out)
+                count = _scan_cells(s, q_pts, q_coords, skip, sorted_pts, sorted_idx,
+                                    cell_ptr, dims, offsets, scale, scaled_r2, col, out)
                 _sort_segment(col, out, out + count)
             else:
-                row_ptr[i + 1] = _scan_cells(s, sorted_pts, sorted_idx, cell_ptr, coords,
-                                             dims, offsets, scale, scaled_r2, loop, col, -1)
+                row_ptr[i + 1] = _scan_cells(s, q_pts, q_coords, skip, sorted_pts,
+                                             sorted_idx, cell_ptr, dims, offsets, scale,
+                                             scaled_r2, col, -1)
 
 
 def _grid(q, r_q):
-    """Side and ``dims`` of the cell grid over ``q``: cells of side ``>= r_q``, coarsened
-    until there are at most ``max(4 N, 64)`` of them (memory O(N))."""
+    """``(cells, origin, side, dims)`` of the cell grid over ``q``: cells of side
+    ``>= r_q``, coarsened until there are at most ``max(4 N, 64)`` of them (memory O(N))."""
     origin = q.min(axis=0)
     extent = q.max(axis=0) - origin
     max_cells = max(4 * q.shape[0], 64)
@@ -225,29 +239,35 @@ def _grid(q, r_q):
     while True:
         dims = np.floor(extent / cell).astype(np.int64) + 1
         if float(np.prod(dims.astype(np.float64))) <= max_cells:
-            return origin, cell, dims
+            return int(np.prod(dims)), origin, cell, dims
         cell *= 1.5
 
 
-def _radius_cells(points, q, r_q, scale, scaled_r2, loop):
-    """CSR by a cell list: the points are bucketed into the grid (counting sort by cell)
-    and each one tests the points of the 3^d cells around its own."""
-    n, d = points.shape
-    origin, cell, dims = _grid(q, r_q)
+def _radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop):
+    """CSR by a cell list: the input points are bucketed into a grid over both clouds
+    (counting sort by cell) and each query point (each input point when ``query`` is
+    None) tests the input points of the 3^d cells around its own."""
+    d = points.shape[1]
+    ncells, origin, cell, dims = _grid(q if qq is None else np.concatenate([q, qq]), r_q)
     coords, keys = _cell_coords(q, origin, cell, dims)
-    cell_ptr, order = group_by(keys, int(np.prod(dims)))
+    cell_ptr, order = group_by(keys, ncells)
     sorted_pts = np.ascontiguousarray(points[order])
     coords = np.ascontiguousarray(coords[order])
+    if query is None:
+        q_pts, q_idx, q_coords = sorted_pts, order, coords
+    else:
+        q_coords, q_keys = _cell_coords(qq, origin, cell, dims)
+        q_idx = group_by(q_keys, ncells)[1]
+        q_pts = np.ascontiguousarray(query[q_idx])
+        q_coords = np.ascontiguousarray(q_coords[q_idx])
     offsets = np.array(list(itertools.product((-1, 0, 1), repeat=d - 1)),
                        dtype=np.int64).reshape(3 ** (d - 1), d - 1)
-    row_ptr = np.zeros(n + 1, dtype=np.int64)
-    empty = np.empty(0, dtype=np.int64)
-    _radius_pass(sorted_pts, order, cell_ptr, coords, dims, offsets, scale, scaled_r2, loop,
-                 row_ptr, empty)
+    row_ptr = np.zeros(q_pts.shape[0] + 1, dtype=np.int64)
+    args = (q_pts, q_idx, q_coords, sorted_pts, order, cell_ptr, dims, offsets, scale,
+            scaled_r2, loop, row_ptr)
+    _radius_pass(*args, np.empty(0, dtype=np.int64))
     np.cumsum(row_ptr, out=row_ptr)
-    col = np.empty(row_ptr[-1], dtype=np.int64)
-    _radius_pass(sorted_pts, order, cell_ptr, coords, dims, offsets, scale, scaled_r2, loop,
-                 row_ptr, col)
+    _radius_pass(*args, col := np.empty(row_ptr[-1], dtype=np.int64))
     return row_ptr, col
 
 
@@ -255,36 +275,49 @@ def _radius_cells(points, q, r_q, scale, scaled_r2, loop):
 
 
 @njit_with_serial(**PARALLEL)
-def _pairs_within(points, pairs, scale, scaled_r2):
-    """The neighbour test of every candidate pair ``pairs[p] = (i, j)``."""
+def _pairs_within(query, points, pairs, scale, scaled_r2):
+    """The neighbour test of every candidate pair ``pairs[p] = (i, j)`` (query point i,
+    input point j)."""
     keep = np.empty(pairs.shape[0], dtype=np.bool_)
     for p in prange(pairs.shape[0]):
-        keep[p] = _within(points, pairs[p, 0], pairs[p, 1], scale, scaled_r2)
+        keep[p] = _within(query, pairs[p, 0], points, pairs[p, 1], scale, scaled_r2)
     return keep
 
 
-def _csr_of_pairs(pairs, n, loop):
-    """CSR of both directions of every pair ``(i, j)``, plus the self loops if ``loop``,
-    with every row in increasing column order (two stable counting sorts: by column, then
-    by row)."""
-    loops = np.arange(n if loop else 0, dtype=np.int64)
-    rows = np.concatenate([pairs[:, 0], pairs[:, 1], loops])
-    cols = np.concatenate([pairs[:, 1], pairs[:, 0], loops])
-    by_col = group_by(cols, n)[1]
-    row_ptr, by_row = group_by(rows[by_col], n)
+def csr_of_entries(rows, cols, num_rows, num_cols):
+    """CSR of the entries ``(rows[p], cols[p])`` with every row in increasing column order
+    (two stable counting sorts: by column, then by row)."""
+    by_col = group_by(cols, num_cols)[1]
+    row_ptr, by_row = group_by(rows[by_col], num_rows)
     return row_ptr, cols[by_col[by_row]]
 
 
-def _radius_tree(points, q, r_q, scale, scaled_r2, loop):
+def _csr_of_pairs(pairs, n, loop):
+    """CSR of both directions of every pair ``(i, j)``, plus the self loops if ``loop``."""
+    loops = np.arange(n if loop else 0, dtype=np.int64)
+    rows = np.concatenate([pairs[:, 0], pairs[:, 1], loops])
+    cols = np.concatenate([pairs[:, 1], pairs[:, 0], loops])
+    return csr_of_entries(rows, cols, n, n)
+
+
+def _radius_tree(points, q, query, qq, r_q, scale, scaled_r2, loop):
     """CSR by SciPy's k-d tree, a maintained O(N log N) search whose cost does not grow
-    like 3^d: ``query_pairs`` proposes the pairs within ``r_q`` in q."""
+    like 3^d: ``query_pairs`` (one cloud) or ``sparse_distance_matrix`` (query to input
+    cloud) proposes the pairs within ``r_q`` in q."""
     from scipy.spatial import cKDTree  # here, not at the top: scipy.spatial imports in ~0.5 s
 
-    pairs = np.ascontiguousarray(cKDTree(q).query_pairs(r_q, output_type="ndarray"),
-                                 dtype=np.int64)  # [P, 2], i < j
+    if query is None:
+        pairs = np.ascontiguousarray(cKDTree(q).query_pairs(r_q, output_type="ndarray"),
+                                     dtype=np.int64)  # [P, 2], i < j
+        query = points
+    else:
+        found = cKDTree(qq).sparse_distance_matrix(cKDTree(q), r_q, output_type="ndarray")
+        pairs = np.stack([found["i"], found["j"]], axis=1).astype(np.int64)
     within = for_work(_pairs_within, pairs.size * points.shape[1])
-    pairs = pairs[within(points, pairs, scale, scaled_r2)]
-    return _csr_of_pairs(pairs, points.shape[0], loop)
+    pairs = pairs[within(query, points, pairs, scale, scaled_r2)]
+    if query is points:
+        return _csr_of_pairs(pairs, points.shape[0], loop)
+    return csr_of_entries(pairs[:, 0], pairs[:, 1], query.shape[0], points.shape[0])
 
 
 # -- radius graph: choice of search ----------------------------------------------------
@@ -319,28 +352,31 @@ def radius_search(n, d):
 _SEARCHES = {"cells": _radius_cells, "tree": _radius_tree}
 
 
-def radius_csr(points, radius, loop):
+def radius_csr(points, radius, loop, query=None):
     """CSR ``(row_ptr, col)`` of every pair of float64 points (``[N, d]``, finite) that
-    passes the neighbour test for ``radius`` (see above), self pairs only if ``loop``.
-    Rows list their columns in increasing order, whichever search (``radius_search``)
-    found them."""
+    passes the neighbour test for ``radius`` (see above), self pairs only if ``loop``;
+    with ``query`` ([M, d]), row i lists the points near query point i (every pair,
+    ``loop`` unused). Rows list their columns in increasing order, whichever search
+    (``radius_search``) found them."""
     n, d = points.shape
-    if n == 0:
-        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64)
+    rows = n if query is None else query.shape[0]
+    if n == 0 or rows == 0:
+        return np.zeros(rows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
     scale = distance_scale(radius)
     scaled_r2 = (scale * radius) ** 2
-    q, r_q = _search_frame(points, radius)
-    search = _SEARCHES[radius_search(n, d)]
-    return search(points, q, r_q, scale, scaled_r2, loop)
+    q, qq, r_q = _search_frame(points, radius, query)
+    search = _SEARCHES[radius_search(n + (0 if query is None else rows), d)]
+    return search(points, q, query, qq, r_q, scale, scaled_r2, loop or query is not None)
 
 
 @njit(**PARALLEL)
-def nearest_in_rows(points, row_ptr, col, k, new_ptr, scale):
-    """Keep in every row the ``k`` columns nearest to the row's point (distance ties go to
-    the smaller index), listed in increasing column order. Distances are compared as in
-    the neighbour test (differences scaled by ``scale``). ``new_ptr`` holds the kept row
-    lengths' prefix sums; returns the new ``col``."""
-    n, d = points.shape
+def nearest_in_rows(query, points, row_ptr, col, k, new_ptr, scale):
+    """Keep in every row i the ``k`` columns j nearest to the row's point ``query[i]``
+    (``points[j]`` the column's; distance ties go to the smaller index), listed in
+    increasing column order. Distances are compared as in the neighbour test (differences
+    scaled by ``scale``). ``new_ptr`` holds the kept row lengths' prefix sums; returns the
+    new ``col``."""
+    n, d = query.shape
     new_col = np.empty(new_ptr[n], dtype=np.int64)
     for i in prange(n):
         a, b = row_ptr[i], row_ptr[i + 1]
@@ -353,7 +389,7 @@ def nearest_in_rows(points, row_ptr, col, k, new_ptr, scale):
         for p in range(a, b):
             s = 0.0
             for c in range(d):
-                diff = scale * (points[col[p], c] - points[i, c])
+                diff = scale * (points[col[p], c] - query[i, c])
                 s += diff * diff
             dist2[p - a] = s
         # columns are increasing, so a stable sort by distance breaks ties by index
@@ -362,3 +398,54 @@ def nearest_in_rows(points, row_ptr, col, k, new_ptr, scale):
         for q in range(k):
             new_col[out + q] = col[a + kept[q]]
     return new_col
+
+
+# -- k nearest neighbours --------------------------------------------------------------
+
+
+def prune_rows(query, points, row_ptr, col, k, scale):
+    """``(row_ptr, col)`` keeping the ``k`` nearest columns of every row
+    (``nearest_in_rows``)."""
+    kept = np.minimum(np.diff(row_ptr), k)
+    new_ptr = np.zeros_like(row_ptr)
+    np.cumsum(kept, out=new_ptr[1:])
+    return new_ptr, nearest_in_rows(query, points, row_ptr, col, k, new_ptr, scale)
+
+
+def knn_csr(points, k, loop, query=None):
+    """CSR of the ``k`` nearest input points (``[N, d]`` float64, finite) of every query
+    point (every input point when ``query`` is None; then without itself unless
+    ``loop``): by the squared distance of the neighbour test with s = 1 (for coordinates
+    below 2^500; the searches' power-of-two frame otherwise), ties to the smaller index,
+    rows in increasing column order; fewer than k where there are fewer points.
+
+    SciPy's k-d tree proposes the candidates: the k(+1) nearest in the search frame give
+    each row a reach (widened as the radius search's), every point within it is a
+    candidate, and ``nearest_in_rows`` decides exactly -- so ties at the k-th distance go
+    to the smaller index whatever order the tree found them in."""
+    from scipy.spatial import cKDTree
+
+    n = points.shape[0]
+    rows = n if query is None else query.shape[0]
+    extra = 1 if query is None and not loop else 0
+    kk = min(k + extra, n)
+    if kk == 0 or rows == 0:
+        return np.zeros(rows + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
+    shift = max(0, _frame_exponent(points, query) - _SEARCH_EXPONENT)
+    q, qq, _ = _search_frame(points, 0.0, query)
+    qq = q if qq is None else qq
+    tree = cKDTree(q)
+    dist = tree.query(qq, k=kk)[0].reshape(rows, kk)[:, -1]
+    reach = dist * _SEARCH_WIDENING + _SEARCH_FLOOR
+    found = tree.query_ball_point(qq, reach, return_sorted=True)
+    row_ptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in found], out=row_ptr[1:])
+    col = np.fromiter(itertools.chain.from_iterable(found), dtype=np.int64,
+                      count=row_ptr[-1])
+    if extra:  # drop the point itself
+        entry_rows = csr_rows(row_ptr)
+        keep = col != entry_rows
+        np.cumsum(np.bincount(entry_rows[keep], minlength=rows), out=row_ptr[1:])
+        col = col[keep]
+    query = points if query is None else query
+    return prune_rows(query, points, row_ptr, col, k, float(np.ldexp(1.0, -shift)))

@@ -32,6 +32,19 @@ Three implementations:
   Everything runs in Numba loops on one thread pool (no BLAS call, whose own pool would
   fight Numba's).
 
+Rectangular graphs (``num_source_nodes != num_nodes``): h has one row per source node
+(the columns), m one per target node (the rows); nothing else changes.
+
+A batch of examples on one shared graph (``h[B, N_s, F_in]``): the kernel kappa_e is the
+same for every example, so it is folded into the feature dimension. With
+``h'[j] = [h[0, j], ..., h[B-1, j]]`` (``[N_s, B*F_in]``), the per-entry work is that of
+one example with B*F_in features -- ``W'_i[(b, f), k] = sum_p h[b, j, f] hidden_e[k]``,
+hidden_e computed once for all B -- and the products with V run over the B rows
+``W_{i,b} = W'_i[b]`` of every node: ``m[b, i] = V_flat W_{i,b} + B_v Hs_{i,b}``. In the
+backward ``R_{i,b} = G_{i,b} V_flat`` stacked over b is the ``[B*F_in, H]`` matrix that
+meets ``h'_j`` (so ``GH = sum_b R_{i,b}^T h[b, j]`` is one product), and dV, db_v sum
+over the (i, b) rows. B = 1 is the unbatched case, unchanged.
+
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
 in chunk order, so results are bitwise identical at any thread count. The dense kernels
@@ -92,7 +105,8 @@ def _dots(v, S, n, out, i0, o):
 
 def hidden_forward(x, U, b_u):
     """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu(NaN) = NaN and relu'(0) = 0, as in
-    PyTorch; the backward's mask ``hidden > 0`` is 0 at a NaN, as nb.relu's)."""
+    PyTorch; the backward's mask ``hidden > 0`` is 0 at a NaN, unlike nb.relu's:
+    docs/derivations.md#graph-neural-operator)."""
     hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
     _hidden_forward(x, U, b_u, hidden)
     return hidden
@@ -321,31 +335,37 @@ def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
 
 
 @njit(**PARALLEL_FUSED)
-def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
-    """Per node i, from its sums W_i, Hs_i (``_node_sums``, chunk-local buffers):
-    ``m[i, o] = sum_r Vf[o, r] W_i[r] + sum_f Bv[o, f] Hs_i[f]``
+def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, m):
+    """Per node i and example b, from the sums W_{i,b}, Hs_{i,b} (``_node_sums`` on the
+    folded ``h[N_s, nbatch*F_in]``, chunk-local buffers): ``m[i*nbatch + b, o] =
+    sum_r Vf[o, r] W_{i,b}[r] + sum_f Bv[o, f] Hs_{i,b}[f]``
     (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``). Nodes go in
     blocks of NODE_BLOCK, so each row of Vf serves the whole block from L1 (and four
-    nodes each load of it, ``_dots``). Rows without entries give 0."""
-    f_in = h.shape[1]
+    (node, example) rows each load of it, ``_dots``). Rows without entries give 0."""
+    fw = h.shape[1]  # nbatch * F_in
+    f_in = fw // nbatch
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        W = np.empty((NODE_BLOCK, f_in * H), dtype=m.dtype)
-        hs = np.empty((NODE_BLOCK, f_in), dtype=m.dtype)
-        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=m.dtype)
+        W = np.empty((NODE_BLOCK, fw * H), dtype=m.dtype)
+        hs = np.empty((NODE_BLOCK, fw), dtype=m.dtype)
+        Hj = np.empty((ENTRY_BLOCK, fw), dtype=m.dtype)
         Hid = np.empty((ENTRY_BLOCK, H), dtype=m.dtype)
+        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))  # row t = (node t // B, example t % B)
+        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
         for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
             nb = min(NODE_BLOCK, bounds[c + 1] - i0)
             for b in range(nb):
                 _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
-                           W[b].reshape((f_in, H)), hs[b])
+                           W[b].reshape((fw, H)), hs[b])
+            r0 = i0 * nbatch
+            nr = nb * nbatch
             for o in range(m.shape[1]):
-                _dots(Vf[o], W, nb, m, i0, o)
-                for b in range(nb):
-                    m[i0 + b, o] += dot(Bv[o], hs[b], Bv.shape[1])
+                _dots(Vf[o], Wb, nr, m, r0, o)
+                for t in range(nr):
+                    m[r0 + t, o] += dot(Bv[o], hsb[t], Bv.shape[1])
             for b in range(nb):
                 if row_ptr[i0 + b] == row_ptr[i0 + b + 1]:
-                    m[i0 + b] = 0
+                    m[(i0 + b) * nbatch:(i0 + b + 1) * nbatch] = 0
 
 
 @njit(**SERIAL_FUSED)
@@ -388,9 +408,11 @@ def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, G
 
 
 @njit(**PARALLEL_FUSED)
-def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, want_v,
+def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
-    """The fused backward, NODE_BLOCK rows at a time. With ``G_b = G[i0:i0+nb]``:
+    """The fused backward, NODE_BLOCK rows at a time, on the folded ``h[N_s,
+    nbatch*F_in]`` and ``G[N*nbatch, F_out]`` (row i*nbatch + b: node i, example b). With
+    ``G_b = G[i0*nbatch:(i0+nb)*nbatch]``:
 
     * ``R = G_b Vf``, ``gb = G_b Bv`` (``want_mlp`` or ``want_h``): each node's
       upstream contracted with V and b_v once, for ``_node_entry_grads``;
@@ -399,35 +421,43 @@ def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, wan
     * ``want_mlp``: ``DX[p]`` and chunk partials ``dUt_c[c]``, ``dbu_c[c]``;
       ``want_h``: ``C[p]`` (see ``_node_entry_grads``).
     """
-    f_in = h.shape[1]
+    fw = h.shape[1]  # nbatch * F_in
+    f_in = fw // nbatch
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        R = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
-        gb = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
-        W = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
-        hs = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
-        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=G.dtype)
+        R = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
+        gb = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
+        W = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
+        hs = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
+        Hj = np.empty((ENTRY_BLOCK, fw), dtype=G.dtype)
         Hid = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
         GH = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
+        # the same buffers by (node, example) row: row t = (node t // B, example t % B)
+        Rb = R.reshape((NODE_BLOCK * nbatch, f_in * H))
+        gbb = gb.reshape((NODE_BLOCK * nbatch, f_in))
+        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))
+        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
         for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
             nb = min(NODE_BLOCK, bounds[c + 1] - i0)
-            Gb = G[i0:i0 + nb]
+            r0 = i0 * nbatch
+            nr = nb * nbatch
+            Gb = G[r0:r0 + nr]
             if want_mlp or want_h:
                 R[:] = 0
                 gb[:] = 0
-                gemm_tn_acc(Gb.T, Vf, R[:nb])
-                gemm_tn_acc(Gb.T, Bv, gb[:nb])
+                gemm_tn_acc(Gb.T, Vf, Rb[:nr])
+                gemm_tn_acc(Gb.T, Bv, gbb[:nr])
             for b in range(nb):
                 if want_v:
                     _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
-                               W[b].reshape((f_in, H)), hs[b])
+                               W[b].reshape((fw, H)), hs[b])
                 if want_mlp or want_h:
                     _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b,
-                                      R[b].reshape((f_in, H)), gb[b], Hj, Hid, GH,
+                                      R[b].reshape((fw, H)), gb[b], Hj, Hid, GH,
                                       want_mlp, want_h, dUt_c[c], dbu_c[c], DX, C)
             if want_v:
-                gemm_tn_acc(Gb, W[:nb], dV_c[c])
-                gemm_tn_acc(Gb, hs[:nb], dbv_c[c])
+                gemm_tn_acc(Gb, Wb[:nr], dV_c[c])
+                gemm_tn_acc(Gb, hsb[:nr], dbv_c[c])
 
 
 @njit(**PARALLEL)
@@ -445,43 +475,67 @@ def _gather_groups(C, g_ptr, g_pos, out):
                     out[j, a] += C[p, a]
 
 
+def fold_batch(a):
+    """``a[B, N, F] -> (a'[N, B*F], B)`` with ``a'[j] = [a[0, j], ..., a[B-1, j]]`` (a
+    copy); ``a[N, F] -> (a, 1)``."""
+    if a.ndim == 2:
+        return a, 1
+    B, n, f = a.shape
+    return np.ascontiguousarray(a.transpose(1, 0, 2)).reshape(n, B * f), B
+
+
+def unfold_batch(a, n, nbatch, f, batched):
+    """Inverse of ``fold_batch``: ``a`` of n nodes and f features, as ``[N, B*F]`` or
+    ``[N*B, F]`` (the same memory), to ``[B, N, F]`` if ``batched``; else ``a`` itself."""
+    if not batched:
+        return a
+    return np.ascontiguousarray(a.reshape(n, nbatch, f).transpose(1, 0, 2))
+
+
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     """Fused GNO forward (sum over each row): ``m[N, F_out] = W V_flat^T + Hs B_v^T`` with
     the per-node sums ``W_i``, ``Hs_i`` of ``_fused_forward`` (never stored: the backward
     rebuilds them), ``V_flat = V.reshape(F_out, F_in*H)``, ``B_v = b_v.reshape(F_out,
-    F_in)``. No extra memory beyond m."""
-    n, f_in = h.shape
-    m = np.zeros((n, f_out), dtype=h.dtype)
-    _fused_forward(h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
+    F_in)``. ``h[N_s, F_in]`` -> ``[N, F_out]`` (N = the graph's rows), or a batch on the
+    shared graph, ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``. No extra memory beyond m (and
+    the folded copies of h and m for a batch)."""
+    hf, nbatch = fold_batch(h)
+    f_in = h.shape[-1]
+    n = row_ptr.shape[0] - 1
+    m = np.zeros((n * nbatch, f_out), dtype=h.dtype)
+    _fused_forward(hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
-                   row_chunks(row_ptr, CHUNKS), m)
-    return m
+                   row_chunks(row_ptr, CHUNKS), nbatch, m)
+    return unfold_batch(m, n, nbatch, f_out, h.ndim == 3)
 
 
 def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, transpose,
                  needs):
-    """Fused GNO backward for the upstream ``G[N, F_out]`` (already divided by the row
-    length for 'mean'). ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() -> (t_ptr,
-    t_pos)`` give the CSR entries grouped by edge id and by column (called only when
-    needed). ``needs`` = which of (h, x, U, b_u, V, b_v) want a gradient. Returns those
-    six gradients (None where not needed), from one pass of ``_fused_backward``:
+    """Fused GNO backward for the upstream ``G[N, F_out]`` (``G[B, N, F_out]`` for a batch
+    ``h[B, N_s, F_in]``; already divided by the row length for 'mean').
+    ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR
+    entries grouped by edge id and by column (called only when needed). ``needs`` = which
+    of (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where
+    not needed), from one pass of ``_fused_backward``:
 
     * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]``, ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
       and ``dU``, ``db_u``: partials of GRAD_CHUNKS fixed row chunks, summed in order;
     * ``dx_e = sum_{p: id e} U^T gh_p`` gathered by edge id from per-entry rows;
     * ``dh_j = sum_{p: col j} C_p`` gathered through the transposed CSR.
 
-    Extra memory: ``[nnz, d + F_in]`` per-entry rows and GRAD_CHUNKS parameter-sized
-    partials.
+    Extra memory: ``[nnz, d + B*F_in]`` per-entry rows and GRAD_CHUNKS parameter-sized
+    partials (plus the folded copies of h, G and dh for a batch).
     """
-    n, f_in = h.shape
-    f_out = G.shape[1]
+    f_in = h.shape[-1]
+    f_out = G.shape[-1]
     d, H = x.shape[1], U.shape[0]
     empty_rows = row_ptr[1:] == row_ptr[:-1]
     if empty_rows.any():
         # m_i = 0 for a row without entries whatever the inputs, so G_i reaches nothing
         # (not even through G_i W_i with W_i = 0, which is NaN for an inf or NaN G_i)
         G = np.where(empty_rows[:, None], G.dtype.type(0), G)
+    hf, nbatch = fold_batch(h)
+    G = fold_batch(G)[0].reshape(G.shape[-2] * nbatch, f_out)  # row i*B + b: node i, example b
     want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
     bounds = row_chunks(row_ptr, GRAD_CHUNKS)
     chunks = bounds.shape[0] - 1
@@ -490,9 +544,9 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     dUt_c = np.zeros((chunks if want_mlp else 0, d, H), dtype=G.dtype)
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
-    C = np.empty((col.shape[0] if want_h else 0, f_in), dtype=G.dtype)
-    _fused_backward(G, h, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
-                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
+    C = np.empty((col.shape[0] if want_h else 0, hf.shape[1]), dtype=G.dtype)
+    _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
+                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None
     if needs[4]:
@@ -507,8 +561,9 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     if needs[3]:
         db_u = dbu_c.sum(axis=0)
     if needs[0]:
-        dh = np.zeros_like(h)
+        dh = np.zeros_like(hf)
         _gather_groups(C, *transpose(), dh)
+        dh = unfold_batch(dh, hf.shape[0], nbatch, f_in, h.ndim == 3)
     return dh, dx, dU, db_u, dV, db_v
 
 
@@ -518,7 +573,8 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
 @njit(**SERIAL)
 def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
     """``m[N, F_out]`` by building kappa for every CSR entry and multiplying it with h_j."""
-    n, f_in = h.shape
+    n = row_ptr.shape[0] - 1
+    f_in = h.shape[1]
     H, d = U.shape
     m = np.zeros((n, f_out), dtype=h.dtype)
     hidden = np.zeros(H, dtype=h.dtype)
@@ -553,7 +609,8 @@ def reference_backward(g, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, me
     with g_kappa = g_i h_j^T for the entry: db_v += g_kappa; dV += g_kappa hidden^T;
     gh = (V^T g_kappa) * [pre > 0]; db_u += gh; dU += gh x_e^T; dx_e += U^T gh;
     dh_j += kappa^T g_i."""
-    n, f_in = h.shape
+    n = row_ptr.shape[0] - 1
+    f_in = h.shape[1]
     H, d = U.shape
     F = f_out * f_in
     dh = np.zeros_like(h)

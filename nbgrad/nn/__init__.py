@@ -34,6 +34,7 @@ from .layers import (
 )
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, Dropout, LayerNorm
+from .operators import GNO, LNO, ONO
 from .parameter import Parameter
 from .sparse import Embedding
 from .spectral import FNO, SpectralConv1d, SpectralConv2d
@@ -43,5 +44,5 @@ __all__ = ["init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "
            "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
            "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",
            "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss", "NLLLoss",
-           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding",
-           "SpectralConv1d", "SpectralConv2d", "FNO"]
+           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding", "GNO", "ONO",
+           "LNO", "SpectralConv1d", "SpectralConv2d", "FNO"]

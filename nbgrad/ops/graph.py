@@ -24,12 +24,123 @@ from ..kernels import gno as gno_kernels
 from ..tensor import Tensor, lift
 from ._args import float_operands
 from ._recompute import recompute_vjp
+from .shape import stack
 
-# -- radius graph --------------------------------------------------------------------------
+# -- radius graph and k nearest neighbours ---------------------------------------------------
+
+
+def _cloud(op: str, name: str, value: Any) -> np.ndarray:
+    """A point cloud ``[N, d]`` as a fresh C-contiguous float64 array (errors name ``op``,
+    ``name`` and the shape; coordinates must be finite)."""
+    pts = np.asarray(value.data if isinstance(value, Tensor) else value)
+    if pts.dtype.kind not in "fiu":
+        raise TypeError(f"{op}: {name} must be a real array, got dtype {pts.dtype}")
+    if pts.ndim != 2 or pts.shape[1] < 1:
+        raise ValueError(f"{op}: {name} must have shape [N, d] with d >= 1, got {pts.shape}")
+    pts = np.ascontiguousarray(pts, dtype=np.float64)
+    if not np.all(np.isfinite(pts)):
+        bad = np.argwhere(~np.isfinite(pts))[0]
+        raise ValueError(f"{op}: {name}[{bad[0]}, {bad[1]}] = {pts[tuple(bad)]} is not "
+                         f"finite ({name} shape {pts.shape})")
+    return pts
+
+
+def _query_cloud(op: str, query: Any, points: np.ndarray) -> np.ndarray | None:
+    if query is None:
+        return None
+    q = _cloud(op, "query", query)
+    if q.shape[1] != points.shape[1]:
+        raise ValueError(f"{op}: query has shape {q.shape} but points has shape "
+                         f"{points.shape}: both clouds need the same dimension d")
+    return q
+
+
+def _batch_vector(op: str, name: str, value: Any, cloud: str, shape: tuple) -> np.ndarray:
+    """The example index of every point of ``cloud`` (``shape`` [N, d]): a sorted
+    (non-decreasing) int vector [N] of indices >= 0, PyTorch Geometric's ``batch``."""
+    arr = np.asarray(value.data if isinstance(value, Tensor) else value)
+    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
+        raise TypeError(f"{op}: {name} must be an integer array, got dtype {arr.dtype}")
+    if arr.shape != (shape[0],):
+        raise ValueError(f"{op}: {name} has shape {arr.shape} but {cloud} has shape {shape}: "
+                         f"{name} needs one example index per point, shape ({shape[0]},)")
+    arr = arr.astype(np.int64)
+    if arr.size and arr[0] < 0:
+        raise ValueError(f"{op}: {name}[0] = {arr[0]} is negative (example indices are >= 0)")
+    bad = csr.first_decrease(arr)
+    if bad >= 0:
+        raise ValueError(f"{op}: {name} must be sorted (non-decreasing), but {name}[{bad}] = "
+                         f"{arr[bad]} < {name}[{bad - 1}] = {arr[bad - 1]}")
+    return arr
+
+
+def _batches(op: str, points: np.ndarray, query: np.ndarray | None, batch: Any,
+             query_batch: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """``(batch, query_batch)`` validated; for a graph on one cloud ``query_batch`` is
+    ``batch``. With a query cloud both or neither must be given."""
+    if query is None:
+        if query_batch is not None:
+            raise ValueError(f"{op}: query_batch was given without query")
+        if batch is None:
+            return None, None
+        batch = _batch_vector(op, "batch", batch, "points", points.shape)
+        return batch, batch
+    if (batch is None) != (query_batch is None):
+        given, missing = ("batch", "query_batch") if query_batch is None else \
+            ("query_batch", "batch")
+        raise ValueError(f"{op}: {given} was given without {missing}: with a query cloud, "
+                         f"give the example index of the points (batch) and of the query "
+                         f"points (query_batch), or neither")
+    if batch is None:
+        return None, None
+    return (_batch_vector(op, "batch", batch, "points", points.shape),
+            _batch_vector(op, "query_batch", query_batch, "query", query.shape))
+
+
+def _by_example(build, points: np.ndarray, query: np.ndarray | None,
+                batch: np.ndarray | None, query_batch: np.ndarray | None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """CSR ``(row_ptr, col)`` from ``build(points, query) -> (row_ptr, col)`` run on each
+    example's slice of the clouds (the batch vectors are sorted, so an example is a run
+    of consecutive points), the columns shifted to global indices: no edge joins two
+    examples. One call without a batch."""
+    if batch is None:
+        return build(points, query)
+    rows = points.shape[0] if query is None else query.shape[0]
+    ids = np.union1d(batch, query_batch)
+    lo, hi = (np.searchsorted(batch, ids, side) for side in ("left", "right"))
+    q_lo, q_hi = (np.searchsorted(query_batch, ids, side) for side in ("left", "right"))
+    lengths = np.zeros(rows, dtype=np.int64)
+    cols = [np.empty(0, dtype=np.int64)]
+    for a, b, qa, qb in zip(lo, hi, q_lo, q_hi):
+        if qb > qa:
+            row_ptr, col = build(points[a:b], None if query is None else query[qa:qb])
+            lengths[qa:qb] = np.diff(row_ptr)
+            cols.append(col + a)
+    row_ptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=row_ptr[1:])
+    return row_ptr, np.concatenate(cols)
+
+
+def _check_loop(op: str, loop: Any) -> bool:
+    if not isinstance(loop, bool | np.bool_):
+        raise TypeError(f"{op}: loop must be a bool, got {type(loop).__name__} (the query "
+                        f"cloud is the keyword argument query=)")
+    return bool(loop)
+
+
+def _positive_int(op: str, name: str, value: Any, allow_none: bool = False) -> int | None:
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{op}: {name} must be {'None or ' if allow_none else ''}an integer "
+                         f">= 1, got {value!r}")
+    return int(value)
 
 
 def radius_graph(points: Any, radius: float, loop: bool = True,
-                 max_neighbors: int | None = None) -> Graph:
+                 max_neighbors: int | None = None, *, query: Any = None, batch: Any = None,
+                 query_batch: Any = None) -> Graph:
     """The graph joining every pair of points at distance ``<= radius`` (closed ball,
     like SciPy's ``sparse_distance_matrix``), in CSR form; no gradient flows through it.
 
@@ -38,6 +149,15 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
     CSR position. ``max_neighbors=k`` keeps, in every row, the k nearest neighbours
     (distance ties go to the smaller index; the self loop, at distance 0, counts as one)
     -- PyTorch Cluster keeps the first k it finds instead.
+
+    ``query[M, d]``: a rectangular graph from the input cloud to the query cloud (the
+    GINO pattern): row i (query point i) lists the points within ``radius`` of it, so
+    ``nb.gno(h[N, F], ...)`` gives ``[M, F_out]``; ``num_source_nodes = N``,
+    ``num_nodes = M``. There are no self pairs then: every pair within the radius is
+    kept, and ``loop`` is not used.
+
+    ``batch[N]`` (and ``query_batch[M]`` with a query cloud): the example index of each
+    point, sorted, as in PyTorch Geometric; only points of one example are joined.
 
     Distances anywhere in float64's range: the test is ``sum_a (s dx_a)^2 <= (s radius)^2``
     with s a power of two that puts ``s radius`` in [0.5, 1) -- the plain
@@ -52,33 +172,47 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
     and for d <= 4 from 5000 points on; SciPy's k-d tree otherwise
     (``kernels/csr.py:radius_search`` has the measurements). Both give the same graph.
     """
-    pts = np.asarray(points.data if isinstance(points, Tensor) else points)
-    if pts.dtype.kind not in "fiu":
-        raise TypeError(f"radius_graph: points must be a real array, got dtype {pts.dtype}")
-    if pts.ndim != 2 or pts.shape[1] < 1:
-        raise ValueError(f"radius_graph: points must have shape [N, d] with d >= 1, got "
-                         f"{pts.shape}")
-    pts = np.ascontiguousarray(pts, dtype=np.float64)
-    if not np.all(np.isfinite(pts)):
-        bad = np.argwhere(~np.isfinite(pts))[0]
-        raise ValueError(f"radius_graph: points[{bad[0]}, {bad[1]}] = {pts[tuple(bad)]} is "
-                         f"not finite (points shape {pts.shape})")
+    op = "radius_graph"
+    pts = _cloud(op, "points", points)
+    loop = _check_loop(op, loop)
     if not isinstance(radius, numbers.Real) or not np.isfinite(radius) or radius < 0:
-        raise ValueError(f"radius_graph: radius must be a finite number >= 0, got {radius!r}")
-    if max_neighbors is not None and (not isinstance(max_neighbors, numbers.Integral)
-                                      or isinstance(max_neighbors, bool)
-                                      or max_neighbors < 1):
-        raise ValueError(f"radius_graph: max_neighbors must be None or an integer >= 1, got "
-                         f"{max_neighbors!r}")
-    row_ptr, col = csr.radius_csr(pts, float(radius), bool(loop))
+        raise ValueError(f"{op}: radius must be a finite number >= 0, got {radius!r}")
+    max_neighbors = _positive_int(op, "max_neighbors", max_neighbors, allow_none=True)
+    qry = _query_cloud(op, query, pts)
+    batch, query_batch = _batches(op, pts, qry, batch, query_batch)
+    radius = float(radius)
+    row_ptr, col = _by_example(lambda p, q: csr.radius_csr(p, radius, loop, q), pts, qry,
+                               batch, query_batch)
     if max_neighbors is not None:
-        kept = np.minimum(np.diff(row_ptr), max_neighbors)
-        new_ptr = np.zeros_like(row_ptr)
-        np.cumsum(kept, out=new_ptr[1:])
-        col = csr.nearest_in_rows(pts, row_ptr, col, int(max_neighbors), new_ptr,
-                                  csr.distance_scale(float(radius)))
-        row_ptr = new_ptr
-    return Graph(row_ptr, col)
+        row_ptr, col = csr.prune_rows(pts if qry is None else qry, pts, row_ptr, col,
+                                      max_neighbors, csr.distance_scale(radius))
+    return Graph(row_ptr, col, num_source_nodes=pts.shape[0])
+
+
+def knn_graph(points: Any, k: int, loop: bool = False, *, query: Any = None,
+              batch: Any = None, query_batch: Any = None) -> Graph:
+    """The k-nearest-neighbour graph: row i lists the k points nearest to point i
+    (itself excluded unless ``loop=True``, then it counts as one of the k), in increasing
+    index order; fewer where its example has fewer points. No gradient flows through it.
+
+    Nearest by Euclidean distance in float64 (``|dx|^2`` as ``radius_graph``'s test, with
+    coordinates beyond 2^500 scaled by a power of two first), distance ties to the
+    smaller index, so the graph does not depend on the search (SciPy's k-d tree proposes
+    the candidates; the choice among them is exact). ``edge_id`` is the CSR position.
+
+    ``query[M, d]``: row i lists the k input points nearest to query point i (a
+    rectangular graph, ``num_source_nodes = N``, ``num_nodes = M``; ``loop`` unused).
+    ``batch``/``query_batch``: example indices, sorted, as in ``radius_graph``.
+    """
+    op = "knn_graph"
+    pts = _cloud(op, "points", points)
+    loop = _check_loop(op, loop)
+    k = _positive_int(op, "k", k)
+    qry = _query_cloud(op, query, pts)
+    batch, query_batch = _batches(op, pts, qry, batch, query_batch)
+    row_ptr, col = _by_example(lambda p, q: csr.knn_csr(p, k, loop, q), pts, qry, batch,
+                               query_batch)
+    return Graph(row_ptr, col, num_source_nodes=pts.shape[0])
 
 
 # -- validation helpers ----------------------------------------------------------------------
@@ -92,6 +226,24 @@ def _expect(op: str, name: str, t: Tensor | None, shape: tuple, meaning: str) ->
     if not ok:
         want = "[" + ", ".join("*" if s is None else str(s) for s in shape) + "]"
         raise ValueError(f"{op}: {name} has shape {t.shape}, expected {want} ({meaning})")
+
+
+def _sources(graph: Graph) -> str:
+    """How many nodes h must have, in words."""
+    if graph.is_square:
+        return f"{graph.num_nodes} nodes in the graph"
+    return (f"{graph.num_source_nodes} source nodes of the rectangular graph (its "
+            f"{graph.num_nodes} target nodes are the output's rows)")
+
+
+def _check_h(op: str, h: Tensor, graph: Graph) -> None:
+    """h is [N_s, F_in], or a batch [B, N_s, F_in] on the shared graph."""
+    if h.ndim == 3:
+        _expect(op, "h", h, (None, graph.num_source_nodes, None),
+                f"[B, N, F_in] with N = {_sources(graph)}")
+    else:
+        _expect(op, "h", h, (graph.num_source_nodes, None),
+                f"[N, F_in] or [B, N, F_in] with N = {_sources(graph)}")
 
 
 def _check_graph(op: str, graph: Any) -> None:
@@ -148,11 +300,19 @@ def _kernel_samples(rng):
     yield Sample(x, *_mlp_params(rng, x, 3, 2), f_out=1, f_in=2, label="E=3 d=1 H=3 1x2")
 
 
+def _rectangular_graph() -> Graph:
+    """5 source nodes to 3 target nodes: target 1 has no sources, source 4 sends to no
+    target, target 2 receives source 0 twice (ids 4 and 5)."""
+    return Graph.from_edges([0, 3, 1, 2, 0, 0], [0, 0, 2, 2, 2, 2], 3, num_source_nodes=5)
+
+
 def _aggregate_samples(rng):
     graph = _sample_graph()
     for reduce in ("sum", "mean"):
         yield Sample(rng.standard_normal((6, 3)), rng.standard_normal((7, 2, 3)),
                      graph=graph, reduce=reduce, label=f"shared ids, isolated node, {reduce}")
+    yield Sample(rng.standard_normal((5, 2)), rng.standard_normal((6, 3, 2)),
+                 graph=_rectangular_graph(), reduce="mean", label="rectangular 5 -> 3")
 
 
 def _gno_samples(rng):
@@ -161,6 +321,14 @@ def _gno_samples(rng):
         x = rng.standard_normal((7, 2))
         yield Sample(rng.standard_normal((6, 3)), x, *_mlp_params(rng, x, 4, 2 * 3),
                      graph=graph, reduce=reduce, label=f"shared ids, isolated node, {reduce}")
+    x = rng.standard_normal((7, 2))
+    yield Sample(rng.standard_normal((2, 6, 3)), x, *_mlp_params(rng, x, 3, 2 * 3),
+                 graph=graph, reduce="mean", label="batch of 2 on a shared graph")
+    x = rng.standard_normal((6, 1))
+    yield Sample(rng.standard_normal((5, 2)), x, *_mlp_params(rng, x, 3, 3 * 2),
+                 graph=_rectangular_graph(), label="rectangular 5 -> 3")
+    yield Sample(rng.standard_normal((3, 5, 2)), x, *_mlp_params(rng, x, 3, 3 * 2),
+                 graph=_rectangular_graph(), label="rectangular 5 -> 3, batch of 3")
 
 
 # -- ops -----------------------------------------------------------------------------------
@@ -264,12 +432,16 @@ def _grad_h_samples(rng):
     graph = _sample_graph()
     yield Sample(rng.standard_normal((6, 2)), rng.standard_normal((7, 2, 3)), graph=graph,
                  label="shared ids, isolated node")
+    yield Sample(rng.standard_normal((3, 2)), rng.standard_normal((6, 2, 3)),
+                 graph=_rectangular_graph(), label="rectangular 5 -> 3")
 
 
 def _grad_kernels_samples(rng):
     graph = _sample_graph()
     yield Sample(rng.standard_normal((6, 2)), rng.standard_normal((6, 3)), graph=graph,
                  label="shared ids, isolated node")
+    yield Sample(rng.standard_normal((3, 2)), rng.standard_normal((5, 3)),
+                 graph=_rectangular_graph(), label="rectangular 5 -> 3")
 
 
 def _common(*arrays: np.ndarray) -> list:
@@ -355,7 +527,7 @@ class Gno(Function):
         h, x, U, b_u, V, b_v = _contiguous(h, x, U, b_u, V, b_v)
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
-        f_out = V.shape[0] // h.shape[1]
+        f_out = V.shape[0] // h.shape[-1]
         m = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
                                     graph.edge_id, f_out)
         if reduce == "mean":
@@ -380,13 +552,17 @@ class Gno(Function):
         # The unfused composition recomputed on the inputs and differentiated: this path
         # materialises the [E, F_out, F_in] kernels (and the [E, H] hidden layer), which
         # the fused forward and backward never build.
+        # A batch h[B, N, F_in] aggregates each example with the same kernels.
         graph, reduce = ctx.graph, ctx.reduce
-        f_in = ctx.inputs[0].shape[1]
+        f_in = ctx.inputs[0].shape[-1]
         f_out = ctx.inputs[4].shape[0] // f_in
 
         def unfused(h, x, U, b_u, V, b_v):
             kernels = GnoKernel.apply(x, U, b_u, V, b_v, f_out=f_out, f_in=f_in)
-            return GnoAggregate.apply(h, kernels, graph=graph, reduce=reduce)
+            if h.ndim == 2:
+                return GnoAggregate.apply(h, kernels, graph=graph, reduce=reduce)
+            return stack([GnoAggregate.apply(h[b], kernels, graph=graph, reduce=reduce)
+                          for b in range(h.shape[0])])
 
         return recompute_vjp(ctx, unfused, (g,))
 
@@ -432,8 +608,9 @@ def gno_aggregate(h: Any, kernels: Any, graph: Graph, reduce: str = "sum") -> Te
     ``m[i] = sum_{p in row i} kernels[edge_id[p]] @ h[col[p]]`` (``reduce='mean'`` divides
     by the row length; nodes without neighbours get 0).
 
-    ``h[N, F_in]``, ``kernels[num_edge_ids, F_out, F_in]`` -> ``[N, F_out]``. The gradient
-    of ``h`` is gathered through the graph's cached transposed CSR, that of ``kernels`` by
+    ``h[N_s, F_in]``, ``kernels[num_edge_ids, F_out, F_in]`` -> ``[N, F_out]`` (N_s = N
+    but on a rectangular graph: its source and target nodes). The gradient of ``h`` is
+    gathered through the graph's cached transposed CSR, that of ``kernels`` by
     edge id (entries sharing an id add up).
     """
     op = "gno_aggregate"
@@ -441,8 +618,8 @@ def gno_aggregate(h: Any, kernels: Any, graph: Graph, reduce: str = "sum") -> Te
     mean_ = _check_reduce(op, reduce)
     h, kernels = lift(h), lift(kernels)
     float_operands(op, h=h, kernels=kernels)
-    _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
-            f"nodes in the graph")
+    _expect(op, "h", h, (graph.num_source_nodes, None), f"[N, F_in] with N = "
+            f"{_sources(graph)}")
     _expect(op, "kernels", kernels, (graph.num_edge_ids, None, h.shape[1]),
             f"[num_edge_ids, F_out, F_in] with num_edge_ids = {graph.num_edge_ids} from the "
             f"graph and F_in = {h.shape[1]} from h {h.shape}")
@@ -457,11 +634,18 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
     ``gno_aggregate(h, gno_kernel(edge_feats, U, b_u, V, b_v, F_out, F_in), graph, reduce)``
     but never building the ``[E, F_out, F_in]`` kernels.
 
-    ``h[N, F_in]``, ``edge_feats[num_edge_ids, d]``, ``U[H, d]``, ``b_u[H]``,
+    ``h[N_s, F_in]``, ``edge_feats[num_edge_ids, d]``, ``U[H, d]``, ``b_u[H]``,
     ``V[F_out*F_in, H]`` (F_out = V.shape[0] / F_in), ``b_v[F_out*F_in]`` (biases may be
-    None) -> ``[N, F_out]``. The forward keeps nothing beyond its inputs (hidden and the
-    per-node sums are recomputed in the backward); the backward's extra memory is
-    O(nnz * (d + F_in)) plus a few parameter-sized partials.
+    None) -> ``[N, F_out]``; N_s = N but on a rectangular graph (``radius_graph(x, r,
+    query=q)``: messages from the N_s input points to the N query points).
+
+    A batch on one shared graph (the grid case): ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``,
+    ``m[b, i] = sum_p kappa_e h[b, col p]``. Each edge's kernel MLP runs once for the
+    whole batch (the batch is folded into the feature dimension, see kernels/gno.py).
+
+    The forward keeps nothing beyond its inputs (hidden and the per-node sums are
+    recomputed in the backward); the backward's extra memory is O(nnz * (d + B*F_in))
+    plus a few parameter-sized partials.
     """
     op = "gno"
     _check_graph(op, graph)
@@ -469,12 +653,11 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
     h, x, U, V = lift(h), lift(edge_feats), lift(U), lift(V)
     b_u, b_v = _lift_optional(b_u), _lift_optional(b_v)
     float_operands(op, h=h, edge_feats=x, U=U, b_u=b_u, V=V, b_v=b_v)
-    _expect(op, "h", h, (graph.num_nodes, None), f"[N, F_in] with N = {graph.num_nodes} "
-            f"nodes in the graph")
+    _check_h(op, h, graph)
     _expect(op, "edge_feats", x, (graph.num_edge_ids, None),
             f"[num_edge_ids, d] with num_edge_ids = {graph.num_edge_ids} from the graph")
     _expect(op, "V", V, (None, None), "[F_out*F_in, H]")
-    f_in = h.shape[1]
+    f_in = h.shape[-1]
     if f_in < 1:
         raise ValueError(f"{op}: h has shape {h.shape}: F_in = 0 features leaves "
                          f"F_out = V.shape[0] / F_in undefined (needs F_in >= 1)")
@@ -485,4 +668,4 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
     return Gno.apply(h, x, U, b_u, V, b_v, graph=graph, reduce="mean" if mean_ else "sum")
 
 
-__all__ = ["Graph", "gno", "gno_aggregate", "gno_kernel", "radius_graph"]
+__all__ = ["Graph", "gno", "gno_aggregate", "gno_kernel", "knn_graph", "radius_graph"]
