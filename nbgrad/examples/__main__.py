@@ -5,16 +5,24 @@ from __future__ import annotations
 import importlib
 import sys
 
-EXAMPLES = {"digits": "a small CNN on the bundled 8x8 handwritten digits"}
+EXAMPLES = {
+    "digits": "a small CNN on the bundled 8x8 handwritten digits",
+    "darcy-fno": "Fourier neural operator for 2-D Darcy flow, permeability -> pressure",
+    "burgers-fno": "1-D Fourier neural operator for viscous Burgers, u0 -> u(t=1)",
+    "ono-heat": "orthogonal neural operator for the 1-D heat equation, u0 -> u(t=1)",
+    "lno-heat": "Laplace neural operator for the 1-D heat equation, u0 -> u(t=1)",
+    "lno-rollout": "Laplace neural operator time stepper for heat, rolled out",
+}
 
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] not in EXAMPLES:
         print("usage: python -m nbgrad.examples NAME [options]\n\nexamples:")
+        width = max(map(len, EXAMPLES))
         for name, text in EXAMPLES.items():
-            print(f"  {name:10s} {text}")
+            print(f"  {name:{width}s}  {text}")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
-    module = importlib.import_module(f"nbgrad.examples.{argv[0]}")
+    module = importlib.import_module(f"nbgrad.examples.{argv[0].replace('-', '_')}")
     return module.main(argv[1:])
 
 

@@ -48,13 +48,12 @@ def metric_table(rows: Iterable[tuple[str, Any]]) -> str:
 
 
 def pyplot() -> Any:
-    """matplotlib.pyplot on the file backend, or None without matplotlib."""
+    """matplotlib.pyplot, or None without matplotlib. The backend is matplotlib's choice
+    (inline in Jupyter; Agg, files only, where there is no display)."""
     try:
-        import matplotlib
+        import matplotlib.pyplot as plt
     except ImportError:
         return None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     return plt
 
 
