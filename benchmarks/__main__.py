@@ -12,7 +12,9 @@ import argparse
 import importlib
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
-          "optim"]
+          "optim",
+          "examples",
+          ]
 
 
 def main() -> None:
