@@ -303,3 +303,34 @@ def test_registering_a_duplicate_name_or_a_non_function_is_an_error():
             nb.register("test_engine_plain", samples=lambda rng: [])(object)
     finally:
         del nb.REGISTRY["test_engine_scale"]
+
+
+def test_a_leaf_gradient_never_views_an_array_someone_else_holds():
+    """The engine keeps a gradient that views a private array (no copy: W4's matmul and
+    W2e's layer_norm return such views) but copies one whose base is still referenced."""
+    from nbgrad.autograd.engine import _views_a_shared_array
+    private_view = np.arange(6.0).reshape(2, 3)  # its base is reachable only through it
+    owner = np.arange(6.0)
+    shared_views = owner.reshape(2, 3), owner[1:4]
+    assert not _views_a_shared_array(private_view)
+    assert not _views_a_shared_array(owner)
+    assert all(_views_a_shared_array(v) for v in shared_views)
+
+    kept = []
+
+    class ViewOfKept(nb.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            buffer = np.zeros(g.size + 3, g.dtype)
+            kept.append(buffer)
+            buffer[:g.size] = 2 * g.ravel()
+            return buffer[:g.size].reshape(g.shape)
+
+    x = nb.tensor(np.ones((2, 3)), requires_grad=True)
+    ViewOfKept.apply(x).backward(np.ones((2, 3)))
+    kept[0][:] = -1.0
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 2.0))

@@ -16,6 +16,7 @@ backward pass is itself recorded), and the engine's own steps use the tensors' m
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from heapq import heappop, heappush
 from typing import Any
@@ -201,13 +202,25 @@ def _root_grad(t, grad, caller: str, create_graph: bool) -> Any:
 
 
 def _owned(g: np.ndarray, handed_out: set) -> np.ndarray:
-    """A gradient array a leaf may keep: not a view of another array (arrays that Numba
-    returns carry a non-array base, its memory owner, and are kept), not read-only, not
-    shared with another leaf."""
-    if isinstance(g.base, np.ndarray) or not g.flags.writeable or id(g) in handed_out:
+    """A gradient array a leaf may keep: not a view of an array that anything else still
+    references (arrays that Numba returns carry a non-array base, its memory owner, and
+    are kept), not read-only, not shared with another leaf."""
+    if _views_a_shared_array(g) or not g.flags.writeable or id(g) in handed_out:
         g = g.copy()
     handed_out.add(id(g))
     return g
+
+
+def _views_a_shared_array(g: np.ndarray) -> bool:
+    """Whether ``g`` is a view of an ndarray referenced by more than ``g``. A view that is
+    the only way to its base (a reshaped or sliced kernel output, ``out[:M, :P]`` of a
+    padded buffer) can be kept as it is; copying it cost W4 and W2e a pass over their
+    gradients. CPython counts three references to a base only ``g`` holds: ``g``'s,
+    ``base`` here, and getrefcount's argument."""
+    base = g.base
+    if not isinstance(base, np.ndarray):
+        return False
+    return isinstance(base.base, np.ndarray) or sys.getrefcount(base) > 3
 
 
 def backward(t, grad: Any = None, retain_graph: bool | None = None,

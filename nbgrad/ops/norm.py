@@ -96,14 +96,14 @@ class LayerNorm(Function):
         x2, w, mean_, rstd = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         g2 = np.ascontiguousarray(g, dtype=x2.dtype).reshape(x2.shape)
-        dx = np.empty(x2.shape, x2.dtype)
-        dw, db = np.empty(x2.shape[1], x2.dtype), np.empty(x2.shape[1], x2.dtype)
-        for_work(norm_kernels.layer_norm_backward, x2.size)(
-            g2, x2, w, mean_, rstd, need_w or need_b, dx, dw, db)
+        # allocated in their final shapes, so the engine keeps them without copying views
         params_shape = g.shape[g.ndim - ctx.dims:]
-        return (dx.reshape(g.shape) if need_x else None,
-                dw.reshape(params_shape) if need_w else None,
-                db.reshape(params_shape) if need_b else None)
+        dx = np.empty(g.shape, x2.dtype)
+        dw, db = np.empty(params_shape, x2.dtype), np.empty(params_shape, x2.dtype)
+        for_work(norm_kernels.layer_norm_backward, x2.size)(
+            g2, x2, w, mean_, rstd, need_w or need_b, dx.reshape(x2.shape), dw.reshape(-1),
+            db.reshape(-1))
+        return (dx if need_x else None, dw if need_w else None, db if need_b else None)
 
     @staticmethod
     def vjp(ctx, g):
