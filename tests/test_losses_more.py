@@ -367,14 +367,6 @@ def test_cross_entropy_fast_path_only_when_nothing_is_ignored():
                                rtol=1e-13)
 
 
-def test_cross_entropy_keeps_the_positional_reduction_of_its_earlier_signature():
-    x = np.random.default_rng(8).standard_normal((4, 3))
-    t = np.array([0, 1, 2, 1])
-    np.testing.assert_array_equal(nb.cross_entropy(x, t, "sum").numpy(),
-                                  nb.cross_entropy(x, t, reduction="sum").numpy())
-    assert nn.CrossEntropyLoss("none")(nb.tensor(x), t).shape == (4,)
-
-
 def test_all_ignored_mean_is_nan_with_zero_gradient():
     x = nb.tensor(np.random.default_rng(9).standard_normal((3, 4)), requires_grad=True)
     t = np.full(3, -100)

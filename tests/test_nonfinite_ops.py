@@ -318,7 +318,7 @@ def test_mse_loss_matches_pytorch_on_special_values(reduction, dtype, data, shap
 def test_cross_entropy_matches_pytorch_on_special_values(reduction, dtype, data, n, c):
     logits = data.draw(special_arrays(dtype, huge=False, shape=(n, c)))
     target = np.array(data.draw(st.lists(st.integers(0, c - 1), min_size=n, max_size=n)))
-    check_op(lambda x: nb.cross_entropy(x, target, reduction),
+    check_op(lambda x: nb.cross_entropy(x, target, reduction=reduction),
              lambda x: F.cross_entropy(x, torch.from_numpy(target), reduction=reduction),
              [logits], f"cross_entropy({reduction})")
 
@@ -394,6 +394,6 @@ def test_empty_tensors_match_pytorch(case, shape):
 def test_cross_entropy_of_empty_logits_matches_pytorch(shape, reduction):
     target = np.zeros(shape[0], np.int64)
     logits = np.zeros(shape, np.float32)
-    check_empty("cross_entropy", lambda x: nb.cross_entropy(x, target, reduction),
+    check_empty("cross_entropy", lambda x: nb.cross_entropy(x, target, reduction=reduction),
                 lambda x: F.cross_entropy(x, torch.from_numpy(target), reduction=reduction),
                 [logits], f"cross_entropy({reduction}) of shape {shape}")

@@ -186,13 +186,10 @@ class NLLLoss(Module):
 
 
 class CrossEntropyLoss(NLLLoss):
-    """cross_entropy; the class ``weight`` is a buffer. ``CrossEntropyLoss('sum')`` (a
-    string first argument) is read as the reduction, nbgrad's earlier signature."""
+    """cross_entropy; the class ``weight`` is a buffer."""
 
     def __init__(self, weight: Any = None, ignore_index: int = -100, reduction: str = "mean",
                  label_smoothing: float = 0.0) -> None:
-        if isinstance(weight, str):
-            weight, reduction = None, weight
         super().__init__(weight, ignore_index, reduction)
         self.label_smoothing = label_smoothing
 

@@ -678,11 +678,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     ``weight`` (one constant per class) is not differentiated. [N, C] logits with integer
     targets and no weight, smoothing or ignored target take one fused kernel (forward
     log sum_j e^(x_ij - m_i) - (x_it - m_i), backward g_i (softmax(x_i) - onehot(t_i)));
-    the rest is log_softmax, nll_loss and nbgrad ops, as PyTorch composes it.
-    ``cross_entropy(input, target, 'sum')`` (a string third argument) is read as the
-    reduction, nbgrad's earlier signature."""
-    if isinstance(weight, str):
-        weight, reduction = None, weight
+    the rest is log_softmax, nll_loss and nbgrad ops, as PyTorch composes it."""
     reduction = _reduction("cross_entropy", reduction)
     x = float_input("cross_entropy", input, "logits")
     ignore_index = _ignore_index("cross_entropy", ignore_index)
