@@ -3,7 +3,9 @@ relative L2 error, and the prediction-vs-truth figure saved next to the run."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import argparse
+import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -66,3 +68,34 @@ def save_figure(fig: Any, path: str) -> None:
 def losses_axis(ax: Any, losses: Sequence[float], label: str = "training loss") -> None:
     ax.plot(losses, lw=0.8)
     ax.set(xlabel="step", ylabel=label, yscale="log")
+
+
+def field_example_main(argv: list[str] | None, name: str, doc: str, train: Callable,
+                       plot: Callable, sizes: dict, batch_size: int, lr: float) -> int:
+    """The command line of the examples that learn a field-to-field map with a relative L2
+    loss (darcy-gno, darcy-fno, burgers-fno): ``train(**sizes[...], batch_size, lr, seed,
+    show_progress)`` returns the history that the metric table and ``plot`` read."""
+    parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
+                                     description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
+    parser.add_argument("--epochs", type=int, default=None)
+    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--plot", metavar="PNG", default=f"{name}.png",
+                        help="where to save prediction vs truth")
+    args = parser.parse_args(argv)
+    size = dict(sizes["quick" if args.quick else "full"])
+    if args.epochs is not None:
+        size["epochs"] = args.epochs
+    start = time.perf_counter()
+    history = train(**size, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                    show_progress=not args.no_progress)
+    print(metric_table([("epochs", size["epochs"]),
+                        ("train samples", size["n_train"]),
+                        ("final training relative L2", history["epoch_loss"][-1]),
+                        ("test relative L2", history["test_relative_l2"][-1]),
+                        ("seconds", round(time.perf_counter() - start, 1))]))
+    plot(history, args.plot)
+    return 0

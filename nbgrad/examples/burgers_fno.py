@@ -12,15 +12,12 @@ annealing on the relative L2 loss; the metric is the test relative L2 error
 
 from __future__ import annotations
 
-import argparse
-import time
-
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
 from nbgrad.datasets import burgers1d
-from nbgrad.examples._common import losses_axis, metric_table, pyplot, save_figure
+from nbgrad.examples._common import field_example_main, losses_axis, pyplot, save_figure
 from nbgrad.examples.darcy_fno import fit, predict
 
 F32 = np.float32
@@ -95,27 +92,5 @@ def plot(history: dict, path: str, samples: tuple[int, ...] = (0, 1, 2)) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples burgers-fno",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default="burgers-fno.png",
-                        help="where to save prediction vs truth")
-    args = parser.parse_args(argv)
-    size = dict(SIZES["quick" if args.quick else "full"])
-    if args.epochs is not None:
-        size["epochs"] = args.epochs
-    start = time.perf_counter()
-    history = train(**size, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                    show_progress=not args.no_progress)
-    print(metric_table([("epochs", size["epochs"]),
-                        ("train samples", size["n_train"]),
-                        ("final training relative L2", history["epoch_loss"][-1]),
-                        ("test relative L2", history["test_relative_l2"][-1]),
-                        ("seconds", round(time.perf_counter() - start, 1))]))
-    plot(history, args.plot)
-    return 0
+    return field_example_main(argv, "burgers-fno", __doc__, train, plot, SIZES, batch_size=20,
+                              lr=1e-3)

@@ -12,8 +12,6 @@ schedule on the relative L2 loss; the metric is the test relative L2 error
 
 from __future__ import annotations
 
-import argparse
-import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,8 +22,8 @@ from nbgrad import nn
 from nbgrad.data import DataLoader, TensorDataset
 from nbgrad.datasets import darcy2d
 from nbgrad.examples._common import (
+    field_example_main,
     losses_axis,
-    metric_table,
     progress,
     pyplot,
     relative_l2,
@@ -258,27 +256,5 @@ def plot(history: dict, path: str, sample: int = 0) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples darcy-gno",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default="darcy-gno.png",
-                        help="where to save prediction vs truth")
-    args = parser.parse_args(argv)
-    size = dict(SIZES["quick" if args.quick else "full"])
-    if args.epochs is not None:
-        size["epochs"] = args.epochs
-    start = time.perf_counter()
-    history = train(**size, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                    show_progress=not args.no_progress)
-    print(metric_table([("epochs", size["epochs"]),
-                        ("train samples", size["n_train"]),
-                        ("final training relative L2", history["epoch_loss"][-1]),
-                        ("test relative L2", history["test_relative_l2"][-1]),
-                        ("seconds", round(time.perf_counter() - start, 1))]))
-    plot(history, args.plot)
-    return 0
+    return field_example_main(argv, "darcy-gno", __doc__, train, plot, SIZES,
+                              batch_size=BATCH_SIZE, lr=3e-3)
