@@ -24,6 +24,12 @@ from collections.abc import Callable
 
 from numba import njit
 
+from . import _cache
+
+# Before the first ``njit(cache=True)`` of nbgrad, since every kernel module imports its
+# preset from here (tests/test_cache.py checks every cached dispatcher of nbgrad).
+_cache.install()
+
 FMA = {"contract"}
 REASSOC = {"reassoc"}
 FUSED = {"reassoc", "contract"}

@@ -1,0 +1,144 @@
+"""The on-disk cache of nbgrad's kernels: Numba's, made safe against damaged and mismatched
+files and keyed by the installed nbgrad as well as by each kernel's source file
+(docs/cache.md).
+
+Numba 0.68 (``numba.core.caching``) already picks the directory: ``NUMBA_CACHE_DIR`` when
+set, else ``__pycache__`` next to the source file when it is writable, else the user's
+cache directory (``$XDG_CACHE_HOME/numba`` or ``~/.cache/numba``). It already drops an
+index written by another Numba version or for another content of the kernel's file. What
+it gets wrong, and this module fixes for nbgrad's kernels only:
+
+* A truncated or otherwise unreadable index (``.nbi``) or data (``.nbc``) file raises from
+  ``pickle`` (``EOFError``, ``UnpicklingError``) on the next call of the kernel, in every
+  process, until someone deletes the file (numba issue #10434). Here it is a cache miss:
+  the kernel is recompiled and the file rewritten.
+* A data file is found by the index alone. Two processes that compile two signatures of one
+  kernel at the same time can both pick the same free data file, and the index can end up
+  naming the other one's machine code: the next process runs, say, the int64 kernel on
+  float64 arrays and returns garbage. Here every data file records what it was compiled
+  for (the index key, the source stamp and the Numba version) and is used only for that.
+* The source stamp covers the kernel's own file only, but kernels inline kernels of other
+  files (``_jit.dot`` into ``conv_s1``): an upgrade that changes only ``_jit.py`` kept the
+  old ``dot`` in every caller. Here the stamp also covers the installed distribution.
+
+How it is wired in: ``Dispatcher.enable_caching`` (what ``njit(cache=True)`` calls) builds
+its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dispatcher``'s
+module globals at that moment. ``install`` rebinds that name once (from ``_jit``, which
+nbgrad imports before any other kernel module) to a function that gives functions of
+nbgrad's modules a ``KernelCache`` and every other function Numba's own ``FunctionCache``.
+The kernel modules keep calling ``numba.njit`` with the presets of ``_jit``.
+tests/test_cache.py pins the wiring and the behaviour on damaged files.
+"""
+
+import hashlib
+import importlib.metadata
+import warnings
+from functools import cache
+from pathlib import Path
+
+from numba.core import caching, dispatcher
+
+# Distinct file names, so that an nbgrad without this module (which would pass the tagged
+# data of ``CheckedCacheFile`` to Numba as a compile result) never reads these files.
+FILE_PREFIX = "nbgrad"
+
+
+@cache
+def install_stamp() -> str | None:
+    """What identifies this install of nbgrad: the sha256 of the RECORD of the distribution
+    that holds this file (it lists the sha256 of every installed file, so any upgrade or
+    reinstall changes it), its version when the installer wrote no RECORD (a source tree's
+    egg-info), None when there is no metadata. Constant while the sources of an editable
+    install are edited, where only each kernel's own file is tracked (docs/cache.md)."""
+    site = str(Path(__file__).resolve().parents[2])
+    for dist in importlib.metadata.distributions(name="nbgrad", path=[site]):
+        record = dist.read_text("RECORD")
+        return hashlib.sha256(record.encode()).hexdigest() if record else dist.version
+    return None
+
+
+class CacheFileWarning(RuntimeWarning):
+    """A cache file was ignored (and is rewritten): the kernel is recompiled."""
+
+
+def _recompiling(what: str) -> None:
+    warnings.warn(f"nbgrad: {what}; recompiling the kernel", CacheFileWarning, stacklevel=2)
+
+
+class CheckedCacheFile(caching.IndexDataCacheFile):
+    """Numba's index + data files of one kernel, where a file that cannot be read, or data
+    compiled for something else, is a cache miss (then overwritten by the recompiled kernel)
+    instead of an exception or a wrong kernel."""
+
+    def _load_index(self) -> dict:
+        try:
+            return super()._load_index()
+        except Exception as exc:  # a damaged pickle can raise nearly anything
+            _recompiling(f"cache index {self._index_path} is unreadable ({exc!r})")
+            return {}
+
+    def _load_data(self, name: str):
+        try:
+            return super()._load_data(name)
+        except OSError:
+            raise  # a missing file: numba's ``load`` already treats it as a miss
+        except Exception as exc:
+            _recompiling(f"cache file {self._data_path(name)} is unreadable ({exc!r})")
+            return None
+
+    def _tag(self, key) -> tuple:
+        return key, self._source_stamp, self._version
+
+    def save(self, key, data) -> None:
+        # Numba reads the index again to add the entry; ``load`` has already warned about
+        # an unreadable one.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CacheFileWarning)
+            super().save(key, (self._tag(key), data))
+
+    def load(self, key):
+        entry = super().load(key)
+        if entry is None:
+            return None
+        if isinstance(entry, tuple) and len(entry) == 2 and entry[0] == self._tag(key):
+            return entry[1]
+        _recompiling(f"a data file listed in {self._index_path} holds another compilation")
+        return None
+
+
+class _KernelCacheImpl(caching.CompileResultCacheImpl):
+    def get_filename_base(self, fullname: str, abiflags: str) -> str:
+        return f"{FILE_PREFIX}-{super().get_filename_base(fullname, abiflags)}"
+
+
+class KernelCache(caching.FunctionCache):
+    """Numba's per-function cache (same directory), with ``CheckedCacheFile`` files named
+    ``nbgrad-*`` and the install stamp next to the source file's stamp."""
+
+    _impl_class = _KernelCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        stamp = self._impl.locator.get_source_stamp(), install_stamp()
+        self._cache_file = CheckedCacheFile(self._cache_path, self._impl.filename_base, stamp)
+
+
+def _is_nbgrad(py_func) -> bool:
+    module = py_func.__module__ or ""
+    return module == "nbgrad" or module.startswith("nbgrad.")
+
+
+_numba_function_cache = dispatcher.FunctionCache
+
+
+def _function_cache(py_func):
+    """What ``Dispatcher.enable_caching`` builds once ``install`` has run."""
+    if _is_nbgrad(py_func):
+        return KernelCache(py_func)
+    return _numba_function_cache(py_func)
+
+
+def install() -> None:
+    """Give the cached dispatchers of nbgrad's functions created from now on a
+    ``KernelCache`` (see the module docstring for the Numba internal this relies on)."""
+    dispatcher.FunctionCache = _function_cache
