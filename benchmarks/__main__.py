@@ -14,6 +14,7 @@ import importlib
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
           "optim",
           "examples",
+          "distributed",
           ]
 
 

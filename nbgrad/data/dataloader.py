@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,10 @@ class DataLoader:
     ``loader.seed``. Alternatively ``generator=`` (a ``numpy.random.Generator``) draws
     each epoch's permutation from that generator's state.
 
+    ``sampler=`` (an iterable of dataset indices with a length, such as
+    ``DistributedSampler``) gives the order instead; it excludes ``shuffle``, ``seed`` and
+    ``generator``, and its own ``set_epoch`` (if any) picks its epoch, as in PyTorch.
+
     For a ``TensorDataset`` (or a ``Subset`` of one) with the default ``collate_fn``,
     a batch is one fancy index of each whole tensor by the batch's indices, with the
     same result as collating the items one by one.
@@ -85,8 +89,10 @@ class DataLoader:
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, *,
                  drop_last: bool = False, seed: int | None = None,
                  generator: np.random.Generator | None = None,
+                 sampler: Iterable[int] | None = None,
                  collate_fn: Callable[[list[Any]], Any] | None = None):
         _check_dataset(dataset)
+        self.sampler = _check_sampler(sampler, shuffle, seed, generator)
         self.dataset = dataset
         self.batch_size = _check_batch_size(batch_size)
         self.shuffle = bool(shuffle)
@@ -105,15 +111,19 @@ class DataLoader:
 
     def __len__(self) -> int:
         """The number of batches per epoch (``torch.utils.data.DataLoader``'s len)."""
-        items = len(self.dataset)
+        items = len(self.dataset) if self.sampler is None else len(self.sampler)
         if self.drop_last:
             return items // self.batch_size
         return -(-items // self.batch_size)
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration epoch ``epoch`` (its order depends on the seed and
-        ``epoch`` only). Not available with ``generator=``, whose state is the order:
+        ``epoch`` only). Not available with ``sampler=`` (set the sampler's epoch) or with
+        ``generator=``, whose state is the order:
         save and restore ``generator.bit_generator.state`` to resume such a loader."""
+        if self.sampler is not None:
+            raise RuntimeError("DataLoader.set_epoch: this loader's order comes from "
+                               "sampler=; call the sampler's set_epoch instead")
         if self.generator is not None:
             raise RuntimeError("DataLoader.set_epoch: this loader draws its orders from "
                                "generator=; save and restore generator.bit_generator.state "
@@ -132,6 +142,8 @@ class DataLoader:
 
     def _epoch_order(self) -> np.ndarray:
         """The dataset indices in this epoch's order."""
+        if self.sampler is not None:
+            return np.fromiter(self.sampler, np.int64)
         items = len(self.dataset)
         if not self.shuffle:
             return np.arange(items)
@@ -178,6 +190,18 @@ def _check_dataset(dataset: Any) -> None:
     if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
         raise TypeError(f"DataLoader: dataset must have __len__ and __getitem__ (a map-style "
                         f"Dataset), got {type(dataset).__name__}")
+
+
+def _check_sampler(sampler: Any, shuffle: bool, seed: Any, generator: Any) -> Any:
+    if sampler is None:
+        return None
+    if not (hasattr(sampler, "__iter__") and hasattr(sampler, "__len__")):
+        raise TypeError(f"DataLoader: sampler must be an iterable of indices with a length, "
+                        f"got {type(sampler).__name__}")
+    if shuffle or seed is not None or generator is not None:
+        raise ValueError("DataLoader: sampler is mutually exclusive with shuffle, seed and "
+                         "generator (the sampler gives the order)")
+    return sampler
 
 
 def _check_batch_size(batch_size: Any) -> int:

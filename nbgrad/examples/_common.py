@@ -1,5 +1,7 @@
 """What every example shares: a progress bar, the metric table printed at the end, the
-relative L2 error, and the prediction-vs-truth figure saved next to the run."""
+relative L2 error, the prediction-vs-truth figure saved next to the run, and what a run
+under ``mpiexec`` with ``--distributed`` needs: one shard of the data per rank, and
+progress, printing, figures and checkpoints on rank 0 only."""
 
 from __future__ import annotations
 
@@ -10,10 +12,70 @@ from typing import Any
 
 import numpy as np
 
+import nbgrad as nb
+from nbgrad import distributed
+from nbgrad.data import DataLoader, Dataset, DistributedSampler
+
+
+def is_main_process() -> bool:
+    """True but on the ranks other than 0 of an ``nbgrad.distributed`` job: only the main
+    process shows progress, prints, saves figures and writes checkpoints."""
+    return not distributed.is_initialized() or distributed.rank() == 0
+
+
+def init_distributed(enabled: bool) -> int:
+    """The number of ranks: the MPI job's (``nbgrad.distributed.init``) when ``enabled``,
+    else 1."""
+    if not enabled:
+        return 1
+    distributed.init()
+    return distributed.world_size()
+
+
+def mean_over_ranks(value: float) -> float:
+    """``value`` averaged over the ranks of an initialised job (itself otherwise)."""
+    if not distributed.is_initialized():
+        return value
+    total = np.array([value], np.float64)
+    distributed.all_reduce(total, distributed.ReduceOp.AVG)
+    return float(total[0])
+
+
+def training_loader(dataset: Dataset, batch_size: int, seed: int, ranks: int) -> DataLoader:
+    """Shuffled batches of ``batch_size`` items in all: on one rank a seeded loader; on
+    ``ranks`` ranks each rank's ``batch_size / ranks`` items of its ``DistributedSampler``
+    shard, so that the ranks' mean gradient is the gradient of the whole batch."""
+    if ranks == 1:
+        return DataLoader(dataset, batch_size=batch_size, shuffle=True, seed=seed)
+    if batch_size % ranks:
+        raise ValueError(f"--batch-size {batch_size} (the global batch) must be a multiple "
+                         f"of the {ranks} ranks")
+    return DataLoader(dataset, batch_size=batch_size // ranks,
+                      sampler=DistributedSampler(dataset, seed=seed))
+
+
+def start_epoch(loader: DataLoader, epoch: int) -> DataLoader:
+    """``loader`` set to epoch ``epoch``'s order (through its sampler, if it has one)."""
+    if loader.sampler is not None:
+        loader.sampler.set_epoch(epoch)
+    else:
+        loader.set_epoch(epoch)
+    return loader
+
+
+def save_checkpoint(state: dict, path: str) -> None:
+    """``nb.save(state, path)`` on the main process; every rank returns once the file is
+    complete, so any rank may read it next."""
+    if is_main_process():
+        nb.save(state, path)
+    if distributed.is_initialized():
+        distributed.barrier()
+
 
 def progress(total: int, enabled: bool, unit: str = "step") -> Any:
-    """A tqdm bar (the ``examples`` extra), or None without tqdm or when disabled."""
-    if not enabled:
+    """A tqdm bar (the ``examples`` extra), or None without tqdm, when disabled or off the
+    main process."""
+    if not (enabled and is_main_process()):
         return None
     try:
         from tqdm.auto import tqdm
@@ -23,7 +85,9 @@ def progress(total: int, enabled: bool, unit: str = "step") -> Any:
 
 
 def report(bar: Any, line: str) -> None:
-    """Print ``line`` above the bar (or plainly, without one)."""
+    """Print ``line`` above the bar (or plainly, without one), on the main process."""
+    if not is_main_process():
+        return
     if bar is not None:
         bar.write(line)
     else:
@@ -60,6 +124,9 @@ def pyplot() -> Any:
 
 
 def save_figure(fig: Any, path: str) -> None:
+    """Save ``fig`` to ``path`` on the main process."""
+    if not is_main_process():
+        return
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"figure saved to {path}")
@@ -71,31 +138,41 @@ def losses_axis(ax: Any, losses: Sequence[float], label: str = "training loss") 
 
 
 def field_example_main(argv: list[str] | None, name: str, doc: str, train: Callable,
-                       plot: Callable, sizes: dict, batch_size: int, lr: float) -> int:
+                       plot: Callable, sizes: dict, batch_size: int, lr: float,
+                       distributed: bool = False) -> int:
     """The command line of the examples that learn a field-to-field map with a relative L2
     loss (darcy-gno, darcy-fno, burgers-fno): ``train(**sizes[...], batch_size, lr, seed,
-    show_progress)`` returns the history that the metric table and ``plot`` read."""
+    show_progress)`` returns the history that the metric table and ``plot`` read. With
+    ``distributed``, ``train`` also takes ``distributed`` and the command line
+    ``--distributed`` (run under ``mpiexec``)."""
     parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
                                      description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
     parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=batch_size)
+    parser.add_argument("--batch-size", type=int, default=batch_size,
+                        help="the batch (with --distributed: over all ranks)")
     parser.add_argument("--lr", type=float, default=lr)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--plot", metavar="PNG", default=f"{name}.png",
                         help="where to save prediction vs truth")
+    if distributed:
+        parser.add_argument("--distributed", action="store_true",
+                            help="data-parallel over the ranks of mpiexec -n N")
     args = parser.parse_args(argv)
     size = dict(sizes["quick" if args.quick else "full"])
     if args.epochs is not None:
         size["epochs"] = args.epochs
+    if distributed:
+        size["distributed"] = args.distributed
     start = time.perf_counter()
     history = train(**size, batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                     show_progress=not args.no_progress)
-    print(metric_table([("epochs", size["epochs"]),
-                        ("train samples", size["n_train"]),
-                        ("final training relative L2", history["epoch_loss"][-1]),
-                        ("test relative L2", history["test_relative_l2"][-1]),
-                        ("seconds", round(time.perf_counter() - start, 1))]))
-    plot(history, args.plot)
+    if is_main_process():
+        print(metric_table([("epochs", size["epochs"]),
+                            ("train samples", size["n_train"]),
+                            ("final training relative L2", history["epoch_loss"][-1]),
+                            ("test relative L2", history["test_relative_l2"][-1]),
+                            ("seconds", round(time.perf_counter() - start, 1))]))
+        plot(history, args.plot)
     return 0

@@ -7,7 +7,8 @@ the radius graph of the grid points, point-wise linear skip, mean over the neigh
 GELU between), projection width -> 128 -> 1. All samples share one graph, so a batch is
 ``h[B, N, F]`` and each edge's kernel is evaluated once per batch. Adam with a one-cycle
 schedule on the relative L2 loss; the metric is the test relative L2 error
-``mean ||u_pred - u|| / ||u||`` (the FNO papers' metric).
+``mean ||u_pred - u|| / ||u||`` (the FNO papers' metric). Data-parallel over MPI ranks
+with ``mpiexec -n 2 python -m nbgrad.examples darcy-gno --distributed``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
-from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.data import TensorDataset
 from nbgrad.datasets import darcy2d
+from nbgrad.distributed import DistributedDataParallel
 from nbgrad.examples._common import (
     field_example_main,
+    init_distributed,
     losses_axis,
+    mean_over_ranks,
     progress,
     pyplot,
     relative_l2,
     report,
     save_figure,
+    start_epoch,
+    training_loader,
 )
 
 F32 = np.float32
@@ -203,16 +209,19 @@ def train(n_train: int = 800, n_test: int = 200, epochs: int = 25,
           batch_size: int = BATCH_SIZE, lr: float = 3e-3, width: int = WIDTH,
           kernel_hidden: int = KERNEL_HIDDEN, depth: int = DEPTH,
           radius_cells: float = RADIUS_CELLS, resolution: int = 16, seed: int = 0,
-          show_progress: bool = True) -> dict:
+          show_progress: bool = True, distributed: bool = False) -> dict:
     """Train from ``nb.manual_seed(seed)`` weights with Adam and a one-cycle schedule
     peaking at ``lr``; returns the history: per-step losses (``loss``), per-epoch mean
     training loss (``epoch_loss``) and test relative L2 (``test_relative_l2``), the
-    trained ``model`` and the ``data``."""
+    trained ``model`` and the ``data``. With ``distributed`` (under ``mpiexec``) the
+    ranks share each batch of ``batch_size`` samples and average their gradients."""
+    ranks = init_distributed(distributed)
     nb.manual_seed(seed)
     data = load_data(n_train, n_test, resolution, seed)
     model = build_model(resolution, radius_cells, width, kernel_hidden, depth)
-    loader = DataLoader(TensorDataset(data["x_train"], data["y_train"]),
-                        batch_size=batch_size, shuffle=True, seed=seed)
+    net = DistributedDataParallel(model) if distributed else model
+    loader = training_loader(TensorDataset(data["x_train"], data["y_train"]), batch_size,
+                             seed, ranks)
     opt = nb.optim.Adam(model.parameters(), lr=lr)
     schedule = nb.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, epochs=epochs,
                                                 steps_per_epoch=len(loader))
@@ -220,9 +229,9 @@ def train(n_train: int = 800, n_test: int = 200, epochs: int = 25,
                      "data": data}
     bar = progress(epochs * len(loader), show_progress)
     for epoch in range(epochs):
-        losses = train_epoch(model, loader, opt, schedule, bar)
+        losses = train_epoch(net, start_epoch(loader, epoch), opt, schedule, bar)
         history["loss"] += losses
-        history["epoch_loss"].append(float(np.mean(losses)))
+        history["epoch_loss"].append(mean_over_ranks(float(np.mean(losses))))
         history["test_relative_l2"].append(
             relative_l2(predict(model, data["x_test"]), data["y_test"]))
         report(bar, f"epoch {epoch + 1:3d}/{epochs}  train rel L2 "
@@ -257,4 +266,4 @@ def plot(history: dict, path: str, sample: int = 0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     return field_example_main(argv, "darcy-gno", __doc__, train, plot, SIZES,
-                              batch_size=BATCH_SIZE, lr=3e-3)
+                              batch_size=BATCH_SIZE, lr=3e-3, distributed=True)

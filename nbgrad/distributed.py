@@ -1,0 +1,357 @@
+"""Data parallelism over MPI (the ``mpi`` extra: ``pip install nbgrad[mpi]``).
+
+``init()`` joins the MPI job that ``mpiexec`` started (a process started without
+``mpiexec`` is a job of one); ``rank()``, ``world_size()``, ``all_reduce``,
+``broadcast`` and ``barrier`` act on all of its processes, with
+``torch.distributed``'s semantics (in place, every rank calls them in the same order).
+``DistributedDataParallel`` keeps the replicas of a model in step by averaging their
+gradients after every backward (see docs/distributed.md).
+
+Every collective waits at most ``timeout`` seconds (``init``'s argument) and raises
+``TimeoutError`` after that, and ``init`` installs a ``sys.excepthook`` that aborts the
+whole job on an uncaught exception: a rank that fails makes its peers exit with an error
+instead of waiting for it forever.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from .autograd.grad_mode import no_grad
+from .nn.module import Module
+from .nn.parameter import Parameter
+from .tensor import Tensor
+
+_DEFAULT_TIMEOUT = 1800.0  # seconds: torch.distributed's default of 30 minutes
+
+
+class ReduceOp:
+    """The reductions of ``all_reduce`` (``torch.distributed.ReduceOp``'s names); ``AVG``
+    is the sum divided by the world size."""
+
+    SUM = "sum"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+
+
+class _World:
+    """The job's communicator and the collectives' time limit, set by ``init``."""
+
+    comm: Any = None
+    mpi: Any = None
+    timeout: float = _DEFAULT_TIMEOUT
+
+
+def init(timeout: timedelta | float = _DEFAULT_TIMEOUT) -> None:
+    """Join the MPI job of this process (``MPI.COMM_WORLD``); a second call only updates
+    ``timeout``, the seconds (or ``timedelta``) any collective may wait before raising
+    ``TimeoutError``. With more than one rank, an uncaught exception prints its traceback
+    and then aborts every rank (``MPI_Abort``)."""
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not seconds > 0:
+        raise ValueError(f"distributed.init: timeout must be > 0 seconds, got {timeout!r}")
+    _World.timeout = seconds
+    if _World.comm is not None:
+        return
+    try:
+        from mpi4py import MPI
+    except ImportError as error:
+        raise ImportError("nbgrad.distributed needs mpi4py and an MPI library: "
+                          "pip install nbgrad[mpi]") from error
+    _World.mpi, _World.comm = MPI, MPI.COMM_WORLD
+    if _World.comm.Get_size() > 1:
+        sys.excepthook = _aborting_hook(sys.excepthook)
+
+
+def _aborting_hook(previous: Any) -> Any:
+    def hook(kind: type, error: BaseException, traceback: Any) -> None:
+        previous(kind, error, traceback)
+        sys.stderr.write(f"nbgrad.distributed: rank {rank()} failed; aborting all "
+                         f"{world_size()} ranks\n")
+        sys.stderr.flush()
+        _World.comm.Abort(1)
+    return hook
+
+
+def is_initialized() -> bool:
+    return _World.comm is not None
+
+
+def _comm() -> Any:
+    if _World.comm is None:
+        raise RuntimeError("nbgrad.distributed: call nbgrad.distributed.init() first")
+    return _World.comm
+
+
+def rank() -> int:
+    """This process's index in the job, 0 to ``world_size() - 1``."""
+    return _comm().Get_rank()
+
+
+def world_size() -> int:
+    """The number of processes in the job."""
+    return _comm().Get_size()
+
+
+def _wait(requests: list, what: str) -> None:
+    """Complete the non-blocking ``requests``, polling (which also drives MPI's progress)
+    with sleeps growing from 10 us to 1 ms, or raise ``TimeoutError`` after the
+    collectives' time limit."""
+    mpi = _World.mpi
+    deadline = time.monotonic() + _World.timeout
+    pause = 1e-5
+    while not mpi.Request.Testall(requests):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nbgrad.distributed: {what} did not complete within "
+                               f"{_World.timeout:g} s on rank {rank()}; a peer rank has "
+                               "probably failed or is not calling the same collective")
+        time.sleep(pause)
+        pause = min(2 * pause, 1e-3)
+
+
+def _array(t: Tensor | np.ndarray, caller: str) -> np.ndarray:
+    """The contiguous array behind ``t``, which a collective overwrites in place."""
+    a = t.data if isinstance(t, Tensor) else t
+    if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or not a.flags.writeable:
+        raise TypeError(f"distributed.{caller}: expected a Tensor or a writeable C-contiguous "
+                        f"ndarray, got {type(t).__name__}")
+    return a
+
+
+def all_reduce(tensor: Tensor | np.ndarray, op: str = ReduceOp.SUM) -> None:
+    """Replace ``tensor`` (a Tensor's array or an ndarray), in place on every rank, by its
+    reduction over all ranks: ``ReduceOp.SUM`` (default), ``PRODUCT``, ``MIN``, ``MAX``
+    or ``AVG``."""
+    a = _array(tensor, "all_reduce")
+    comm, mpi = _comm(), _World.mpi
+    ops = {ReduceOp.SUM: mpi.SUM, ReduceOp.AVG: mpi.SUM, ReduceOp.PRODUCT: mpi.PROD,
+           ReduceOp.MIN: mpi.MIN, ReduceOp.MAX: mpi.MAX}
+    if op not in ops:
+        raise ValueError(f"distributed.all_reduce: op must be one of {sorted(ops)}, got "
+                         f"{op!r}")
+    _wait([comm.Iallreduce(mpi.IN_PLACE, a, ops[op])], "all_reduce")
+    if op == ReduceOp.AVG:
+        a /= world_size()
+
+
+def broadcast(tensor: Tensor | np.ndarray, src: int = 0) -> None:
+    """Overwrite ``tensor`` on every rank, in place, with its value on rank ``src``."""
+    a = _array(tensor, "broadcast")
+    if not 0 <= src < world_size():
+        raise ValueError(f"distributed.broadcast: src must be a rank from 0 to "
+                         f"{world_size() - 1}, got {src}")
+    _wait([_comm().Ibcast(a, root=src)], "broadcast")
+
+
+def barrier() -> None:
+    """Return once every rank has called ``barrier``."""
+    _wait([_comm().Ibarrier()], "barrier")
+
+
+def _all_gather_bytes(data: bytes) -> list[bytes]:
+    """Every rank's ``data``, in rank order."""
+    comm, n = _comm(), world_size()
+    lengths = np.zeros(n, np.int64)
+    _wait([comm.Iallgather(np.array([len(data)], np.int64), lengths)], "all_gather")
+    gathered = np.zeros(int(lengths.sum()), np.uint8)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    mine = np.frombuffer(data, np.uint8)
+    _wait([comm.Iallgatherv(mine, [gathered, lengths, offsets[:-1], _World.mpi.BYTE])],
+          "all_gather")
+    return [gathered[offsets[i]:offsets[i + 1]].tobytes() for i in range(n)]
+
+
+def _structure(module: Module) -> list[str]:
+    """One line per parameter and buffer: name, shape, dtype."""
+    entries = list(module.named_parameters()) + list(module.named_buffers())
+    return [f"{name} {tuple(t.shape)} {t.dtype}" for name, t in entries]
+
+
+def _check_same_structure(module: Module) -> None:
+    """Raise on every rank if any rank's parameters or buffers differ from rank 0's in
+    number, name, shape or dtype."""
+    mine = _structure(module)
+    ranks = [s.decode().split("\n") if s else []
+             for s in _all_gather_bytes("\n".join(mine).encode())]
+    for r, theirs in enumerate(ranks[1:], start=1):
+        if theirs != ranks[0]:
+            raise ValueError(
+                f"DistributedDataParallel: the model on rank {r} differs from rank 0's "
+                f"({len(theirs)} vs {len(ranks[0])} parameters and buffers); first "
+                f"difference: {_first_difference(ranks[0], theirs)} "
+                "(every rank must build the same model)")
+
+
+def _first_difference(a: list[str], b: list[str]) -> str:
+    for x, y in zip(a, b):
+        if x != y:
+            return f"rank 0 has {x!r}, the other {y!r}"
+    longer, which = (a, "rank 0") if len(a) > len(b) else (b, "the other rank")
+    return f"{which} also has {longer[min(len(a), len(b))]!r}"
+
+
+class _Bucket:
+    """Parameters whose gradients are reduced together in one flat buffer: parameter
+    ``params[k]`` owns ``buffer[offsets[k]:offsets[k + 1]]``."""
+
+    def __init__(self, params: list[Parameter]) -> None:
+        self.params = params
+        self.offsets = np.concatenate([[0], np.cumsum([p.data.size for p in params])])
+        self.buffer = np.empty(int(self.offsets[-1]), params[0].dtype)
+        self.missing = len(params)  # parameters not yet packed in this backward
+        self.request: Any = None
+
+    def slot(self, k: int) -> np.ndarray:
+        p = self.params[k]
+        return self.buffer[self.offsets[k]:self.offsets[k + 1]].reshape(p.shape)
+
+
+def _make_buckets(params: list[Parameter], cap_bytes: float) -> list[_Bucket]:
+    """Consecutive parameters of one dtype, each bucket closed once it holds at least
+    ``cap_bytes`` (so a bucket is never empty and a large parameter has its own)."""
+    buckets, current, size = [], [], 0
+    for p in params:
+        if current and (p.dtype != current[0].dtype or size >= cap_bytes):
+            buckets.append(_Bucket(current))
+            current, size = [], 0
+        current.append(p)
+        size += p.data.nbytes
+    if current:
+        buckets.append(_Bucket(current))
+    return buckets
+
+
+class DistributedDataParallel(Module):
+    """``module`` replicated on every rank, its gradients averaged over the ranks
+    (``torch.nn.parallel.DistributedDataParallel``'s semantics).
+
+    At construction every rank checks that all ranks built the same model (parameter and
+    buffer names, shapes, dtypes; a ``ValueError`` on every rank otherwise) and copies
+    rank 0's parameters and buffers. Calling the wrapper calls ``module``; with
+    ``broadcast_buffers`` rank 0's buffers are copied to all ranks first. After the
+    ``backward`` of an output of the wrapper (not of ``module`` called directly) every
+    parameter's ``.grad`` is the mean over the ranks of what it would be on each rank
+    alone: each rank computing a mean loss on its own ``B / world_size``
+    samples gives the gradient of the mean loss over all ``B``.
+
+    Gradients are reduced in buckets of about ``bucket_cap_mb`` MB: parameters in reverse
+    registration order (the order backward produces their gradients) are packed into one
+    flat buffer per bucket, and each full bucket starts a non-blocking ``Iallreduce``
+    while the next ones are packed; the last gradient waits for all of them. nbgrad's
+    engine calls gradient hooks on leaves once the whole graph has been traversed, so
+    communication overlaps packing, not the backward kernels (docs/distributed.md).
+
+    Every parameter that requires grad must get a gradient in each synchronised backward
+    (PyTorch's ``find_unused_parameters=False``); the next call raises otherwise. For
+    first-order ``backward()`` only: not with ``create_graph`` or ``nb.grad``.
+    """
+
+    def __init__(self, module: Module, bucket_cap_mb: float = 25.0,
+                 broadcast_buffers: bool = True) -> None:
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: expected an nn.Module, got "
+                            f"{type(module).__name__}")
+        _check_same_structure(module)
+        self.module = module
+        self.broadcast_buffers = bool(broadcast_buffers)
+        self.require_backward_grad_sync = True
+        self._reduce_next = False  # armed by a synchronised forward, for one backward
+        with no_grad():
+            for t in list(module.parameters()) + list(module.buffers()):
+                broadcast(t)
+        params = [p for p in module.parameters() if p.requires_grad][::-1]
+        self._buckets = _make_buckets(params, bucket_cap_mb * 2**20)
+        self._place = {}  # parameter -> (bucket, position in it)
+        for bucket in self._buckets:
+            for k, p in enumerate(bucket.params):
+                self._place[p] = (bucket, k)
+                p.register_hook(partial(self._grad_ready, p))
+        self._unpacked: dict = {}  # parameter -> the array its averaged gradient goes to
+        self._launched = 0  # buckets whose Iallreduce has started in this backward
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._check_finished()
+        self._reduce_next = self.require_backward_grad_sync
+        if self.broadcast_buffers and world_size() > 1:
+            with no_grad():
+                for b in self.module.buffers():
+                    broadcast(b)
+        return self.module(*args, **kwargs)
+
+    @contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes of forwards run inside the block accumulate gradients locally
+        without communication; the first synchronised backward after it averages the
+        accumulated sums."""
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous
+
+    def _check_finished(self) -> None:
+        """Raise if the last synchronised backward left parameters without a gradient."""
+        if not self._unpacked:
+            return
+        missing = [name for name, p in self.module.named_parameters()
+                   if p in self._place and p not in self._unpacked]
+        raise RuntimeError(
+            f"DistributedDataParallel: the previous backward gave no gradient to "
+            f"{len(missing)} parameter(s) ({', '.join(missing)}); every parameter that "
+            "requires grad must take part in the loss of a synchronised backward")
+
+    def _grad_ready(self, p: Parameter, grad: Tensor) -> Tensor | None:
+        """The hook of parameter ``p``: pack its accumulated gradient into its bucket, start
+        each bucket that is complete, and hand the engine the array that will receive the
+        average. The engine runs every leaf's hooks before it stores any leaf's gradient,
+        so the last hook fills all these arrays before they become ``.grad``."""
+        if not self._reduce_next:
+            return None
+        bucket, k = self._place[p]
+        slot = bucket.slot(k)
+        np.copyto(slot, grad.data)
+        if p.grad is not None:  # gradients accumulated under no_sync join this sum
+            slot += p.grad.data
+            p.grad = None
+        out = np.empty_like(slot)
+        self._unpacked[p] = out
+        bucket.missing -= 1
+        self._launch_ready()
+        if len(self._unpacked) == len(self._place):
+            self._finish()
+        return type(grad)._wrap(out, None, 0)
+
+    def _launch_ready(self) -> None:
+        """Start the Iallreduce of complete buckets, in bucket order on every rank (MPI
+        matches collectives by their order)."""
+        mpi = _World.mpi
+        while self._launched < len(self._buckets) and self._buckets[self._launched].missing == 0:
+            bucket = self._buckets[self._launched]
+            bucket.request = _comm().Iallreduce(mpi.IN_PLACE, bucket.buffer, mpi.SUM)
+            self._launched += 1
+
+    def _finish(self) -> None:
+        """Wait for every bucket and write grad = (sum over ranks) / world_size into the
+        arrays handed to the engine."""
+        _wait([b.request for b in self._buckets], "the gradient all-reduce")
+        n = world_size()
+        for bucket in self._buckets:
+            for k, p in enumerate(bucket.params):
+                np.divide(bucket.slot(k), n, out=self._unpacked[p])
+            bucket.missing, bucket.request = len(bucket.params), None
+        self._unpacked.clear()
+        self._launched = 0
+        self._reduce_next = False
+

@@ -1,0 +1,169 @@
+"""Run by tests/test_distributed.py under ``mpiexec -n N`` (or alone, a job of one):
+``python worker.py MODE [DIR]``. Each mode prints ``rank R ok`` on success."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+import nbgrad as nb
+from nbgrad import distributed, nn
+from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.distributed import DistributedDataParallel
+from nbgrad.examples._common import save_checkpoint, start_epoch, training_loader
+
+BATCH, SAMPLES, STEPS = 8, 40, 20  # 5 steps per epoch, 4 epochs
+
+
+def make_model(seed: int) -> nn.Module:
+    nb.manual_seed(seed)
+    return nn.Sequential(nn.Linear(3, 16), nn.Tanh(), nn.Linear(16, 2)).double()
+
+
+def make_data() -> TensorDataset:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((SAMPLES, 3))
+    return TensorDataset(x, np.sin(x[:, :2]) + x[:, 1:] ** 2)
+
+
+def sgd(model: nn.Module) -> nb.optim.SGD:
+    return nb.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def step(model: nn.Module, opt: nb.optim.SGD, x: nb.Tensor, y: nb.Tensor) -> None:
+    opt.zero_grad()
+    nb.mse_loss(model(x), y).backward()
+    opt.step()
+
+
+def train_epochs(net: nn.Module, opt: nb.optim.SGD, loader: DataLoader, epochs: range) -> None:
+    for epoch in epochs:
+        for x, y in start_epoch(loader, epoch):
+            step(net, opt, x, y)
+
+
+def flat(model: nn.Module) -> np.ndarray:
+    return np.concatenate([p.numpy().ravel() for p in model.parameters()])
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def same_on_all_ranks(a: np.ndarray) -> bool:
+    low, high = a.copy(), a.copy()
+    distributed.all_reduce(low, distributed.ReduceOp.MIN)
+    distributed.all_reduce(high, distributed.ReduceOp.MAX)
+    return bool((low == a).all() and (high == a).all())
+
+
+def check_training(directory: str) -> None:
+    """20 SGD steps on all ranks with a global batch of 8 equal one process's 20 steps with
+    batch 8 (to 1e-10); the ranks hold bitwise the same parameters; a checkpoint of epoch
+    2 written by rank 0 resumes to bitwise the same parameters."""
+    ranks, data = distributed.world_size(), make_data()
+    epochs = range(STEPS * BATCH // SAMPLES)
+    reference = make_model(0)
+    train_epochs(reference, sgd(reference), training_loader(data, BATCH, 1, 1), epochs)
+
+    model = make_model(distributed.rank())  # rank 0's weights replace the others'
+    net, opt = DistributedDataParallel(model), sgd(model)
+    loader = training_loader(data, BATCH, 1, ranks)
+    train_epochs(net, opt, loader, epochs[:2])
+    path = f"{directory}/checkpoint.npz"
+    save_checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict()}, path)
+    train_epochs(net, opt, loader, epochs[2:])
+    assert relative(flat(model), flat(reference)) < 1e-10, relative(flat(model),
+                                                                    flat(reference))
+    assert same_on_all_ranks(flat(model))
+
+    resumed = make_model(7 + distributed.rank())
+    resumed_opt = sgd(resumed)
+    state = nb.load(path)
+    resumed.load_state_dict(state["model"])
+    resumed_opt.load_state_dict(state["optimizer"])
+    train_epochs(DistributedDataParallel(resumed), resumed_opt, loader, epochs[2:])
+    assert (flat(resumed) == flat(model)).all()
+
+
+def check_no_sync() -> None:
+    """Two micro-batches, the first under no_sync, give the gradient of the whole batch."""
+    ranks, rank = distributed.world_size(), distributed.rank()
+    x, y = make_data().tensors
+    reference = make_model(0)
+    nb.mse_loss(reference(x[:BATCH]), y[:BATCH]).backward()
+    model = make_model(0)
+    net = DistributedDataParallel(model, bucket_cap_mb=1e-4)  # one bucket per parameter
+    half, share = BATCH // 2, BATCH // ranks // 2
+    for start in (0, half):
+        begin = start + rank * share
+        with net.no_sync() if start == 0 else nb.enable_grad():
+            loss = nb.mse_loss(net(x[begin:begin + share]), y[begin:begin + share]) * 0.5
+            loss.backward()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        assert relative(p.grad.numpy(), q.grad.numpy()) < 1e-12
+
+
+class PartlyUsed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.used, self.unused = nn.Linear(3, 2), nn.Linear(3, 2)
+
+    def forward(self, x: nb.Tensor) -> nb.Tensor:
+        return self.used(x)
+
+
+def check_unused_parameter() -> None:
+    """A backward that gave no gradient to some parameters is reported at the next call."""
+    net = DistributedDataParallel(PartlyUsed())
+    x = nb.tensor(np.ones((4, 3), np.float32))
+    net(x).sum().backward()
+    try:
+        net(x)
+    except RuntimeError as error:
+        assert "unused.weight, unused.bias" in str(error), error
+    else:
+        raise AssertionError("a backward that skipped parameters was not reported")
+
+
+def check_bare_module_is_local() -> None:
+    """The backward of the wrapped module called directly does not communicate."""
+    model = make_model(0)
+    DistributedDataParallel(model)
+    x, y = make_data().tensors
+    rows = slice(4 * distributed.rank(), 4 * distributed.rank() + 4)
+    nb.mse_loss(model(x[rows]), y[rows]).backward()
+    alone = make_model(0)
+    nb.mse_loss(alone(x[rows]), y[rows]).backward()
+    for p, q in zip(model.parameters(), alone.parameters()):
+        assert (p.grad.numpy() == q.grad.numpy()).all()
+
+
+def main(mode: str, directory: str = ".") -> None:
+    if mode == "hang":
+        distributed.init(timeout=2.0)
+    else:
+        distributed.init()
+    rank = distributed.rank()
+    if mode == "train":
+        check_training(directory)
+        check_no_sync()
+        check_unused_parameter()
+        check_bare_module_is_local()
+    elif mode == "raise":
+        if rank == 1:
+            raise ValueError("rank 1 fails on purpose")
+        distributed.all_reduce(np.ones(4))
+    elif mode == "hang":
+        if rank == 1:
+            time.sleep(120)
+        distributed.all_reduce(np.ones(4))
+    elif mode == "mismatch":
+        DistributedDataParallel(nn.Linear(4, 3 if rank == 1 else 2))
+    print(f"rank {rank} ok", flush=True)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
