@@ -1,4 +1,6 @@
 """Run the benchmark suites and print one ratio table: ``python -m benchmarks [suite ...]``.
+``python -m benchmarks compile [workload ...]`` measures compile latency instead
+(bench_compile.py: fresh processes, empty kernel cache; minutes).
 
 Each suite is a module ``benchmarks/bench_<name>.py`` with ``run(torch) -> list[Row]``
 (``torch`` is None where PyTorch is not installed). ``--torch-first`` imports PyTorch
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
           "optim",
@@ -19,6 +22,11 @@ SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["compile"]:
+        from .bench_compile import main as compile_main
+
+        compile_main(sys.argv[2:])
+        return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("suites", nargs="*", choices=SUITES + [[]], default=[],
                         help="suites to run (default: all)")

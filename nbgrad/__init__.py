@@ -1,6 +1,6 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
-from . import autograd, data, nn, optim, testing
+from . import autograd, compiling, data, nn, optim, testing
 from .autograd import (
     detect_anomaly,
     enable_grad,
@@ -11,6 +11,7 @@ from .autograd import (
     set_detect_anomaly,
     set_grad_enabled,
 )
+from .compiling import warmup
 from .function import REGISTRY, Context, Function, Sample, register
 from .ops.activation import *  # noqa: F403
 from .ops.conv import *  # noqa: F403

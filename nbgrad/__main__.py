@@ -1,14 +1,17 @@
-"""Command line: ``python -m nbgrad check`` gradchecks every registered op through its
-samples, first and second derivatives; ``python -m nbgrad ops`` lists the registry."""
+"""Command line: ``python -m nbgrad demo`` trains a small graph neural operator and
+gradchecks the ops it used; ``check`` gradchecks every registered op through its samples,
+first and second derivatives; ``warmup`` compiles kernels ahead of time; ``ops`` lists
+the registry."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from . import REGISTRY
-from .testing import check_registered
+from .compiling import check_op, map_in_workers, warmup
 
 
 def _list_ops() -> int:
@@ -25,21 +28,23 @@ def _list_ops() -> int:
     return 0
 
 
-def _check(names: list[str]) -> int:
+def _unknown(names: list[str]) -> bool:
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
         print(f"unknown op(s): {', '.join(unknown)}; see `python -m nbgrad ops`",
               file=sys.stderr)
+    return bool(unknown)
+
+
+def _check(names: list[str], jobs: int) -> int:
+    if _unknown(names):
         return 2
     names = names or sorted(REGISTRY)
     width = max((len(n) for n in names), default=2)
+    start = time.perf_counter()
     print(f"{'op':<{width}}  samples  max abs err  max rel err  grad   gradgrad   time")
     failed = []
-    for name in names:
-        start = time.perf_counter()
-        first = check_registered(name)
-        second = check_registered(name, second_order=True)
-        seconds = time.perf_counter() - start
+    for name, first, second, seconds in map_in_workers(check_op, names, jobs, None):
         print(f"{name:<{width}}  {first.samples:>7}  {first.max_abs_error:>11.2e}  "
               f"{first.max_rel_error:>11.2e}  {_verdict(first):<6} {_verdict(second):<8} "
               f"{seconds:>6.1f}s", flush=True)
@@ -52,7 +57,7 @@ def _check(names: list[str]) -> int:
     bad_ops = {r.op for _, r in failed}
     print(f"\n{len(names) - len(bad_ops)} passed, {len(bad_ops)} failed "
           f"(first and second derivatives, float64 central differences, eps=1e-6, "
-          f"atol=1e-5, rtol=1e-3)")
+          f"atol=1e-5, rtol=1e-3) in {time.perf_counter() - start:.0f} s")
     return 1 if failed else 0
 
 
@@ -60,17 +65,56 @@ def _verdict(report) -> str:
     return "pass" if report.passed else "FAIL"
 
 
+def _warmup(ops: str, dtypes: list[str], jobs: int) -> int:
+    names = [n for n in ops.split(",") if n] if ops else sorted(REGISTRY)
+    if _unknown(names):
+        return 2
+    start = time.perf_counter()
+    times = warmup(names, dtypes, jobs)
+    slowest = ", ".join(f"{n} {s:.0f} s" for n, s in sorted(times, key=lambda t: -t[1])[:5])
+    print(f"compiled the kernels of {len(names)} ops for {', '.join(dtypes)} in "
+          f"{time.perf_counter() - start:.0f} s with {jobs} worker(s); slowest: {slowest}")
+    return 0
+
+
+def _jobs(text: str) -> int:
+    jobs = int(text)
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"--jobs must be at least 1, got {jobs}")
+    return jobs
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nbgrad", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    cores = os.cpu_count() or 1
+    demo = sub.add_parser("demo", help="train a small graph neural operator, gradcheck the "
+                                       "ops it used and plot the fit")
+    demo.add_argument("--epochs", type=int, default=600)
+    demo.add_argument("--plot", metavar="PNG", default="nbgrad-demo.png")
+    demo.add_argument("--no-progress", action="store_true")
     check = sub.add_parser("check", help="gradcheck and gradgradcheck every registered op "
                                          "(float64)")
     check.add_argument("ops", nargs="*", help="only these ops (default: all)")
+    check.add_argument("--jobs", type=_jobs, default=cores,
+                       help=f"worker processes (default: one per core, {cores})")
+    warm = sub.add_parser("warmup", help="compile kernels ahead of time into the disk cache")
+    warm.add_argument("--ops", default="", help="comma-separated ops (default: all)")
+    warm.add_argument("--dtype", action="append", choices=["float32", "float64"],
+                      help="repeatable (default: both)")
+    warm.add_argument("--jobs", type=_jobs, default=cores,
+                      help=f"worker processes (default: one per core, {cores})")
     sub.add_parser("ops", help="list the registered ops")
     args = parser.parse_args(argv)
     if args.command == "ops":
         return _list_ops()
-    return _check(args.ops)
+    if args.command == "warmup":
+        return _warmup(args.ops, args.dtype or ["float32", "float64"], args.jobs)
+    if args.command == "demo":
+        from .demo import main as demo_main
+
+        return demo_main(args.epochs, args.plot, not args.no_progress)
+    return _check(args.ops, args.jobs)
 
 
 if __name__ == "__main__":

@@ -52,23 +52,23 @@ class ChainGNO(nn.Module):
         return self.project(h)
 
 
-def load_data(n: int = 20) -> dict:
-    """The chain: scaled positions ``s[n, 1]`` (float32, the node features and the
-    kernel's positions), the points ``x`` on [0, 2 pi], the graph and targets ``[n, 2]``."""
+def load_data(n: int = 20, dtype: type = F32) -> dict:
+    """The chain: scaled positions ``s[n, 1]`` (the node features and the kernel's
+    positions), the points ``x`` on [0, 2 pi], the graph and targets ``[n, 2]``."""
     x, graph, targets = chain_graph(n)
-    s = (x / np.pi - 1.0).astype(F32)
+    s = (x / np.pi - 1.0).astype(dtype)
     return {"s": nb.tensor(s), "x": x[:, 0], "graph": graph,
-            "y": nb.tensor(targets.astype(F32))}
+            "y": nb.tensor(targets.astype(dtype))}
 
 
 def train(epochs: int = 1000, lr: float = 1e-2, width: int = 16, kernel_hidden: int = 16,
-          n: int = 20, seed: int = 0, show_progress: bool = True) -> dict:
-    """Full-batch training from ``nb.manual_seed(seed)`` weights (one step per epoch);
-    returns the history: the loss of every step (``loss``), the final ``mse`` and
-    ``prediction`` ``[n, 2]``, the trained ``model`` and the ``data``."""
+          n: int = 20, seed: int = 0, show_progress: bool = True, dtype: type = F32) -> dict:
+    """Full-batch training from ``nb.manual_seed(seed)`` weights (one step per epoch) in
+    ``dtype``; returns the history: the loss of every step (``loss``), the final ``mse``
+    and ``prediction`` ``[n, 2]``, the trained ``model`` and the ``data``."""
     nb.manual_seed(seed)
-    data = load_data(n)
-    model = ChainGNO(width, kernel_hidden)
+    data = load_data(n, dtype)
+    model = ChainGNO(width, kernel_hidden).to(dtype)
     opt = nb.optim.Adam(model.parameters(), lr=lr)
     schedule = nb.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs, eta_min=lr / 100)
     history: dict = {"loss": [], "model": model, "data": data}

@@ -1,0 +1,122 @@
+"""Compile latency: what a new user waits for. ``python -m benchmarks compile``.
+
+Each workload runs in a fresh Python process with an empty ``NUMBA_CACHE_DIR`` (the cold
+start of a fresh install), then once more in a fresh process on the cache the first one
+wrote (warm). Reported: the wall time of the workload (imports excluded), the seconds
+spent in Numba's compiler (outermost compiles, from the ``numba:compile`` events), the
+warm process's import + workload time, and the kernels that took longest (a kernel's
+time includes the kernels it calls that were not compiled yet).
+
+ops f32 / ops f64  every registered op forward + backward through its samples
+                   (``nbgrad.compiling.warm_op`` without the parallel twins)
+digits step        one training step of the digits CNN, batch 64 (float32, SGD momentum)
+gno                ``nn.GNO`` forward + backward on a radius graph of 256 points in 2-D,
+                   width 32, kernel MLP hidden 32 (float32)
+ono_encode         ``ono_encode(u[64, 256], B[256, 16])`` forward + backward (float32)
+check              ``python -m nbgrad check`` (every op, first and second derivatives,
+                   float64), in its default worker processes; wall time of the command
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+#: workload name -> Python statements run after ``import nbgrad as nb, numpy as np``
+WORKLOADS = {
+    "ops f32": "from nbgrad.compiling import warm_op\n"
+               "for name in sorted(nb.REGISTRY): warm_op(name, ['float32'], twins=False)",
+    "ops f64": "from nbgrad.compiling import warm_op\n"
+               "for name in sorted(nb.REGISTRY): warm_op(name, ['float64'], twins=False)",
+    "digits step": """
+from nbgrad.datasets import split_digits
+from nbgrad.examples.digits import build_model
+nb.manual_seed(0)
+model = build_model()
+opt = nb.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+(x, y), _ = split_digits(0)
+loss = nb.cross_entropy(model(nb.tensor(x[:64])), nb.tensor(y[:64]))
+opt.zero_grad(); loss.backward(); opt.step(); loss.item()
+""",
+    "gno": """
+rng = np.random.default_rng(0)
+points = rng.random((256, 2)).astype(np.float32)
+graph = nb.radius_graph(points, 0.1)
+layer = nn.GNO(32, 32, 32, coord_dim=2)
+h = nb.tensor(rng.standard_normal((256, 32)).astype(np.float32), requires_grad=True)
+layer(h, graph, nb.tensor(points)).sum().backward()
+""",
+    "ono_encode": """
+rng = np.random.default_rng(0)
+u = nb.tensor(rng.standard_normal((64, 256)).astype(np.float32), requires_grad=True)
+B = nb.tensor(rng.standard_normal((256, 16)).astype(np.float32), requires_grad=True)
+nb.ono_encode(u, B).sum().backward()
+""",
+}
+
+_RUNNER = """
+import json, sys, time
+start = time.perf_counter()
+import numpy as np
+import nbgrad as nb
+from nbgrad import nn
+from nbgrad.compiling import recording_compiles
+imported = time.perf_counter() - start
+start = time.perf_counter()
+with recording_compiles() as rec:
+    exec(sys.argv[1])
+seconds = time.perf_counter() - start
+top = {}
+for kernel, s, depth in rec.records:
+    if depth == 0:
+        top[kernel] = top.get(kernel, 0.0) + s
+print(json.dumps({"import": imported, "seconds": seconds, "compile": rec.total(),
+                  "kernels": len(rec.records),
+                  "top": sorted(top.items(), key=lambda kv: -kv[1])[:5]}))
+"""
+
+
+def _run(code: str, cache: str) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    done = subprocess.run([sys.executable, "-c", _RUNNER, code], env=env,
+                          capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"the workload failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _check_seconds(cache: str) -> float:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nbgrad", "check"], env=env, check=True,
+                   capture_output=True)
+    return time.perf_counter() - start
+
+
+def _short(kernel: str) -> str:
+    return kernel.removeprefix("nbgrad.kernels.")
+
+
+def main(names: list[str] | None = None) -> None:
+    names = names or [*WORKLOADS, "check"]
+    print(f"{'workload':<12} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7}  "
+          f"slowest kernels (cold, s)\n(warm: import + workload; check: the whole command)")
+    for name in names:
+        with tempfile.TemporaryDirectory() as cache:
+            if name == "check":
+                cold, warm = _check_seconds(cache), _check_seconds(cache)
+                print(f"{name:<12} {cold:>7.1f} {'':>9} {'':>7} {warm:>7.1f}", flush=True)
+                continue
+            first, second = _run(WORKLOADS[name], cache), _run(WORKLOADS[name], cache)
+        slowest = ", ".join(f"{_short(k)} {s:.1f}" for k, s in first["top"][:3])
+        print(f"{name:<12} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
+              f"{first['kernels']:>7d} {second['import'] + second['seconds']:>7.2f}  "
+              f"{slowest}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,259 @@
+"""Compiling the kernels: a notice when a first use waits on the compiler, a record of
+compile times, and ``warmup``, which compiles ahead of time in worker processes
+(docs/compiling.md).
+
+Numba compiles a kernel for each new combination of argument types the first time it
+is called and keeps the machine code in its disk cache; a later process loads it in
+milliseconds. Every compile of an nbgrad kernel raises Numba's ``numba:compile`` event,
+which this module listens to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from numba.core import event
+from numba.core.registry import CPUDispatcher
+
+#: A compile that is still running after this many seconds is announced on stderr, once
+#: per op and process. ``NBGRAD_COMPILE_NOTICE_SECONDS`` sets it; a negative value turns
+#: the notice off.
+NOTICE_SECONDS = float(os.environ.get("NBGRAD_COMPILE_NOTICE_SECONDS", "2"))
+
+
+def _kernel_name(dispatcher: Any) -> str:
+    fn = dispatcher.py_func
+    return f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _op_being_run() -> str | None:
+    """The registered op whose forward or backward is on the call stack (the ``ctx`` of
+    ``Function.forward``/``backward``), if any."""
+    from .function import Context
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        ctx = frame.f_locals.get("ctx")
+        if isinstance(ctx, Context):
+            return ctx.name
+        frame = frame.f_back
+    return None
+
+
+class _Notice(event.Listener):
+    """Starts a timer when an outermost nbgrad compile starts; if the compile is still
+    running when it fires, says once which op is waiting for it."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.timer: threading.Timer | None = None
+        self.announced: set[str] = set()
+
+    def on_start(self, ev: event.Event) -> None:
+        self.depth += 1
+        if self.depth > 1 or NOTICE_SECONDS < 0:
+            return
+        kernel = _kernel_name(ev.data["dispatcher"])
+        if not kernel.startswith("nbgrad."):
+            return
+        what = _op_being_run() or kernel.rsplit(".", 1)[0].removeprefix("nbgrad.kernels.")
+        if what in self.announced:
+            return
+        self.timer = threading.Timer(NOTICE_SECONDS, self._announce, (what,))
+        self.timer.daemon = True
+        self.timer.start()
+
+    def on_end(self, ev: event.Event) -> None:
+        self.depth -= 1
+        if self.depth == 0 and self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _announce(self, what: str) -> None:
+        self.announced.add(what)
+        print(f"nbgrad: compiling {what} kernels (first use, cached afterwards; "
+              f"`python -m nbgrad warmup` compiles ahead of time)", file=sys.stderr,
+              flush=True)
+
+
+class CompileRecorder(event.Listener):
+    """Every compile of a Numba dispatcher while installed: ``(kernel, seconds, depth)``
+    in the order they finish, ``depth`` 0 for compiles called from Python (their time
+    includes the kernels they call, compiled at depth 1, 2, ...)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, float, int]] = []
+        self._starts: list[float] = []
+
+    def on_start(self, ev: event.Event) -> None:
+        self._starts.append(time.perf_counter())
+
+    def on_end(self, ev: event.Event) -> None:
+        seconds = time.perf_counter() - self._starts.pop()
+        self.records.append((_kernel_name(ev.data["dispatcher"]), seconds,
+                             len(self._starts)))
+
+    def total(self) -> float:
+        """Seconds spent compiling (outermost compiles)."""
+        return sum(seconds for _, seconds, depth in self.records if depth == 0)
+
+
+@contextlib.contextmanager
+def recording_compiles() -> Iterator[CompileRecorder]:
+    """``with recording_compiles() as rec: ...``: the compiles inside, in ``rec.records``."""
+    recorder = CompileRecorder()
+    with event.install_listener("numba:compile", recorder):
+        yield recorder
+
+
+event.register("numba:compile", _Notice())
+
+
+# -- warm-up ------------------------------------------------------------------------------
+
+
+def _nbgrad_dispatchers() -> list[CPUDispatcher]:
+    """The module-level kernels of nbgrad.kernels (and their serial twins)."""
+    from . import kernels
+
+    found = []
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(kernels.__name__ + "."):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, CPUDispatcher) and value.py_func.__module__ == name:
+                found.append(value)
+    return found
+
+
+def compile_twins() -> int:
+    """Compile the parallel form of every ``njit_with_serial`` kernel for the argument
+    types its serial form was compiled for, and the other way round: small inputs run
+    the serial forms, training-size inputs the parallel ones. Returns the number of
+    signatures compiled."""
+    compiled = 0
+    for kernel in _nbgrad_dispatchers():
+        twin = getattr(kernel, "serial", None)
+        if not isinstance(twin, CPUDispatcher):
+            continue
+        for a, b in ((kernel, twin), (twin, kernel)):
+            for signature in set(a.signatures) - set(b.signatures):
+                b.compile(signature)
+                compiled += 1
+    return compiled
+
+
+def _as_input(x: Any, dtype: np.dtype) -> Any:
+    """A floating-point sample array as a Tensor of ``dtype`` that requires grad; anything
+    else unchanged."""
+    from .tensor import Tensor
+
+    arr = x.data if isinstance(x, Tensor) else x
+    if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
+        return Tensor(arr.astype(dtype), requires_grad=True)
+    return x
+
+
+def warm_op(name: str, dtypes: Sequence[str], twins: bool = True) -> tuple[str, float]:
+    """Run the registered op ``name`` forward and backward through its samples in each of
+    ``dtypes``, then (``twins``) compile the kernels' other forms (``compile_twins``).
+    Returns the op name and the seconds it took."""
+    from .autograd import grad
+    from .function import REGISTRY
+    from .tensor import Tensor
+    from .testing.gradcheck import sample_rng
+
+    start = time.perf_counter()
+    op = REGISTRY[name]
+    for dtype in dtypes:
+        for sample in op.samples(sample_rng(name)):
+            inputs = [_as_input(x, np.dtype(dtype)) for x in sample.inputs]
+            result = op.apply(*inputs, **sample.params)
+            outputs = [r for r in (result if isinstance(result, tuple) else (result,))
+                       if isinstance(r, Tensor) and r.requires_grad]
+            leaves = [x for x in inputs if isinstance(x, Tensor)]
+            if outputs:
+                grad(outputs, leaves, [np.ones(o.shape, o.dtype) for o in outputs])
+    if twins:
+        compile_twins()
+    return name, time.perf_counter() - start
+
+
+def _progress(total: int, desc: str) -> Any:
+    """A tqdm bar on stderr if tqdm is installed, else a line per step."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, unit="op", file=sys.stderr)
+
+
+def map_in_workers(fn: Callable, items: Sequence, jobs: int, desc: str | None) -> Iterator:
+    """``fn(item)`` for every item, in ``jobs`` fresh worker processes (one item at a
+    time each, results in the order of ``items``), with a progress bar named ``desc``
+    (None: none). ``jobs`` 1 runs in this process. Workers are spawned, not forked: a
+    forked child would inherit Numba's running thread pool."""
+    bar = None if desc is None else _progress(len(items), desc)
+    if jobs == 1:
+        results: Iterable = map(fn, items)
+        pool = None
+    else:
+        pool = multiprocessing.get_context("spawn").Pool(jobs)
+        results = pool.imap(fn, items, chunksize=1)
+    try:
+        for done, result in enumerate(results, 1):
+            if bar is not None:
+                bar.update(1)
+            elif desc is not None:
+                print(f"{desc}: {done}/{len(items)}", file=sys.stderr, flush=True)
+            yield result
+    finally:
+        if pool is not None:
+            pool.terminate()
+        if bar is not None:
+            bar.close()
+
+
+def _warm_one(args: tuple[str, tuple[str, ...]]) -> tuple[str, float]:
+    return warm_op(*args)
+
+
+def check_op(name: str) -> tuple[str, Any, Any, float]:
+    """``python -m nbgrad check``'s work for one op (in a worker process): the op name,
+    its gradcheck and gradgradcheck reports, and the seconds they took."""
+    from .testing import check_registered
+
+    start = time.perf_counter()
+    first = check_registered(name)
+    second = check_registered(name, second_order=True)
+    return name, first, second, time.perf_counter() - start
+
+
+def warmup(ops: Sequence[str] | None = None, dtypes: Sequence[str] = ("float32", "float64"),
+           jobs: int | None = None) -> list[tuple[str, float]]:
+    """Compile the kernels of ``ops`` (default: every registered op) for ``dtypes`` ahead
+    of time, in ``jobs`` worker processes (default: one per core), into the disk cache
+    that later processes load from. Returns ``(op, seconds)`` per op."""
+    from .function import REGISTRY
+
+    names = sorted(REGISTRY) if ops is None else list(ops)
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        raise ValueError(f"warmup: unknown op(s) {', '.join(unknown)} "
+                         f"(see `python -m nbgrad ops`)")
+    for dtype in dtypes:
+        if np.dtype(dtype).kind != "f":
+            raise ValueError(f"warmup: dtypes must be floating-point, got {dtype!r}")
+    jobs = jobs or os.cpu_count() or 1
+    if jobs < 1:
+        raise ValueError(f"warmup: jobs must be at least 1, got {jobs}")
+    items = [(name, tuple(dtypes)) for name in names]
+    return list(map_in_workers(_warm_one, items, min(jobs, len(items)) or 1, "compiling"))

@@ -1,0 +1,143 @@
+"""nbgrad.compiling: the first-use notice, the compile recorder, warm-up (in this process
+and in workers) and the command lines built on them. Subprocesses get an empty kernel
+cache of their own, so that they really compile."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import nbgrad as nb
+from nbgrad.compiling import compile_twins, recording_compiles, warm_op, warmup
+from nbgrad.demo import ops_in_graph
+
+
+def _run(code: str, cache: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=cache, **env), timeout=600)
+
+
+def test_a_first_compile_is_announced_once_with_the_op_name(tmp_path):
+    code = ("import numpy as np, nbgrad as nb\n"
+            "x = nb.tensor(np.ones(3))\n"
+            "x.exp(); x.exp()\n"
+            "nb.tensor(np.ones(3, np.float32)).exp()\n")
+    done = _run(code, str(tmp_path), NBGRAD_COMPILE_NOTICE_SECONDS="0")
+    assert done.returncode == 0, done.stderr
+    notices = [line for line in done.stderr.splitlines() if line.startswith("nbgrad: compiling")]
+    assert notices == ["nbgrad: compiling exp kernels (first use, cached afterwards; "
+                       "`python -m nbgrad warmup` compiles ahead of time)"]
+
+
+def test_no_notice_from_the_cache_or_when_turned_off(tmp_path):
+    code = "import numpy as np, nbgrad as nb\nnb.tensor(np.ones(3)).exp()\n"
+    assert _run(code, str(tmp_path)).returncode == 0
+    again = _run(code, str(tmp_path), NBGRAD_COMPILE_NOTICE_SECONDS="0")
+    assert "compiling" not in again.stderr
+    off = _run(code, str(tmp_path / "other"), NBGRAD_COMPILE_NOTICE_SECONDS="-1")
+    assert off.returncode == 0 and "compiling" not in off.stderr
+
+
+def test_recorder_sees_the_compiles_of_a_new_signature():
+    from numba import njit
+
+    @njit
+    def twice(a):
+        return 2 * a
+
+    with recording_compiles() as rec:
+        twice(np.ones(2, np.int16))
+    assert [depth for name, _, depth in rec.records if name.endswith("twice")] == [0]
+    assert rec.total() > 0
+    with recording_compiles() as rec:
+        twice(np.ones(2, np.int16))
+    assert rec.records == []
+
+
+def test_warm_op_compiles_what_a_call_needs_then_a_call_compiles_nothing():
+    name, seconds = warm_op("tanh", ["float32"])
+    assert name == "tanh" and seconds >= 0
+    x = nb.tensor(np.linspace(-1, 1, 7, dtype=np.float32), requires_grad=True)
+    with recording_compiles() as rec:
+        nb.tanh(x).sum().backward()
+    assert [r for r in rec.records if "activation" in r[0]] == []
+
+
+def test_compile_twins_leaves_every_twin_pair_with_the_same_signatures():
+    warm_op("relu", ["float64"], twins=False)
+    compile_twins()
+    from nbgrad.compiling import _nbgrad_dispatchers
+
+    for kernel in _nbgrad_dispatchers():
+        twin = getattr(kernel, "serial", None)
+        if twin is not None:
+            assert set(kernel.signatures) == set(twin.signatures), kernel.py_func.__name__
+
+
+def test_warmup_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown op"):
+        warmup(["no_such_op"])
+    with pytest.raises(ValueError, match="floating-point"):
+        warmup(["relu"], ["int64"])
+    with pytest.raises(ValueError, match="jobs"):
+        warmup(["relu"], jobs=-1)
+
+
+def test_warmup_command_in_workers_fills_the_cache_for_a_later_process(tmp_path):
+    cache = str(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "nbgrad", "warmup", "--ops", "relu,neg",
+                           "--dtype", "float32", "--jobs", "2"], capture_output=True, text=True,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=cache), timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "compiled the kernels of 2 ops for float32" in done.stdout
+    code = ("import numpy as np, nbgrad as nb\n"
+            "from nbgrad.compiling import recording_compiles\n"
+            "x = nb.tensor(np.ones(5, np.float32), requires_grad=True)\n"
+            "with recording_compiles() as rec:\n"
+            "    nb.relu(x).backward(nb.tensor(np.ones(5, np.float32)))\n"
+            "print([r[0] for r in rec.records if 'activation' in r[0]])\n")
+    assert _run(code, cache).stdout.strip() == "[]"
+
+
+def test_check_command_in_two_workers_prints_every_row_in_order(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "nbgrad", "check", "relu", "neg", "--jobs",
+                           "2"], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path)))
+    assert done.returncode == 0, done.stderr
+    rows = [line.split()[0] for line in done.stdout.splitlines()[1:3]]
+    assert rows == ["relu", "neg"]
+    assert "2 passed, 0 failed" in done.stdout
+
+
+def test_command_line_rejects_zero_jobs_and_unknown_ops():
+    for args in (["check", "--jobs", "0"], ["warmup", "--jobs", "0"]):
+        done = subprocess.run([sys.executable, "-m", "nbgrad", *args], capture_output=True,
+                              text=True)
+        assert done.returncode == 2 and "--jobs must be at least 1" in done.stderr
+    done = subprocess.run([sys.executable, "-m", "nbgrad", "warmup", "--ops", "nope"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and "unknown op(s): nope" in done.stderr
+
+
+def test_ops_in_graph_lists_the_ops_recorded_for_a_loss():
+    x = nb.tensor(np.ones((2, 3)), requires_grad=True)
+    w = nb.tensor(np.ones((3, 4)), requires_grad=True)
+    loss = nb.mse_loss(nb.tanh(x @ w), nb.tensor(np.zeros((2, 4))))
+    assert ops_in_graph(loss) == ["matmul", "mse_loss", "tanh"]
+
+
+def test_demo_trains_checks_the_ops_it_ran_and_plots(tmp_path, capsys):
+    from nbgrad.demo import main
+
+    path = tmp_path / "demo.png"
+    assert main(epochs=5, plot_path=str(path), show_progress=False) == 0
+    out = capsys.readouterr().out
+    assert "gradcheck of the 6 ops the training step ran" in out
+    for op in ("add", "gno", "matmul", "mse_loss", "permute", "tanh"):
+        assert f"\n{op} " in out and "FAIL" not in out
+    pytest.importorskip("matplotlib")
+    assert path.stat().st_size > 0
