@@ -4,7 +4,10 @@
 A 1M-parameter MLP (1024 -> 768 -> 256 -> 10, float32). Per step, rank 0's median of:
 the all-reduce of a flat 1M-float buffer; a training step (forward, backward, batch 8 per
 rank) on the bare model; the same step through DistributedDataParallel. The difference
-of the last two is what averaging the gradients adds to a step.
+of the last two is what averaging the gradients adds to a step. With the default 25 MB
+buckets the model is one bucket, reduced once the first layer's gradient is complete;
+``bucket_cap_mb=0.5`` splits it in two (the last two layers, then the first), and the
+first bucket's all-reduce overlaps the backward of the first layer.
 
 ``python -m benchmarks.bench_distributed`` runs it alone; each side runs in its own
 ``mpiexec -n 2`` job (PyTorch's ranks meet over TCP on 127.0.0.1, its rank taken from
@@ -28,6 +31,7 @@ from .harness import Row, print_table, torch_or_none
 
 SIZES = (1024, 768, 256, 10)  # 986,634 parameters
 BATCH, REPEATS, WARMUP = 8, 30, 5
+SPLIT_MB = 0.5  # buckets: the last two layers (0.8 MB), then the first (3.1 MB)
 
 
 def _median_per_step(fn, barrier) -> float:
@@ -53,6 +57,7 @@ def _nbgrad_worker() -> dict:
     layers = [m for a, b in zip(SIZES, SIZES[1:]) for m in (nn.Linear(a, b), nn.ReLU())][:-1]
     model = nn.Sequential(*layers)
     ddp = DistributedDataParallel(model)
+    ddp_split = DistributedDataParallel(model, bucket_cap_mb=SPLIT_MB)
     rng = np.random.default_rng(distributed.rank())
     x = nb.tensor(rng.standard_normal((BATCH, SIZES[0]), dtype=np.float32))
     y = nb.tensor(rng.integers(0, SIZES[-1], BATCH))
@@ -65,7 +70,8 @@ def _nbgrad_worker() -> dict:
     return {"all_reduce": _median_per_step(lambda: distributed.all_reduce(buffer),
                                            distributed.barrier),
             "step": _median_per_step(lambda: step(model), distributed.barrier),
-            "step_ddp": _median_per_step(lambda: step(ddp), distributed.barrier)}
+            "step_ddp": _median_per_step(lambda: step(ddp), distributed.barrier),
+            "step_ddp_split": _median_per_step(lambda: step(ddp_split), distributed.barrier)}
 
 
 def _torch_worker() -> dict:
@@ -81,6 +87,7 @@ def _torch_worker() -> dict:
     layers = [m for a, b in zip(SIZES, SIZES[1:]) for m in (tnn.Linear(a, b), tnn.ReLU())]
     model = tnn.Sequential(*layers[:-1])
     ddp = tnn.parallel.DistributedDataParallel(model)
+    ddp_split = tnn.parallel.DistributedDataParallel(model, bucket_cap_mb=SPLIT_MB)
     generator = torch.Generator().manual_seed(dist.get_rank())
     x = torch.randn(BATCH, SIZES[0], generator=generator)
     y = torch.randint(0, SIZES[-1], (BATCH,), generator=generator)
@@ -92,7 +99,8 @@ def _torch_worker() -> dict:
 
     result = {"all_reduce": _median_per_step(lambda: dist.all_reduce(buffer), dist.barrier),
               "step": _median_per_step(lambda: step(model), dist.barrier),
-              "step_ddp": _median_per_step(lambda: step(ddp), dist.barrier)}
+              "step_ddp": _median_per_step(lambda: step(ddp), dist.barrier),
+              "step_ddp_split": _median_per_step(lambda: step(ddp_split), dist.barrier)}
     dist.destroy_process_group()
     return result
 
@@ -151,6 +159,8 @@ def run(torch) -> list[Row]:
             pick("step_ddp")),
         Row("W15 DDP gradient averaging per step", overhead(nb_times), overhead(t_times),
             note="DDP step - bare step"),
+        Row("W15 train step, DDP, 2 buckets (bucket_cap_mb=0.5)", nb_times["step_ddp_split"],
+            pick("step_ddp_split"), note="the first bucket overlaps layer 1's backward"),
     ]
 
 

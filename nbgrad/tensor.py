@@ -137,6 +137,13 @@ class Tensor:
         returned tensor replaces the gradient. ``handle.remove()`` unregisters it."""
         return hooks.register(self, hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
+                                           ) -> RemovableHandle:
+        """Call ``hook(self)`` on this leaf right after ``backward`` has accumulated the
+        pass's gradient into ``self.grad`` (during the pass, once every op that feeds
+        ``self`` has run; not by ``nb.grad``). ``handle.remove()`` unregisters it."""
+        return hooks.register_post_accumulate(self, hook)
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.data.shape

@@ -134,3 +134,116 @@ def test_detect_anomaly_lets_non_finite_inputs_propagate_and_is_off_outside():
         return nb.is_anomaly_enabled()
 
     assert step() and not nb.is_anomaly_enabled()
+
+
+# -- post-accumulate-grad hooks ----------------------------------------------------------
+
+def _two_layers(lib, make):
+    """Leaves w1 (used twice), b1, w2 and the loss of a two-layer net; w2's only consumer
+    runs first in backward, w1's last."""
+    rng = np.random.default_rng(3)
+    w1, b1, w2 = (make(rng.standard_normal(s)) for s in ((4, 3), (3,), (3, 2)))
+    x = lib.tensor(rng.standard_normal((5, 4)))
+    h = lib.tanh(x @ w1 + b1) + (w1 * w1).sum()
+    return {"w1": w1, "b1": b1, "w2": w2}, ((h @ w2) ** 2).sum()
+
+
+def _record_post_hooks(lib, make, backwards):
+    """For each of ``backwards`` passes, what each post-accumulate hook saw: its leaf's
+    .grad, whether backward had returned, the hooks that had fired before it."""
+    leaves, loss = _two_layers(lib, make)
+    leaves["b1"].grad = make(np.full(3, 0.5)).detach()  # an earlier gradient to add to
+    leaves["b1"].register_hook(lambda g: g * 2)  # a gradient hook applies first
+    passes, returned = [], []
+
+    def hook(t, name):
+        passes[-1][name] = (np.array(t.grad.detach().numpy()), bool(returned),
+                            set(passes[-1]))
+
+    for name, leaf in leaves.items():
+        leaf.register_post_accumulate_grad_hook(lambda t, name=name: hook(t, name))
+    for _ in range(backwards):
+        passes.append({})
+        returned.clear()
+        loss.backward(retain_graph=True)
+        returned.append(True)
+    return leaves, passes
+
+
+def test_post_accumulate_hooks_fire_once_per_backward_as_in_pytorch():
+    torch = pytest.importorskip("torch")
+    nb_leaves, nb_passes = _record_post_hooks(nb, lambda a: nb.tensor(a, requires_grad=True),
+                                              2)
+    t_leaves, t_passes = _record_post_hooks(
+        torch, lambda a: torch.tensor(a, requires_grad=True), 2)
+    for mine, theirs in zip(nb_passes, t_passes, strict=True):
+        assert mine.keys() == theirs.keys() == {"w1", "b1", "w2"}
+        for name, (grad, returned, _) in mine.items():
+            assert not returned  # during backward, with .grad already accumulated
+            np.testing.assert_allclose(grad, theirs[name][0], rtol=1e-13)
+        # w2's consumer runs first and w1's last: w2's hook fires before w1's
+        assert "w1" not in mine["w2"][2] and "w1" not in theirs["w2"][2]
+    for name in nb_leaves:
+        np.testing.assert_allclose(nb_leaves[name].grad.numpy(),
+                                   t_leaves[name].grad.numpy(), rtol=1e-13)
+
+
+def test_post_accumulate_hooks_keep_the_gradients_bits():
+    """A hooked backward stores bitwise the gradients of an unhooked one, also when a
+    hook changes its .grad in place while the engine still uses the array (add's
+    backward hands the same array to both inputs)."""
+    def grads(hook_a, hook_b):
+        leaves, loss = _two_layers(nb, lambda a: nb.tensor(a, requires_grad=True))
+        a, b = nb.tensor(np.ones(3), requires_grad=True), leaves["b1"]
+        for leaf, hook in ((a, hook_a), (b, hook_b)):
+            if hook:
+                leaf.register_post_accumulate_grad_hook(hook)
+        (loss + ((a + b * 3) * nb.tensor([1.0, 2.0, 3.0])).sum()).backward()
+        return {**leaves, "a": a}
+
+    def zero(t):
+        t.grad.data[...] = 0
+
+    plain, hooked = grads(None, None), grads(zero, lambda t: None)
+    assert (hooked["a"].grad.numpy() == 0).all()
+    for name in ("w1", "b1", "w2"):
+        np.testing.assert_array_equal(hooked[name].grad.numpy(), plain[name].grad.numpy())
+
+
+def test_post_accumulate_hooks_under_create_graph_grad_and_removal():
+    x = nb.tensor(np.array([1.0, 2.0]), requires_grad=True)
+    calls = []
+    handle = x.register_post_accumulate_grad_hook(lambda t: calls.append(t.grad))
+    nb.grad((x * x).sum(), x)  # nb.grad accumulates nothing: no call (as in PyTorch)
+    assert calls == []
+    (x * x * x).sum().backward(create_graph=True)
+    assert len(calls) == 1 and calls[0].requires_grad  # .grad = 3x^2, differentiable
+    handle.remove()
+    handle.remove()  # a second remove does nothing
+    (x * x).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_array_equal(x.grad.numpy(), [5.0, 16.0])  # 3x^2 + 2x
+
+
+def test_post_accumulate_hook_on_a_root_leaf_and_on_an_unreached_leaf():
+    x, unused = (nb.tensor(np.array(2.0), requires_grad=True) for _ in range(2))
+    calls = []
+    for t in (x, unused):
+        t.register_post_accumulate_grad_hook(lambda t: calls.append(t.grad.item()))
+    x.backward()
+    _ = unused * 2  # in no graph that reaches it: its hook does not fire
+    (x * 3).backward()
+    assert calls == [1.0, 4.0]
+
+
+def test_post_accumulate_hook_errors_as_in_pytorch():
+    x = nb.tensor(np.ones(3), requires_grad=True)
+    with pytest.raises(RuntimeError, match="cannot be registered on non-leaf tensors"):
+        (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        nb.tensor(np.ones(3)).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(TypeError, match="callable"):
+        x.register_post_accumulate_grad_hook(3)
+    x.register_post_accumulate_grad_hook(lambda t: t)
+    with pytest.raises(RuntimeError, match="returns None"):
+        (x * 2).sum().backward()

@@ -12,12 +12,19 @@ gradients are ndarrays and each node's ``backward`` runs its kernels; with it th
 tensors, each node's ``vjp`` is called instead (written with differentiable ops, so the
 backward pass is itself recorded), and the engine's own steps use the tensors' methods
 (``sum_to_size``, ``to``). See docs/derivations.md#second-derivatives.
+
+``backward`` hands a leaf that has post-accumulate-grad hooks its gradient during the pass:
+the leaf's gradient is complete once every node that consumes it has run, and since nodes
+run by decreasing ``seq`` that is when the next node to run is older than the leaf's
+oldest consumer (a consumer that never receives a gradient never runs, and is passed all
+the same). A walk of the graph before the pass finds those consumers; without such hooks
+there is no walk and leaves get their gradients after the pass.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
 from typing import Any
 
@@ -88,8 +95,43 @@ def _zeros(shape: tuple, dtype: np.dtype, create_graph: bool, like: Any) -> Any:
     return type(like)._wrap(z, None, 0) if create_graph else z
 
 
+_ROOT = -1  # the "last consumer" of a root leaf, which no node feeds: after every node
+_END = -2  # below every seq: the traversal is over
+
+
+def _last_consumers(roots: Sequence) -> list:
+    """``(seq, leaf)`` for each leaf with post-accumulate hooks that a gradient from
+    ``roots`` can reach, ``seq`` the smallest creation number among the leaf's consumers
+    (the last of them to run), sorted so that ``pop()`` gives the first to complete."""
+    last = {t: _ROOT for t in roots if t._node is None}
+    stack = [t._node for t in roots if t._node is not None]
+    seen = set(stack)
+    while stack:
+        node = stack.pop()
+        seq = node.seq
+        for needed, t in zip(node.needs_input_grad, node.inputs):
+            if not needed:
+                continue
+            child = t._node
+            if child is None:
+                if last.get(t, seq) >= seq:
+                    last[t] = seq
+            elif child not in seen:
+                seen.add(child)
+                stack.append(child)
+    # hooks looked up once per leaf, after the walk: a weak-dictionary lookup costs more
+    # than a step of the walk
+    return sorted(((seq, leaf) for leaf, seq in last.items() if hooks.has_post_hooks(leaf)),
+                  key=_first)
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
+
+
 def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
-                 create_graph: bool, wanted: Sequence = ()) -> tuple[dict, list]:
+                 create_graph: bool, wanted: Sequence = (),
+                 store: Callable | None = None) -> tuple[dict, list]:
     """Propagate ``root_grads`` from ``roots`` through the graph.
 
     Nodes run in decreasing creation order (``Context.seq``) from a heap that holds each
@@ -98,11 +140,14 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
 
     Returns ``(leaf_grads, wanted_grads)``: ``{leaf: grad}`` for every leaf reached, and
     the gradient of each tensor in ``wanted`` (None where none arrived). Gradients are
-    ndarrays, or tensors when ``create_graph`` is set.
+    ndarrays, or tensors when ``create_graph`` is set. With ``store`` (``backward``'s), a
+    leaf that has post-accumulate hooks is not in ``leaf_grads``: as soon as its gradient
+    is complete, ``store(leaf, grad, shared)`` accumulates it and the hooks run.
     """
     node_grads: dict = {}  # node -> its outputs' gradients so far
     leaf_grads: dict = {}
     ready: list = []  # heap of (-seq, node)
+    waiting = _last_consumers(roots) if store and hooks.any_post_registered else []
 
     def accumulate(t, g):
         node = t._node
@@ -118,6 +163,23 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
         i = t._index
         slots[i] = g if slots[i] is None else slots[i] + g
 
+    def finish(below: int) -> None:
+        """Store the gradient of each waiting leaf whose last consumer has run (its seq
+        is above ``below``, the next node's) and call the leaf's post-accumulate hooks."""
+        while waiting and waiting[-1][0] > below:
+            leaf = waiting.pop()[1]
+            g = leaf_grads.pop(leaf, None)
+            if g is None:  # no gradient reached it in this pass: no hook (as in PyTorch)
+                continue
+            if run_hooks:
+                g = hooks.run_leaf_hook(leaf, g, create_graph, like)
+            # References besides ``g`` and getrefcount's argument mean that the engine
+            # still holds the array (a pending node's gradient, another leaf's, a root's),
+            # so the leaf, whose hooks may change its .grad in place, gets a copy.
+            shared = sys.getrefcount(g) > 2
+            store(leaf, g, shared)
+            hooks.run_post_hooks(leaf)
+
     with enable_grad() if create_graph else _NO_CONTEXT:
         for t, g in zip(roots, root_grads):
             accumulate(t, g)
@@ -130,6 +192,8 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
 
         like = roots[0]
         run_hooks, check = hooks.any_registered, anomaly.enabled
+        if not ready:
+            finish(_END)  # the root is a leaf: no node runs
         while ready:
             node = heappop(ready)[1]
             grads = node_grads.pop(node)
@@ -158,6 +222,9 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 accumulate(t, g)
             if not retain_graph:
                 node.release()
+            if waiting:
+                grads = in_grads = g = None  # the loop's references, which finish counts
+                finish(-ready[0][0] if ready else _END)
 
     if run_hooks:
         hooks.run_leaf_hooks(leaf_grads, create_graph, like)
@@ -201,11 +268,13 @@ def _root_grad(t, grad, caller: str, create_graph: bool) -> Any:
     return type(t)._wrap(g, None, 0) if create_graph else g
 
 
-def _owned(g: np.ndarray, handed_out: set) -> np.ndarray:
-    """A gradient array a leaf may keep: not a view of an array that anything else still
-    references (arrays that Numba returns carry a non-array base, its memory owner, and
-    are kept), not read-only, not shared with another leaf."""
-    if _views_a_shared_array(g) or not g.flags.writeable or id(g) in handed_out:
+def _owned(g: np.ndarray, handed_out: set, shared: bool) -> np.ndarray:
+    """A gradient array a leaf may keep: not ``shared`` (referenced elsewhere, as the
+    engine judged), not a view of an array that anything else still references (arrays
+    that Numba returns carry a non-array base, its memory owner, and are kept), not
+    read-only, not shared with another leaf."""
+    if (shared or _views_a_shared_array(g) or not g.flags.writeable
+            or id(g) in handed_out):
         g = g.copy()
     handed_out.add(id(g))
     return g
@@ -226,24 +295,30 @@ def _views_a_shared_array(g: np.ndarray) -> bool:
 def backward(t, grad: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False) -> None:
     """Accumulate d(t)/d(leaf) (times ``grad``) into ``leaf.grad`` for every leaf that
-    requires grad. With ``create_graph`` the accumulated gradients are themselves
-    differentiable (and the graph is kept unless ``retain_graph=False``)."""
+    requires grad, and call each leaf's post-accumulate hooks right after its own. With
+    ``create_graph`` the accumulated gradients are themselves differentiable (and the
+    graph is kept unless ``retain_graph=False``)."""
     if not t._requires_grad:
         raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
                            "(did you create it under no_grad, or forget requires_grad=True?)")
     retain_graph = create_graph if retain_graph is None else retain_graph
     root_grad = _root_grad(t, grad, "backward", create_graph)
-    leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph)
     wrap = type(t)._wrap
-    if create_graph:
-        with enable_grad():
-            for leaf, g in leaf_grads.items():
-                leaf.grad = g if leaf.grad is None else leaf.grad + g
-        return
     handed_out = {id(root_grad)}  # the caller's array: a leaf gets a copy, never it
-    for leaf, g in leaf_grads.items():
-        g = _owned(g, handed_out)
+
+    def store(leaf, g: Any, shared: bool = False) -> None:
+        """leaf.grad += g: the leaves with post-accumulate hooks during the pass, the
+        others after it."""
+        if create_graph:
+            with enable_grad():
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
+            return
+        g = _owned(g, handed_out, shared)
         leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
+
+    leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph, store=store)
+    for leaf, g in leaf_grads.items():
+        store(leaf, g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,

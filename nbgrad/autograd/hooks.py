@@ -6,6 +6,12 @@ gradient; ``None`` keeps it (PyTorch's semantics).
 A leaf's hooks are kept by the leaf; a non-leaf's by its node, under its output index, so
 that the engine, which sees nodes rather than tensors, finds them. ``any_registered`` lets
 the engine skip all of this until the first hook exists.
+
+``leaf.register_post_accumulate_grad_hook(fn)`` has ``backward`` call ``fn(leaf)`` right
+after this pass's gradient has been added to ``leaf.grad`` — during the pass, as soon as
+every node that feeds the leaf has run (the engine's ``run_backward``), not at its end.
+``nb.grad`` accumulates nothing and calls none of them (PyTorch's semantics). Their own
+flag, ``any_post_registered``, keeps the engine's search for such leaves off until then.
 """
 
 from __future__ import annotations
@@ -17,11 +23,14 @@ from weakref import WeakKeyDictionary
 import numpy as np
 
 any_registered = False
+any_post_registered = False
 _leaf_hooks: WeakKeyDictionary = WeakKeyDictionary()  # leaf tensor -> [fn, ...]
+_post_hooks: WeakKeyDictionary = WeakKeyDictionary()  # leaf tensor -> [fn, ...]
 
 
 class RemovableHandle:
-    """What ``register_hook`` returns: ``handle.remove()`` unregisters the hook."""
+    """What ``register_hook`` and ``register_post_accumulate_grad_hook`` return:
+    ``handle.remove()`` unregisters the hook."""
 
     def __init__(self, hooks: list, fn: Callable) -> None:
         self._hooks = hooks
@@ -32,15 +41,19 @@ class RemovableHandle:
             self._hooks.remove(self._fn)
 
 
+def _check(t: Any, fn: Callable, caller: str, signature: str) -> None:
+    if not callable(fn):
+        raise TypeError(f"{caller}: expected a callable {signature}, got "
+                        f"{type(fn).__name__}")
+    if not t.requires_grad:
+        raise RuntimeError(f"{caller}: cannot register a hook on a tensor that does not "
+                           "require grad")
+
+
 def register(t: Any, fn: Callable) -> RemovableHandle:
     """Register ``fn`` as a gradient hook of tensor ``t``."""
     global any_registered
-    if not callable(fn):
-        raise TypeError(f"register_hook: expected a callable grad -> grad or None, got "
-                        f"{type(fn).__name__}")
-    if not t.requires_grad:
-        raise RuntimeError("register_hook: cannot register a hook on a tensor that does not "
-                           "require grad")
+    _check(t, fn, "register_hook", "grad -> grad or None")
     if t._node is None:
         hooks = _leaf_hooks.setdefault(t, [])
     else:
@@ -83,6 +96,39 @@ def run_output_hooks(node: Any, grads: list, create_graph: bool, like: Any) -> l
 def run_leaf_hooks(leaf_grads: dict, create_graph: bool, like: Any) -> None:
     """Each leaf's summed gradient after the leaf's hooks, in place in ``leaf_grads``."""
     for leaf, g in leaf_grads.items():
-        hooks = _leaf_hooks.get(leaf)
-        if hooks:
-            leaf_grads[leaf] = _run(hooks, g, create_graph, like)
+        leaf_grads[leaf] = run_leaf_hook(leaf, g, create_graph, like)
+
+
+def run_leaf_hook(leaf: Any, g: Any, create_graph: bool, like: Any) -> Any:
+    """The summed gradient ``g`` of ``leaf`` after the leaf's hooks."""
+    hooks = _leaf_hooks.get(leaf)
+    return _run(hooks, g, create_graph, like) if hooks else g
+
+
+def register_post_accumulate(t: Any, fn: Callable) -> RemovableHandle:
+    """Register ``fn`` as a post-accumulate-grad hook of the leaf ``t``."""
+    global any_post_registered
+    caller = "register_post_accumulate_grad_hook"
+    _check(t, fn, caller, "tensor -> None")
+    if t._node is not None:
+        raise RuntimeError(f"{caller}: post accumulate grad hooks cannot be registered on "
+                           "non-leaf tensors (hook the leaf, or use register_hook)")
+    hooks = _post_hooks.setdefault(t, [])
+    hooks.append(fn)
+    any_post_registered = True
+    return RemovableHandle(hooks, fn)
+
+
+def has_post_hooks(leaf: Any) -> bool:
+    return bool(_post_hooks.get(leaf))
+
+
+def run_post_hooks(leaf: Any) -> None:
+    """Call the post-accumulate hooks of ``leaf``, whose ``.grad`` now holds this pass's
+    gradient."""
+    for fn in list(_post_hooks.get(leaf, ())):
+        result = fn(leaf)
+        if result is not None:
+            raise RuntimeError(f"register_post_accumulate_grad_hook: hook {fn!r} returned "
+                               f"{type(result).__name__}; a post accumulate grad hook "
+                               "returns None")

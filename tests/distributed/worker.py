@@ -106,6 +106,20 @@ def check_no_sync() -> None:
         assert relative(p.grad.numpy(), q.grad.numpy()) < 1e-12
 
 
+def check_buckets_start_during_backward() -> None:
+    """With 3 small buckets, every bucket but the first layer weight's has started its
+    all-reduce when that weight, the last parameter backward reaches, gets its
+    gradient."""
+    model = make_model(0)
+    started = []
+    model[0].weight.register_post_accumulate_grad_hook(  # runs before DDP's hook on it
+        lambda p: started.append(net._launched))
+    net = DistributedDataParallel(model, bucket_cap_mb=1e-4)
+    x, y = make_data().tensors
+    nb.mse_loss(net(x[:4]), y[:4]).backward()
+    assert len(net._buckets) == 3 and started == [2], started
+
+
 class PartlyUsed(nn.Module):
     def __init__(self) -> None:
         super().__init__()
@@ -150,6 +164,7 @@ def main(mode: str, directory: str = ".") -> None:
     if mode == "train":
         check_training(directory)
         check_no_sync()
+        check_buckets_start_during_backward()
         check_unused_parameter()
         check_bare_module_is_local()
     elif mode == "raise":
@@ -162,7 +177,10 @@ def main(mode: str, directory: str = ".") -> None:
         distributed.all_reduce(np.ones(4))
     elif mode == "mismatch":
         DistributedDataParallel(nn.Linear(4, 3 if rank == 1 else 2))
-    print(f"rank {rank} ok", flush=True)
+    # one write, which a pipe keeps whole (print writes the newline separately, and the
+    # ranks' lines could interleave)
+    sys.stdout.write(f"rank {rank} ok\n")
+    sys.stdout.flush()
 
 
 if __name__ == "__main__":
