@@ -360,6 +360,15 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     if parallel is None:
         parallel = batches * M * N * K >= PARALLEL_WORK_MIN
     row_parts, col_parts = task_grid(batches, M, N, panel_cols(out))
-    _product(x.reshape(-1), x_map, x_t, y.reshape(-1), y_map, y_t, out.reshape(-1),
-             M, N, K, row_parts, col_parts, parallel, config.NUMBA_NUM_THREADS)
+    _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map), y_t,
+             out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
+             config.NUMBA_NUM_THREADS)
     return out
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: Numba compiles a kernel once per combination of
+    writable and read-only arguments, and ``_product`` is the longest compile there is."""
+    view = a.view()
+    view.flags.writeable = False
+    return view

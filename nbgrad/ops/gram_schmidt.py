@@ -97,7 +97,8 @@ def _sweep(Qt: np.ndarray, R: np.ndarray, scales: np.ndarray, dQw: np.ndarray,
     if beside and _parallel_pays(Qt) and _beside_pays(Qt, *beside):
         dBt, product = gram_schmidt_kernels.mgs_sweep_beside_product(Qt, R, dQw, *beside)
     else:
-        dBt = gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, dQw)
+        # one layout, so one compile of the sweep (dQw is its workspace either way)
+        dBt = gram_schmidt_kernels.mgs_sweep_blocked(Qt, R, np.ascontiguousarray(dQw))
         product = gemm.product(*beside) if beside else None
     with np.errstate(over="ignore"):  # a subnormal column's gradient may round to inf
         dBt *= scales[:, None]
