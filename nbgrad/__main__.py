@@ -6,12 +6,11 @@ the registry."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 from . import REGISTRY
-from .compiling import check_op, map_in_workers, warmup
+from .compiling import check_op, default_jobs, map_in_workers, warmup
 
 
 def _list_ops() -> int:
@@ -87,7 +86,7 @@ def _jobs(text: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nbgrad", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    cores = os.cpu_count() or 1
+    cores = default_jobs()
     demo = sub.add_parser("demo", help="train a small graph neural operator, gradcheck the "
                                        "ops it used and plot the fit")
     demo.add_argument("--epochs", type=int, default=600)

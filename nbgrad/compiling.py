@@ -222,6 +222,13 @@ def map_in_workers(fn: Callable, items: Sequence, jobs: int, desc: str | None) -
             bar.close()
 
 
+def default_jobs() -> int:
+    """Worker processes by default: one per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _warm_one(args: tuple[str, tuple[str, ...]]) -> tuple[str, float]:
     return warm_op(*args)
 
@@ -252,7 +259,7 @@ def warmup(ops: Sequence[str] | None = None, dtypes: Sequence[str] = ("float32",
     for dtype in dtypes:
         if np.dtype(dtype).kind != "f":
             raise ValueError(f"warmup: dtypes must be floating-point, got {dtype!r}")
-    jobs = jobs or os.cpu_count() or 1
+    jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
         raise ValueError(f"warmup: jobs must be at least 1, got {jobs}")
     items = [(name, tuple(dtypes)) for name in names]
