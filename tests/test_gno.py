@@ -442,13 +442,11 @@ def _big_graph(rng, n, max_deg, shared):
     return nb.Graph.from_edges(src, dst, n, edge_id=edge_id)
 
 
-def _fused(graph, arrays, f_out, upstream, needs=(True,) * 6):
-    """``[m, dh, dx, dU, db_u, dV, db_v]`` of the fused kernels (None where not needed)."""
+def _fused_grads(graph, arrays, upstream, needs=(True,) * 6):
     h, x, U, b_u, V, b_v = arrays
-    m, Wp, hid, Va = K.gno_forward(*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out)
-    return [m, *K.gno_backward(upstream, h, x, U, Va, Wp, hid, graph.row_ptr, graph.col,
-                               graph.edge_id, lambda: graph.by_edge_id,
-                               lambda: graph.transpose, needs)]
+    return K.gno_backward(upstream, h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                          graph.edge_id, lambda: graph.by_edge_id, lambda: graph.transpose,
+                          needs)
 
 
 @pytest.mark.parametrize("f_in, f_out, hidden, d, shared", [
@@ -462,7 +460,8 @@ def test_fused_kernels_match_the_reference_loop(f_in, f_out, hidden, d, shared):
     arrays = gno_inputs(rng, graph, f_in, f_out, hidden, d)
     upstream = rng.standard_normal((graph.num_nodes, f_out))
     ref_args = (*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out, False)
-    assert_all_close(_fused(graph, arrays, f_out, upstream),
+    m = K.gno_forward(*arrays, graph.row_ptr, graph.col, graph.edge_id, f_out)
+    assert_all_close([m, *_fused_grads(graph, arrays, upstream)],
                      [K.reference_forward(*ref_args),
                       *K.reference_backward(upstream, *ref_args)])
 
@@ -472,10 +471,10 @@ def test_fused_backward_gradients_do_not_depend_on_which_are_requested():
     graph = _big_graph(rng, 60, 12, True)
     arrays = [a.astype(np.float32) for a in gno_inputs(rng, graph, 4, 3, 64, 2)]
     upstream = rng.standard_normal((60, 3)).astype(np.float32)
-    full = _fused(graph, arrays, 3, upstream)[1:]
+    full = _fused_grads(graph, arrays, upstream)
     for k in range(6):
         needs = tuple(j == k for j in range(6))
-        grads = _fused(graph, arrays, 3, upstream, needs)[1:]
+        grads = _fused_grads(graph, arrays, upstream, needs)
         assert all(g is None for j, g in enumerate(grads) if j != k)
         assert_same_bits(grads[k], full[k])
 
@@ -488,7 +487,8 @@ def test_fused_kernels_same_bits_at_1_and_2_threads():
     upstream = rng.standard_normal((700, 16)).astype(np.float32)
 
     def run():
-        return _fused(graph, arrays, 16, upstream)
+        m = K.gno_forward(*arrays, graph.row_ptr, graph.col, graph.edge_id, 16)
+        return [m, *_fused_grads(graph, arrays, upstream)]
 
     for a, b in zip(at_threads(1, run), at_threads(2, run)):
         assert_same_bits(a, b)
@@ -530,41 +530,14 @@ def test_gemm_tn_acc_is_out_plus_a_transpose_b(dtype, rows, k, cols):
                                atol=1e-5 if dtype == np.float32 else 1e-12)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("rows, k, cols", [(0, 3, 5), (2, 0, 48), (2, 5, 48), (9, 17, 130),
-                                           (3, 2, 47), (130, 16, 1040), (64, 33, 96)])
-def test_gemm_nn_acc_and_gemm_nt_are_products(dtype, rows, k, cols):
-    rng = np.random.default_rng(19)
-    A = rng.standard_normal((k, rows)).astype(dtype).T  # a strided [rows, k] view
-    B = rng.standard_normal((k, cols)).astype(dtype)
-    out = rng.standard_normal((rows, cols)).astype(dtype)
-    want = out + A.astype(np.float64) @ B
-    tol = 1e-5 if dtype == np.float32 else 1e-12
-    got = [out.copy() for _ in range(3)]
-    gemm.gemm_nn_acc(A, B, got[0])
-    gemm.nn_acc_blocks.serial(A, B, got[1])
-    at_threads(2, gemm.nn_acc_blocks, A, B, got[2])
-    np.testing.assert_allclose(got[0], want, rtol=tol, atol=tol)
-    for g in got[1:]:  # the blocks split at tile boundaries: the same bits
-        assert_same_bits(g, got[0])
-    nt = [np.full((rows, cols), np.nan, dtype) for _ in range(2)]
-    Ac, Bt = np.ascontiguousarray(A), np.ascontiguousarray(B.T)
-    gemm.gemm_nt(Ac, Bt, nt[0])
-    at_threads(2, gemm.nt_blocks, Ac, Bt, nt[1])
-    np.testing.assert_allclose(nt[0], A.astype(np.float64) @ B, rtol=tol, atol=tol)
-    assert_same_bits(nt[1], nt[0])
-
-
-def test_augmented_v_round_trip():
-    rng = np.random.default_rng(20)
-    f_out, f_in, H = 3, 4, 5
-    V, b_v = rng.standard_normal((f_out * f_in, H)), rng.standard_normal(f_out * f_in)
-    Va = K.augmented_v(V, b_v, f_out, f_in)
-    # Va[o, k*F_in + f] = V[o*F_in + f, k], the bias as hidden unit H
-    assert Va[1, 2 * f_in + 3] == V[1 * f_in + 3, 2] and Va[2, H * f_in + 1] == b_v[2 * f_in + 1]
-    dV, db_v = K.split_augmented_v(Va, f_in)
-    assert_same_bits(dV, V)
-    assert_same_bits(db_v, b_v)
+@pytest.mark.parametrize("n", range(10))
+def test_dots_are_dot_products_by_fours_and_rest(n):
+    rng = np.random.default_rng(17)
+    v, S = rng.standard_normal(37), rng.standard_normal((n, 37))
+    out = np.full((n + 2, 3), np.nan)
+    K._dots(v, S, n, out, 2, 1)
+    np.testing.assert_allclose(out[2:, 1], S @ v, rtol=1e-12)
+    assert np.isnan(out[:2]).all() and np.isnan(out[:, [0, 2]]).all()  # nothing else written
 
 
 def test_row_chunks_split_the_entries_evenly():

@@ -40,18 +40,6 @@ caller computes it, so results do not depend on any thread count.
    that inlines it). Full TN_TILE_ROWS x TN_TILE_COLS tiles (16 zmm of float32) sum over
    k in registers and are then added; the bottom and right edges go term by term.
 
-4. ``gemm_nn_acc(a, b, out)`` (``out += a b``) and ``gemm_nt(a, b, out)`` (``out = a
-   b^T``), with parallel row-block/column-panel forms ``nn_acc_blocks`` and ``nt_blocks``:
-   the products of the fused graph neural operator (kernels/gno.py), with register tiles
-   sized for AVX2's 16 ymm registers (the 6 x 64 and 4 x 64 tiles above need 48 and 32
-   of them there, and spill). ``gemm_nn_acc``'s NN_ROWS x NN_COLS tile is 12 ymm of
-   float32; 48 is the shortest inner loop that LLVM vectorises (shorter ones it unrolls
-   into scalar code). ``gemm_nt``'s tile is NT_ROWS x NT_COLS dot products along the
-   contiguous rows of both operands, reassociated into vector partial sums. Both sum
-   each element in an order fixed by the shapes alone (k ascending in the NN tiles and
-   edges; the compiled vector order in NT), and the parallel forms split at tile
-   boundaries, so the bits do not depend on the thread count.
-
 Derivations of the products' adjoints: docs/derivations.md#matrix-product.
 """
 
@@ -67,7 +55,6 @@ from ._jit import (
     SERIAL,
     SERIAL_FMA,
     SERIAL_FUSED,
-    dot,
     for_work,
     njit_with_serial,
 )
@@ -303,138 +290,6 @@ def gemm_tn_acc(A, B, out):
             _tn_tile_acc(A, B, out, a0, r0)
     _tn_edge_acc(A, B, out, rows_t, rows, 0, cols)
     _tn_edge_acc(A, B, out, 0, rows_t, cols_t, cols)
-
-
-# -- 4. out += a b and out = a b^T on AVX2-sized tiles -----------------------------------
-
-NN_ROWS, NN_COLS = 2, 48  # register tile of gemm_nn_acc: 12 ymm of float32
-NN_TILE = NN_ROWS * NN_COLS
-NT_ROWS, NT_COLS = 2, 4  # dot products per tile of gemm_nt: 8 vector partial sums
-BLOCK_ROWS = 64  # rows per task of the parallel forms (a multiple of both tiles' rows)
-
-
-@njit(**SERIAL_FMA)
-def _nn_tile_acc(a, b, out, i0, j0):
-    """``out[i0 + t, j0 + l] += sum_k a[i0 + t, k] b[k, j0 + l]`` for t < NN_ROWS,
-    l < NN_COLS: the sum over k (ascending) is formed in registers, then added."""
-    acc = carray(stack_buffer(NN_TILE, out.dtype), (NN_ROWS, NN_COLS))
-    for t in range(NN_ROWS):
-        for l in range(NN_COLS):
-            acc[t, l] = 0
-    for k in range(a.shape[1]):
-        bk = b[k, j0:j0 + NN_COLS]
-        for t in range(NN_ROWS):
-            atk = a[i0 + t, k]
-            for l in range(NN_COLS):
-                acc[t, l] += atk * bk[l]
-    for t in range(NN_ROWS):
-        ot = out[i0 + t, j0:j0 + NN_COLS]
-        for l in range(NN_COLS):
-            ot[l] += acc[t, l]
-
-
-@njit(**SERIAL_FMA)
-def _nn_edge_acc(a, b, out, i_lo, i_hi, j_lo, j_hi):
-    """``out[i, j] += a[i, k] b[k, j]`` term by term (k ascending) on the block
-    ``[i_lo, i_hi) x [j_lo, j_hi)``."""
-    for i in range(i_lo, i_hi):
-        oi = out[i, j_lo:j_hi]
-        for k in range(a.shape[1]):
-            aik = a[i, k]
-            bk = b[k, j_lo:j_hi]
-            for j in range(j_hi - j_lo):
-                oi[j] += aik * bk[j]
-
-
-@njit(**SERIAL_FMA)
-def _nn_acc_cols(a, b, out, c0, c1):
-    """``gemm_nn_acc`` on the columns ``[c0, c1)`` of out (c0 a multiple of NN_COLS;
-    ranges, not column slices, keep b and out typed C-contiguous, which vectorises)."""
-    rows = out.shape[0]
-    rows_t = rows - rows % NN_ROWS
-    cols_t = c1 - (c1 - c0) % NN_COLS
-    for j0 in range(c0, cols_t, NN_COLS):
-        for i0 in range(0, rows_t, NN_ROWS):
-            _nn_tile_acc(a, b, out, i0, j0)
-    _nn_edge_acc(a, b, out, rows_t, rows, c0, c1)
-    _nn_edge_acc(a, b, out, 0, rows_t, cols_t, c1)
-
-
-@njit(**SERIAL_FMA)
-def gemm_nn_acc(a, b, out):
-    """``out += a b`` (``out[i, j] += sum_k a[i, k] b[k, j]``) for ``a[M, K]`` of any
-    strides and C-contiguous ``b[K, P]``, ``out[M, P]``: full NN_ROWS x NN_COLS tiles in
-    registers (column panels outer, so a panel of b serves every row from cache), the
-    bottom and right edges term by term."""
-    _nn_acc_cols(a, b, out, 0, out.shape[1])
-
-
-@njit(**SERIAL_FUSED)
-def _nt_tile(a, b, out, i0, j0):
-    """``out[i0 + t, j0 + l] = a[i0 + t] . b[j0 + l]`` for t < NT_ROWS = 2, l < NT_COLS =
-    4: eight dot products sharing every load, vectorised over k (reassociated)."""
-    a0, a1 = a[i0], a[i0 + 1]
-    b0, b1, b2, b3 = b[j0], b[j0 + 1], b[j0 + 2], b[j0 + 3]
-    s00 = s01 = s02 = s03 = s10 = s11 = s12 = s13 = out.dtype.type(0)
-    for k in range(a.shape[1]):
-        x0, x1 = a0[k], a1[k]
-        s00 += x0 * b0[k]
-        s01 += x0 * b1[k]
-        s02 += x0 * b2[k]
-        s03 += x0 * b3[k]
-        s10 += x1 * b0[k]
-        s11 += x1 * b1[k]
-        s12 += x1 * b2[k]
-        s13 += x1 * b3[k]
-    out[i0, j0], out[i0, j0 + 1], out[i0, j0 + 2], out[i0, j0 + 3] = s00, s01, s02, s03
-    out[i0 + 1, j0], out[i0 + 1, j0 + 1] = s10, s11
-    out[i0 + 1, j0 + 2], out[i0 + 1, j0 + 3] = s12, s13
-
-
-@njit(**SERIAL_FUSED)
-def gemm_nt(a, b, out):
-    """``out = a b^T`` (``out[i, j] = sum_k a[i, k] b[j, k]``) for ``a[M, K]``,
-    ``b[P, K]`` with contiguous rows: NT_ROWS x NT_COLS tiles of dot products, the
-    edges one ``dot`` each."""
-    rows, cols = out.shape
-    rows_t = rows - rows % NT_ROWS
-    cols_t = cols - cols % NT_COLS
-    n = a.shape[1]
-    for i0 in range(0, rows_t, NT_ROWS):
-        for j0 in range(0, cols_t, NT_COLS):
-            _nt_tile(a, b, out, i0, j0)
-        for j in range(cols_t, cols):
-            out[i0, j] = dot(a[i0], b[j], n)
-            out[i0 + 1, j] = dot(a[i0 + 1], b[j], n)
-    for i in range(rows_t, rows):
-        for j in range(cols):
-            out[i, j] = dot(a[i], b[j], n)
-
-
-@njit_with_serial(**PARALLEL)
-def nn_acc_blocks(a, b, out):
-    """``gemm_nn_acc(a, b, out)`` as tasks of BLOCK_ROWS rows by one NN_COLS column panel
-    (the last panel takes the columns left over): every element in the same tile or edge
-    as in one call, so the same bits."""
-    rows, cols = out.shape
-    blocks = (rows + BLOCK_ROWS - 1) // BLOCK_ROWS
-    panels = max(1, cols // NN_COLS)
-    for t in prange(blocks * panels):
-        r0 = t % blocks * BLOCK_ROWS
-        r1 = min(r0 + BLOCK_ROWS, rows)
-        c0 = t // blocks * NN_COLS
-        c1 = cols if c0 + NN_COLS * 2 > cols else c0 + NN_COLS
-        _nn_acc_cols(a[r0:r1], b, out[r0:r1], c0, c1)
-
-
-@njit_with_serial(**PARALLEL)
-def nt_blocks(a, b, out):
-    """``gemm_nt(a, b, out)`` as tasks of BLOCK_ROWS rows (the same bits)."""
-    rows = out.shape[0]
-    for t in prange((rows + BLOCK_ROWS - 1) // BLOCK_ROWS):
-        r0 = t * BLOCK_ROWS
-        r1 = min(r0 + BLOCK_ROWS, rows)
-        gemm_nt(a[r0:r1], b, out[r0:r1])
 
 
 # -- transpose ---------------------------------------------------------------------------

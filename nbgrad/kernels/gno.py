@@ -16,58 +16,88 @@ Three implementations:
 * ``kernel_forward/backward`` + ``aggregate_forward/backward``: the unfused pair
   (kappa materialised as ``[E, F_out, F_in]``); the kernel MLP's products are
   register-tiled loop nests (``gemm.gemm_tn_acc``) over fixed row chunks, not BLAS calls.
-* ``gno_forward`` / ``gno_backward``: fused and re-associated around the kernel MLP's
-  last layer, which is linear. With the augmented hidden vector ``hid_e = [hidden_e, 1]``
-  (``augmented_hidden``) and ``Va[o, k*F_in + f] = V[o*F_in + f, k]`` (``b_v`` as the
-  weight of the constant unit k = H, ``augmented_v``),
+* ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
+  V[o*F_in + f, k]``,
 
-      m_i[o] = sum_{k,f} Va[o, k*F_in + f] Wp_i[k*F_in + f],
-      Wp_i[k*F_in + f] = sum_{p in row i} hid_e[k] h_j[f]
+      m_i[o] = sum_{f,k} V3[o, f, k] W_i[f, k] + sum_f b_v[o*F_in + f] Hs_i[f],
+      W_i[f, k] = sum_{p in row i} h_j[f] hidden_e[k],   Hs_i[f] = sum_{p in row i} h_j[f]
 
-  so an entry costs one (H+1)*F_in outer product into its row's ``Wp_i`` instead of
-  F_out*F_in*H, and V meets the per-node sums in ONE product ``m = Wp Va^T``. The backward
-  is two products, ``dVa = G^T Wp`` and ``dWp = G Va``, and a scatter of ``dWp`` back to
-  the entries (dL/dhidden_e and dL/dh_j). ``Wp`` (``[N*B, (H+1)*F_in]``) is kept from the
-  forward for the backward; no kappa is built. The products run on gemm.py's AVX2-sized
-  register tiles (``gemm_nn_acc``, ``gemm_nt``), on one thread pool (no BLAS call, whose
-  own pool would fight Numba's).
+  so an edge costs F_in*H multiply-adds (an outer product into its row's W_i) instead of
+  F_out*F_in*H, V meets each node's sums once, and no kappa is built. Each row is one
+  task: hidden_e is recomputed per entry (2*H*d flops) and W_i lives in a chunk-local
+  buffer, so the forward allocates nothing beyond m and the backward rebuilds W_i instead
+  of keeping an [N, F_in*H] array. The backward contracts the upstream G_i with V once
+  per row (``R_i``) and takes every gradient in the same row pass (see ``gno_backward``).
+  Extra memory: O(nnz*(d + F_in)) per-entry rows and a few parameter-sized partials.
+  Everything runs in Numba loops on one thread pool (no BLAS call, whose own pool would
+  fight Numba's).
 
 Rectangular graphs (``num_source_nodes != num_nodes``): h has one row per source node
 (the columns), m one per target node (the rows); nothing else changes.
 
 A batch of examples on one shared graph (``h[B, N_s, F_in]``): the kernel kappa_e is the
-same for every example, so ``h'[j] = [h[0, j], ..., h[B-1, j]]`` (``[N_s, B*F_in]``) is
-gathered once per entry and a node's sums for all B examples are one product,
-``X_i[k, (b, f)] = sum_p hid_e[k] h'_j[(b, f)]`` (``[H+1, B*F_in]``), copied into the B
-rows ``Wp[i*B + b]`` (row i*B + b: node i, example b). B = 1 is the unbatched case.
+same for every example, so it is folded into the feature dimension. With
+``h'[j] = [h[0, j], ..., h[B-1, j]]`` (``[N_s, B*F_in]``), the per-entry work is that of
+one example with B*F_in features -- ``W'_i[(b, f), k] = sum_p h[b, j, f] hidden_e[k]``,
+hidden_e computed once for all B -- and the products with V run over the B rows
+``W_{i,b} = W'_i[b]`` of every node: ``m[b, i] = V_flat W_{i,b} + B_v Hs_{i,b}``. In the
+backward ``R_{i,b} = G_{i,b} V_flat`` stacked over b is the ``[B*F_in, H]`` matrix that
+meets ``h'_j`` (so ``GH = sum_b R_{i,b}^T h[b, j]`` is one product), and dV, db_v sum
+over the (i, b) rows. B = 1 is the unbatched case, unchanged.
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
-in chunk order, and the products split at tile boundaries, so results are bitwise
-identical at any thread count. Outputs and per-entry rows are allocated by NumPy outside
-the compiled loops, so ``tracemalloc`` sees the memory the ops use (chunk-local buffers
-are O((H+1)*B*F_in) per task).
+in chunk order, so results are bitwise identical at any thread count. The dense kernels
+compile with ``SERIAL_FUSED`` / ``PARALLEL_FUSED`` (kernels/_jit.py): FMA and
+reassociated sums, which let LLVM vectorise the dot products and keep the register tiles
+of ``gemm_tn_acc``; the order of every sum is fixed by the compiled loops and the row
+chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled loops, so
+``tracemalloc`` sees the memory the ops use (chunk-local buffers are O(F_in*H) per task).
 """
 
 import numpy as np
 from numba import njit, prange
 
-from . import gemm
-from ._jit import (
-    PARALLEL,
-    PARALLEL_FUSED,
-    PARALLEL_WORK_MIN,
-    SERIAL,
-    SERIAL_FUSED,
-    dot,
-    for_work,
-)
-from .csr import csr_rows
-from .gemm import gemm_nn_acc, gemm_nt, gemm_tn_acc
+from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, dot
+from .gemm import gemm_tn_acc
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
 ROW_BLOCK = 64  # rows of a chunk whose products share the partial's tiles in cache
+
+
+# -- small dense products ------------------------------------------------------------------
+
+
+@njit(**SERIAL_FUSED)
+def _dots4(v, S, t0, out, i0, o):
+    """``out[i0 + t, o] = sum_r v[r] S[t0 + t, r]`` for t < 4: four dot products that
+    share every load of v."""
+    s0 = s1 = s2 = s3 = v.dtype.type(0)
+    S0 = S[t0]
+    S1 = S[t0 + 1]
+    S2 = S[t0 + 2]
+    S3 = S[t0 + 3]
+    for r in range(v.shape[0]):
+        vr = v[r]
+        s0 += vr * S0[r]
+        s1 += vr * S1[r]
+        s2 += vr * S2[r]
+        s3 += vr * S3[r]
+    out[i0, o] = s0
+    out[i0 + 1, o] = s1
+    out[i0 + 2, o] = s2
+    out[i0 + 3, o] = s3
+
+
+@njit(**SERIAL_FUSED)
+def _dots(v, S, n, out, i0, o):
+    """``out[i0 + t, o] = sum_r v[r] S[t, r]`` for t < n (``_dots4`` by fours)."""
+    full = n - n % 4
+    for t0 in range(0, full, 4):
+        _dots4(v, S, t0, out, i0 + t0, o)
+    for t in range(full, n):
+        out[i0 + t, o] = dot(v, S[t], v.shape[0])
 
 
 # -- kernel MLP ------------------------------------------------------------------------
@@ -242,7 +272,8 @@ def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
 
 # -- fused, re-associated graph neural operator -------------------------------------------
 
-ENTRY_BLOCK = 32  # CSR entries of a row gathered together (h rows and hidden vectors)
+NODE_BLOCK = 8  # nodes whose products with V share one pass over V
+ENTRY_BLOCK = 8  # CSR entries of a row gathered together (h rows and hidden vectors)
 
 
 def row_chunks(row_ptr, chunks):
@@ -256,76 +287,91 @@ def row_chunks(row_ptr, chunks):
     return bounds
 
 
-def augmented_hidden(x, U, b_u):
-    """``hid[E, H+1] = [relu(x U^T + b_u), 1]``: the kernel MLP's hidden layer and the
-    constant unit that carries b_v (docs/derivations.md#graph-neural-operator)."""
-    hid = np.zeros((x.shape[0], U.shape[0] + 1), dtype=x.dtype)
-    hid[:, -1] = 1
-    _hidden_forward(x, U, b_u, hid[:, :-1])
-    return hid
+@njit(**SERIAL_FUSED)
+def _edge_hidden(x, e, Ut, b_u, hid):
+    """``hid = relu(U x[e] + b_u)`` with ``Ut = U^T`` ([d, H]); relu(NaN) = NaN and
+    relu'(0) = 0, so ``hid[k] > 0`` is the relu mask (0 at a NaN)."""
+    for k in range(hid.shape[0]):
+        hid[k] = b_u[k]
+    for a in range(Ut.shape[0]):
+        xa = x[e, a]
+        for k in range(hid.shape[0]):
+            hid[k] += Ut[a, k] * xa
+    for k in range(hid.shape[0]):
+        if hid[k] <= 0:
+            hid[k] = 0
 
 
-def augmented_v(V, b_v, f_out, f_in):
-    """``Va[F_out, (H+1)*F_in]``, ``Va[o, k*F_in + f] = V[o*F_in + f, k]`` for k < H and
-    ``b_v[o*F_in + f]`` for k = H: the last layer of the kernel MLP with its bias as the
-    weight of the constant hidden unit, columns in the order of ``node_sums``' rows."""
-    V3 = np.concatenate([V, b_v[:, None]], axis=1).reshape(f_out, f_in, V.shape[1] + 1)
-    return np.ascontiguousarray(V3.transpose(0, 2, 1)).reshape(f_out, V3.shape[2] * f_in)
-
-
-def split_augmented_v(dVa, f_in):
-    """Inverse of ``augmented_v``'s layout: ``dVa[F_out, (H+1)*F_in] -> (dV, db_v)``."""
-    f_out, hidden = dVa.shape[0], dVa.shape[1] // f_in  # hidden = H + 1
-    dV3 = dVa.reshape(f_out, hidden, f_in).transpose(0, 2, 1).reshape(f_out * f_in, hidden)
-    return np.ascontiguousarray(dV3[:, :-1]), np.ascontiguousarray(dV3[:, -1])
-
-
-@njit(**SERIAL)
-def _gather_entries(hf, hid, col, edge_id, p0, ne, Hj, Hid):
-    """``Hj[t] = hf[col p]``, ``Hid[t] = hid[edge_id p]`` for the entries p = p0 + t < p0 +
-    ne."""
+@njit(**SERIAL_FUSED)
+def _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid):
+    """For the CSR entries p0 + t, t < ne: ``Hj[t] = h[col p]`` and ``Hid[t] =
+    hidden_{edge_id p}`` (recomputed)."""
     for t in range(ne):
-        Hj[t] = hf[col[p0 + t]]
-        Hid[t] = hid[edge_id[p0 + t]]
+        j = col[p0 + t]
+        for f in range(Hj.shape[1]):
+            Hj[t, f] = h[j, f]
+        _edge_hidden(x, edge_id[p0 + t], Ut, b_u, Hid[t])
 
 
-@njit(**SERIAL)
-def _node_block(X, nbatch, f_in, Wp, i, to_rows):
-    """Copy between a node's block ``X[k, b*F_in + f]`` and its rows ``Wp[i*B + b,
-    k*F_in + f]``: into the rows if ``to_rows``, else out of them."""
-    for k in range(X.shape[0]):
-        for b in range(nbatch):
-            block = X[k, b * f_in:(b + 1) * f_in]
-            rows = Wp[i * nbatch + b, k * f_in:(k + 1) * f_in]
-            if to_rows:
-                rows[:] = block
-            else:
-                block[:] = rows
+@njit(**SERIAL_FUSED)
+def _add_node_sums(Hj, Hid, ne, W, hs):
+    """``W[f, k] += sum_{t < ne} Hj[t, f] Hid[t, k]``, ``hs[f] += sum_t Hj[t, f]``."""
+    gemm_tn_acc(Hj[:ne], Hid[:ne], W)
+    for t in range(ne):
+        for f in range(hs.shape[0]):
+            hs[f] += Hj[t, f]
 
 
-@njit(**PARALLEL)
-def _node_sums(hf, hid, row_ptr, col, edge_id, bounds, nbatch, Wp):
-    """``Wp[i*B + b, k*F_in + f] = sum_{p in row i} hid[e_p, k] h[b, col p, f]`` from the
-    folded ``hf[N_s, B*F_in]``: per node ``X = sum_p hid_p h'_p^T`` (``[H+1, B*F_in]``,
-    ENTRY_BLOCK entries per product ``gemm_nn_acc``), copied into its B rows."""
-    fw = hf.shape[1]
+@njit(**SERIAL_FUSED)
+def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
+    """Row i's sums ``W[f, k] = sum_{p in row i} h[col p, f] hidden_{edge_id p}[k]`` and
+    ``hs[f] = sum_p h[col p, f]``, ENTRY_BLOCK entries at a time."""
+    W[:] = 0
+    hs[:] = 0
+    for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
+        ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
+        _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid)
+        _add_node_sums(Hj, Hid, ne, W, hs)
+
+
+@njit(**PARALLEL_FUSED)
+def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, m):
+    """Per node i and example b, from the sums W_{i,b}, Hs_{i,b} (``_node_sums`` on the
+    folded ``h[N_s, nbatch*F_in]``, chunk-local buffers): ``m[i*nbatch + b, o] =
+    sum_r Vf[o, r] W_{i,b}[r] + sum_f Bv[o, f] Hs_{i,b}[f]``
+    (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``). Nodes go in
+    blocks of NODE_BLOCK, so each row of Vf serves the whole block from L1 (and four
+    (node, example) rows each load of it, ``_dots``). Rows without entries give 0."""
+    fw = h.shape[1]  # nbatch * F_in
+    f_in = fw // nbatch
+    H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        Hj = np.empty((ENTRY_BLOCK, fw), dtype=Wp.dtype)
-        Hid = np.empty((ENTRY_BLOCK, hid.shape[1]), dtype=Wp.dtype)
-        X = np.empty((hid.shape[1], fw), dtype=Wp.dtype)
-        for i in range(bounds[c], bounds[c + 1]):
-            X[:] = 0
-            for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
-                ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
-                _gather_entries(hf, hid, col, edge_id, p0, ne, Hj, Hid)
-                gemm_nn_acc(Hid[:ne].T, Hj[:ne], X)
-            _node_block(X, nbatch, fw // nbatch, Wp, i, True)
+        W = np.empty((NODE_BLOCK, fw * H), dtype=m.dtype)
+        hs = np.empty((NODE_BLOCK, fw), dtype=m.dtype)
+        Hj = np.empty((ENTRY_BLOCK, fw), dtype=m.dtype)
+        Hid = np.empty((ENTRY_BLOCK, H), dtype=m.dtype)
+        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))  # row t = (node t // B, example t % B)
+        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            for b in range(nb):
+                _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
+                           W[b].reshape((fw, H)), hs[b])
+            r0 = i0 * nbatch
+            nr = nb * nbatch
+            for o in range(m.shape[1]):
+                _dots(Vf[o], Wb, nr, m, r0, o)
+                for t in range(nr):
+                    m[r0 + t, o] += dot(Bv[o], hsb[t], Bv.shape[1])
+            for b in range(nb):
+                if row_ptr[i0 + b] == row_ptr[i0 + b + 1]:
+                    m[(i0 + b) * nbatch:(i0 + b + 1) * nbatch] = 0
 
 
 @njit(**SERIAL_FUSED)
 def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
-    """Kernel-MLP gradients of the entries p0 + t from ``GH[t]`` (the gradient of
-    hidden_e for this entry): ``gh = GH[t] * [Hid[t] > 0]``, then
+    """Kernel-MLP gradients of the entries p0 + t from ``GH[t] = R_i^T h_j`` (the
+    gradient of hidden_e for this entry): ``gh = GH[t] * [Hid[t] > 0]``, then
     ``DX[p, a] = sum_k U[k, a] gh[k]``, ``dUt[a, k] += x[e, a] gh[k]``, ``db_u += gh``."""
     for t in range(ne):
         gh = GH[t]
@@ -340,49 +386,78 @@ def _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u):
                 dUt[a, k] += xa * gh[k]
 
 
-@njit(**PARALLEL)
-def _entry_mlp_rows(dWp, hf, hid, x, Ut, row_ptr, col, edge_id, bounds, nbatch, dUt_c,
-                    dbu_c, DX):
-    """Per node i, from its rows of ``dWp = dL/dWp`` as ``dX[k, b*F_in + f]``, per entry
-    p = (j -> i, e), ENTRY_BLOCK entries at a time: ``GH_p[k] = dX[k] . h'_j`` for k < H
-    (dL/dhidden_e through this entry, ``gemm_nt``), then ``_entry_mlp_grads`` (``DX[p]``
-    and chunk c's partials ``dUt_c[c]``, ``dbu_c[c]``)."""
-    fw = hf.shape[1]
-    H = Ut.shape[1]
-    for c in prange(bounds.shape[0] - 1):
-        Hj = np.empty((ENTRY_BLOCK, fw), dtype=dWp.dtype)
-        Hid = np.empty((ENTRY_BLOCK, H + 1), dtype=dWp.dtype)
-        GH = np.empty((ENTRY_BLOCK, H), dtype=dWp.dtype)
-        dX = np.empty((H + 1, fw), dtype=dWp.dtype)
-        for i in range(bounds[c], bounds[c + 1]):
-            _node_block(dX, nbatch, fw // nbatch, dWp, i, False)
-            for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
-                ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
-                _gather_entries(hf, hid, col, edge_id, p0, ne, Hj, Hid)
-                gemm_nt(Hj[:ne], dX[:H], GH[:ne])
-                _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt_c[c], dbu_c[c])
+@njit(**SERIAL_FUSED)
+def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, GH,
+                      want_mlp, want_h, dUt, db_u, DX, C):
+    """Per entry p = (j -> i) of row i, from the row's ``R[f, k] = sum_o G_i[o] V3[o,
+    f, k]`` and ``gb = G_i B_v``, ENTRY_BLOCK entries at a time: the kernel-MLP
+    gradients (``_entry_mlp_grads`` with ``GH[t] = R^T h_j``, one small product per
+    block) and the message gradient ``C[p, f] = (kappa_e^T G_i)[f] = gb[f] + sum_k
+    R[f, k] hidden_e[k]``."""
+    for p0 in range(row_ptr[i], row_ptr[i + 1], ENTRY_BLOCK):
+        ne = min(ENTRY_BLOCK, row_ptr[i + 1] - p0)
+        _gather_entries(h, x, Ut, b_u, col, edge_id, p0, ne, Hj, Hid)
+        if want_mlp:
+            GH[:] = 0
+            gemm_tn_acc(Hj[:ne].T, R, GH[:ne])
+            _entry_mlp_grads(x, Ut, edge_id, p0, ne, Hid, GH, DX, dUt, db_u)
+        if want_h:
+            for t in range(ne):
+                for f in range(gb.shape[0]):
+                    C[p0 + t, f] = gb[f] + dot(R[f], Hid[t], R.shape[1])
 
 
 @njit(**PARALLEL_FUSED)
-def _grad_h(dWp, hid, row, edge_id, t_ptr, t_pos, nbatch, dh):
-    """``dh[j, b*F_in + f] = sum_{p: col p = j} sum_k hid[e_p, k] dWp[i_p*B + b, k*F_in +
-    f]`` (dL/dh'_j = sum_p hid_e^T dX_i), gathered through the transposed CSR: each j owns
-    its row, entries in increasing position."""
-    n = t_ptr.shape[0] - 1
-    f_in = dh.shape[1] // nbatch
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for j in range(c * n // chunks, (c + 1) * n // chunks):
-            for q in range(t_ptr[j], t_ptr[j + 1]):
-                p = t_pos[q]
-                e = edge_id[p]
-                for b in range(nbatch):
-                    out = dh[j, b * f_in:(b + 1) * f_in]
-                    rows = dWp[row[p] * nbatch + b]
-                    for k in range(hid.shape[1]):
-                        w = hid[e, k]
-                        for f in range(f_in):
-                            out[f] += w * rows[k * f_in + f]
+def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, want_v,
+                    want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
+    """The fused backward, NODE_BLOCK rows at a time, on the folded ``h[N_s,
+    nbatch*F_in]`` and ``G[N*nbatch, F_out]`` (row i*nbatch + b: node i, example b). With
+    ``G_b = G[i0*nbatch:(i0+nb)*nbatch]``:
+
+    * ``R = G_b Vf``, ``gb = G_b Bv`` (``want_mlp`` or ``want_h``): each node's
+      upstream contracted with V and b_v once, for ``_node_entry_grads``;
+    * ``want_v``: W_i, Hs_i rebuilt (``_node_sums``), then chunk c's partials
+      ``dV_c[c] += G_b^T W``, ``dbv_c[c] += G_b^T Hs``;
+    * ``want_mlp``: ``DX[p]`` and chunk partials ``dUt_c[c]``, ``dbu_c[c]``;
+      ``want_h``: ``C[p]`` (see ``_node_entry_grads``).
+    """
+    fw = h.shape[1]  # nbatch * F_in
+    f_in = fw // nbatch
+    H = Ut.shape[1]
+    for c in prange(bounds.shape[0] - 1):
+        R = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
+        gb = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
+        W = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
+        hs = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
+        Hj = np.empty((ENTRY_BLOCK, fw), dtype=G.dtype)
+        Hid = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
+        GH = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
+        # the same buffers by (node, example) row: row t = (node t // B, example t % B)
+        Rb = R.reshape((NODE_BLOCK * nbatch, f_in * H))
+        gbb = gb.reshape((NODE_BLOCK * nbatch, f_in))
+        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))
+        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            r0 = i0 * nbatch
+            nr = nb * nbatch
+            Gb = G[r0:r0 + nr]
+            if want_mlp or want_h:
+                R[:] = 0
+                gb[:] = 0
+                gemm_tn_acc(Gb.T, Vf, Rb[:nr])
+                gemm_tn_acc(Gb.T, Bv, gbb[:nr])
+            for b in range(nb):
+                if want_v:
+                    _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
+                               W[b].reshape((fw, H)), hs[b])
+                if want_mlp or want_h:
+                    _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b,
+                                      R[b].reshape((fw, H)), gb[b], Hj, Hid, GH,
+                                      want_mlp, want_h, dUt_c[c], dbu_c[c], DX, C)
+            if want_v:
+                gemm_tn_acc(Gb, Wb[:nr], dV_c[c])
+                gemm_tn_acc(Gb, hsb[:nr], dbv_c[c])
 
 
 @njit(**PARALLEL)
@@ -417,94 +492,67 @@ def unfold_batch(a, n, nbatch, f, batched):
     return np.ascontiguousarray(a.reshape(n, nbatch, f).transpose(1, 0, 2))
 
 
-def _product(kernel, a, b, out, work):
-    """``kernel`` (``gemm.nn_acc_blocks`` or ``gemm.nt_blocks``) in parallel from
-    PARALLEL_WORK_MIN multiply-adds, else its serial form (the same bits)."""
-    for_work(kernel, work, PARALLEL_WORK_MIN)(a, b, out)
-    return out
-
-
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
-    """Fused GNO forward (sum over each row) as one product with V:
-    ``m[(i, b), o] = sum_c Wp[(i, b), c] Va[o, c]`` with the per-node sums ``Wp =
-    node_sums`` (``[N*B, (H+1)*F_in]``) and ``Va = augmented_v(V, b_v)``; rows without
-    entries give 0. ``h[N_s, F_in]`` -> ``m[N, F_out]`` (N = the graph's rows), or a batch
-    on the shared graph, ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``.
-
-    Returns ``(m, Wp, hid, Va)``; the backward takes the last three (``hid`` =
-    ``augmented_hidden``, one row per edge id)."""
+    """Fused GNO forward (sum over each row): ``m[N, F_out] = W V_flat^T + Hs B_v^T`` with
+    the per-node sums ``W_i``, ``Hs_i`` of ``_fused_forward`` (never stored: the backward
+    rebuilds them), ``V_flat = V.reshape(F_out, F_in*H)``, ``B_v = b_v.reshape(F_out,
+    F_in)``. ``h[N_s, F_in]`` -> ``[N, F_out]`` (N = the graph's rows), or a batch on the
+    shared graph, ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``. No extra memory beyond m (and
+    the folded copies of h and m for a batch)."""
     hf, nbatch = fold_batch(h)
     f_in = h.shape[-1]
     n = row_ptr.shape[0] - 1
-    hid = augmented_hidden(x, U, b_u)
-    Va = augmented_v(V, b_v, f_out, f_in)
-    Wp = np.empty((n * nbatch, Va.shape[1]), dtype=h.dtype)
-    _node_sums(hf, hid, row_ptr, col, edge_id, row_chunks(row_ptr, CHUNKS), nbatch, Wp)
-    m = _product(gemm.nt_blocks, Wp, Va, np.empty((n * nbatch, f_out), dtype=h.dtype),
-                 Wp.size * f_out)
-    # m_i = 0 for a row without entries, whatever V holds (0 * inf would be NaN)
-    m.reshape(n, nbatch * f_out)[row_ptr[1:] == row_ptr[:-1]] = 0
-    return unfold_batch(m, n, nbatch, f_out, h.ndim == 3), Wp, hid, Va
+    m = np.zeros((n * nbatch, f_out), dtype=h.dtype)
+    _fused_forward(hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
+                   b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
+                   row_chunks(row_ptr, CHUNKS), nbatch, m)
+    return unfold_batch(m, n, nbatch, f_out, h.ndim == 3)
 
 
-def gno_backward(G, h, x, U, Va, Wp, hid, row_ptr, col, edge_id, by_edge_id, transpose,
+def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, transpose,
                  needs):
     """Fused GNO backward for the upstream ``G[N, F_out]`` (``G[B, N, F_out]`` for a batch
-    ``h[B, N_s, F_in]``; already divided by the row length for 'mean'), from the forward's
-    ``Va``, ``Wp``, ``hid``. ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() ->
-    (t_ptr, t_pos)`` give the CSR entries grouped by edge id and by column (called only
-    when needed). ``needs`` = which of (h, x, U, b_u, V, b_v) want a gradient. Returns
-    those six gradients (None where not needed):
+    ``h[B, N_s, F_in]``; already divided by the row length for 'mean').
+    ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR
+    entries grouped by edge id and by column (called only when needed). ``needs`` = which
+    of (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where
+    not needed), from one pass of ``_fused_backward``:
 
-    * ``dVa = G^T Wp`` (one product), split into dV and db_v;
-    * ``dWp = G Va`` (one product), from which ``_mlp_grads`` gives dx, dU, db_u and
-      ``_grad_h`` gives dh.
+    * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]``, ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
+      and ``dU``, ``db_u``: partials of GRAD_CHUNKS fixed row chunks, summed in order;
+    * ``dx_e = sum_{p: id e} U^T gh_p`` gathered by edge id from per-entry rows;
+    * ``dh_j = sum_{p: col j} C_p`` gathered through the transposed CSR.
 
-    Extra memory: ``dWp`` (the size of ``Wp``), ``[nnz, d]`` per-entry rows and
-    GRAD_CHUNKS parameter-sized partials (plus the folded copies of h, G and dh).
+    Extra memory: ``[nnz, d + B*F_in]`` per-entry rows and GRAD_CHUNKS parameter-sized
+    partials (plus the folded copies of h, G and dh for a batch).
     """
     f_in = h.shape[-1]
     f_out = G.shape[-1]
-    n = row_ptr.shape[0] - 1
-    hf, nbatch = fold_batch(h)
-    # row i*B + b: node i, example b. m_i = 0 for a row without entries whatever the
-    # inputs, so G_i reaches nothing (not even through G_i Wp_i with Wp_i = 0, which is
-    # NaN for an inf or NaN G_i)
-    empty = (row_ptr[1:] == row_ptr[:-1])[:, None]
-    G = np.where(empty, G.dtype.type(0), fold_batch(G)[0].reshape(n, nbatch * f_out))
-    G = G.reshape(n * nbatch, f_out)
-    dh = dx = dU = db_u = dV = db_v = None
-    if needs[4] or needs[5]:
-        dVa = _product(gemm.nn_acc_blocks, G.T, Wp, np.zeros((f_out, Wp.shape[1]), G.dtype),
-                       Wp.size * f_out)
-        dV, db_v = split_augmented_v(dVa, f_in)
-        dV, db_v = (dV if needs[4] else None), (db_v if needs[5] else None)
-    if not any(needs[:4]):
-        return dh, dx, dU, db_u, dV, db_v
-    dWp = _product(gemm.nn_acc_blocks, G, Va, np.zeros_like(Wp), Wp.size * f_out)
-    if any(needs[1:4]):
-        dx, dU, db_u = _mlp_grads(dWp, hf, hid, x, U, row_ptr, col, edge_id, by_edge_id,
-                                  nbatch, needs)
-    if needs[0]:
-        dh = np.zeros_like(hf)
-        _grad_h(dWp, hid, csr_rows(row_ptr), edge_id, *transpose(), nbatch, dh)
-        dh = unfold_batch(dh, hf.shape[0], nbatch, f_in, h.ndim == 3)
-    return dh, dx, dU, db_u, dV, db_v
-
-
-def _mlp_grads(dWp, hf, hid, x, U, row_ptr, col, edge_id, by_edge_id, nbatch, needs):
-    """``(dx, dU, db_u)`` (None where ``needs[1:4]`` says so) from ``dWp``: per entry
-    ``_entry_mlp_rows``, then ``dx_e = sum_{p: id e} DX_p`` gathered by edge id and the
-    GRAD_CHUNKS partials of dU, db_u summed in chunk order."""
     d, H = x.shape[1], U.shape[0]
+    empty_rows = row_ptr[1:] == row_ptr[:-1]
+    if empty_rows.any():
+        # m_i = 0 for a row without entries whatever the inputs, so G_i reaches nothing
+        # (not even through G_i W_i with W_i = 0, which is NaN for an inf or NaN G_i)
+        G = np.where(empty_rows[:, None], G.dtype.type(0), G)
+    hf, nbatch = fold_batch(h)
+    G = fold_batch(G)[0].reshape(G.shape[-2] * nbatch, f_out)  # row i*B + b: node i, example b
+    want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
     bounds = row_chunks(row_ptr, GRAD_CHUNKS)
     chunks = bounds.shape[0] - 1
-    dUt_c = np.zeros((chunks, d, H), dtype=dWp.dtype)
-    dbu_c = np.zeros((chunks, H), dtype=dWp.dtype)
-    DX = np.empty((col.shape[0], d), dtype=dWp.dtype)
-    _entry_mlp_rows(dWp, hf, hid, x, np.ascontiguousarray(U.T), row_ptr, col, edge_id,
-                    bounds, nbatch, dUt_c, dbu_c, DX)
-    dx = dU = db_u = None
+    dV_c = np.zeros((chunks if want_v else 0, f_out, f_in * H), dtype=G.dtype)
+    dbv_c = np.zeros((chunks if want_v else 0, f_out, f_in), dtype=G.dtype)
+    dUt_c = np.zeros((chunks if want_mlp else 0, d, H), dtype=G.dtype)
+    dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
+    DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
+    C = np.empty((col.shape[0] if want_h else 0, hf.shape[1]), dtype=G.dtype)
+    _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
+                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch, want_v,
+                    want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
+    dh = dx = dU = db_u = dV = db_v = None
+    if needs[4]:
+        dV = dV_c.sum(axis=0).reshape(f_out * f_in, H)
+    if needs[5]:
+        db_v = dbv_c.sum(axis=0).reshape(f_out * f_in)
     if needs[1]:
         dx = np.zeros_like(x)
         _gather_groups(DX, *by_edge_id(), dx)
@@ -512,7 +560,11 @@ def _mlp_grads(dWp, hf, hid, x, U, row_ptr, col, edge_id, by_edge_id, nbatch, ne
         dU = np.ascontiguousarray(dUt_c.sum(axis=0).T)
     if needs[3]:
         db_u = dbu_c.sum(axis=0)
-    return dx, dU, db_u
+    if needs[0]:
+        dh = np.zeros_like(hf)
+        _gather_groups(C, *transpose(), dh)
+        dh = unfold_batch(dh, hf.shape[0], nbatch, f_in, h.ndim == 3)
+    return dh, dx, dU, db_u, dV, db_v
 
 
 # -- reference: the per-edge loop ----------------------------------------------------------

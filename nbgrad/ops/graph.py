@@ -528,21 +528,21 @@ class Gno(Function):
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
         f_out = V.shape[0] // h.shape[-1]
-        m, Wp, hid, Va = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr,
-                                                 graph.col, graph.edge_id, f_out)
+        m = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                                    graph.edge_id, f_out)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
-        ctx.save_for_backward(h, x, U, Va, Wp, hid)
+        ctx.save_for_backward(h, x, U, b_u, V, b_v)
         ctx.graph = graph
         ctx.reduce = reduce
         return m
 
     @staticmethod
     def backward(ctx, g):
-        h, x, U, Va, Wp, hid = ctx.saved_tensors
+        h, x, U, b_u, V, b_v = ctx.saved_tensors
         graph = ctx.graph
         g = g / _mean_divisor(graph, g.dtype) if ctx.reduce == "mean" else g
-        return gno_kernels.gno_backward(np.ascontiguousarray(g), h, x, U, Va, Wp, hid,
+        return gno_kernels.gno_backward(np.ascontiguousarray(g), h, x, U, b_u, V, b_v,
                                         graph.row_ptr, graph.col, graph.edge_id,
                                         lambda: graph.by_edge_id, lambda: graph.transpose,
                                         ctx.needs_input_grad)
@@ -643,10 +643,9 @@ def gno(h: Any, edge_feats: Any, U: Any, b_u: Any, V: Any, b_v: Any, graph: Grap
     ``m[b, i] = sum_p kappa_e h[b, col p]``. Each edge's kernel MLP runs once for the
     whole batch (the batch is folded into the feature dimension, see kernels/gno.py).
 
-    The forward keeps the per-node sums ``[N*B, (H+1)*F_in]`` (and the ``[E, H+1]``
-    hidden layer) for the backward, which adds their gradient (the same size), ``[nnz,
-    d]`` per-entry rows and a few parameter-sized partials
-    (docs/derivations.md#graph-neural-operator).
+    The forward keeps nothing beyond its inputs (hidden and the per-node sums are
+    recomputed in the backward); the backward's extra memory is O(nnz * (d + B*F_in))
+    plus a few parameter-sized partials.
     """
     op = "gno"
     _check_graph(op, graph)
