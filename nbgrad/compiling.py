@@ -188,7 +188,7 @@ def warm_op(name: str, dtypes: Sequence[str], twins: bool = True) -> tuple[str, 
 
 
 def _progress(total: int, desc: str) -> Any:
-    """A tqdm bar on stderr if tqdm is installed, else a line per step."""
+    """A tqdm bar on stderr, or None when tqdm is not installed."""
     try:
         from tqdm.auto import tqdm
     except ImportError:
