@@ -10,7 +10,7 @@ import sys
 import time
 
 from . import REGISTRY
-from .compiling import check_op, default_jobs, map_in_workers, warmup
+from .compiling import check_op, default_jobs, map_in_workers, warmup, workers_for
 
 
 def _list_ops() -> int:
@@ -43,7 +43,8 @@ def _check(names: list[str], jobs: int) -> int:
     start = time.perf_counter()
     print(f"{'op':<{width}}  samples  max abs err  max rel err  grad   gradgrad   time")
     failed = []
-    for name, first, second, seconds in map_in_workers(check_op, names, jobs, None):
+    reports = map_in_workers(check_op, names, workers_for(names, jobs), None)
+    for name, first, second, seconds in reports:
         print(f"{name:<{width}}  {first.samples:>7}  {first.max_abs_error:>11.2e}  "
               f"{first.max_rel_error:>11.2e}  {_verdict(first):<6} {_verdict(second):<8} "
               f"{seconds:>6.1f}s", flush=True)

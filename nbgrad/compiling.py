@@ -229,6 +229,17 @@ def default_jobs() -> int:
     return os.cpu_count() or 1
 
 
+def workers_for(names: Sequence[str], jobs: int) -> int:
+    """How many worker processes to run ``names`` (registered ops) in: at most ``jobs``
+    and one per op, and none besides this process (1) if an op was registered outside
+    nbgrad's modules: a fresh process, which imports only nbgrad, would not know it."""
+    from .function import REGISTRY
+
+    if any(not REGISTRY[n].__module__.startswith("nbgrad.") for n in names):
+        return 1
+    return max(1, min(jobs, len(names)))
+
+
 def _warm_one(args: tuple[str, tuple[str, ...]]) -> tuple[str, float]:
     return warm_op(*args)
 
@@ -263,4 +274,4 @@ def warmup(ops: Sequence[str] | None = None, dtypes: Sequence[str] = ("float32",
     if jobs < 1:
         raise ValueError(f"warmup: jobs must be at least 1, got {jobs}")
     items = [(name, tuple(dtypes)) for name in names]
-    return list(map_in_workers(_warm_one, items, min(jobs, len(items)) or 1, "compiling"))
+    return list(map_in_workers(_warm_one, items, workers_for(names, jobs), "compiling"))

@@ -141,3 +141,29 @@ def test_demo_trains_checks_the_ops_it_ran_and_plots(tmp_path, capsys):
         assert f"\n{op} " in out and "FAIL" not in out
     pytest.importorskip("matplotlib")
     assert path.stat().st_size > 0
+
+
+def test_ops_registered_outside_nbgrad_stay_in_this_process():
+    from nbgrad.compiling import workers_for
+
+    assert workers_for(["relu", "neg", "exp"], 2) == 2
+    assert workers_for(["relu"], 4) == 1
+
+    @nb.register("test_local_square", samples=lambda rng: [nb.Sample(rng.random(3))])
+    class LocalSquare(nb.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    try:
+        assert workers_for(["relu", "test_local_square"], 2) == 1
+        assert warmup(["test_local_square", "relu"], ["float64"], jobs=2)[0][0] == (
+            "test_local_square")
+    finally:
+        del nb.REGISTRY["test_local_square"]
