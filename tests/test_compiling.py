@@ -150,16 +150,9 @@ def test_ops_registered_outside_nbgrad_stay_in_this_process():
     assert workers_for(["relu"], 4) == 1
 
     @nb.register("test_local_square", samples=lambda rng: [nb.Sample(rng.random(3))])
-    class LocalSquare(nb.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * x * g
+    class LocalDouble(nb.Function):  # defined here, so a spawned worker cannot know it
+        forward = staticmethod(lambda ctx, x: 2 * x)
+        backward = staticmethod(lambda ctx, g: 2 * g)
 
     try:
         assert workers_for(["relu", "test_local_square"], 2) == 1
