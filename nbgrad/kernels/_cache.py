@@ -18,8 +18,9 @@ it gets wrong, and this module fixes for nbgrad's kernels only:
   float64 arrays and returns garbage. Here every data file records what it was compiled
   for (the index key, the source stamp and the Numba version) and is used only for that.
 * The source stamp covers the kernel's own file only, but kernels inline kernels of other
-  files (``_jit.dot`` into ``conv_s1``): an upgrade that changes only ``_jit.py`` kept the
-  old ``dot`` in every caller. Here the stamp also covers the installed distribution.
+  files (``_jit.dot`` into ``conv_s1``): an upgrade or an edit that changes only
+  ``_jit.py`` kept the old ``dot`` in every caller. Here the stamp also covers every
+  kernel source file and the installed distribution.
 
 How it is wired in: ``Dispatcher.enable_caching`` (what ``njit(cache=True)`` calls) builds
 its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dispatcher``'s
@@ -44,17 +45,23 @@ FILE_PREFIX = "nbgrad"
 
 
 @cache
-def install_stamp() -> str | None:
-    """What identifies this install of nbgrad: the sha256 of the RECORD of the distribution
-    that holds this file (it lists the sha256 of every installed file, so any upgrade or
-    reinstall changes it), its version when the installer wrote no RECORD (a source tree's
-    egg-info), None when there is no metadata. Constant while the sources of an editable
-    install are edited, where only each kernel's own file is tracked (docs/cache.md)."""
+def install_stamp() -> str:
+    """What identifies the kernels of this nbgrad: the sha256 of the source files of
+    ``nbgrad/kernels`` (every file a kernel is compiled from), and of the RECORD of the
+    installed distribution (it lists the sha256 of every installed file, so any upgrade
+    or reinstall changes it) or its version when the installer wrote no RECORD. The
+    sources' digest is what tracks the edits of a source checkout or an editable install,
+    whose RECORD does not change."""
+    sources = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        sources.update(path.read_bytes())
     site = str(Path(__file__).resolve().parents[2])
     for dist in importlib.metadata.distributions(name="nbgrad", path=[site]):
         record = dist.read_text("RECORD")
-        return hashlib.sha256(record.encode()).hexdigest() if record else dist.version
-    return None
+        sources.update((hashlib.sha256(record.encode()).hexdigest() if record
+                        else dist.version).encode())
+        break
+    return sources.hexdigest()
 
 
 class CacheFileWarning(RuntimeWarning):
