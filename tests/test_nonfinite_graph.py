@@ -298,6 +298,28 @@ def test_gno_nonfinite(graph, d, hidden, f_out, f_in, reduce, dtype, data):
             f"gno {reduce}")
 
 
+@SETTINGS
+@given(graphs, st.integers(2, 3), st.integers(0, 2), st.integers(0, 3), st.integers(0, 2),
+       st.integers(1, 2), reduces, dtypes, st.data())
+def test_batched_gno_nonfinite(graph, batch, d, hidden, f_out, f_in, reduce, dtype, data):
+    """A batch h[B, N, F_in] on the shared graph (kernels/gno.py: the batched path, b_v
+    summed with V as one more hidden unit) against the reference example by example."""
+    h = data.draw(special_arrays((batch, graph.num_nodes, f_in), dtype))
+    relu_inputs = [data.draw(special_arrays(shape, dtype, extremes=False))
+                   for shape in [(graph.num_edge_ids, d), (hidden, d), (hidden,)]]
+    V, b_v = (data.draw(special_arrays(shape, dtype))
+              for shape in [(f_out * f_in, hidden), (f_out * f_in,)])
+    arrays = [h, *relu_inputs, V, b_v]
+    g = data.draw(special_arrays((batch, graph.num_nodes, f_out), dtype))
+    per_example = gno_ref(graph, reduce)
+
+    def ref(h, *rest):
+        return torch.stack([per_example(example, *rest) for example in h])
+
+    compare(lambda *a: nb.gno(*a, graph, reduce=reduce), ref, arrays, g,
+            f"batched gno {reduce}")
+
+
 # -- Gram-Schmidt and the orthogonal neural operator ---------------------------------------
 
 

@@ -60,6 +60,7 @@ from numba import njit, prange
 
 from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, dot
 from .gemm import gemm_tn_acc
+from .matmul import matrix_product
 
 CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
 GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
@@ -460,6 +461,178 @@ def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nba
                 gemm_tn_acc(Gb, hsb[:nr], dbv_c[c])
 
 
+# -- fused, batched: the per-node products as GEMMs ----------------------------------------
+#
+# A batch (nbatch > 1) gives every node nbatch*F_in features per entry, enough to run the
+# per-node sums and the products with V as register-tiled matrix products
+# (kernels/matmul.py: matrix_product). b_v joins V as one more hidden unit whose value is
+# 1 on every edge (``hid_e[H] = 1``), so with H1 = H + 1 and
+# ``Vp[o, k, f] = V3[o, f, k]`` for k < H, ``Vp[o, H, f] = b_v[o*F_in + f]``:
+#
+#     Wt_i[k, (b, f)] = sum_{p in row i} hid_e[k] h[b, j, f]     (Hs_i is the row k = H)
+#     m[i, b, o]      = sum_{k, f} Vp[o, k, f] Wt_i[k, (b, f)]
+#
+# The second line is a product over a block of NODE_BLOCK nodes once the rows of Wt_i
+# are regrouped by example (``Wrows[(i, b), (k, f)]``).
+
+
+@njit(**SERIAL_FUSED)
+def _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid):
+    """For the entries p0 + q, q < deg, of one row (flat row-major buffers):
+    ``Hj[q] = h[col p]`` ([deg, fw]) and ``Hid[q] = [hidden_{edge_id p}, 1]``
+    ([deg, H + 1], hidden recomputed)."""
+    fw = h.shape[1]
+    H = Ut.shape[1]
+    H1 = H + 1
+    for q in range(deg):
+        src = h[col[p0 + q]]
+        for f in range(fw):
+            Hj[q * fw + f] = src[f]
+        _edge_hidden(x, edge_id[p0 + q], Ut, b_u, Hid[q * H1: q * H1 + H])
+        Hid[q * H1 + H] = 1
+
+
+@njit(**SERIAL_FUSED)
+def _regroup(src, dst, H1, nbatch, f_in, to_rows):
+    """``Wt[k, (b, f)]`` ([H1, nbatch*F_in]) <-> ``Wrows[(b, k, f)]`` ([nbatch, H1*F_in]):
+    into ``dst`` as rows per example when ``to_rows``, else back."""
+    fw = nbatch * f_in
+    K = H1 * f_in
+    for k in range(H1):
+        for b in range(nbatch):
+            t = k * fw + b * f_in
+            r = b * K + k * f_in
+            for f in range(f_in):
+                if to_rows:
+                    dst[r + f] = src[t + f]
+                else:
+                    dst[t + f] = src[r + f]
+
+
+@njit(**SERIAL_FUSED)
+def _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i, nbatch, Hj, Hid, Wt, Wrows):
+    """Row i's sums ``Wt_i`` (gathered entries ``Hj``, ``Hid``), regrouped into
+    ``Wrows`` ([nbatch, H1*F_in])."""
+    fw = h.shape[1]
+    H1 = Ut.shape[1] + 1
+    p0 = row_ptr[i]
+    deg = row_ptr[i + 1] - p0
+    _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
+    matrix_product(Hid, True, Hj, False, Wt, H1, fw, deg)
+    _regroup(Wt, Wrows, H1, nbatch, fw // nbatch, True)
+
+
+@njit(**SERIAL)
+def _zero_empty_rows(row_ptr, i0, nb, nbatch, out, width):
+    """Rows without entries give 0 whatever V holds (0 * inf would be NaN)."""
+    for t in range(nb):
+        if row_ptr[i0 + t] == row_ptr[i0 + t + 1]:
+            lo = (i0 + t) * nbatch * width
+            out[lo: lo + nbatch * width] = 0
+
+
+@njit(**PARALLEL_FUSED)
+def _batched_forward(h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, max_deg, f_out,
+                     m):
+    """``m[(i*nbatch + b)*F_out + o] = sum_{k, f} Vp[o, k, f] Wt_i[k, (b, f)]`` (flat m;
+    ``h`` folded ``[N_s, nbatch*F_in]``): per chunk of rows, NODE_BLOCK nodes at a time,
+    their ``Wrows`` stacked and multiplied with Vp (read transposed) in one product."""
+    fw = h.shape[1]
+    f_in = fw // nbatch
+    H1 = Ut.shape[1] + 1
+    K = H1 * f_in
+    for c in prange(bounds.shape[0] - 1):
+        Hj = np.empty(max_deg * fw, m.dtype)
+        Hid = np.empty(max_deg * H1, m.dtype)
+        Wt = np.empty(H1 * fw, m.dtype)
+        Wb = np.empty(NODE_BLOCK * nbatch * K, m.dtype)
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            for t in range(nb):
+                _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t, nbatch, Hj, Hid, Wt,
+                           Wb[t * nbatch * K: (t + 1) * nbatch * K])
+            r0 = i0 * nbatch
+            nr = nb * nbatch
+            matrix_product(Wb, False, Vp, True, m[r0 * f_out: (r0 + nr) * f_out], nr, f_out, K)
+            _zero_empty_rows(row_ptr, i0, nb, nbatch, m, f_out)
+
+
+@njit(**SERIAL_FUSED)
+def _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt, db_u):
+    """``_entry_mlp_grads`` on the flat buffers of ``_gather_node``: ``GH[q]`` ([deg, H])
+    is the gradient of hidden_e for entry p0 + q, ``Hid`` ([deg, H + 1]) its hidden."""
+    H = Ut.shape[1]
+    H1 = H + 1
+    for q in range(deg):
+        gh = GH[q * H: (q + 1) * H]
+        for k in range(H):
+            if not Hid[q * H1 + k] > 0:
+                gh[k] = 0
+            db_u[k] += gh[k]
+        for a in range(Ut.shape[0]):
+            DX[p0 + q, a] = dot(Ut[a], gh, H)
+            xa = x[edge_id[p0 + q], a]
+            for k in range(H):
+                dUt[a, k] += xa * gh[k]
+
+
+@njit(**PARALLEL_FUSED)
+def _batched_backward(G, h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, max_deg,
+                      f_out, want_v, want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C):
+    """The batched backward, NODE_BLOCK rows at a time (flat ``G`` and ``C``; row
+    ``i*nbatch + b`` of G is node i, example b). With ``G_b`` the block's rows:
+
+    * ``R = G_b Vp`` (``R[(i, b), (k, f)] = dm/dWt_i[k, (b, f)]``), regrouped per node
+      into ``Rt_i[k, (b, f)]``; then per entry q of row i
+      ``GH[q, k] = sum_{(b,f)} Hj[q, (b,f)] Rt_i[k, (b,f)]`` (k < H: the kernel-MLP
+      gradients, ``_node_mlp_grads``) and ``C[p] = sum_k Hid[q, k] Rt_i[k]`` (the
+      message gradient, ``kappa_e^T G_i`` per example; k = H brings b_v's part);
+    * ``want_v``: the block's ``Wrows`` rebuilt, then ``dVp_c[c] += G_b^T Wrows``.
+    """
+    fw = h.shape[1]
+    f_in = fw // nbatch
+    H = Ut.shape[1]
+    H1 = H + 1
+    K = H1 * f_in
+    for c in prange(bounds.shape[0] - 1):
+        Hj = np.empty(max_deg * fw, G.dtype)
+        Hid = np.empty(max_deg * H1, G.dtype)
+        GH = np.empty(max_deg * H, G.dtype)
+        Wt = np.empty(H1 * fw, G.dtype)
+        Wb = np.empty(NODE_BLOCK * nbatch * K, G.dtype)
+        R = np.empty(NODE_BLOCK * nbatch * K, G.dtype)
+        part = np.empty(f_out * K, G.dtype)
+        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
+            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+            r0 = i0 * nbatch
+            nr = nb * nbatch
+            Gb = G[r0 * f_out: (r0 + nr) * f_out]
+            if want_mlp or want_h:
+                matrix_product(Gb, False, Vp, False, R, nr, K, f_out)
+            for t in range(nb):
+                i = i0 + t
+                p0 = row_ptr[i]
+                deg = row_ptr[i + 1] - p0
+                rows = Wb[t * nbatch * K: (t + 1) * nbatch * K]
+                if want_v:
+                    _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i, nbatch, Hj, Hid,
+                               Wt, rows)
+                elif want_mlp or want_h:
+                    _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
+                if want_mlp or want_h:
+                    _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Wt, H1, nbatch, f_in,
+                             False)
+                if want_mlp:
+                    matrix_product(Hj, False, Wt, True, GH, deg, H, fw)
+                    _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt_c[c], dbu_c[c])
+                if want_h:
+                    matrix_product(Hid, False, Wt, False, C[p0 * fw: (p0 + deg) * fw], deg,
+                                   fw, H1)
+            if want_v:
+                matrix_product(Gb, True, Wb, False, part, f_out, K, nr)
+                dVp_c[c] += part
+
+
 @njit(**PARALLEL)
 def _gather_groups(C, g_ptr, g_pos, out):
     """``out[j] = sum_{q in group j} C[g_pos[q]]`` in increasing position (groups: the
@@ -492,6 +665,21 @@ def unfold_batch(a, n, nbatch, f, batched):
     return np.ascontiguousarray(a.reshape(n, nbatch, f).transpose(1, 0, 2))
 
 
+def batched_v(V, b_v, f_out, f_in):
+    """``Vp[o, k, f] = V[o*F_in + f, k]`` for k < H and ``Vp[o, H, f] = b_v[o*F_in + f]``,
+    flat (``_batched_forward``)."""
+    H = V.shape[1]
+    Vp = np.empty((f_out, H + 1, f_in), dtype=V.dtype)
+    Vp[:, :H] = V.reshape(f_out, f_in, H).transpose(0, 2, 1)
+    Vp[:, H] = b_v.reshape(f_out, f_in)
+    return Vp.reshape(-1)
+
+
+def max_degree(row_ptr):
+    """The longest row of the CSR graph (0 without rows)."""
+    return int(np.diff(row_ptr).max()) if row_ptr.shape[0] > 1 else 0
+
+
 def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     """Fused GNO forward (sum over each row): ``m[N, F_out] = W V_flat^T + Hs B_v^T`` with
     the per-node sums ``W_i``, ``Hs_i`` of ``_fused_forward`` (never stored: the backward
@@ -503,6 +691,11 @@ def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     f_in = h.shape[-1]
     n = row_ptr.shape[0] - 1
     m = np.zeros((n * nbatch, f_out), dtype=h.dtype)
+    if nbatch > 1:
+        _batched_forward(hf, x, np.ascontiguousarray(U.T), b_u, batched_v(V, b_v, f_out, f_in),
+                         row_ptr, col, edge_id, row_chunks(row_ptr, CHUNKS), nbatch,
+                         max_degree(row_ptr), f_out, m.reshape(-1))
+        return unfold_batch(m, n, nbatch, f_out, True)
     _fused_forward(hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
                    row_chunks(row_ptr, CHUNKS), nbatch, m)
@@ -545,9 +738,20 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
     C = np.empty((col.shape[0] if want_h else 0, hf.shape[1]), dtype=G.dtype)
-    _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
-                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch, want_v,
-                    want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
+    if nbatch > 1:
+        dVp_c = np.zeros((chunks if want_v else 0, f_out * (H + 1) * f_in), dtype=G.dtype)
+        _batched_backward(G.reshape(-1), hf, x, np.ascontiguousarray(U.T), b_u,
+                          batched_v(V, b_v, f_out, f_in), row_ptr, col, edge_id, bounds, nbatch,
+                          max_degree(row_ptr), f_out, want_v, want_mlp, want_h, dVp_c, dUt_c, dbu_c,
+                          DX, C.reshape(-1))
+        if want_v:
+            dVp = dVp_c.sum(axis=0).reshape(f_out, H + 1, f_in)
+            dV_c = np.ascontiguousarray(dVp[None, :, :H].transpose(0, 1, 3, 2))
+            dbv_c = dVp[None, :, H]
+    else:
+            _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
+                        b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch,
+                        want_v, want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None
     if needs[4]:
         dV = dV_c.sum(axis=0).reshape(f_out * f_in, H)
