@@ -533,10 +533,12 @@ def _zero_empty_rows(row_ptr, i0, nb, nbatch, out, width):
 
 @njit(**PARALLEL_FUSED)
 def _batched_forward(h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, max_deg, f_out,
-                     m):
-    """``m[(i*nbatch + b)*F_out + o] = sum_{k, f} Vp[o, k, f] Wt_i[k, (b, f)]`` (flat m;
-    ``h`` folded ``[N_s, nbatch*F_in]``): per chunk of rows, NODE_BLOCK nodes at a time,
-    their ``Wrows`` stacked and multiplied with Vp (read transposed) in one product."""
+                     m, W):
+    """``W[(i*nbatch + b)*K + k*F_in + f] = Wt_i[k, (b, f)]`` (every node's ``Wrows``, K =
+    H1*F_in, kept for the backward) and ``m[(i*nbatch + b)*F_out + o] = sum_{k, f}
+    Vp[o, k, f] Wt_i[k, (b, f)]`` (flat m; ``h`` folded ``[N_s, nbatch*F_in]``): per chunk
+    of rows, NODE_BLOCK nodes at a time, their rows of W multiplied with Vp (read
+    transposed) in one product."""
     fw = h.shape[1]
     f_in = fw // nbatch
     H1 = Ut.shape[1] + 1
@@ -545,15 +547,15 @@ def _batched_forward(h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, m
         Hj = np.empty(max_deg * fw, m.dtype)
         Hid = np.empty(max_deg * H1, m.dtype)
         Wt = np.empty(H1 * fw, m.dtype)
-        Wb = np.empty(NODE_BLOCK * nbatch * K, m.dtype)
         for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
             nb = min(NODE_BLOCK, bounds[c + 1] - i0)
-            for t in range(nb):
-                _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t, nbatch, Hj, Hid, Wt,
-                           Wb[t * nbatch * K: (t + 1) * nbatch * K])
             r0 = i0 * nbatch
             nr = nb * nbatch
-            matrix_product(Wb, False, Vp, True, m[r0 * f_out: (r0 + nr) * f_out], nr, f_out, K)
+            for t in range(nb):
+                _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t, nbatch, Hj, Hid, Wt,
+                           W[(r0 + t * nbatch) * K: (r0 + (t + 1) * nbatch) * K])
+            matrix_product(W[r0 * K: (r0 + nr) * K], False, Vp, True,
+                           m[r0 * f_out: (r0 + nr) * f_out], nr, f_out, K)
             _zero_empty_rows(row_ptr, i0, nb, nbatch, m, f_out)
 
 
@@ -577,7 +579,7 @@ def _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt, db_u):
 
 
 @njit(**PARALLEL_FUSED)
-def _batched_backward(G, h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, max_deg,
+def _batched_backward(G, h, x, Ut, b_u, Vp, W, row_ptr, col, edge_id, bounds, nbatch, max_deg,
                       f_out, want_v, want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C):
     """The batched backward, NODE_BLOCK rows at a time (flat ``G`` and ``C``; row
     ``i*nbatch + b`` of G is node i, example b). With ``G_b`` the block's rows:
@@ -587,7 +589,8 @@ def _batched_backward(G, h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatc
       ``GH[q, k] = sum_{(b,f)} Hj[q, (b,f)] Rt_i[k, (b,f)]`` (k < H: the kernel-MLP
       gradients, ``_node_mlp_grads``) and ``C[p] = sum_k Hid[q, k] Rt_i[k]`` (the
       message gradient, ``kappa_e^T G_i`` per example; k = H brings b_v's part);
-    * ``want_v``: the block's ``Wrows`` rebuilt, then ``dVp_c[c] += G_b^T Wrows``.
+    * ``want_v``: ``dVp_c[c] = G_c^T W_c`` over the chunk's rows of G and of the
+      forward's W (``_batched_forward``).
     """
     fw = h.shape[1]
     f_in = fw // nbatch
@@ -598,39 +601,30 @@ def _batched_backward(G, h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatc
         Hj = np.empty(max_deg * fw, G.dtype)
         Hid = np.empty(max_deg * H1, G.dtype)
         GH = np.empty(max_deg * H, G.dtype)
-        Wt = np.empty(H1 * fw, G.dtype)
-        Wb = np.empty(NODE_BLOCK * nbatch * K, G.dtype)
+        Rt = np.empty(H1 * fw, G.dtype)
         R = np.empty(NODE_BLOCK * nbatch * K, G.dtype)
-        part = np.empty(f_out * K, G.dtype)
-        for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
-            nb = min(NODE_BLOCK, bounds[c + 1] - i0)
+        if want_v:
+            lo, hi = bounds[c] * nbatch, bounds[c + 1] * nbatch
+            matrix_product(G[lo * f_out: hi * f_out], True, W[lo * K: hi * K], False, dVp_c[c],
+                           f_out, K, hi - lo)
+        stop = bounds[c + 1] if want_mlp or want_h else bounds[c]
+        for i0 in range(bounds[c], stop, NODE_BLOCK):
+            nb = min(NODE_BLOCK, stop - i0)
             r0 = i0 * nbatch
             nr = nb * nbatch
-            Gb = G[r0 * f_out: (r0 + nr) * f_out]
-            if want_mlp or want_h:
-                matrix_product(Gb, False, Vp, False, R, nr, K, f_out)
+            matrix_product(G[r0 * f_out: (r0 + nr) * f_out], False, Vp, False, R, nr, K, f_out)
             for t in range(nb):
                 i = i0 + t
                 p0 = row_ptr[i]
                 deg = row_ptr[i + 1] - p0
-                rows = Wb[t * nbatch * K: (t + 1) * nbatch * K]
-                if want_v:
-                    _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i, nbatch, Hj, Hid,
-                               Wt, rows)
-                elif want_mlp or want_h:
-                    _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
-                if want_mlp or want_h:
-                    _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Wt, H1, nbatch, f_in,
-                             False)
+                _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
+                _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Rt, H1, nbatch, f_in, False)
                 if want_mlp:
-                    matrix_product(Hj, False, Wt, True, GH, deg, H, fw)
+                    matrix_product(Hj, False, Rt, True, GH, deg, H, fw)
                     _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt_c[c], dbu_c[c])
                 if want_h:
-                    matrix_product(Hid, False, Wt, False, C[p0 * fw: (p0 + deg) * fw], deg,
+                    matrix_product(Hid, False, Rt, False, C[p0 * fw: (p0 + deg) * fw], deg,
                                    fw, H1)
-            if want_v:
-                matrix_product(Gb, True, Wb, False, part, f_out, K, nr)
-                dVp_c[c] += part
 
 
 @njit(**PARALLEL)
@@ -685,30 +679,33 @@ def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
     the per-node sums ``W_i``, ``Hs_i`` of ``_fused_forward`` (never stored: the backward
     rebuilds them), ``V_flat = V.reshape(F_out, F_in*H)``, ``B_v = b_v.reshape(F_out,
     F_in)``. ``h[N_s, F_in]`` -> ``[N, F_out]`` (N = the graph's rows), or a batch on the
-    shared graph, ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``. No extra memory beyond m (and
-    the folded copies of h and m for a batch)."""
+    shared graph, ``h[B, N_s, F_in]`` -> ``[B, N, F_out]``. Returns ``(m, W)``: W is None
+    for one example (no extra memory beyond m); for a batch (``_batched_forward``) it is
+    the per-node sums ``[N*B*(H+1)*F_in]``, which ``gno_backward`` takes for dV."""
     hf, nbatch = fold_batch(h)
     f_in = h.shape[-1]
     n = row_ptr.shape[0] - 1
     m = np.zeros((n * nbatch, f_out), dtype=h.dtype)
     if nbatch > 1:
+        W = np.empty(n * nbatch * (U.shape[0] + 1) * f_in, dtype=h.dtype)
         _batched_forward(hf, x, np.ascontiguousarray(U.T), b_u, batched_v(V, b_v, f_out, f_in),
-                         row_ptr, col, edge_id, row_chunks(row_ptr, CHUNKS), nbatch,
-                         max_degree(row_ptr), f_out, m.reshape(-1))
-        return unfold_batch(m, n, nbatch, f_out, True)
+                         row_ptr, col, edge_id, row_chunks(row_ptr, GRAD_CHUNKS), nbatch,
+                         max_degree(row_ptr), f_out, m.reshape(-1), W)
+        return unfold_batch(m, n, nbatch, f_out, True), W
     _fused_forward(hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
                    row_chunks(row_ptr, CHUNKS), nbatch, m)
-    return unfold_batch(m, n, nbatch, f_out, h.ndim == 3)
+    return unfold_batch(m, n, nbatch, f_out, h.ndim == 3), None
 
 
 def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, transpose,
-                 needs):
+                 needs, W=None):
     """Fused GNO backward for the upstream ``G[N, F_out]`` (``G[B, N, F_out]`` for a batch
     ``h[B, N_s, F_in]``; already divided by the row length for 'mean').
     ``by_edge_id() -> (e_ptr, e_pos)`` and ``transpose() -> (t_ptr, t_pos)`` give the CSR
     entries grouped by edge id and by column (called only when needed). ``needs`` = which
-    of (h, x, U, b_u, V, b_v) want a gradient. Returns those six gradients (None where
+    of (h, x, U, b_u, V, b_v) want a gradient; ``W``: ``gno_forward``'s (for a batch, else
+    None; recomputed when not given). Returns those six gradients (None where
     not needed), from one pass of ``_fused_backward``:
 
     * ``dV3[o, f, k] = sum_i G_i[o] W_i[f, k]``, ``db_v[o, f] = sum_i G_i[o] Hs_i[f]``
@@ -739,17 +736,20 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
     C = np.empty((col.shape[0] if want_h else 0, hf.shape[1]), dtype=G.dtype)
     if nbatch > 1:
+        if W is None and want_v:
+            W = gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out)[1]
         dVp_c = np.zeros((chunks if want_v else 0, f_out * (H + 1) * f_in), dtype=G.dtype)
+        sums = W if want_v else np.empty(0, G.dtype)
         _batched_backward(G.reshape(-1), hf, x, np.ascontiguousarray(U.T), b_u,
-                          batched_v(V, b_v, f_out, f_in), row_ptr, col, edge_id, bounds, nbatch,
-                          max_degree(row_ptr), f_out, want_v, want_mlp, want_h, dVp_c, dUt_c, dbu_c,
-                          DX, C.reshape(-1))
+                          batched_v(V, b_v, f_out, f_in), sums, row_ptr,
+                          col, edge_id, bounds, nbatch, max_degree(row_ptr), f_out, want_v,
+                          want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C.reshape(-1))
         if want_v:
             dVp = dVp_c.sum(axis=0).reshape(f_out, H + 1, f_in)
             dV_c = np.ascontiguousarray(dVp[None, :, :H].transpose(0, 1, 3, 2))
             dbv_c = dVp[None, :, H]
     else:
-            _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
+        _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
                         b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch,
                         want_v, want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None

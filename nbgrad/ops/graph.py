@@ -528,8 +528,8 @@ class Gno(Function):
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
         f_out = V.shape[0] // h.shape[-1]
-        m = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
-                                    graph.edge_id, f_out)
+        m, ctx.sums = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                                              graph.edge_id, f_out)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
         ctx.save_for_backward(h, x, U, b_u, V, b_v)
@@ -545,7 +545,7 @@ class Gno(Function):
         return gno_kernels.gno_backward(np.ascontiguousarray(g), h, x, U, b_u, V, b_v,
                                         graph.row_ptr, graph.col, graph.edge_id,
                                         lambda: graph.by_edge_id, lambda: graph.transpose,
-                                        ctx.needs_input_grad)
+                                        ctx.needs_input_grad, ctx.sums)
 
     @staticmethod
     def vjp(ctx, g):
