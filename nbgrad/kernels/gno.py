@@ -35,15 +35,14 @@ Three implementations:
 Rectangular graphs (``num_source_nodes != num_nodes``): h has one row per source node
 (the columns), m one per target node (the rows); nothing else changes.
 
-A batch of examples on one shared graph (``h[B, N_s, F_in]``): the kernel kappa_e is the
-same for every example, so it is folded into the feature dimension. With
-``h'[j] = [h[0, j], ..., h[B-1, j]]`` (``[N_s, B*F_in]``), the per-entry work is that of
-one example with B*F_in features -- ``W'_i[(b, f), k] = sum_p h[b, j, f] hidden_e[k]``,
-hidden_e computed once for all B -- and the products with V run over the B rows
-``W_{i,b} = W'_i[b]`` of every node: ``m[b, i] = V_flat W_{i,b} + B_v Hs_{i,b}``. In the
-backward ``R_{i,b} = G_{i,b} V_flat`` stacked over b is the ``[B*F_in, H]`` matrix that
-meets ``h'_j`` (so ``GH = sum_b R_{i,b}^T h[b, j]`` is one product), and dV, db_v sum
-over the (i, b) rows. B = 1 is the unbatched case, unchanged.
+A batch of examples on one shared graph (``h[B, N_s, F_in]``, B > 1): the kernel
+kappa_e is the same for every example, so it is folded into the feature dimension,
+``h'[j] = [h[0, j], ..., h[B-1, j]]`` (``[N_s, B*F_in]``), and hidden_e is computed once
+for all B. Each node then has B*F_in features per entry, enough for the per-node sums
+and the products with V to run as register-tiled matrix products
+(``_batched_forward``, ``_batched_backward``;
+docs/derivations.md#rectangular-graphs-and-batches); the forward keeps the sums for the
+backward's dV.
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
@@ -336,37 +335,31 @@ def _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i, Hj, Hid, W, hs):
 
 
 @njit(**PARALLEL_FUSED)
-def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, m):
-    """Per node i and example b, from the sums W_{i,b}, Hs_{i,b} (``_node_sums`` on the
-    folded ``h[N_s, nbatch*F_in]``, chunk-local buffers): ``m[i*nbatch + b, o] =
-    sum_r Vf[o, r] W_{i,b}[r] + sum_f Bv[o, f] Hs_{i,b}[f]``
+def _fused_forward(h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, m):
+    """Per node i, from the sums W_i, Hs_i (``_node_sums``, chunk-local buffers):
+    ``m[i, o] = sum_r Vf[o, r] W_i[r] + sum_f Bv[o, f] Hs_i[f]``
     (``Vf = V.reshape(F_out, F_in*H)``, ``Bv = b_v.reshape(F_out, F_in)``). Nodes go in
     blocks of NODE_BLOCK, so each row of Vf serves the whole block from L1 (and four
-    (node, example) rows each load of it, ``_dots``). Rows without entries give 0."""
-    fw = h.shape[1]  # nbatch * F_in
-    f_in = fw // nbatch
+    nodes each load of it, ``_dots``). Rows without entries give 0."""
+    f_in = h.shape[1]
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        W = np.empty((NODE_BLOCK, fw * H), dtype=m.dtype)
-        hs = np.empty((NODE_BLOCK, fw), dtype=m.dtype)
-        Hj = np.empty((ENTRY_BLOCK, fw), dtype=m.dtype)
+        W = np.empty((NODE_BLOCK, f_in * H), dtype=m.dtype)
+        hs = np.empty((NODE_BLOCK, f_in), dtype=m.dtype)
+        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=m.dtype)
         Hid = np.empty((ENTRY_BLOCK, H), dtype=m.dtype)
-        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))  # row t = (node t // B, example t % B)
-        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
         for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
             nb = min(NODE_BLOCK, bounds[c + 1] - i0)
-            for b in range(nb):
-                _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
-                           W[b].reshape((fw, H)), hs[b])
-            r0 = i0 * nbatch
-            nr = nb * nbatch
+            for t in range(nb):
+                _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t, Hj, Hid,
+                           W[t].reshape((f_in, H)), hs[t])
             for o in range(m.shape[1]):
-                _dots(Vf[o], Wb, nr, m, r0, o)
-                for t in range(nr):
-                    m[r0 + t, o] += dot(Bv[o], hsb[t], Bv.shape[1])
-            for b in range(nb):
-                if row_ptr[i0 + b] == row_ptr[i0 + b + 1]:
-                    m[(i0 + b) * nbatch:(i0 + b + 1) * nbatch] = 0
+                _dots(Vf[o], W, nb, m, i0, o)
+                for t in range(nb):
+                    m[i0 + t, o] += dot(Bv[o], hs[t], Bv.shape[1])
+            for t in range(nb):
+                if row_ptr[i0 + t] == row_ptr[i0 + t + 1]:
+                    m[i0 + t] = 0
 
 
 @njit(**SERIAL_FUSED)
@@ -409,11 +402,9 @@ def _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i, R, gb, Hj, Hid, G
 
 
 @njit(**PARALLEL_FUSED)
-def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nbatch, want_v,
+def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, want_v,
                     want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C):
-    """The fused backward, NODE_BLOCK rows at a time, on the folded ``h[N_s,
-    nbatch*F_in]`` and ``G[N*nbatch, F_out]`` (row i*nbatch + b: node i, example b). With
-    ``G_b = G[i0*nbatch:(i0+nb)*nbatch]``:
+    """The fused backward, NODE_BLOCK rows at a time. With ``G_b = G[i0:i0 + nb]``:
 
     * ``R = G_b Vf``, ``gb = G_b Bv`` (``want_mlp`` or ``want_h``): each node's
       upstream contracted with V and b_v once, for ``_node_entry_grads``;
@@ -422,43 +413,35 @@ def _fused_backward(G, h, x, Ut, b_u, Vf, Bv, row_ptr, col, edge_id, bounds, nba
     * ``want_mlp``: ``DX[p]`` and chunk partials ``dUt_c[c]``, ``dbu_c[c]``;
       ``want_h``: ``C[p]`` (see ``_node_entry_grads``).
     """
-    fw = h.shape[1]  # nbatch * F_in
-    f_in = fw // nbatch
+    f_in = h.shape[1]
     H = Ut.shape[1]
     for c in prange(bounds.shape[0] - 1):
-        R = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
-        gb = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
-        W = np.empty((NODE_BLOCK, fw * H), dtype=G.dtype)
-        hs = np.empty((NODE_BLOCK, fw), dtype=G.dtype)
-        Hj = np.empty((ENTRY_BLOCK, fw), dtype=G.dtype)
+        R = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
+        gb = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
+        W = np.empty((NODE_BLOCK, f_in * H), dtype=G.dtype)
+        hs = np.empty((NODE_BLOCK, f_in), dtype=G.dtype)
+        Hj = np.empty((ENTRY_BLOCK, f_in), dtype=G.dtype)
         Hid = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
         GH = np.empty((ENTRY_BLOCK, H), dtype=G.dtype)
-        # the same buffers by (node, example) row: row t = (node t // B, example t % B)
-        Rb = R.reshape((NODE_BLOCK * nbatch, f_in * H))
-        gbb = gb.reshape((NODE_BLOCK * nbatch, f_in))
-        Wb = W.reshape((NODE_BLOCK * nbatch, f_in * H))
-        hsb = hs.reshape((NODE_BLOCK * nbatch, f_in))
         for i0 in range(bounds[c], bounds[c + 1], NODE_BLOCK):
             nb = min(NODE_BLOCK, bounds[c + 1] - i0)
-            r0 = i0 * nbatch
-            nr = nb * nbatch
-            Gb = G[r0:r0 + nr]
+            Gb = G[i0:i0 + nb]
             if want_mlp or want_h:
                 R[:] = 0
                 gb[:] = 0
-                gemm_tn_acc(Gb.T, Vf, Rb[:nr])
-                gemm_tn_acc(Gb.T, Bv, gbb[:nr])
-            for b in range(nb):
+                gemm_tn_acc(Gb.T, Vf, R[:nb])
+                gemm_tn_acc(Gb.T, Bv, gb[:nb])
+            for t in range(nb):
                 if want_v:
-                    _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b, Hj, Hid,
-                               W[b].reshape((fw, H)), hs[b])
+                    _node_sums(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t, Hj, Hid,
+                               W[t].reshape((f_in, H)), hs[t])
                 if want_mlp or want_h:
-                    _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + b,
-                                      R[b].reshape((fw, H)), gb[b], Hj, Hid, GH,
+                    _node_entry_grads(h, x, Ut, b_u, row_ptr, col, edge_id, i0 + t,
+                                      R[t].reshape((f_in, H)), gb[t], Hj, Hid, GH,
                                       want_mlp, want_h, dUt_c[c], dbu_c[c], DX, C)
             if want_v:
-                gemm_tn_acc(Gb, Wb[:nr], dV_c[c])
-                gemm_tn_acc(Gb, hsb[:nr], dbv_c[c])
+                gemm_tn_acc(Gb, W[:nb], dV_c[c])
+                gemm_tn_acc(Gb, hs[:nb], dbv_c[c])
 
 
 # -- fused, batched: the per-node products as GEMMs ----------------------------------------
@@ -694,7 +677,7 @@ def gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out):
         return unfold_batch(m, n, nbatch, f_out, True), W
     _fused_forward(hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * V.shape[1]),
                    b_v.reshape(f_out, f_in), row_ptr, col, edge_id,
-                   row_chunks(row_ptr, CHUNKS), nbatch, m)
+                   row_chunks(row_ptr, CHUNKS), m)
     return unfold_batch(m, n, nbatch, f_out, h.ndim == 3), None
 
 
@@ -750,8 +733,8 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
             dbv_c = dVp[None, :, H]
     else:
         _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
-                        b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, nbatch,
-                        want_v, want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
+                        b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
+                        want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
     dh = dx = dU = db_u = dV = db_v = None
     if needs[4]:
         dV = dV_c.sum(axis=0).reshape(f_out * f_in, H)
