@@ -283,12 +283,36 @@ def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, d
            u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), ap, bp)
 
 
-@njit(**SERIAL)
-def matrix_product(x, x_t, y, y_t, out, M, N, K):
+def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
     """out[i N + j] = sum_k op(x)[i, k] op(y)[k, j] (k ascending) in the calling thread,
     for flat row-major x ([M, K], or [K, M] read transposed when ``x_t``), y ([K, N], or
     [N, K] when ``y_t``) and out [M, N]: one matrix of ``product``, for kernels that
     multiply inside a ``prange`` of their own."""
+    _matrix_product(x, x_t, y, y_t, out, M, N, K)
+
+
+@intrinsic
+def _plain_bool(typingctx, flag):
+    """``flag`` typed as a plain bool. A constant True or False that a kernel passes
+    arrives as a literal type, and Numba compiles the callee, with all it calls, once per
+    literal value: the GEMM's whole call chain once per combination of transposes."""
+
+    def codegen(context, builder, signature, args):
+        return context.cast(builder, args[0], signature.args[0], types.boolean)
+
+    return types.boolean(flag), codegen
+
+
+@overload(matrix_product, inline="always")
+def _matrix_product_jit(x, x_t, y, y_t, out, M, N, K):
+    def impl(x, x_t, y, y_t, out, M, N, K):
+        _matrix_product(x, _plain_bool(x_t), y, _plain_bool(y_t), out, M, N, K)
+
+    return impl
+
+
+@njit(**SERIAL)
+def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     if K == 0:
         out[: M * N] = 0
         return
