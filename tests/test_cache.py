@@ -275,6 +275,7 @@ def test_every_cached_nbgrad_kernel_has_the_checked_cache():
         for k in (obj, getattr(obj, "serial", None)) if k is not None
     ]
     assert len(kernels) > 50 and _jit.vector_sum in kernels
-    assert all(isinstance(k._cache, _cache.KernelCache) for k in kernels)
+    assert all(isinstance(k._cache, _cache.LazyKernelCache) for k in kernels)
+    assert isinstance(_jit.vector_sum._cache.cache, _cache.KernelCache)
     other = numba.njit(cache=True)(_identity)
     assert type(other._cache) is numba.core.caching.FunctionCache

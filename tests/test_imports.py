@@ -97,3 +97,26 @@ def test_no_import_cycle_among_nbgrad_modules():
 def test_a_submodule_imports_first_in_a_fresh_interpreter(module):
     code = f"import {module}; import nbgrad; nbgrad.tensor([1.0]) + 1"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_import_and_the_digits_load_leave_the_heavy_optional_modules_alone():
+    """``import nbgrad`` and loading the bundled digits import neither rocket-fft (with
+    scipy.fft, loaded by the spectral ops on first use) nor the SciPy solvers of the PDE
+    data sets: the warm start of a small model pays only for what it runs."""
+    code = ("import sys, nbgrad; from nbgrad.datasets import split_digits; split_digits(0)\n"
+            "print(sorted(m for m in ('rocket_fft', 'scipy.fft', 'scipy.sparse', "
+            "'scipy.linalg', 'nbgrad.kernels.spectral', 'nbgrad.datasets.darcy') "
+            "if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_lazy_data_set_names_resolve():
+    import nbgrad.datasets as datasets
+
+    assert set(dir(datasets)) == set(datasets.__all__)
+    for name in datasets.__all__:
+        assert callable(getattr(datasets, name))
+    with pytest.raises(AttributeError, match="no_such_set"):
+        datasets.no_such_set  # noqa: B018
