@@ -337,8 +337,9 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
     work = np.empty((slots, depth * (MR + cols)), out.dtype)
     if parallel:
         for t in prange(tasks):
-            _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
-                  work[get_thread_id()])
+            # prange's index is unsigned: as an int64, one compile of _task serves both loops
+            _task(np.int64(t), x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts,
+                  col_parts, depth, work[get_thread_id()])
     else:
         for t in range(tasks):
             _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
