@@ -374,6 +374,25 @@ def test_only_the_requested_gradients_are_computed():
     np.testing.assert_allclose(dV.numpy(), grads[4], rtol=1e-13)
 
 
+@pytest.mark.parametrize("wanted", [(0,), (0, 4), (5,)])
+def test_a_batch_keeps_its_per_node_sums_only_for_dV_and_db_v(wanted):
+    """A batch's forward keeps its per-node sums (N*B*(H+1)*F_in values) for the
+    backward only when V or b_v wants a gradient; the gradients are the same bits as
+    when every input wants one."""
+    graph = shared_graph()
+    rng = np.random.default_rng(9)
+    h, x, U, b_u, V, b_v = gno_inputs(rng, graph, 3, 2, 4, 2)
+    arrays = [np.stack([h, 2 * h, -h]), x, U, b_u, V, b_v]
+    tensors = [nb.tensor(a, requires_grad=k in wanted) for k, a in enumerate(arrays)]
+    out = nb.gno(*tensors, graph)
+    assert (out.grad_fn.sums is not None) == (4 in wanted or 5 in wanted)
+    upstream = rng.standard_normal(out.shape)
+    grads = nb.grad(out, [tensors[k] for k in wanted], grad_outputs=upstream)
+    _, every = forward_backward(fused(graph, "sum"), arrays, upstream)
+    for k, g in zip(wanted, grads):
+        assert_same_bits(g.numpy(), every[k])
+
+
 def test_float32_stays_float32_and_matches_float64():
     rng = np.random.default_rng(8)
     graph = nb.radius_graph(rng.random((80, 2)), 0.2)

@@ -41,8 +41,8 @@ kappa_e is the same for every example, so it is folded into the feature dimensio
 for all B. Each node then has B*F_in features per entry, enough for the per-node sums
 and the products with V to run as register-tiled matrix products
 (``_batched_forward``, ``_batched_backward``;
-docs/derivations.md#rectangular-graphs-and-batches); the forward keeps the sums for the
-backward's dV.
+docs/derivations.md#rectangular-graphs-and-batches); the forward's sums give the
+backward's dV (ops/graph.py keeps them when V or b_v needs a gradient).
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
@@ -149,6 +149,13 @@ def _bias_plus_product(A, B, bias, out):
         gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
 
 
+def chunk_sum(parts):
+    """parts[0] + parts[1] + ...: the row chunks' partial gradients added in chunk order,
+    where inf + -inf gives NaN without a warning, as in PyTorch."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return parts.sum(axis=0)
+
+
 def kernel_backward(g, x, hidden, U, V):
     """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
     ``g[E, F_out*F_in]``: gh = (g V) * [pre > 0], then the per-edge accumulations as
@@ -165,8 +172,8 @@ def kernel_backward(g, x, hidden, U, V):
     dbv_c = np.zeros((chunks, V.shape[0]), dtype=g.dtype)
     _mlp_backward_rows(g, grad_hidden, hidden, x, np.ascontiguousarray(U.T), dx, dUt_c,
                        dbu_c, dV_c, dbv_c)
-    return (dx, np.ascontiguousarray(dUt_c.sum(axis=0).T), dbu_c.sum(axis=0),
-            dV_c.sum(axis=0), dbv_c.sum(axis=0))
+    return (dx, np.ascontiguousarray(chunk_sum(dUt_c).T), chunk_sum(dbu_c), chunk_sum(dV_c),
+            chunk_sum(dbv_c))
 
 
 @njit(**PARALLEL_FUSED)
@@ -542,25 +549,6 @@ def _batched_forward(h, x, Ut, b_u, Vp, row_ptr, col, edge_id, bounds, nbatch, m
             _zero_empty_rows(row_ptr, i0, nb, nbatch, m, f_out)
 
 
-@njit(**SERIAL_FUSED)
-def _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt, db_u):
-    """``_entry_mlp_grads`` on the flat buffers of ``_gather_node``: ``GH[q]`` ([deg, H])
-    is the gradient of hidden_e for entry p0 + q, ``Hid`` ([deg, H + 1]) its hidden."""
-    H = Ut.shape[1]
-    H1 = H + 1
-    for q in range(deg):
-        gh = GH[q * H: (q + 1) * H]
-        for k in range(H):
-            if not Hid[q * H1 + k] > 0:
-                gh[k] = 0
-            db_u[k] += gh[k]
-        for a in range(Ut.shape[0]):
-            DX[p0 + q, a] = dot(Ut[a], gh, H)
-            xa = x[edge_id[p0 + q], a]
-            for k in range(H):
-                dUt[a, k] += xa * gh[k]
-
-
 @njit(**PARALLEL_FUSED)
 def _batched_backward(G, h, x, Ut, b_u, Vp, W, row_ptr, col, edge_id, bounds, nbatch, max_deg,
                       f_out, want_v, want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C):
@@ -570,7 +558,7 @@ def _batched_backward(G, h, x, Ut, b_u, Vp, W, row_ptr, col, edge_id, bounds, nb
     * ``R = G_b Vp`` (``R[(i, b), (k, f)] = dm/dWt_i[k, (b, f)]``), regrouped per node
       into ``Rt_i[k, (b, f)]``; then per entry q of row i
       ``GH[q, k] = sum_{(b,f)} Hj[q, (b,f)] Rt_i[k, (b,f)]`` (k < H: the kernel-MLP
-      gradients, ``_node_mlp_grads``) and ``C[p] = sum_k Hid[q, k] Rt_i[k]`` (the
+      gradients, ``_entry_mlp_grads``) and ``C[p] = sum_k Hid[q, k] Rt_i[k]`` (the
       message gradient, ``kappa_e^T G_i`` per example; k = H brings b_v's part);
     * ``want_v``: ``dVp_c[c] = G_c^T W_c`` over the chunk's rows of G and of the
       forward's W (``_batched_forward``).
@@ -604,7 +592,8 @@ def _batched_backward(G, h, x, Ut, b_u, Vp, W, row_ptr, col, edge_id, bounds, nb
                 _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Rt, H1, nbatch, f_in, False)
                 if want_mlp:
                     matrix_product(Hj, False, Rt, True, GH, deg, H, fw)
-                    _node_mlp_grads(x, Ut, edge_id, p0, deg, Hid, GH, DX, dUt_c[c], dbu_c[c])
+                    _entry_mlp_grads(x, Ut, edge_id, p0, deg, Hid[: deg * H1].reshape(deg, H1),
+                                     GH[: deg * H].reshape(deg, H), DX, dUt_c[c], dbu_c[c])
                 if want_h:
                     matrix_product(Hid, False, Rt, False, C[p0 * fw: (p0 + deg) * fw], deg,
                                    fw, H1)
@@ -712,8 +701,6 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     want_v, want_mlp, want_h = needs[4] or needs[5], any(needs[1:4]), needs[0]
     bounds = row_chunks(row_ptr, GRAD_CHUNKS)
     chunks = bounds.shape[0] - 1
-    dV_c = np.zeros((chunks if want_v else 0, f_out, f_in * H), dtype=G.dtype)
-    dbv_c = np.zeros((chunks if want_v else 0, f_out, f_in), dtype=G.dtype)
     dUt_c = np.zeros((chunks if want_mlp else 0, d, H), dtype=G.dtype)
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
@@ -721,32 +708,34 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     if nbatch > 1:
         if W is None and want_v:
             W = gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out)[1]
-        dVp_c = np.zeros((chunks if want_v else 0, f_out * (H + 1) * f_in), dtype=G.dtype)
+        # every chunk's product writes its whole row of dVp_c
+        dVp_c = np.empty((chunks if want_v else 0, f_out * (H + 1) * f_in), dtype=G.dtype)
         sums = W if want_v else np.empty(0, G.dtype)
         _batched_backward(G.reshape(-1), hf, x, np.ascontiguousarray(U.T), b_u,
                           batched_v(V, b_v, f_out, f_in), sums, row_ptr,
                           col, edge_id, bounds, nbatch, max_degree(row_ptr), f_out, want_v,
                           want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C.reshape(-1))
-        if want_v:
-            dVp = dVp_c.sum(axis=0).reshape(f_out, H + 1, f_in)
-            dV_c = np.ascontiguousarray(dVp[None, :, :H].transpose(0, 1, 3, 2))
-            dbv_c = dVp[None, :, H]
+        dVp = chunk_sum(dVp_c).reshape(f_out, H + 1, f_in)  # Vp's layout (batched_v)
+        dV = dVp[:, :H].transpose(0, 2, 1).reshape(f_out * f_in, H)
+        db_v = dVp[:, H].reshape(f_out * f_in)
     else:
+        dV_c = np.zeros((chunks if want_v else 0, f_out, f_in * H), dtype=G.dtype)
+        dbv_c = np.zeros((chunks if want_v else 0, f_out, f_in), dtype=G.dtype)
         _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
                         b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
                         want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
-    dh = dx = dU = db_u = dV = db_v = None
-    if needs[4]:
-        dV = dV_c.sum(axis=0).reshape(f_out * f_in, H)
-    if needs[5]:
-        db_v = dbv_c.sum(axis=0).reshape(f_out * f_in)
+        dV = chunk_sum(dV_c).reshape(f_out * f_in, H)
+        db_v = chunk_sum(dbv_c).reshape(f_out * f_in)
+    dV = dV if needs[4] else None
+    db_v = db_v if needs[5] else None
+    dh = dx = dU = db_u = None
     if needs[1]:
         dx = np.zeros_like(x)
         _gather_groups(DX, *by_edge_id(), dx)
     if needs[2]:
-        dU = np.ascontiguousarray(dUt_c.sum(axis=0).T)
+        dU = np.ascontiguousarray(chunk_sum(dUt_c).T)
     if needs[3]:
-        db_u = dbu_c.sum(axis=0)
+        db_u = chunk_sum(dbu_c)
     if needs[0]:
         dh = np.zeros_like(hf)
         _gather_groups(C, *transpose(), dh)

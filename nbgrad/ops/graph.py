@@ -528,8 +528,10 @@ class Gno(Function):
         b_u = _zeros_if_none(b_u, U.shape[0], h)
         b_v = _zeros_if_none(b_v, V.shape[0], h)
         f_out = V.shape[0] // h.shape[-1]
-        m, ctx.sums = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
-                                              graph.edge_id, f_out)
+        m, sums = gno_kernels.gno_forward(h, x, U, b_u, V, b_v, graph.row_ptr, graph.col,
+                                          graph.edge_id, f_out)
+        # a batch's per-node sums give dV and db_v; kept only when one of them is wanted
+        ctx.sums = sums if any(ctx.needs_input_grad[4:6]) else None
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
         ctx.save_for_backward(h, x, U, b_u, V, b_v)
