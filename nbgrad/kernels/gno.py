@@ -705,6 +705,7 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
     dbu_c = np.zeros((chunks if want_mlp else 0, H), dtype=G.dtype)
     DX = np.empty((col.shape[0] if want_mlp else 0, d), dtype=G.dtype)
     C = np.empty((col.shape[0] if want_h else 0, hf.shape[1]), dtype=G.dtype)
+    dh = dx = dU = db_u = dV = db_v = None
     if nbatch > 1:
         if W is None and want_v:
             W = gno_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out)[1]
@@ -715,20 +716,21 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
                           batched_v(V, b_v, f_out, f_in), sums, row_ptr,
                           col, edge_id, bounds, nbatch, max_degree(row_ptr), f_out, want_v,
                           want_mlp, want_h, dVp_c, dUt_c, dbu_c, DX, C.reshape(-1))
-        dVp = chunk_sum(dVp_c).reshape(f_out, H + 1, f_in)  # Vp's layout (batched_v)
-        dV = dVp[:, :H].transpose(0, 2, 1).reshape(f_out * f_in, H)
-        db_v = dVp[:, H].reshape(f_out * f_in)
+        if want_v:
+            dVp = chunk_sum(dVp_c).reshape(f_out, H + 1, f_in)  # Vp's layout (batched_v)
+            dV = dVp[:, :H].transpose(0, 2, 1).reshape(f_out * f_in, H)
+            db_v = dVp[:, H].reshape(f_out * f_in)
     else:
         dV_c = np.zeros((chunks if want_v else 0, f_out, f_in * H), dtype=G.dtype)
         dbv_c = np.zeros((chunks if want_v else 0, f_out, f_in), dtype=G.dtype)
         _fused_backward(G, hf, x, np.ascontiguousarray(U.T), b_u, V.reshape(f_out, f_in * H),
                         b_v.reshape(f_out, f_in), row_ptr, col, edge_id, bounds, want_v,
                         want_mlp, want_h, dV_c, dbv_c, dUt_c, dbu_c, DX, C)
-        dV = chunk_sum(dV_c).reshape(f_out * f_in, H)
-        db_v = chunk_sum(dbv_c).reshape(f_out * f_in)
+        if want_v:
+            dV = chunk_sum(dV_c).reshape(f_out * f_in, H)
+            db_v = chunk_sum(dbv_c).reshape(f_out * f_in)
     dV = dV if needs[4] else None
     db_v = db_v if needs[5] else None
-    dh = dx = dU = db_u = None
     if needs[1]:
         dx = np.zeros_like(x)
         _gather_groups(DX, *by_edge_id(), dx)
