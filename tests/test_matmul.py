@@ -320,11 +320,12 @@ def test_kernel_same_bits_serial_parallel_and_at_1_and_2_threads(dtype):
         assert_same_bits(serial, par)
 
 
-def test_kernel_task_grid_covers_every_shape():
-    """Tasks cut whole tiles, at least TASKS of them when the tiles allow."""
+@pytest.mark.parametrize("tasks", [1, 2, 4])
+def test_kernel_task_grid_covers_every_shape(tasks):
+    """Tasks cut whole tiles, at least ``tasks`` of them when the tiles allow."""
     for batches, m, n in [(1, 512, 512), (1, 4096, 16), (1, 16, 4096), (1, 2, 2), (32, 64, 64)]:
-        rows, cols = km.task_grid(batches, m, n, 32)
-        assert batches * rows * cols >= km.TASKS or (m < 2 * rows * km.MR and n < 2 * cols * 32)
+        rows, cols = km.task_grid(batches, m, n, 32, tasks)
+        assert batches * rows * cols >= tasks or (m < 2 * rows * km.MR and n < 2 * cols * 32)
         assert rows * km.MR <= max(m, km.MR) and cols * 32 <= max(n, 32)
 
 

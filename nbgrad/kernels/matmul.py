@@ -32,10 +32,12 @@ Packing, per task (a block of output tiles):
   unchanged), so every element is still one FMA chain over k in ascending order.
 
 Work split: tasks are blocks of whole output tiles of one batch (as even as the shape
-allows), all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN`` multiply-adds the same
-tasks run in a plain loop. A task owns its output block and no sum depends on the split,
-so results are bitwise identical at any thread count. Each thread packs into its own
-buffer.
+allows), one per pool thread, all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN``
+multiply-adds one task per batch runs in a plain loop (every task packs its own slivers
+of a and panels of b, so extra tasks in one thread only repeat packing: 256x64 @ 64x64
+in one thread took 44 us as four tasks, 39 us as one). A task owns its output block and
+no sum depends on the split, so results are bitwise identical at any thread count. Each
+thread packs into its own buffer.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
-from numba import carray, config, get_thread_id, njit, prange, types
+from numba import carray, config, get_num_threads, get_thread_id, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
@@ -65,7 +67,6 @@ VECTOR_BYTES = _host_vector_bytes()
 MR = 3  # rows of a per register tile
 KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 512 k)
 NC = 128  # columns of b per packed block (a multiple of every NR)
-TASKS = 4  # split a product into at least this many tasks (when its tiles allow)
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
@@ -349,12 +350,12 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
 # -- entry point -------------------------------------------------------------------------------
 
 
-def task_grid(batches: int, M: int, N: int, nr: int) -> tuple[int, int]:
-    """(row parts, column parts) per batch, doubling one until there are TASKS tasks or no
-    part can be cut again: columns first while their parts are wider than NC (a column
-    cut re-reads a, which is cheap; a row cut packs b again), then the longer side."""
+def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, int]:
+    """(row parts, column parts) per batch, doubling one until there are ``tasks`` tasks
+    or no part can be cut again: columns first while their parts are wider than NC (a
+    column cut re-reads a, which is cheap; a row cut packs b again), then the longer side."""
     rows, cols = 1, 1
-    while batches * rows * cols < TASKS:
+    while batches * rows * cols < tasks:
         can_rows = M >= 2 * rows * MR
         can_cols = N >= 2 * cols * nr
         if can_cols and (N / cols > NC or not can_rows or N / cols >= M / rows):
@@ -384,7 +385,9 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
         return out
     if parallel is None:
         parallel = batches * M * N * K >= PARALLEL_WORK_MIN
-    row_parts, col_parts = task_grid(batches, M, N, panel_cols(out))
+    # a task per pool thread; one in a single thread (each task packs its own operands)
+    tasks = get_num_threads() if parallel else 1
+    row_parts, col_parts = task_grid(batches, M, N, panel_cols(out), tasks)
     _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map), y_t,
              out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
              config.NUMBA_NUM_THREADS)

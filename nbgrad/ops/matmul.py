@@ -45,6 +45,8 @@ def _c_stack(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool]:
 def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
     """For each of the ``prod(batch)`` output batches (row-major), the index of the
     operand batch (of shape ``own``, broadcast to ``batch``) that it reads."""
+    if own == batch:
+        return np.arange(math.prod(own))
     return np.broadcast_to(np.arange(math.prod(own)).reshape(own), batch).ravel()
 
 
@@ -57,7 +59,7 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     if not by and bx and not tx:
         # y is one matrix: x's batch folds into the rows of a single product.
         return _product(_rows(x), y, False, ty).reshape(bx + (m, n))
-    batch = np.broadcast_shapes(bx, by)
+    batch = bx if bx == by else np.broadcast_shapes(bx, by)
     xs, tx = _c_stack(x, tx)
     ys, ty = _c_stack(y, ty)
     out = matmul_kernels.product(xs, ys, _batch_map(bx, batch), _batch_map(by, batch), tx, ty)
@@ -154,7 +156,8 @@ def matmul(a: Any, b: Any) -> Tensor:
     if k_a != k_b:
         raise ValueError(f"matmul: {shapes}: inner dimensions {k_a} and {k_b} differ")
     try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        if a.shape[:-2] != b.shape[:-2]:
+            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul: {shapes}: batch dimensions {a.shape[:-2]} and "
                          f"{b.shape[:-2]} do not broadcast") from None
