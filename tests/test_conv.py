@@ -304,19 +304,22 @@ def test_offset_gemm_matches_loops(tiles, overlap, dtype):
 @given(spans=st.integers(1, 3), K=st.integers(0, 12),
        dtype=st.sampled_from([np.float32, np.float64]))
 def test_offset_gemv_matches_loops(spans, K, dtype):
-    """out[j] = sum_k w[k] * b[b_row[k] + j] on arbitrary, overlapping row starts."""
+    """out[i, j] = sum_k w[i, k] * b[b_row[k] + j] on arbitrary, overlapping row starts,
+    for 0 to 3 rows of w."""
     rng = np.random.default_rng(spans * 100 + K)
-    P = spans * gemm.SPAN
-    w, b = rng.standard_normal(K).astype(dtype), rng.standard_normal(P + 50).astype(dtype)
+    P, M = spans * gemm.SPAN, spans - 1 + K % 2
+    w, b = rng.standard_normal((M, K)).astype(dtype), rng.standard_normal(P + 50).astype(dtype)
     b_row = rng.integers(0, 51, K)
-    out = np.full(P, np.nan, dtype)
+    out = np.full((M, P), np.nan, dtype)
     gemm.offset_gemv(w, b, b_row, K, out)
-    ref = sum((w[k] * b[b_row[k]: b_row[k] + P].astype(np.float64) for k in range(K)),
-              np.zeros(P))
+    ref = np.zeros((M, P))
+    for i in range(M):
+        for k in range(K):
+            ref[i] += w[i, k] * b[b_row[k]: b_row[k] + P].astype(np.float64)
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
     with pytest.raises(ValueError, match="outside its buffer"):
-        gemm.offset_gemv(w[:1], b, np.array([51]), 1, out)
+        gemm.offset_gemv(w[:, :1], b, np.array([51]), 1, out)
 
 
 def test_offset_gemm_rejects_rows_outside_buffers():

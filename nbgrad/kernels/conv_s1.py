@@ -106,17 +106,28 @@ def shifted_rows(count, pitch, offs, sign, base):
 
 
 @njit(**SERIAL)
-def input_grad_plane(gq, rows, w3, gi, cl, dxp, dxc, ph, pw, Hp, Wp):
-    """dxc = the interior of dxp[m] = sum_{fl, t} w3[gi*Fg + fl, cl, t] * gq[rows[fl*T + t] + m]
-    (the input gradient of channel cl of group gi, on the padded plane)."""
-    T = w3.shape[2]
-    Fg = rows.size // T
-    wt = np.empty(Fg * T, w3.dtype)
-    for fl in range(Fg):
-        for t in range(T):
-            wt[fl * T + t] = w3[gi * Fg + fl, cl, t]
-    offset_gemv(wt, gq, rows, Fg * T, dxp)
-    unpad_plane(dxp[: Hp * Wp], dxc, ph, pw, Wp)
+def taps_by_channel(w3, groups):
+    """wt[gi, cl, fl*T + t] = w3[gi*Fg + fl, cl, t]: for each group, the weights that
+    carry the output gradient's planes back to input channel cl, one row per channel."""
+    F, Cg, T = w3.shape
+    Fg = F // groups
+    wt = np.empty((groups, Cg, Fg * T), w3.dtype)
+    for gi in range(groups):
+        for cl in range(Cg):
+            for fl in range(Fg):
+                for t in range(T):
+                    wt[gi, cl, fl * T + t] = w3[gi * Fg + fl, cl, t]
+    return wt
+
+
+@njit(**SERIAL)
+def input_grad_group(gq, rows, wt, dxp, dx_n, c0, ph, pw, Hp, Wp):
+    """dx_n[c0 + cl] = the interior of dxp[cl, m] = sum_{fl, t} wt[cl, fl*T + t] *
+    gq[rows[fl*T + t] + m] for each channel cl of one group (the input gradient on the
+    padded planes)."""
+    offset_gemv(wt, gq, rows, wt.shape[1], dxp)
+    for cl in range(wt.shape[0]):
+        unpad_plane(dxp[cl, : Hp * Wp], dx_n[c0 + cl], ph, pw, Wp)
 
 
 @njit_with_serial(**PARALLEL)
@@ -131,17 +142,18 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
     offs = span_taps(KH, KW, dh, dw, Wp)
     rows = shifted_rows(Cg, Hp * Wp, offs, 1, 0)
     w2 = w.reshape(F, Cg * KH * KW)
+    P = round_up((OH - 1) * Wp + OW, SPAN)
     y = np.empty((N, F, OH, OW), x.dtype)
     for ng in prange(N * groups):
         n = ng // groups
         gi = ng % groups
         xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
-        yq = np.empty(round_up((OH - 1) * Wp + OW, SPAN), x.dtype)
+        yq = np.empty((Fg, P), x.dtype)
+        offset_gemv(w2[gi * Fg: (gi + 1) * Fg], xp, rows, Cg * KH * KW, yq)
         for fl in range(Fg):
             f = gi * Fg + fl
-            offset_gemv(w2[f], xp, rows, Cg * KH * KW, yq)
             for oh in range(OH):
-                src = yq[oh * Wp: oh * Wp + OW]
+                src = yq[fl, oh * Wp: oh * Wp + OW]
                 dst = y[n, f, oh]
                 for ow in range(OW):
                     dst[ow] = src[ow] + b[f]
@@ -161,14 +173,13 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
     R = margin + round_up(Hp * Wp, SPAN)
     rows = shifted_rows(Fg, R, offs, -1, margin)
-    w3 = w.reshape(F, Cg, KH * KW)
+    wt = taps_by_channel(w.reshape(F, Cg, KH * KW), groups)
     for ng in prange(N * groups):
         n = ng // groups
         gi = ng % groups
         gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
-        dxp = np.empty(R - margin, g.dtype)
-        for cl in range(Cg):
-            input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
+        dxp = np.empty((Cg, R - margin), g.dtype)
+        input_grad_group(gq, rows, wt[gi], dxp, dx[n], gi * Cg, ph, pw, Hp, Wp)
     return dx
 
 
@@ -220,7 +231,7 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
     R = margin + round_up(Hp * Wp, SPAN)
     rows = shifted_rows(Fg, R, offs, -1, margin)
-    w3 = w.reshape(F, Cg, T)
+    wt = taps_by_channel(w.reshape(F, Cg, T), groups)
     dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
     parts = np.empty((N, F, Cg, T), x.dtype)
     sums = np.empty((N, F), x.dtype)
@@ -231,13 +242,13 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
         xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
         for fl in range(Fg):
             sums[n, gi * Fg + fl] = plane_sum(g[n, gi * Fg + fl])
-        dxp = np.empty(R - margin, x.dtype)
         for cl in range(Cg):
             for fl in range(Fg):
                 dot_taps(gq[fl * R + margin:], xp[cl * Hp * Wp:], offs, L,
                          parts[n, gi * Fg + fl, cl])
-            if need_dx:
-                input_grad_plane(gq, rows, w3, gi, cl, dxp, dx[n, gi * Cg + cl], ph, pw, Hp, Wp)
+        if need_dx:
+            dxp = np.empty((Cg, R - margin), x.dtype)
+            input_grad_group(gq, rows, wt[gi], dxp, dx[n], gi * Cg, ph, pw, Hp, Wp)
     dwt, db = sum_batch_parts(parts, sums)
     return dx, dwt.reshape(F, Cg, KH, KW), db
 

@@ -165,17 +165,20 @@ def span_tile(w, b, b_row, K, out, j0):
 
 @njit(**SERIAL_FMA)
 def offset_gemv(w, b, b_row, K, out):
-    """out[j] = sum_{k < K} w[k] * b[b_row[k] + j] (k ascending): the one-row case of
-    offset_gemm, e.g. a depthwise convolution's taps as shifted spans of one plane.
-    out.size must be a multiple of SPAN; raises if a row would read outside b."""
-    P = out.size
+    """out[i, j] = sum_{k < K} w[i, k] * b[b_row[k] + j] (k ascending) for every row i of
+    w [M, >= K] and out [M, P]: one pass of SPAN-wide register tiles per row, e.g. the
+    filters of a convolution group over shifted spans of its padded planes. P must be a
+    multiple of SPAN; raises if a row would read outside b. (The rows are checked, and
+    made unsigned, once for all of w's rows.)"""
+    P = out.shape[1]
     if P % SPAN:
-        raise ValueError("offset_gemv: out's size must be a multiple of SPAN")
+        raise ValueError("offset_gemv: out's row length must be a multiple of SPAN")
     if K > 0 and (b_row[:K].min() < 0 or b_row[:K].max() + P > b.size):
         raise ValueError("offset_gemv: a row reaches outside its buffer")
     b_row_u = b_row[:K].astype(np.uint64)
-    for j0 in range(0, P, SPAN):
-        span_tile(w, b, b_row_u, np.uint64(K), out, np.uint64(j0))
+    for i in range(out.shape[0]):
+        for j0 in range(0, P, SPAN):
+            span_tile(w[i], b, b_row_u, np.uint64(K), out[i], np.uint64(j0))
 
 
 # -- 2. matmul on padded row-major operands ----------------------------------------------
