@@ -320,6 +320,26 @@ def test_kernel_same_bits_serial_parallel_and_at_1_and_2_threads(dtype):
         assert_same_bits(serial, par)
 
 
+@pytest.mark.parametrize("m, k, n", [(256, 64, 1), (64, 300, 2), (70, 9, 5), (40, 7, 3)])
+@pytest.mark.parametrize("x_t, y_t", [(False, False), (False, True), (True, False),
+                                      (True, True)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_few_columns_are_computed_as_the_transposed_product_with_the_same_bits(
+        m, k, n, x_t, y_t, dtype):
+    """With n much smaller than a tile's columns, product computes out^T = op(y)^T
+    op(x)^T (the short side on the tile's rows): the same terms in the same order, so
+    the same bits as the kernel run on the shapes as given."""
+    rng = np.random.default_rng(m + k + n)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 2, 1, m, k, n, x_t, y_t)
+    as_given = np.empty(2 * m * n, dtype)
+    km._product(x.reshape(-1), km._read_only(x_map), x_t, y.reshape(-1),
+                km._read_only(y_map), y_t, as_given, m, n, k, 1, 1, False,
+                km.config.NUMBA_NUM_THREADS)
+    out = km.product(x, y, x_map, y_map, x_t, y_t)
+    assert km._tiled(n, m, km.panel_cols(out)) < km._tiled(m, n, km.panel_cols(out))
+    assert_same_bits(out, as_given.reshape(2, m, n))
+
+
 @pytest.mark.parametrize("tasks", [1, 2, 4])
 def test_kernel_task_grid_covers_every_shape(tasks):
     """Tasks cut whole tiles, at least ``tasks`` of them when the tiles allow."""
