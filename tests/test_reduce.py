@@ -142,6 +142,18 @@ def test_sum_to_shape_matches_numpy(shapes, seed, strided):
     np.testing.assert_allclose(out, np.reshape(want, target), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("full, target", [((256, 64), (64,)), ((8, 3, 5, 7), (1, 5, 7)),
+                                          ((4, 1, 9), (1, 9)), ((300, 2), (2,))])
+def test_a_sum_over_leading_axes_has_the_bits_of_the_general_plan(full, target):
+    """A contiguous gradient summed over leading axes (a bias gradient) is planned by a
+    short cut; the same values read through a strided view take the general planning,
+    which must arrive at the same loop nest, hence the same bits."""
+    g = np.random.default_rng(5).standard_normal(full).astype(np.float32)
+    wide = np.zeros(full[:-1] + (2 * full[-1],), np.float32)
+    wide[..., ::2] = g
+    assert_same_bits(sum_to_shape(g, target), sum_to_shape(wide[..., ::2], target))
+
+
 def test_sum_to_shape_reads_zero_stride_views():
     g = np.broadcast_to(np.float32(2.0), (300, 500))
     out = sum_to_shape(g, (1, 500))

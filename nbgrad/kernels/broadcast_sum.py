@@ -23,6 +23,8 @@ identical at 1 and 2 threads.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -276,6 +278,32 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -> tuple:
+    """(sizes, u's buffer, v's buffer, [u's, v's, the result's strides]): the coalesced
+    loop nest of a reduction of u, v over ``full_shape`` to ``pshape`` (same length; the
+    result's strides are 0 along the summed axes)."""
+    nd = len(full_shape)
+    lead = next((d for d in range(nd) if pshape[d] != 1), nd)
+    rows, n = math.prod(full_shape[:lead]), math.prod(full_shape[lead:])
+    if (pshape[lead:] == full_shape[lead:] and rows > 1 and n > 1
+            and u.shape == v.shape == full_shape and u.flags.c_contiguous
+            and v.flags.c_contiguous):
+        # a sum over leading axes of contiguous operands (a bias gradient): what the
+        # general planning below arrives at, without it
+        return [rows, n], u.reshape(-1), v.reshape(-1), ([n, 1], [n, 1], [0, 1])
+    fu, su = flat_operand(u, nd)
+    fv, sv = flat_operand(v, nd)
+    # the result's own strides: contiguous over its dims, 0 where it is broadcast
+    sx = [0] * nd
+    step = 1
+    for d in range(nd - 1, -1, -1):
+        if pshape[d] != 1:
+            sx[d] = step
+            step *= pshape[d]
+    sizes, strides = coalesce(full_shape, [su, sv, sx])
+    return sizes, fu, fv, strides
+
+
 def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
                 scale: float = 1.0, full_shape: tuple | None = None) -> np.ndarray:
     """``scale * sum_to_shape(f(u, v), shape)`` without materialising ``f(u, v)``, for
@@ -320,16 +348,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     if 0 in full_shape:
         out[...] = out.dtype.type(0) * out.dtype.type(scale)  # scale * (empty sum)
         return out
-    fu, su = flat_operand(u, nd)
-    fv, sv = flat_operand(v, nd)
-    # the result's own strides: contiguous over its dims, 0 where it is broadcast
-    sx = [0] * nd
-    step = 1
-    for d in range(nd - 1, -1, -1):
-        if pshape[d] != 1:
-            sx[d] = step
-            step *= pshape[d]
-    sizes, (su, sv, sx) = coalesce(full_shape, [su, sv, sx])
+    sizes, fu, fv, (su, sv, sx) = _loop_nest(u, v, pshape, full_shape)
     if not sizes:
         sizes, su, sv, sx = [1], [0], [0], [1]
     n = sizes[-1]

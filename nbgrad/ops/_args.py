@@ -86,6 +86,8 @@ def float_operands(op: str, **named: Tensor | None) -> np.dtype | None:
 def int_tuple(op: str, name: str, value: Any, n: int, minimum: int) -> tuple[int, ...]:
     """An int (repeated) or a sequence of ``n`` ints, each >= ``minimum``, as an n-tuple:
     conv and pool parameters (``stride=2`` or ``stride=(2, 1)``; ``(2,)`` for 1-D)."""
+    if type(value) is int and value >= minimum:  # the common case, checked in one step
+        return (value,) * n
     items = (value,) * n if isinstance(value, int | np.integer) else value
     if (not isinstance(items, tuple | list) or len(items) != n
             or not all(isinstance(v, int | np.integer) and not isinstance(v, bool)
