@@ -23,8 +23,6 @@ identical at 1 and 2 threads.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit, prange
 
@@ -44,6 +42,7 @@ from .strided_apply import (
     coalesce,
     flat_operand,
     lanes,
+    leading_rows_nest,
     operand_offsets,
 )
 
@@ -282,15 +281,11 @@ def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -
     """(sizes, u's buffer, v's buffer, [u's, v's, the result's strides]): the coalesced
     loop nest of a reduction of u, v over ``full_shape`` to ``pshape`` (same length; the
     result's strides are 0 along the summed axes)."""
+    if u.flags.c_contiguous and v.flags.c_contiguous:
+        nest = leading_rows_nest(full_shape, [u.shape, v.shape, pshape])
+        if nest is not None:  # e.g. a bias gradient: a sum over leading rows
+            return nest[0], u.reshape(-1), v.reshape(-1), nest[1]
     nd = len(full_shape)
-    lead = next((d for d in range(nd) if pshape[d] != 1), nd)
-    rows, n = math.prod(full_shape[:lead]), math.prod(full_shape[lead:])
-    if (pshape[lead:] == full_shape[lead:] and rows > 1 and n > 1
-            and u.shape == v.shape == full_shape and u.flags.c_contiguous
-            and v.flags.c_contiguous):
-        # a sum over leading axes of contiguous operands (a bias gradient): what the
-        # general planning below arrives at, without it
-        return [rows, n], u.reshape(-1), v.reshape(-1), ([n, 1], [n, 1], [0, 1])
     fu, su = flat_operand(u, nd)
     fv, sv = flat_operand(v, nd)
     # the result's own strides: contiguous over its dims, 0 where it is broadcast

@@ -24,6 +24,8 @@ docs/derivations.md#element-wise-arithmetic.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -188,6 +190,31 @@ def flat_operand(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
     return np.lib.stride_tricks.as_strided(arr, (extent,), (isz,)), strides
 
 
+def leading_rows_nest(full_shape: tuple, shapes: list) -> tuple | None:
+    """``coalesce``'s result for C-contiguous operands each of ``full_shape`` or of its
+    trailing dims S = full_shape[lead:] (leading 1s of an operand's shape ignored; one S
+    for all), found from the shapes alone: (sizes, strides per operand) with sizes
+    [rows, n] (or [n] when every operand is full), strides [n, 1] for a full operand and
+    [0, 1] for a trailing one. None for other shapes, or when rows or n is 1 (the plan
+    of a bias broadcast over rows, or of equal shapes, without the general planning)."""
+    nd = len(full_shape)
+    tail = nd
+    for shape in shapes:
+        if shape == full_shape:
+            continue
+        first = next((d for d, n in enumerate(shape) if n != 1), len(shape))
+        own = len(shape) - first
+        if (tail != nd and own != tail) or shape[first:] != full_shape[nd - own:]:
+            return None
+        tail = own
+    rows, n = math.prod(full_shape[: nd - tail]), math.prod(full_shape[nd - tail:])
+    if tail == nd:
+        return ([n], [[1] for _ in shapes]) if n > 1 else None
+    if rows < 2 or n < 2:
+        return None
+    return [rows, n], [[n, 1] if shape == full_shape else [0, 1] for shape in shapes]
+
+
 def coalesce(shape, columns):
     """Drop size-1 dims and merge adjacent dims that every operand (one strides list per
     column) walks contiguously; returns the sizes and one strides list per operand."""
@@ -237,10 +264,15 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
     out = np.empty(shape, u.dtype)
     if out.size == 0:
         return out
-    nd = len(shape)
-    fu, su = flat_operand(u, nd)
-    fv, sv = flat_operand(v, nd)
-    sizes, (su, sv) = coalesce(shape, [su, sv])
+    nest = None
+    if u.flags.c_contiguous and v.flags.c_contiguous:
+        nest = leading_rows_nest(shape, [u.shape, v.shape])
+    if nest is not None:
+        fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
+    else:
+        fu, su = flat_operand(u, len(shape))
+        fv, sv = flat_operand(v, len(shape))
+        sizes, (su, sv) = coalesce(shape, [su, sv])
     if not sizes:
         sizes, su, sv = [1], [0], [0]
     n = sizes[-1]
