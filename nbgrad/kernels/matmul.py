@@ -382,21 +382,21 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     batches = x_map.size
     if K == 0:
         return np.zeros((batches, M, N), x.dtype)
-    out = np.empty((batches, M, N), x.dtype)
-    if out.size == 0:
-        return out
-    if _tiled(N, M, panel_cols(out)) < _tiled(M, N, panel_cols(out)):
+    nr = panel_cols(x)
+    if _tiled(N, M, nr) < _tiled(M, N, nr):
         # out^T = op(y)^T op(x)^T: the same terms summed in the same order (so the same
         # bits), with the short side of out on the tile's MR rows rather than across its
         # NR columns (N = 1 would fill one column of NR)
         swapped = product(y, x, y_map, x_map, not y_t, not x_t, parallel)
-        out[...] = swapped.transpose(0, 2, 1)
+        return np.ascontiguousarray(swapped.transpose(0, 2, 1))
+    out = np.empty((batches, M, N), x.dtype)
+    if out.size == 0:
         return out
     if parallel is None:
         parallel = batches * M * N * K >= PARALLEL_WORK_MIN
     # a task per pool thread; one in a single thread (each task packs its own operands)
     tasks = get_num_threads() if parallel else 1
-    row_parts, col_parts = task_grid(batches, M, N, panel_cols(out), tasks)
+    row_parts, col_parts = task_grid(batches, M, N, nr, tasks)
     _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map), y_t,
              out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
              config.NUMBA_NUM_THREADS)

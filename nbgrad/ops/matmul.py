@@ -133,6 +133,11 @@ class MatMul(Function):
         return ga, gb
 
 
+def _shapes(a: Tensor, b: Tensor) -> str:
+    """The operands' shapes for an error message (formatted only when one is raised)."""
+    return f"a has shape {a.shape} and b {b.shape}"
+
+
 def matmul(a: Any, b: Any) -> Tensor:
     """Matrix product ``a @ b`` with ``torch.matmul`` semantics.
 
@@ -145,21 +150,20 @@ def matmul(a: Any, b: Any) -> Tensor:
     broadcast along.
     """
     a, b = lift(a), lift(b)
-    shapes = f"a has shape {a.shape} and b {b.shape}"
     for name, t in (("a", a), ("b", b)):
         if t.dtype.kind != "f":
-            raise TypeError(f"matmul: {name} has dtype {t.dtype} ({shapes}); matmul needs "
-                            "float32 or float64 tensors")
+            raise TypeError(f"matmul: {name} has dtype {t.dtype} ({_shapes(a, b)}); matmul "
+                            "needs float32 or float64 tensors")
         if t.ndim == 0:
-            raise ValueError(f"matmul: {shapes}: both arguments need at least one dim")
+            raise ValueError(f"matmul: {_shapes(a, b)}: both arguments need at least one dim")
     k_a, k_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
     if k_a != k_b:
-        raise ValueError(f"matmul: {shapes}: inner dimensions {k_a} and {k_b} differ")
+        raise ValueError(f"matmul: {_shapes(a, b)}: inner dimensions {k_a} and {k_b} differ")
     try:
         if a.shape[:-2] != b.shape[:-2]:
             np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul: {shapes}: batch dimensions {a.shape[:-2]} and "
+        raise ValueError(f"matmul: {_shapes(a, b)}: batch dimensions {a.shape[:-2]} and "
                          f"{b.shape[:-2]} do not broadcast") from None
     return MatMul.apply(a, b)
 
