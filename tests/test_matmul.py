@@ -3,6 +3,11 @@ the NumPy formulas and finite differences, dtypes, layouts, PyTorch oracle, bad 
 the GEMM kernel (kernels/matmul.py) against float64 NumPy and a loop nest, at every
 tile edge, layout and empty dim, bitwise the same at 1 and 2 threads."""
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from conftest import assert_same_bits, at_threads
@@ -418,3 +423,41 @@ def test_empty_dims(sa, sb, dtype):
     assert ga.shape == sa and gb.shape == sb
     np.testing.assert_array_equal(ga, ra)
     np.testing.assert_array_equal(gb, rb)
+
+
+# A new process whose first kernel is loaded from the cache and calls the GEMM block by
+# its symbol name (kernels/matmul.py: _call_block): the symbol must be known to the JIT
+# linker before that machine code loads, or LLVM aborts the process.
+_CACHED_PRODUCT = """
+import json
+import numpy as np
+import nbgrad as nb
+from nbgrad.kernels import matmul as km
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((2, 37, 29)), rng.standard_normal((29, 21))
+out = {}
+for dtype in ("float32", "float64"):
+    x, y = a.astype(dtype), b.astype(dtype)
+    got = (nb.tensor(x) @ nb.tensor(y)).numpy()
+    want = np.einsum("bik,kj->bij", x.astype(np.float64), y.astype(np.float64))
+    out[dtype] = float(np.abs(got - want).max())
+hits = sum(km._product.stats.cache_hits.values())
+misses = sum(km._product.stats.cache_misses.values())
+print(json.dumps({"errors": out, "hits": hits, "misses": misses}))
+"""
+
+
+def test_a_kernel_calling_the_gemm_by_name_loads_from_the_cache_in_a_new_process(tmp_path):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    reports = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", _CACHED_PRODUCT], env=env,
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    compiled, loaded = reports
+    assert (compiled["hits"], compiled["misses"]) == (0, 2)
+    assert (loaded["hits"], loaded["misses"]) == (2, 0)
+    for report in reports:
+        assert report["errors"]["float32"] < 1e-4
+        assert report["errors"]["float64"] < 1e-12

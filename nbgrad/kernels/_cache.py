@@ -24,7 +24,8 @@ it gets wrong, and this module fixes for nbgrad's kernels only:
 
 How it is wired in: ``Dispatcher.enable_caching`` (what ``njit(cache=True)`` calls) builds
 its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dispatcher``'s
-module globals at that moment. ``install`` rebinds that name once (from ``_jit``, which
+module globals at that moment (``cfunc(cache=True)`` likewise in ``numba.core.ccallback``'s).
+``install`` rebinds that name once in both (from ``_jit``, which
 nbgrad imports before any other kernel module) to a function that gives functions of
 nbgrad's modules a ``KernelCache`` (built on first use, ``LazyKernelCache``) and every
 other function Numba's own ``FunctionCache``.
@@ -34,11 +35,13 @@ tests/test_cache.py pins the wiring and the behaviour on damaged files.
 
 import hashlib
 import importlib.metadata
+import pickle
 import warnings
+from collections.abc import Callable
 from functools import cache, cached_property
 from pathlib import Path
 
-from numba.core import caching, dispatcher
+from numba.core import caching, ccallback, dispatcher
 
 # Distinct file names, so that an nbgrad without this module (which would pass the tagged
 # data of ``CheckedCacheFile`` to Numba as a compile result) never reads these files.
@@ -65,6 +68,23 @@ def install_stamp() -> str:
     return sources.hexdigest()
 
 
+# External symbols that kernels call by name (kernels/matmul.py: the GEMM block as a C
+# function), each with what makes it known to the JIT linker. A kernel's cached machine
+# code names the symbols it calls, and the linker must know them before the code loads.
+_symbol_providers: dict[bytes, Callable[[], object]] = {}
+
+
+def provide_symbol(name: str, provide: Callable[[], object]) -> None:
+    """Call ``provide()`` before loading any cached kernel whose data names ``name``."""
+    _symbol_providers[name.encode()] = provide
+
+
+def _provide_symbols_named_in(data: bytes) -> None:
+    for name, provide in _symbol_providers.items():
+        if name in data:
+            provide()
+
+
 class CacheFileWarning(RuntimeWarning):
     """A cache file was ignored (and is rewritten): the kernel is recompiled."""
 
@@ -86,12 +106,14 @@ class CheckedCacheFile(caching.IndexDataCacheFile):
             return {}
 
     def _load_data(self, name: str):
+        path = self._data_path(name)
+        with open(path, "rb") as f:  # OSError: a missing file, which ``load`` treats as a miss
+            data = f.read()
+        _provide_symbols_named_in(data)
         try:
-            return super()._load_data(name)
-        except OSError:
-            raise  # a missing file: numba's ``load`` already treats it as a miss
-        except Exception as exc:
-            _recompiling(f"cache file {self._data_path(name)} is unreadable ({exc!r})")
+            return pickle.loads(data)
+        except Exception as exc:  # a damaged pickle can raise nearly anything
+            _recompiling(f"cache file {path} is unreadable ({exc!r})")
             return None
 
     def _tag(self, key) -> tuple:
@@ -167,3 +189,4 @@ def install() -> None:
     """Give the cached dispatchers of nbgrad's functions created from now on a
     ``KernelCache`` (see the module docstring for the Numba internal this relies on)."""
     dispatcher.FunctionCache = _function_cache
+    ccallback.FunctionCache = _function_cache
