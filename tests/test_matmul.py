@@ -325,7 +325,7 @@ def test_kernel_same_bits_serial_parallel_and_at_1_and_2_threads(dtype):
         assert_same_bits(serial, par)
 
 
-@pytest.mark.parametrize("m, k, n", [(256, 64, 1), (64, 300, 2), (70, 9, 5), (40, 7, 3)])
+@pytest.mark.parametrize("m, k, n", [(256, 64, 1), (64, 300, 2), (70, 40, 5), (40, 30, 3)])
 @pytest.mark.parametrize("x_t, y_t", [(False, False), (False, True), (True, False),
                                       (True, True)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -341,8 +341,18 @@ def test_a_few_columns_are_computed_as_the_transposed_product_with_the_same_bits
                 km._read_only(y_map), y_t, as_given, m, n, k, 1, 1, False,
                 km.config.NUMBA_NUM_THREADS)
     out = km.product(x, y, x_map, y_map, x_t, y_t)
-    assert km._tiled(n, m, km.panel_cols(out)) < km._tiled(m, n, km.panel_cols(out))
+    assert km.computed_transposed(m, n, k, km.panel_cols(out))
     assert_same_bits(out, as_given.reshape(2, m, n))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_wide_output_is_computed_as_given_when_transposing_costs_more(dtype):
+    """[256, 32] @ [32, 1024]: out^T would round up to a few hundred fewer tile columns,
+    which saves far less than copying the 256 x 1024 result back costs (two thirds of
+    the product's time when it was computed transposed)."""
+    nr = km.panel_cols(np.empty(0, dtype))
+    assert km._tiled(1024, 256, nr) < km._tiled(256, 1024, nr)
+    assert not km.computed_transposed(256, 1024, 32, nr)
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 4])

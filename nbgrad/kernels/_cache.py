@@ -22,6 +22,11 @@ it gets wrong, and this module fixes for nbgrad's kernels only:
   ``_jit.py`` kept the old ``dot`` in every caller. Here the stamp also covers every
   kernel source file and the installed distribution.
 
+And one thing Numba has no notion of: a kernel that calls a C function of nbgrad by its
+symbol name (kernels/matmul.py: the GEMM block) can be loaded only once the JIT linker
+knows that symbol, so a data file that names one first loads the C function
+(``provide_symbol``).
+
 How it is wired in: ``Dispatcher.enable_caching`` (what ``njit(cache=True)`` calls) builds
 its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dispatcher``'s
 module globals at that moment (``cfunc(cache=True)`` likewise in ``numba.core.ccallback``'s).

@@ -463,9 +463,9 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
     from ``_jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread;
-    the bits are the same either way. An output with fewer whole register tiles as its
-    transpose is computed transposed (a matrix times a vector: 256x64 @ 64x1 took 37 us
-    as given, 15 us transposed)."""
+    the bits are the same either way. An output with far fewer whole register tiles as
+    its transpose is computed transposed (``computed_transposed``; a matrix times a
+    vector: 256x64 @ 64x1 took 37 us as given, 15 us transposed)."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]
@@ -473,7 +473,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     if K == 0:
         return np.zeros((batches, M, N), x.dtype)
     nr = panel_cols(x)
-    if _tiled(N, M, nr) < _tiled(M, N, nr):
+    if computed_transposed(M, N, K, nr):
         # out^T = op(y)^T op(x)^T: the same terms summed in the same order (so the same
         # bits), with the short side of out on the tile's MR rows rather than across its
         # NR columns (N = 1 would fill one column of NR)
@@ -491,6 +491,20 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
              out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
              config.NUMBA_NUM_THREADS)
     return out
+
+
+# What copying one element of a transposed result costs, in multiply-adds of the register
+# tile: np.ascontiguousarray of a transposed float32 [64, 64] took 0.46 ns per element,
+# of [1024, 256] 1.4 ns, against 0.035-0.07 ns per multiply-add of the GEMM on this
+# machine.
+TRANSPOSE_COPY_MACS = 16
+
+
+def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
+    """Whether ``product`` computes an M x N output as the transposed product: when
+    its tiles as out^T would pad away more multiply-adds than the copy back costs."""
+    saved = (_tiled(M, N, nr) - _tiled(N, M, nr)) * K
+    return saved > TRANSPOSE_COPY_MACS * M * N
 
 
 def _tiled(M: int, N: int, nr: int) -> int:
