@@ -270,10 +270,10 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
 
 # -- the block as one compiled function ---------------------------------------------------
 #
-# Numba links the machine-independent code of every function a kernel calls into the
-# kernel's own module and optimises and emits the whole of it again, so each kernel that
-# called ``_block`` directly carried, and compiled, its own copy of the packing and the
-# register tile (docs/compiling.md). ``_block`` is instead compiled once per dtype as a C
+# Numba links the LLVM IR of every function a kernel calls into the kernel's own module
+# and optimises and emits the whole of it again, so each kernel that called ``_block``
+# directly carried, and compiled, its own copy of the packing and the register tile
+# (docs/compiling.md). ``_block`` is instead compiled once per dtype as a C
 # function (``cfunc``) under a fixed symbol name; kernels declare that symbol and call it
 # (``_call_block``), and the JIT linker resolves it, in a fresh process through the
 # cache's check that loads the C function before any kernel whose machine code names it.
