@@ -34,6 +34,8 @@ _DEFAULT_TIMEOUT = 1800.0  # seconds: torch.distributed's default of 30 minutes
 # Busy polling of a collective before _wait sleeps between polls: longer than the
 # all-reduce of a step's gradients and than the usual lag between ranks.
 _SPIN_SECONDS = 0.05
+# How long a failed rank waits, after writing its traceback, before it aborts the job.
+_ABORT_GRACE_SECONDS = 1.0
 
 
 class ReduceOp:
@@ -82,6 +84,10 @@ def _aborting_hook(previous: Any) -> Any:
         sys.stderr.write(f"nbgrad.distributed: rank {rank()} failed; aborting all "
                          f"{world_size()} ranks\n")
         sys.stderr.flush()
+        # MPI_Abort ends the job at once, and mpiexec drops what a rank wrote that it had
+        # not forwarded yet (seen: the traceback cut after its first line, about one run
+        # in six); a moment lets it forward the traceback first.
+        time.sleep(_ABORT_GRACE_SECONDS)
         _World.comm.Abort(1)
     return hook
 
