@@ -347,9 +347,9 @@ def test_a_few_columns_are_computed_as_the_transposed_product_with_the_same_bits
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_wide_output_is_computed_as_given_when_transposing_costs_more(dtype):
-    """[256, 32] @ [32, 1024]: out^T would round up to a few hundred fewer tile columns,
-    which saves far less than copying the 256 x 1024 result back costs (two thirds of
-    the product's time when it was computed transposed)."""
+    """[256, 32] @ [32, 1024]: out^T pads 1,536 fewer elements (its 1024 rows round up
+    to 1026, out's 256 to 258), which saves far less than copying the 256 x 1024 result
+    back costs (two thirds of the product's time when it was computed transposed)."""
     nr = km.panel_cols(np.empty(0, dtype))
     assert km._tiled(1024, 256, nr) < km._tiled(256, 1024, nr)
     assert not km.computed_transposed(256, 1024, 32, nr)
