@@ -42,7 +42,7 @@ thread packs into its own buffer.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 
 import numpy as np
 from llvmlite import binding as llvm_binding
@@ -286,15 +286,15 @@ def _block_name(dtype: np.dtype) -> str:
     return f"nbgrad_gemm_block_{np.dtype(dtype).name}"
 
 
-def _block_entry(xp, x0, x_t, yp, y0, y_t, outp, o0, M, N, K, r0, r1, c0, c1, depth, workp):
+def _block_entry(xp, x0, x_t, yp, y0, y_t, outp, o0, M, N, K, r0, r1, c0, c1, depth, workp,
+                 work_size):
     """``_block`` on raw pointers: x, y and out are the flat operands of one matrix
-    each, at offsets x0, y0 and o0; work is the packing buffer that ``_product`` and
-    ``_matrix_product`` allocate, depth (MR + NC columns rounded to whole panels)."""
+    each, at offsets x0, y0 and o0; work is the caller's packing buffer of work_size
+    elements."""
     x = carray(xp, (x0 + M * K,))
     y = carray(yp, (y0 + K * N,))
     out = carray(outp, (o0 + M * N,))
-    nr = panel_cols(out)
-    work = carray(workp, (depth * (MR_U + min(NC_U, (N + nr - _U64(1)) // nr * nr)),))
+    work = carray(workp, (work_size,))
     _block(x, x0, x_t != 0, y, y0, y_t != 0, out, o0, M, N, K, r0, r1, c0, c1, depth,
            work[: depth * MR_U], work[depth * MR_U:])
 
@@ -305,7 +305,7 @@ def _provide_block(dtype: np.dtype) -> str:
     address known to the JIT linker under ``_block_name(dtype)``, and return that name."""
     pointer = types.CPointer(from_dtype(np.dtype(dtype)))
     signature = types.void(pointer, _U64, _U64, pointer, _U64, _U64, pointer,
-                           *([_U64] * 9), pointer)
+                           *([_U64] * 9), pointer, _U64)
     entry = cfunc(signature, cache=True)(_block_entry)
     name = _block_name(dtype)
     llvm_binding.add_symbol(name, entry.address)
@@ -313,7 +313,7 @@ def _provide_block(dtype: np.dtype) -> str:
 
 
 for _dtype in (np.float32, np.float64):
-    _cache.provide_symbol(_block_name(_dtype), lambda dtype=_dtype: _provide_block(dtype))
+    _cache.provide_symbol(_block_name(_dtype), partial(_provide_block, _dtype))
 
 
 @intrinsic
@@ -332,7 +332,7 @@ def _call_block(typingctx, x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0,
         i64 = ir.IntType(64)
         pointer = context.get_value_type(out.dtype).as_pointer()
         fnty = ir.FunctionType(ir.VoidType(), [pointer, i64, i64, pointer, i64, i64, pointer]
-                               + [i64] * 9 + [pointer])
+                               + [i64] * 9 + [pointer, i64])
         fn = cgutils.get_or_insert_function(builder.module, fnty, name)
         arrays = {0: x, 3: y, 6: out, 16: work}
         values = []
@@ -341,6 +341,7 @@ def _call_block(typingctx, x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0,
                 values.append(context.make_array(ty)(context, builder, value).data)
             else:
                 values.append(context.cast(builder, value, ty, _U64))
+        values.append(context.make_array(work)(context, builder, args[16]).nitems)
         builder.call(fn, values)
         return context.get_dummy_value()
 
@@ -386,7 +387,7 @@ def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
 def _plain_bool(typingctx, flag):
     """``flag`` typed as a plain bool. A constant True or False that a kernel passes
     arrives as a literal type, and Numba compiles the callee, with all it calls, once per
-    literal value: the GEMM's whole call chain once per combination of transposes."""
+    literal value: ``_matrix_product`` once per combination of transposes."""
 
     def codegen(context, builder, signature, args):
         return context.cast(builder, args[0], signature.args[0], types.boolean)
