@@ -831,11 +831,32 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
         assert_same_bits(dbt, np.zeros_like(bt))
 
 
-def test_cols_partial_block_with_inf_matches_direct():
+@pytest.mark.parametrize("filters_first", [True, False])
+@pytest.mark.parametrize("geom", [(1, 1, 1, 1, 1, 1, 1), (2, 1, 0, 2, 1, 2, 2)],
+                         ids=["plain", "strided-dilated-groups"])
+def test_cols_weight_grad_in_both_orientations_matches_direct(filters_first, geom):
+    """The op picks the parts' orientation from the host's register tile, so each host
+    runs only one; both are checked here against the direct loop nests (float64, three
+    blocks with a partial last one, slots 2)."""
+    from nbgrad.kernels import conv_cols
+    rng = np.random.default_rng(22)
+    sh, sw, ph, pw, dh, dw, groups = geom
+    x = rng.standard_normal((7, 4, 7, 9))  # w: [6, 4 // groups, 3, 2]
+    OH = (7 + 2 * ph - dh * 2 - 1) // sh + 1
+    OW = (9 + 2 * pw - dw * 1 - 1) // sw + 1
+    g = rng.standard_normal((7, 6, OH, OW))
+    direct = K.conv2d_weight_grad_direct(x, g, 3, 2, *geom)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, 3, 2, filters_first)
+    np.testing.assert_allclose(cols, direct, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("filters_first", [True, False])
+def test_cols_partial_block_with_inf_matches_direct(filters_first):
     """The last block of the 'cols' kernels holds fewer images than a full one; its unused
     columns must not reach the weight gradient (an inf left there by the previous
-    block would turn 0 * inf into NaN). At kernel level: the op recomputes a non-finite
-    weight gradient on the direct loop nests, so the kernel itself must get this right."""
+    block would turn 0 * inf into NaN), in either orientation of the parts. At kernel
+    level: the op recomputes a non-finite weight gradient on the direct loop nests, so
+    the kernel itself must get this right."""
     from nbgrad.kernels import conv_cols
     from nbgrad.ops.conv import COLS_BLOCK
     rng = np.random.default_rng(21)
@@ -845,7 +866,7 @@ def test_cols_partial_block_with_inf_matches_direct():
     g = np.abs(rng.standard_normal((n, 5, 4, 4))).astype(np.float32)
     geom = (1, 1, 1, 1, 1, 1, 1)
     direct = K.conv2d_weight_grad_direct(x, g, 3, 3, *geom)
-    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2, filters_first)
     np.testing.assert_array_equal(np.isnan(cols), np.isnan(direct))
     np.testing.assert_array_equal(np.isinf(cols), np.isinf(direct))
     finite = np.isfinite(direct)

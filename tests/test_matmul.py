@@ -351,7 +351,7 @@ def test_a_wide_output_is_computed_as_given_when_transposing_costs_more(dtype):
     to 1026, out's 256 to 258), which saves far less than copying the 256 x 1024 result
     back costs (two thirds of the product's time when it was computed transposed)."""
     nr = km.panel_cols(np.empty(0, dtype))
-    assert km._tiled(1024, 256, nr) < km._tiled(256, 1024, nr)
+    assert km.tiled_size(1024, 256, nr) < km.tiled_size(256, 1024, nr)
     assert not km.computed_transposed(256, 1024, 32, nr)
 
 

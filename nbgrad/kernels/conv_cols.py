@@ -15,7 +15,7 @@ with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (each product
     forward      y[n0 + b, f, oh, ow] = b[f] + sum_k w[f, k] cols[k, j]
     input grad   dcols[k, j] = sum_fl w[f, k] gb[fl, j], each added back at the padded
                  position cols[k, j] was read from (col2im); dx is the interior
-    weight grad  part[blk][k, fl] = sum_j cols[k, j] gb[fl, j]; dw = the parts summed in
+    weight grad  part[blk][fl, k] = sum_j gb[fl, j] cols[k, j]; dw = the parts summed in
                  block order
 
 with gb[fl, j] = g[n0 + b, gi*Fg + fl, oh, ow]. The block size B comes from the shapes
@@ -28,7 +28,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import PARALLEL, SERIAL, njit_with_serial
-from .conv_gemm import group_filters, sum_image_parts, zeros2
+from .conv_gemm import group_filters, zeros2
 from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
 
@@ -51,26 +51,28 @@ def pad_block(x, n0, nb, c0, Cg, ph, pw, Hp, Wp, xp):
 
 
 @njit(**SERIAL)
-def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, P):
-    """cols[k*P + b*M + oh*OW + ow] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw] (pad_block's
-    layout, flat) for k = (cl*KH + kh)*KW + kw, cl < Cg, b < nb, M = OH*OW: the im2col
-    matrix, every row a run of OW copies without a branch."""
+def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step, j_step):
+    """cols[k*k_step + (b*M + oh*OW + ow)*j_step] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw]
+    (pad_block's layout, flat) for k = (cl*KH + kh)*KW + kw, cl < Cg, b < nb, M = OH*OW:
+    the im2col matrix as [Kg, P] (k_step = P, j_step = 1) or as its transpose [P, Kg]
+    (k_step = 1, j_step = Kg); every row a run of OW copies without a branch."""
     M = OH * OW
     OHu, OWu, swu = np.uint64(OH), np.uint64(OW), np.uint64(sw)
     row_step = np.uint64(sh * Wp)
+    ju = np.uint64(j_step)
     for cl in range(Cg):
         for kh in range(KH):
             for kw in range(KW):
                 k = (cl * KH + kh) * KW + kw
                 for b in range(nb):
                     # unsigned offsets: no fix-up for negative indices in the copy loop
-                    d0 = np.uint64(k * P + b * M)
+                    d0 = np.uint64(k * k_step + b * M * j_step)
                     s0 = np.uint64(((b * Cg + cl) * Hp + kh * dh) * Wp + kw * dw)
                     for oh in range(OHu):
-                        d = d0 + oh * OWu
+                        d = d0 + oh * OWu * ju
                         s = s0 + oh * row_step
                         for ow in range(OWu):
-                            cols[d + ow] = xp[s + ow * swu]
+                            cols[d + ow * ju] = xp[s + ow * swu]
 
 
 @njit(**SERIAL)
@@ -109,16 +111,17 @@ def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
 
 
 @njit(**SERIAL)
-def gather_grad(g, n0, nb, f0, Fg, gb, pitch):
-    """gb[fl*pitch + b*M + m] = g[n0 + b, f0 + fl] flattened (M = OH*OW): the output
-    gradient of one group of the block as an [Fg, pitch] matrix."""
+def gather_grad(g, n0, nb, f0, Fg, gb, f_step, j_step):
+    """gb[fl*f_step + (b*M + m)*j_step] = g[n0 + b, f0 + fl] flattened at m (M = OH*OW):
+    the output gradient of one group of the block as an [Fg, P] matrix (f_step = P,
+    j_step = 1) or as its transpose [P, Fg] (f_step = 1, j_step = Fg)."""
     M = g.shape[2] * g.shape[3]
     for fl in range(Fg):
         for b in range(nb):
             src = g[n0 + b, f0 + fl].ravel()
-            dst = gb[fl * pitch + b * M: fl * pitch + (b + 1) * M]
+            d0 = fl * f_step + b * M * j_step
             for m in range(M):
-                dst[m] = src[m]
+                gb[d0 + m * j_step] = src[m]
 
 
 @njit(**SERIAL)
@@ -157,7 +160,8 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
             nb = min(B, N - n0)
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
-                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
+                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P,
+                            1)
                 matrix_product(w_flat[gi], False, cols[s], False, out[s].reshape(Fg * P),
                                Fg, P, Kg)
                 store_outputs(out[s], y, b, n0, nb, gi * Fg, Fg)
@@ -186,7 +190,7 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
             n0 = blk * B
             nb = min(B, N - n0)
             for gi in range(groups):
-                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P)
+                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, 1)
                 matrix_product(w_flat[gi], True, gb[s], False, dcols[s].reshape(Kg * P),
                                Kg, P, Fg)
                 scatter_cols(dcols[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
@@ -196,32 +200,48 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
 
 
 @njit(**SERIAL)
-def gather_grad_t(g, n0, nb, f0, Fg, gq, Fq):
-    """gq[(b*M + m)*Fq + fl] = g[n0 + b, f0 + fl] flattened at m (M = OH*OW): the output
-    gradient of one group of the block, transposed (columns fl >= Fg stay zero)."""
-    M = g.shape[2] * g.shape[3]
-    for b in range(nb):
-        for fl in range(Fg):
-            src = g[n0 + b, f0 + fl].ravel()
-            for m in range(M):
-                gq[(b * M + m) * Fq + fl] = src[m]
+def zero_block_tail(a, rows, P, b, cols, used):
+    """Zero the columns ``used``..P-1 of a [rows, P] and the rows ``used``..P-1 of
+    b [P, cols]: a partial block's product a @ b then sums only its own images."""
+    for r in range(rows):
+        a[r * P + used: (r + 1) * P] = 0
+    b[used * cols:] = 0
 
 
 @njit(**SERIAL)
-def zero_block_tail(cols, Kg, P, gq, Fg, used):
-    """Zero the columns ``used``..P-1 of cols [Kg, P] and the rows ``used``..P-1 of
-    gq [P, Fg]: a partial block's product then sums only its own images."""
-    for k in range(Kg):
-        cols[k * P + used: (k + 1) * P] = 0
-    gq[used * Fg:] = 0
+def sum_parts(parts):
+    """total[i] = sum_n parts[n, i], n ascending."""
+    total = np.zeros(parts.shape[1], parts.dtype)
+    for n in range(parts.shape[0]):
+        for i in range(parts.shape[1]):
+            total[i] += parts[n, i]
+    return total
+
+
+@njit(**SERIAL)
+def filters_major(total, groups, Fg, Kg, filters_first):
+    """dw[gi, fl, k] from the summed parts: total[(gi*Fg + fl)*Kg + k] when
+    ``filters_first``, else total[(gi*Kg + k)*Fg + fl]."""
+    if filters_first:
+        return total.reshape(groups, Fg, Kg)
+    dw = np.empty((groups, Fg, Kg), total.dtype)
+    for gi in range(groups):
+        for fl in range(Fg):
+            for k in range(Kg):
+                dw[gi, fl, k] = total[(gi * Kg + k) * Fg + fl]
+    return dw
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots):
-    """As ``conv2d_weight_grad_direct``: per block and group,
-    part[k, fl] = sum_j cols[k, j] gq[j, fl] (gq: the block's output gradient,
-    transposed; kernels/matmul.py: matrix_product); dw sums the parts in block order.
-    Parallel over blocks, each writing its own part."""
+def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots,
+                            filters_first):
+    """As ``conv2d_weight_grad_direct``: per block and group, with filters_first
+    part[fl, k] = sum_j gb[fl, j] cols[k, j], else part[k, fl] (the same sums); dw sums
+    the parts in block order. Either way the operands are gathered in the layout the
+    product reads untransposed (cols as [P, Kg] or gb as [P, Fg];
+    kernels/matmul.py: matrix_product). ops/conv.py puts the filters on the register
+    tile's rows where that pads fewer products. Parallel over blocks, each writing its
+    own part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
@@ -230,20 +250,31 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     P = B * OH * OW
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
-    cols = zeros2(slots, Kg * P, x)
-    gq = zeros2(slots, P * Fg, x)
+    cols = zeros2(slots, P * Kg, x)
+    gb = zeros2(slots, Fg * P, x)
     blocks = (N + B - 1) // B
-    parts = np.empty((blocks, groups, Kg, Fg), x.dtype)
+    parts = np.empty((blocks, groups * Fg * Kg), x.dtype)
     for s in prange(slots):
         for blk in range(s, blocks, slots):
             n0 = blk * B
             nb = min(B, N - n0)
+            used = nb * OH * OW
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
-                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P)
-                gather_grad_t(g, n0, nb, gi * Fg, Fg, gq[s], Fg)
-                if nb < B:
-                    zero_block_tail(cols[s], Kg, P, gq[s], Fg, nb * OH * OW)
-                matrix_product(cols[s], False, gq[s], False,
-                               parts[blk, gi].reshape(Kg * Fg), Kg, Fg, P)
-    return sum_image_parts(parts, Kg, Fg).reshape(F, Cg, KH, KW)
+                part = parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg]
+                if filters_first:  # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg]
+                    gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
+                                cols[s], 1, Kg)
+                    gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, 1)
+                    if nb < B:
+                        zero_block_tail(gb[s], Fg, P, cols[s], Kg, used)
+                    matrix_product(gb[s], False, cols[s], False, part, Fg, Kg, P)
+                else:  # [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
+                    gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
+                                cols[s], P, 1)
+                    gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], 1, Fg)
+                    if nb < B:
+                        zero_block_tail(cols[s], Kg, P, gb[s], Fg, used)
+                    matrix_product(cols[s], False, gb[s], False, part, Kg, Fg, P)
+    return filters_major(sum_parts(parts), groups, Fg, Kg, filters_first).reshape(
+        F, Cg, KH, KW)

@@ -504,12 +504,13 @@ TRANSPOSE_COPY_MACS = 16
 def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
     """Whether ``product`` computes an M x N output as the transposed product: when
     its tiles as out^T would pad away more multiply-adds than the copy back costs."""
-    saved = (_tiled(M, N, nr) - _tiled(N, M, nr)) * K
+    saved = (tiled_size(M, N, nr) - tiled_size(N, M, nr)) * K
     return saved > TRANSPOSE_COPY_MACS * M * N
 
 
-def _tiled(M: int, N: int, nr: int) -> int:
-    """Elements of an M x N output rounded up to whole MR x nr register tiles."""
+def tiled_size(M: int, N: int, nr: int) -> int:
+    """Elements of an M x N output rounded up to whole MR x nr register tiles: what the
+    GEMM computes for it."""
     return -(-M // MR) * MR * -(-N // nr) * nr
 
 

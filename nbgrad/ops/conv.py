@@ -17,6 +17,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import conv, conv_cols, conv_gemm, conv_s1
 from ..kernels._jit import PARALLEL_WORK_MIN, for_work
+from ..kernels.matmul import panel_cols, tiled_size
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
 
@@ -206,6 +207,17 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
     return max(1, min(batch, COLS_BLOCK // (out_hw[0] * out_hw[1])))
 
 
+def _filters_first(w_shape: tuple, groups: int, x: np.ndarray) -> bool:
+    """Whether the 'cols' weight gradient computes each part as [filters, taps] rather
+    than [taps, filters]: when that rounds up to fewer register tiles (the filters of
+    a group are often fewer than a tile's NR columns; measured on AVX-512, 16 -> 32
+    filters k3 on 8x8: 550 against 620-760 us, 1 -> 16: 180 against 135 us)."""
+    F, Cg, KH, KW = w_shape
+    Fg, Kg = F // groups, Cg * KH * KW
+    nr = panel_cols(x)
+    return tiled_size(Fg, Kg, nr) <= tiled_size(Kg, Fg, nr)
+
+
 def _geometry(stride, pad, dilation, groups) -> tuple:
     """The scalar kernel arguments sh, sw, ph, pw, dh, dw, groups (top/left padding)."""
     return (stride[0], stride[1], pad[0], pad[2], dilation[0], dilation[1], groups)
@@ -273,7 +285,7 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
-        return kernel(x, g, *w_shape[2:], *geom, B, slots)
+        return kernel(x, g, *w_shape[2:], *geom, B, slots, _filters_first(w_shape, geom[-1], x))
     kernel, slots = _kernel(path, "weight_grad", work, N)
     if path == "s1":
         return kernel(x, g, *w_shape[2:], *geom[2:])
