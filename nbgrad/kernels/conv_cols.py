@@ -254,6 +254,10 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     gb = zeros2(slots, Fg * P, x)
     blocks = (N + B - 1) // B
     parts = np.empty((blocks, groups * Fg * Kg), x.dtype)
+    # the layouts: cols [P, Kg] and gb [Fg, P] with filters_first, else [Kg, P], [P, Fg]
+    k_step, j_step = (1, Kg) if filters_first else (P, 1)
+    f_step, i_step = (P, 1) if filters_first else (1, Fg)
+    M, Nc = (Fg, Kg) if filters_first else (Kg, Fg)
     for s in prange(slots):
         for blk in range(s, blocks, slots):
             n0 = blk * B
@@ -261,20 +265,14 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
             used = nb * OH * OW
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
-                part = parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg]
-                if filters_first:  # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg]
-                    gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
-                                cols[s], 1, Kg)
-                    gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, 1)
-                    if nb < B:
-                        zero_block_tail(gb[s], Fg, P, cols[s], Kg, used)
-                    matrix_product(gb[s], False, cols[s], False, part, Fg, Kg, P)
-                else:  # [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
-                    gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
-                                cols[s], P, 1)
-                    gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], 1, Fg)
-                    if nb < B:
-                        zero_block_tail(cols[s], Kg, P, gb[s], Fg, used)
-                    matrix_product(cols[s], False, gb[s], False, part, Kg, Fg, P)
+                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s],
+                            k_step, j_step)
+                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], f_step, i_step)
+                # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg], or [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
+                lhs, rhs = (gb[s], cols[s]) if filters_first else (cols[s], gb[s])
+                if nb < B:
+                    zero_block_tail(lhs, M, P, rhs, Nc, used)
+                matrix_product(lhs, False, rhs, False,
+                               parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg], M, Nc, P)
     return filters_major(sum_parts(parts), groups, Fg, Kg, filters_first).reshape(
         F, Cg, KH, KW)

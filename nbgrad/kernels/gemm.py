@@ -129,6 +129,17 @@ def panel_tiles(a, a_row, b, b_row, K, out, j0):
 
 
 @njit(**SERIAL)
+def rows_inside(rows, n, length, size):
+    """Whether rows[i] >= 0 and rows[i] + length <= size for every i < n: each of the
+    first n rows, ``length`` elements long, lies inside a buffer of ``size``. (A loop:
+    array.min() and max() would compile NumPy's generic reductions into every caller.)"""
+    for i in range(n):
+        if rows[i] < 0 or rows[i] + length > size:
+            return False
+    return True
+
+
+@njit(**SERIAL)
 def offset_gemm(a, a_row, b, b_row, K, out):
     """out[i, j] = sum_{k < K} a[a_row[i] + k] * b[b_row[k] + j] (see the module doc).
 
@@ -136,9 +147,7 @@ def offset_gemm(a, a_row, b, b_row, K, out):
     M, P = out.shape
     if M % MR or P % NR:
         raise ValueError("offset_gemm: out's shape must be a multiple of (MR, NR)")
-    a_outside = M > 0 and (a_row[:M].min() < 0 or a_row[:M].max() + K > a.size)
-    b_outside = K > 0 and (b_row[:K].min() < 0 or b_row[:K].max() + P > b.size)
-    if a_outside or b_outside:
+    if not (rows_inside(a_row, M, K, a.size) and rows_inside(b_row, K, P, b.size)):
         raise ValueError("offset_gemm: a row reaches outside its buffer")
     a_row_u = a_row[:M].astype(np.uint64)
     b_row_u = b_row[:K].astype(np.uint64)
@@ -173,7 +182,7 @@ def offset_gemv(w, b, b_row, K, out):
     P = out.shape[1]
     if P % SPAN:
         raise ValueError("offset_gemv: out's row length must be a multiple of SPAN")
-    if K > 0 and (b_row[:K].min() < 0 or b_row[:K].max() + P > b.size):
+    if not rows_inside(b_row, K, P, b.size):
         raise ValueError("offset_gemv: a row reaches outside its buffer")
     b_row_u = b_row[:K].astype(np.uint64)
     for i in range(out.shape[0]):
