@@ -81,6 +81,15 @@ def dot(a, b, n):
     return acc
 
 
+@njit(**SERIAL)
+def copy_into(dst, src):
+    """dst[j] = src[j] for j < src.size (1-D arrays). A loop rather than a slice
+    assignment, whose shape check compiles Numba's error message (string formatting)
+    into the kernel: seconds of a cold start per pair of dimensions."""
+    for j in range(src.size):
+        dst[j] = src[j]
+
+
 @njit(**SERIAL_FUSED)
 def vector_sum(a):
     """sum of a 1-D array in a's dtype, reassociated like ``dot``."""

@@ -251,6 +251,10 @@ def conv2d_bias_grad(g):
 @njit_with_serial(**PARALLEL)
 def add_channel_bias(y, b):
     """y[n, f] += b[f] in place. Parallel over (n, f)."""
-    N, F, _, _ = y.shape
+    N, F, H, W = y.shape
     for nf in prange(N * F):
-        y[nf // F, nf % F] += b[nf % F]
+        plane = y[nf // F, nf % F]
+        bias = b[nf % F]
+        for i in range(H):
+            for j in range(W):
+                plane[i, j] += bias

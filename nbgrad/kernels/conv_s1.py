@@ -18,7 +18,7 @@ a zero margin in front so that m - off_t never leaves it). For few channels per 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, dot, njit_with_serial
+from ._jit import PARALLEL, SERIAL, copy_into, dot, njit_with_serial
 from .conv import plane_sum
 from .gemm import SPAN, offset_gemv, round_up
 
@@ -208,7 +208,7 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
             pad_plane(g[n, f], gq, 0, 0, OH, Wp)
             dot_taps(gq, xp, offs, L, part)
             acc += part
-        dwt[f, fc % Cg] = acc
+        copy_into(dwt[f, fc % Cg], acc)
     return dwt.reshape(F, Cg, KH, KW)
 
 

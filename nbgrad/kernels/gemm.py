@@ -55,6 +55,7 @@ from ._jit import (
     SERIAL,
     SERIAL_FMA,
     SERIAL_FUSED,
+    copy_into,
     for_work,
     njit_with_serial,
 )
@@ -210,7 +211,7 @@ def _flat_with_tail(b, tail):
     if tail == 0:
         return b.ravel()
     flat = np.zeros(b.size + tail, b.dtype)
-    flat[: b.size] = b.ravel()
+    copy_into(flat, b.ravel())
     return flat
 
 
@@ -327,7 +328,7 @@ def transpose(x):
     if m <= SHORT:
         columns = out.T
         for i in range(m):
-            columns[i] = x[i]
+            copy_into(columns[i], x[i])
         return out
     for i0 in range(0, m, TI):
         i1 = min(i0 + TI, m)

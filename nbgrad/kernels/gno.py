@@ -57,7 +57,7 @@ chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled l
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, dot
+from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, copy_into, dot
 from .gemm import gemm_tn_acc
 from .matmul import matrix_product
 
@@ -145,7 +145,7 @@ def _bias_plus_product(A, B, bias, out):
         lo = c * n // chunks
         hi = (c + 1) * n // chunks
         for e in range(lo, hi):
-            out[e] = bias
+            copy_into(out[e], bias)
         gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
 
 

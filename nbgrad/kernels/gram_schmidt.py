@@ -39,7 +39,7 @@ bitwise ``mgs``).
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, PARALLEL_REASSOC, SERIAL, SERIAL_REASSOC
+from ._jit import PARALLEL, PARALLEL_REASSOC, SERIAL, SERIAL_REASSOC, copy_into
 from .gemm import offset_gemm, padded_operands
 
 
@@ -363,7 +363,7 @@ def _sweep_blocked_into(Qt, R, dQw, dBt):
                 for i in range(last - 1, -1, -1):
                     _sweep_step(Qt, dQw, R, i, cols[g], V[g], Dv[g])
         for g in range(cols.shape[0]):
-            dBt[cols[g]] = Dv[g]
+            copy_into(dBt[cols[g]], Dv[g])
 
 
 @njit(**SERIAL)

@@ -37,7 +37,7 @@ import rocket_fft  # noqa: F401  (loads DUCC0 and the Numba overloads before any
 from numba import prange
 from rocket_fft import c2c, c2r, r2c
 
-from ._jit import PARALLEL_FUSED, njit_with_serial
+from ._jit import PARALLEL_FUSED, copy_into, njit_with_serial
 
 # The axes arguments of DUCC's transforms on a block of grids [s, H, W] (global arrays
 # are frozen into the compiled kernels as constants).
@@ -65,7 +65,8 @@ def rfft_modes(x, m1, nblk, spec_like, out_re, out_im):
         if H > 1:
             c2c(half[:, :, :m2], spec, _AXIS_H, True, 1.0, 1)
         else:
-            spec[:, 0, :] = half[:, 0, :m2]
+            for i in range(s1 - s0):
+                copy_into(spec[i, 0], half[i, 0, :m2])
         for s in range(s0, s1):
             for blk in range(nblk):
                 row0 = 0 if blk == 0 else H - m1
@@ -94,11 +95,10 @@ def irfft_modes(y_re, y_im, spec_like, out):
                 for r in range(m1):
                     for c in range(m2):
                         spec[s - s0, row0 + r, c] = y_re[s, blk, r, c] + 1j * y_im[s, blk, r, c]
-        cols = np.empty((s1 - s0, H, m2), spec_like.dtype)
+        cols = spec  # H = 1: the fft along H is the identity
         if H > 1:
+            cols = np.empty((s1 - s0, H, m2), spec_like.dtype)
             c2c(spec, cols, _AXIS_H, False, 1.0, 1)
-        else:
-            cols[:] = spec
         # c2r reads the m2 given columns and takes the rest of the W//2 + 1 as zeros
         c2r(cols, out[s0:s1], _AXIS_W, False, scale, 1)
 
