@@ -23,6 +23,8 @@ import types
 from collections.abc import Callable
 
 from numba import njit
+from numba import types as nb_types
+from numba.extending import intrinsic
 
 from . import _cache
 
@@ -79,6 +81,20 @@ def dot(a, b, n):
     for j in range(n):
         acc += a[j] * b[j]
     return acc
+
+
+@intrinsic
+def plain(typingctx, value):
+    """``value`` without its literal type. A constant that jitted code passes to a helper
+    (``f(x, 0)``, ``f(x, True)``) is typed as a literal, and Numba compiles the helper,
+    with all it calls, once per literal value and once more for a variable; ``plain(0)``
+    is an int64 like any other (docs/compiling.md)."""
+    to = nb_types.unliteral(value)
+
+    def codegen(context, builder, signature, args):
+        return context.cast(builder, args[0], signature.args[0], to)
+
+    return to(value), codegen
 
 
 @njit(**SERIAL)

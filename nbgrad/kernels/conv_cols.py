@@ -27,7 +27,7 @@ the serial form (ops/conv.py picks it for small work) runs the same loop in one 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, njit_with_serial
+from ._jit import PARALLEL, SERIAL, njit_with_serial, plain
 from .conv_gemm import group_filters, zeros2
 from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
@@ -161,7 +161,7 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
             for gi in range(groups):
                 pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
                 gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P,
-                            1)
+                            plain(1))
                 matrix_product(w_flat[gi], False, cols[s], False, out[s].reshape(Fg * P),
                                Fg, P, Kg)
                 store_outputs(out[s], y, b, n0, nb, gi * Fg, Fg)
@@ -190,7 +190,7 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
             n0 = blk * B
             nb = min(B, N - n0)
             for gi in range(groups):
-                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, 1)
+                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, plain(1))
                 matrix_product(w_flat[gi], True, gb[s], False, dcols[s].reshape(Kg * P),
                                Kg, P, Fg)
                 scatter_cols(dcols[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,

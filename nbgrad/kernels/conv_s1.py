@@ -18,7 +18,7 @@ a zero margin in front so that m - off_t never leaves it). For few channels per 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, copy_into, dot, njit_with_serial
+from ._jit import PARALLEL, SERIAL, copy_into, dot, njit_with_serial, plain
 from .conv import plane_sum
 from .gemm import SPAN, offset_gemv, round_up
 
@@ -89,7 +89,7 @@ def pad_grad_group(g, f0, Fg, OH, Wp, margin, R):
     gq = np.zeros(Fg * R, g.dtype)
     for fl in range(Fg):
         start = fl * R + margin
-        pad_plane(g[f0 + fl], gq[start: start + OH * Wp], 0, 0, OH, Wp)
+        pad_plane(g[f0 + fl], gq[start: start + OH * Wp], plain(0), plain(0), OH, Wp)
     return gq
 
 
@@ -140,7 +140,7 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
     Hp = OH + dh * (KH - 1)
     Wp = OW + dw * (KW - 1)
     offs = span_taps(KH, KW, dh, dw, Wp)
-    rows = shifted_rows(Cg, Hp * Wp, offs, 1, 0)
+    rows = shifted_rows(Cg, Hp * Wp, offs, plain(1), plain(0))
     w2 = w.reshape(F, Cg * KH * KW)
     P = round_up((OH - 1) * Wp + OW, SPAN)
     y = np.empty((N, F, OH, OW), x.dtype)
@@ -172,7 +172,7 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     offs = span_taps(KH, KW, dh, dw, Wp)
     margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
     R = margin + round_up(Hp * Wp, SPAN)
-    rows = shifted_rows(Fg, R, offs, -1, margin)
+    rows = shifted_rows(Fg, R, offs, plain(-1), margin)
     wt = taps_by_channel(w.reshape(F, Cg, KH * KW), groups)
     for ng in prange(N * groups):
         n = ng // groups
@@ -205,7 +205,7 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
         gq = np.empty(OH * Wp, x.dtype)  # zero in the scratch columns
         for n in range(N):
             pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
-            pad_plane(g[n, f], gq, 0, 0, OH, Wp)
+            pad_plane(g[n, f], gq, plain(0), plain(0), OH, Wp)
             dot_taps(gq, xp, offs, L, part)
             acc += part
         copy_into(dwt[f, fc % Cg], acc)
@@ -230,7 +230,7 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     offs = span_taps(KH, KW, dh, dw, Wp)
     margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
     R = margin + round_up(Hp * Wp, SPAN)
-    rows = shifted_rows(Fg, R, offs, -1, margin)
+    rows = shifted_rows(Fg, R, offs, plain(-1), margin)
     wt = taps_by_channel(w.reshape(F, Cg, T), groups)
     dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
     parts = np.empty((N, F, Cg, T), x.dtype)

@@ -19,7 +19,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial
+from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial, plain
 from .fastmath import erf, exp, log
 from .strided_apply import BLOCK, binary_block
 
@@ -209,7 +209,7 @@ def _trig_fixup(x, g, want_cos, sign, out):
 def sin_forward(x, out):
     for i in prange(x.size):
         out[i] = _trig(x[i], False)
-    _trig_fixup(x, x[:1], False, 1.0, out)
+    _trig_fixup(x, x[:1], plain(False), 1.0, out)
     return out
 
 
@@ -218,7 +218,7 @@ def sin_backward(g, x, out):
     """g cos(x)."""
     for i in prange(x.size):
         out[i] = g[i] * _trig(x[i], True)
-    _trig_fixup(x, g, True, 1.0, out)
+    _trig_fixup(x, g, plain(True), 1.0, out)
     return out
 
 
@@ -226,7 +226,7 @@ def sin_backward(g, x, out):
 def cos_forward(x, out):
     for i in prange(x.size):
         out[i] = _trig(x[i], True)
-    _trig_fixup(x, x[:1], True, 1.0, out)
+    _trig_fixup(x, x[:1], plain(True), 1.0, out)
     return out
 
 
@@ -235,7 +235,7 @@ def cos_backward(g, x, out):
     """-g sin(x)."""
     for i in prange(x.size):
         out[i] = -(g[i] * _trig(x[i], False))
-    _trig_fixup(x, g, False, -1.0, out)
+    _trig_fixup(x, g, plain(False), -1.0, out)
     return out
 
 

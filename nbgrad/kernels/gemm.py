@@ -58,6 +58,7 @@ from ._jit import (
     copy_into,
     for_work,
     njit_with_serial,
+    plain,
 )
 
 MR = 6  # rows of a per micro-tile
@@ -301,8 +302,8 @@ def gemm_tn_acc(A, B, out):
     for a0 in range(0, rows_t, TN_TILE_ROWS):
         for r0 in range(0, cols_t, TN_TILE_COLS):
             _tn_tile_acc(A, B, out, a0, r0)
-    _tn_edge_acc(A, B, out, rows_t, rows, 0, cols)
-    _tn_edge_acc(A, B, out, 0, rows_t, cols_t, cols)
+    _tn_edge_acc(A, B, out, rows_t, rows, plain(0), cols)
+    _tn_edge_acc(A, B, out, plain(0), rows_t, cols_t, cols)
 
 
 # -- transpose ---------------------------------------------------------------------------

@@ -57,7 +57,7 @@ chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled l
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, copy_into, dot
+from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, copy_into, dot, plain
 from .gemm import gemm_tn_acc
 from .matmul import matrix_product
 
@@ -509,7 +509,7 @@ def _node_rows(h, x, Ut, b_u, row_ptr, col, edge_id, i, nbatch, Hj, Hid, Wt, Wro
     deg = row_ptr[i + 1] - p0
     _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
     matrix_product(Hid, True, Hj, False, Wt, H1, fw, deg)
-    _regroup(Wt, Wrows, H1, nbatch, fw // nbatch, True)
+    _regroup(Wt, Wrows, H1, nbatch, fw // nbatch, plain(True))
 
 
 @njit(**SERIAL)
@@ -589,7 +589,8 @@ def _batched_backward(G, h, x, Ut, b_u, Vp, W, row_ptr, col, edge_id, bounds, nb
                 p0 = row_ptr[i]
                 deg = row_ptr[i + 1] - p0
                 _gather_node(h, x, Ut, b_u, col, edge_id, p0, deg, Hj, Hid)
-                _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Rt, H1, nbatch, f_in, False)
+                _regroup(R[t * nbatch * K: (t + 1) * nbatch * K], Rt, H1, nbatch, f_in,
+                         plain(False))
                 if want_mlp:
                     matrix_product(Hj, False, Rt, True, GH, deg, H, fw)
                     _entry_mlp_grads(x, Ut, edge_id, p0, deg, Hid[: deg * H1].reshape(deg, H1),

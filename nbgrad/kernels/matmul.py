@@ -62,7 +62,7 @@ from numba.core import cgutils, errors
 from numba.extending import intrinsic, overload
 
 from . import _cache
-from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA
+from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, plain
 from .gemm import stack_buffer
 
 
@@ -383,22 +383,10 @@ def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
     _matrix_product(x, x_t, y, y_t, out, M, N, K)
 
 
-@intrinsic
-def _plain_bool(typingctx, flag):
-    """``flag`` typed as a plain bool. A constant True or False that a kernel passes
-    arrives as a literal type, and Numba compiles the callee, with all it calls, once per
-    literal value: ``_matrix_product`` once per combination of transposes."""
-
-    def codegen(context, builder, signature, args):
-        return context.cast(builder, args[0], signature.args[0], types.boolean)
-
-    return types.boolean(flag), codegen
-
-
 @overload(matrix_product, inline="always")
 def _matrix_product_jit(x, x_t, y, y_t, out, M, N, K):
     def impl(x, x_t, y, y_t, out, M, N, K):
-        _matrix_product(x, _plain_bool(x_t), y, _plain_bool(y_t), out, M, N, K)
+        _matrix_product(x, plain(x_t), y, plain(y_t), out, M, N, K)
 
     return impl
 

@@ -16,7 +16,7 @@ Derivations: docs/derivations.md#pooling.
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, njit_with_serial
+from ._jit import PARALLEL, SERIAL, njit_with_serial, plain
 from .conv import out_range
 
 
@@ -134,10 +134,10 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad,
         c = p % C
         xp = x[n, c]
         for oh in range(OH):
-            kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            kh_lo, kh_hi = out_range(oh * sh - ph, plain(1), H, KH)
             rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
             for ow in range(OW):
-                kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
+                kw_lo, kw_hi = out_range(ow * sw - pw, plain(1), W, KW)
                 acc = zero
                 for kh in range(kh_lo, kh_hi):
                     for kw in range(kw_lo, kw_hi):
@@ -161,10 +161,10 @@ def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad, diviso
         plane = dx[n, c]
         plane[:, :] = 0
         for oh in range(OH):
-            kh_lo, kh_hi = out_range(oh * sh - ph, 1, H, KH)
+            kh_lo, kh_hi = out_range(oh * sh - ph, plain(1), H, KH)
             rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
             for ow in range(OW):
-                kw_lo, kw_hi = out_range(ow * sw - pw, 1, W, KW)
+                kw_lo, kw_hi = out_range(ow * sw - pw, plain(1), W, KW)
                 count = divisor_override
                 if count == 0:
                     count = rows * window_span(ow * sw - pw, KW, W, pw, count_include_pad)
