@@ -237,6 +237,17 @@ def test_radius_graph_against_scipy_larger_cloud():
     assert_rows_equal(g, [np.array(w) for w in want])
 
 
+@pytest.mark.parametrize("n", [40, 300])
+def test_radius_graph_long_rows_are_sorted(n):
+    """Rows far longer than the usual few neighbours (up to n - 1) come out sorted too."""
+    points = np.random.default_rng(n).random((n, 2))
+    g = nb.radius_graph(points, 0.9, loop=False)
+    d2 = ((points[:, None] - points[None]) ** 2).sum(-1)
+    want = [np.flatnonzero((d2[i] <= 0.81) & (np.arange(n) != i)) for i in range(n)]
+    assert max(len(w) for w in want) > (n - 1) // 2
+    assert_rows_equal(g, want)
+
+
 def test_radius_graph_tiny_radius_coarsens_grid_and_finds_duplicates():
     # a radius far below the spread would need ~1e24 cells; the grid is coarsened instead
     points = np.array([[0.0, 0.0], [1e6, 1e6], [0.0, 0.0], [5.0, 5.0]])
