@@ -99,7 +99,7 @@ def plain(typingctx, value):
 
 @njit(**SERIAL)
 def copy_into(dst, src):
-    """dst[j] = src[j] for j < src.size (1-D arrays). A loop rather than a slice
+    """dst[j] = src[j] for j < src.size (1-D arrays, dst at least as long). A loop, not a slice
     assignment, whose shape check compiles Numba's error message (string formatting)
     into the kernel: seconds of a cold start per pair of dimensions."""
     for j in range(src.size):

@@ -28,7 +28,7 @@ each with private buffers); results do not depend on the thread count or the slo
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, njit_with_serial
+from ._jit import PARALLEL, SERIAL, copy_into, njit_with_serial
 from .conv import out_range, row_gather
 from .gemm import MR, NR, offset_gemm, round_up
 
@@ -161,10 +161,7 @@ def group_filters(w, groups, Fp):
     wp = np.zeros((groups, Fp * Kg), w.dtype)
     for gi in range(groups):
         for fl in range(Fg):
-            # element by element: a slice assignment compiles Numba's shape-mismatch
-            # error message (string formatting, 1.6 s of a cold start)
-            for k in range(Kg):
-                wp[gi, fl * Kg + k] = w2[gi * Fg + fl, k]
+            copy_into(wp[gi, fl * Kg: (fl + 1) * Kg], w2[gi * Fg + fl])
     return wp
 
 
