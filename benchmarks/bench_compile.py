@@ -10,6 +10,8 @@ time includes the kernels it calls that were not compiled yet).
 ops f32 / ops f64  every registered op forward + backward through its samples
                    (``nbgrad.compiling.warm_op`` without the parallel twins)
 digits step        one training step of the digits CNN, batch 64 (float32, SGD momentum)
+digits, no helper  the same with NBGRAD_COMPILE_AHEAD=0: every backward kernel compiled
+                   in this process instead of alongside in the helper
 gno                ``nn.GNO`` forward + backward on a radius graph of 256 points in 2-D,
                    width 32, kernel MLP hidden 32 (float32)
 ono_encode         ``ono_encode(u[64, 256], B[256, 16])`` forward + backward (float32)
@@ -58,6 +60,9 @@ nb.ono_encode(u, B).sum().backward()
 """,
 }
 
+#: workload name -> (the workload it runs again, the environment variables it sets)
+VARIANTS = {"digits, no helper": ("digits step", {"NBGRAD_COMPILE_AHEAD": "0"})}
+
 _RUNNER = """
 import json, sys, time
 start = time.perf_counter()
@@ -80,8 +85,8 @@ print(json.dumps({"import": imported, "seconds": seconds, "compile": rec.total()
 """
 
 
-def _run(code: str, cache: str) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+def _run(code: str, cache: str, settings: dict) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, **settings)
     done = subprocess.run([sys.executable, "-c", _RUNNER, code], env=env,
                           capture_output=True, text=True)
     if done.returncode:
@@ -102,18 +107,21 @@ def _short(kernel: str) -> str:
 
 
 def main(names: list[str] | None = None) -> None:
-    names = names or [*WORKLOADS, "check"]
-    print(f"{'workload':<12} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7}  "
+    names = names or ["ops f32", "ops f64", "digits step", *VARIANTS, "gno", "ono_encode",
+                      "check"]
+    print(f"{'workload':<17} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7}  "
           f"slowest kernels (cold, s)\n(warm: import + workload; check: the whole command)")
     for name in names:
         with tempfile.TemporaryDirectory() as cache:
             if name == "check":
                 cold, warm = _check_seconds(cache), _check_seconds(cache)
-                print(f"{name:<12} {cold:>7.1f} {'':>9} {'':>7} {warm:>7.1f}", flush=True)
+                print(f"{name:<17} {cold:>7.1f} {'':>9} {'':>7} {warm:>7.1f}", flush=True)
                 continue
-            first, second = _run(WORKLOADS[name], cache), _run(WORKLOADS[name], cache)
+            workload, settings = VARIANTS.get(name, (name, {}))
+            code = WORKLOADS[workload]
+            first, second = _run(code, cache, settings), _run(code, cache, settings)
         slowest = ", ".join(f"{_short(k)} {s:.1f}" for k, s in first["top"][:3])
-        print(f"{name:<12} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
+        print(f"{name:<17} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
               f"{first['kernels']:>7d} {second['import'] + second['seconds']:>7.2f}  "
               f"{slowest}", flush=True)
 

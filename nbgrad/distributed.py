@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .autograd.grad_mode import no_grad
+from .compiling import backward_ahead
 from .nn.module import Module
 from .nn.parameter import Parameter
 from .tensor import Tensor
@@ -74,6 +75,7 @@ def init(timeout: timedelta | float = _DEFAULT_TIMEOUT) -> None:
         raise ImportError("nbgrad.distributed needs mpi4py and an MPI library: "
                           "pip install nbgrad[mpi]") from error
     _World.mpi, _World.comm = MPI, MPI.COMM_WORLD
+    backward_ahead.enabled = False  # the ranks have the cores: no compile helpers
     if _World.comm.Get_size() > 1:
         sys.excepthook = _aborting_hook(sys.excepthook)
 

@@ -38,6 +38,7 @@ import numpy as np
 from .autograd import grad_mode
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
+from .compiling import backward_ahead, compiles
 from .tensor import Tensor
 
 _node_count = count()
@@ -53,7 +54,7 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "input_arrays", "params",
-                 "saved_tensors", "output_meta", "released", "seq", "__dict__")
+                 "saved_tensors", "output_meta", "released", "seq", "ahead", "__dict__")
 
     def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...],
                  input_arrays: list, params: dict):
@@ -66,6 +67,7 @@ class Context:
         self.output_meta: tuple | None = None
         self.released = False
         self.seq = next(_node_count)
+        self.ahead = 0  # the ticket of this call's backward in the compile helper, if sent
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
@@ -134,7 +136,11 @@ class Function:
                 needs.append(False)
         record = True in needs
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
+        compiled = compiles.started
         out = cls.forward(ctx, *arrays, **params)
+        if record and compiles.started != compiled:
+            # a first use: the helper compiles this backward while the forward goes on
+            ctx.ahead = backward_ahead.submit(cls, arrays, ctx.needs_input_grad, params)
         if anomaly.enabled:
             check_forward(ctx.name, arrays, out if isinstance(out, tuple) else (out,))
             if record:

@@ -7,6 +7,11 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
+# The tests count the compiles of this process, so the helper that compiles backward
+# passes alongside (nbgrad.compiling.BackwardAhead) stays off; test_compiling.py runs it
+# in subprocesses of its own.
+os.environ["NBGRAD_COMPILE_AHEAD"] = "0"
+
 # First calls compile Numba kernels, so no per-example deadline; CI draws fewer examples.
 settings.register_profile("dev", deadline=None, max_examples=40,
                           suppress_health_check=[HealthCheck.too_slow])

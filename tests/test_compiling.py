@@ -160,3 +160,56 @@ def test_ops_registered_outside_nbgrad_stay_in_this_process():
             "test_local_square")
     finally:
         del nb.REGISTRY["test_local_square"]
+
+
+_AHEAD_SCRIPT = """
+import sys
+import numpy as np
+import nbgrad as nb
+from nbgrad.compiling import backward_ahead, recording_compiles
+
+with open(sys.argv[1], "a") as runs:
+    runs.write("ran\\n")
+x = nb.tensor(np.linspace(-2.0, 2.0, 7), requires_grad=True)
+y = nb.tanh(x)
+print("helper done:", backward_ahead.wait(300), "calls:", backward_ahead.sent)
+with recording_compiles() as rec:
+    y.backward(nb.tensor(np.ones(7)))
+print("backward compiles:", sorted({k for k, _, depth in rec.records if depth == 0}))
+assert np.allclose(x.grad.numpy(), 1 - np.tanh(np.linspace(-2.0, 2.0, 7)) ** 2)
+"""
+
+
+@pytest.mark.parametrize("ahead", ["1", "0"])
+def test_the_helper_compiles_the_backward_while_the_forward_goes_on(tmp_path, ahead):
+    script, runs = tmp_path / "train.py", tmp_path / "runs.txt"
+    script.write_text(_AHEAD_SCRIPT)  # no __main__ guard: the helper must not run it
+    done = subprocess.run([sys.executable, str(script), str(runs)], capture_output=True,
+                          text=True, timeout=600,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+                                   NBGRAD_COMPILE_AHEAD=ahead))
+    assert done.returncode == 0, done.stderr
+    assert runs.read_text() == "ran\n"
+    lines = done.stdout.splitlines()
+    if ahead == "1":
+        assert lines == ["helper done: True calls: 1", "backward compiles: []"]
+    else:
+        assert lines[0] == "helper done: True calls: 0"
+        assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
+
+
+def test_the_helper_skips_what_it_cannot_send():
+    from nbgrad.compiling import BackwardAhead
+    from nbgrad.function import REGISTRY
+
+    class Twice(nb.Function):  # not registered: a fresh interpreter would not know it
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * x
+
+    helper = BackwardAhead()
+    helper.enabled = True
+    helper.submit(Twice, [np.ones(3)], (True,), {})
+    helper.submit(REGISTRY["tanh"], [np.ones(3)], (True,), {"unpicklable": lambda: 0})
+    assert helper.sent == 0 and helper.process is None
+    assert helper.wait(0)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..compiling import backward_ahead
 from ..kernels.broadcast_sum import sum_to_shape
 from . import hooks
 from .anomaly import check_backward
@@ -75,6 +76,8 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
         grads = [g if g is not None else _zeros(shape, dtype, create_graph, like)
                  for g, (shape, dtype) in zip(grads, node.output_meta)]
     if not create_graph:
+        if node.ahead:
+            backward_ahead.join(node.ahead)
         in_grads = node.fn.backward(node, *grads)
     else:
         if not node.fn.has_vjp():
