@@ -11,13 +11,10 @@ which this module listens to.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import multiprocessing
 import os
 import pickle
-import queue
-import subprocess
 import sys
 import threading
 import time
@@ -27,6 +24,8 @@ from typing import Any
 import numpy as np
 from numba.core import event
 from numba.core.registry import CPUDispatcher
+
+from .compile_ahead import backward_ahead, default_jobs
 
 #: A compile that is still running after this many seconds is announced on stderr, once
 #: per op and process. ``NBGRAD_COMPILE_NOTICE_SECONDS`` sets it; a negative value turns
@@ -54,25 +53,20 @@ def _op_being_run() -> str | None:
 
 
 class _Notice(event.Listener):
-    """Counts the outermost nbgrad compiles (``started``) and starts a timer when one
-    starts; if the compile is still running when it fires, says once which op is waiting
-    for it."""
+    """Starts a timer when an outermost nbgrad compile starts; if the compile is still
+    running when it fires, says once which op is waiting for it."""
 
     def __init__(self) -> None:
         self.depth = 0
-        self.started = 0
         self.timer: threading.Timer | None = None
         self.announced: set[str] = set()
 
     def on_start(self, ev: event.Event) -> None:
         self.depth += 1
-        if self.depth > 1:
+        if self.depth > 1 or NOTICE_SECONDS < 0:
             return
         kernel = _kernel_name(ev.data["dispatcher"])
         if not kernel.startswith("nbgrad."):
-            return
-        self.started += 1
-        if NOTICE_SECONDS < 0:
             return
         what = _op_being_run() or kernel.rsplit(".", 1)[0].removeprefix("nbgrad.kernels.")
         if what in self.announced:
@@ -124,113 +118,12 @@ def recording_compiles() -> Iterator[CompileRecorder]:
         yield recorder
 
 
-#: The notice listener; ``compiles.started`` counts nbgrad's outermost compiles.
-compiles = _Notice()
-event.register("numba:compile", compiles)
-
-
-# -- the backward, compiled ahead ---------------------------------------------------------
-
-#: Pickled arguments of one op call above this many bytes are not sent to the helper.
-AHEAD_MAX_BYTES = 64 << 20
-
-
-class BackwardAhead:
-    """A helper process that compiles the kernels of an op's backward while this process
-    goes on with the forward pass (docs/compiling.md#the-backward-compiled-ahead).
-
-    ``Function.apply`` hands it every call whose forward compiled a kernel and that is
-    recorded for a gradient: the op's name, its inputs and parameters. The helper runs
-    the same call forward (its kernels by then in the disk cache) and backward with an
-    all-ones output gradient, so it compiles exactly the backward kernels these shapes
-    select, into the shared cache, on the other core. When this process gets to that
-    backward, Numba finds the kernels in the cache (or waits for the helper, if it is
-    compiling that very call; ``join``). The helper is a fresh interpreter (``python -c``,
-    so the user's script is not run again), started on the first call and killed when
-    this process exits. Off when ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up
-    and check workers, and under ``nbgrad.distributed`` (its ranks fill the cores)."""
-
-    def __init__(self) -> None:
-        self.enabled = (os.environ.get("NBGRAD_COMPILE_AHEAD", "1") != "0"
-                        and default_jobs() > 1)
-        self.process: subprocess.Popen | None = None
-        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
-        self.finished = threading.Condition()
-        self.sent = 0
-        self.done = 0
-        self.ended = False
-
-    def submit(self, fn: type, arrays: list, needs: tuple[bool, ...], params: dict) -> int:
-        """Send one recorded call of ``fn`` (a registered nbgrad op) to the helper and
-        return its ticket (1, 2, ... in the order sent); 0 for a call not sent: helper
-        off, another Function, arguments unpicklable or larger than ``AHEAD_MAX_BYTES``."""
-        from .function import REGISTRY
-
-        name = fn.op_name
-        if (not self.enabled or REGISTRY.get(name) is not fn
-                or not fn.__module__.startswith("nbgrad.")):
-            return 0
-        try:
-            payload = pickle.dumps((name, arrays, needs, params), pickle.HIGHEST_PROTOCOL)
-        except Exception:  # an argument that does not pickle: that backward compiles here
-            return 0
-        if len(payload) > AHEAD_MAX_BYTES:
-            return 0
-        if self.process is None:
-            self._start()
-        self.sent += 1
-        self.outbox.put(payload)
-        return self.sent
-
-    def join(self, ticket: int) -> None:
-        """Before the backward of call ``ticket``: if the helper is working on that very
-        call, wait for it, since it compiles what this backward would (a call still queued
-        behind others compiles here instead)."""
-        with self.finished:
-            if self.done == ticket - 1:
-                self.finished.wait_for(lambda: self.done >= ticket or self.ended)
-
-    def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for the helper to finish every call sent so far;
-        whether it did."""
-        with self.finished:
-            return self.finished.wait_for(lambda: self.done >= self.sent, timeout)
-
-    def _start(self) -> None:
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
-        env = dict(os.environ, NBGRAD_COMPILE_AHEAD="0", NBGRAD_COMPILE_NOTICE_SECONDS="-1",
-                   PYTHONPATH=os.pathsep.join(path))
-        self.process = subprocess.Popen(
-            [sys.executable, "-c", "from nbgrad.compiling import _compile_backwards; "
-                                   "_compile_backwards()"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
-        atexit.register(self.process.kill)
-        # the pipe is written and read by threads: a helper busy compiling never blocks
-        # this process
-        threading.Thread(target=self._write, args=(self.process.stdin,), daemon=True).start()
-        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
-
-    def _write(self, pipe: Any) -> None:
-        with contextlib.suppress(OSError):  # the helper ended: the calls compile here
-            while True:
-                payload = self.outbox.get()
-                pipe.write(len(payload).to_bytes(8, "little") + payload)
-                pipe.flush()
-
-    def _read(self, pipe: Any) -> None:
-        for _ in pipe:
-            with self.finished:
-                self.done += 1
-                self.finished.notify_all()
-        with self.finished:  # the helper ended (this process is exiting, or it failed)
-            self.enabled, self.ended = False, True
-            self.finished.notify_all()
+event.register("numba:compile", _Notice())
 
 
 def _compile_backwards() -> None:
-    """The helper's loop (``BackwardAhead``): read each call from stdin, run it forward
-    and backward, write a line to stdout; ends at the end of stdin."""
+    """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
+    run it forward and backward, write a line to stdout; ends at the end of stdin."""
     from .function import REGISTRY
     from .tensor import Tensor
 
@@ -358,17 +251,6 @@ def map_in_workers(fn: Callable, items: Sequence, jobs: int, desc: str | None) -
 def _no_backward_ahead() -> None:
     """Worker initialiser: the workers compile side by side already, without helpers."""
     backward_ahead.enabled = False
-
-
-def default_jobs() -> int:
-    """Worker processes by default: one per core this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
-#: The helper of this process (``BackwardAhead``).
-backward_ahead = BackwardAhead()
 
 
 def workers_for(names: Sequence[str], jobs: int) -> int:

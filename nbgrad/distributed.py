@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .autograd.grad_mode import no_grad
-from .compiling import backward_ahead
+from .compile_ahead import backward_ahead
 from .nn.module import Module
 from .nn.parameter import Parameter
 from .tensor import Tensor

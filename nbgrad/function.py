@@ -38,7 +38,7 @@ import numpy as np
 from .autograd import grad_mode
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
-from .compiling import backward_ahead, compiles
+from .compile_ahead import backward_ahead, compiles
 from .tensor import Tensor
 
 _node_count = count()
@@ -138,9 +138,10 @@ class Function:
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
         compiled = compiles.started
         out = cls.forward(ctx, *arrays, **params)
-        if record and compiles.started != compiled:
+        if record and compiles.started != compiled and _is_nbgrad_op(cls):
             # a first use: the helper compiles this backward while the forward goes on
-            ctx.ahead = backward_ahead.submit(cls, arrays, ctx.needs_input_grad, params)
+            ctx.ahead = backward_ahead.submit(cls.op_name, arrays, ctx.needs_input_grad,
+                                              params)
         if anomaly.enabled:
             check_forward(ctx.name, arrays, out if isinstance(out, tuple) else (out,))
             if record:
@@ -151,6 +152,12 @@ class Function:
                 return tuple([Tensor._wrap(o, ctx, i) for i, o in enumerate(out)])
             return tuple([Tensor._wrap(o, None, 0) for o in out])
         return Tensor._wrap(out, ctx if record else None, 0)
+
+
+def _is_nbgrad_op(fn: type[Function]) -> bool:
+    """Whether ``fn`` is registered by nbgrad's own modules (what a fresh interpreter that
+    imports nbgrad knows by name)."""
+    return REGISTRY.get(fn.op_name) is fn and fn.__module__.startswith("nbgrad.")
 
 
 class Sample:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..compiling import backward_ahead
+from ..compile_ahead import backward_ahead
 from ..kernels.broadcast_sum import sum_to_shape
 from . import hooks
 from .anomaly import check_backward

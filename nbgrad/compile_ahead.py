@@ -1,0 +1,143 @@
+"""The compile helper's side in this process: a count of nbgrad's compiles and
+``BackwardAhead``, which hands an op's first-use calls to a helper process that compiles
+their backward kernels (docs/compiling.md#the-backward-compiled-ahead; the helper's own
+loop is ``nbgrad.compiling._compile_backwards``). Imports nothing of nbgrad, so that
+``function`` and the autograd engine can use it."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pickle
+import queue
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from numba.core import event
+
+
+def default_jobs() -> int:
+    """Worker processes by default: one per core this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+class CompileCount(event.Listener):
+    """``started``: how many outermost compiles of nbgrad kernels have begun."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.started = 0
+
+    def on_start(self, ev: event.Event) -> None:
+        self.depth += 1
+        if self.depth == 1 and ev.data["dispatcher"].py_func.__module__.startswith("nbgrad."):
+            self.started += 1
+
+    def on_end(self, ev: event.Event) -> None:
+        self.depth -= 1
+
+
+compiles = CompileCount()
+event.register("numba:compile", compiles)
+
+
+#: Pickled arguments of one op call above this many bytes are not sent to the helper.
+AHEAD_MAX_BYTES = 64 << 20
+
+
+class BackwardAhead:
+    """A helper process that compiles the kernels of an op's backward while this process
+    goes on with the forward pass (docs/compiling.md#the-backward-compiled-ahead).
+
+    ``Function.apply`` hands it every call whose forward compiled a kernel and that is
+    recorded for a gradient: the op's name, its inputs and parameters. The helper runs
+    the same call forward (its kernels by then in the disk cache) and backward with an
+    all-ones output gradient, so it compiles exactly the backward kernels these shapes
+    select, into the shared cache, on the other core. When this process gets to that
+    backward, Numba finds the kernels in the cache (or waits for the helper, if it is
+    compiling that very call; ``join``). The helper is a fresh interpreter (``python -c``,
+    so the user's script is not run again), started on the first call and killed when
+    this process exits. Off when ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up
+    and check workers, and under ``nbgrad.distributed`` (its ranks fill the cores)."""
+
+    def __init__(self) -> None:
+        self.enabled = (os.environ.get("NBGRAD_COMPILE_AHEAD", "1") != "0"
+                        and default_jobs() > 1)
+        self.process: subprocess.Popen | None = None
+        self.outbox: queue.SimpleQueue = queue.SimpleQueue()
+        self.finished = threading.Condition()
+        self.sent = 0
+        self.done = 0
+        self.ended = False
+
+    def submit(self, name: str, arrays: list, needs: tuple[bool, ...], params: dict) -> int:
+        """Send one recorded call of the op registered as ``name`` in nbgrad's modules to
+        the helper and return its ticket (1, 2, ... in the order sent); 0 for a call not
+        sent: helper off, arguments unpicklable or larger than ``AHEAD_MAX_BYTES``."""
+        if not self.enabled:
+            return 0
+        try:
+            payload = pickle.dumps((name, arrays, needs, params), pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an argument that does not pickle: that backward compiles here
+            return 0
+        if len(payload) > AHEAD_MAX_BYTES:
+            return 0
+        if self.process is None:
+            self._start()
+        self.sent += 1
+        self.outbox.put(payload)
+        return self.sent
+
+    def join(self, ticket: int) -> None:
+        """Before the backward of call ``ticket``: if the helper is working on that very
+        call, wait for it, since it compiles what this backward would (a call still queued
+        behind others compiles here instead)."""
+        with self.finished:
+            if self.done == ticket - 1:
+                self.finished.wait_for(lambda: self.done >= ticket or self.ended)
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the helper to finish every call sent so far;
+        whether it did."""
+        with self.finished:
+            return self.finished.wait_for(lambda: self.done >= self.sent, timeout)
+
+    def _start(self) -> None:
+        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
+        env = dict(os.environ, NBGRAD_COMPILE_AHEAD="0", NBGRAD_COMPILE_NOTICE_SECONDS="-1",
+                   PYTHONPATH=os.pathsep.join(path))
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", "from nbgrad.compiling import _compile_backwards; "
+                                   "_compile_backwards()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        atexit.register(self.process.kill)
+        # the pipe is written and read by threads: a helper busy compiling never blocks
+        # this process
+        threading.Thread(target=self._write, args=(self.process.stdin,), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.process.stdout,), daemon=True).start()
+
+    def _write(self, pipe: Any) -> None:
+        with contextlib.suppress(OSError):  # the helper ended: the calls compile here
+            while True:
+                payload = self.outbox.get()
+                pipe.write(len(payload).to_bytes(8, "little") + payload)
+                pipe.flush()
+
+    def _read(self, pipe: Any) -> None:
+        for _ in pipe:
+            with self.finished:
+                self.done += 1
+                self.finished.notify_all()
+        with self.finished:  # the helper ended (this process is exiting, or it failed)
+            self.enabled, self.ended = False, True
+            self.finished.notify_all()
+
+
+#: The helper of this process.
+backward_ahead = BackwardAhead()
