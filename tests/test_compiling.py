@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -196,6 +197,46 @@ def test_the_helper_compiles_the_backward_while_the_forward_goes_on(tmp_path, ah
     else:
         assert lines[0] == "helper done: True calls: 0"
         assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
+
+
+_HELPER_ENDS_SCRIPT = """
+import numpy as np
+import nbgrad as nb
+from nbgrad.compiling import backward_ahead
+
+x = nb.tensor(np.linspace(-2.0, 2.0, 7), requires_grad=True)
+y = nb.tanh(x)
+print(backward_ahead.process.pid, flush=True)
+if KILL:
+    backward_ahead.process.kill()  # a helper that dies mid-call: no wait for it
+y.backward(nb.tensor(np.ones(7)))
+assert np.allclose(x.grad.numpy(), 1 - np.tanh(np.linspace(-2.0, 2.0, 7)) ** 2)
+"""
+
+
+@pytest.mark.parametrize("kill", [True, False])
+def test_the_helper_ends_with_its_process_and_a_dead_helper_is_not_waited_for(tmp_path,
+                                                                              kill):
+    done = subprocess.run([sys.executable, "-c", f"KILL = {kill}\n" + _HELPER_ENDS_SCRIPT],
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path),
+                                   NBGRAD_COMPILE_AHEAD="1"))
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    for _ in range(50):  # killed at exit; the kernel removes it from the table at once
+        if not os.path.exists(f"/proc/{pid}") or "Z" in _state(pid):
+            break
+        time.sleep(0.1)
+    assert not os.path.exists(f"/proc/{pid}") or "Z" in _state(pid)
+
+
+def _state(pid: int) -> str:
+    """The process state letter from /proc (Z for a zombie), '' once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return ""
 
 
 def test_the_helper_skips_what_it_cannot_send():
