@@ -1,47 +1,52 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
-from . import autograd, compiling, data, nn, optim, testing
-from .autograd import (
-    detect_anomaly,
-    enable_grad,
-    grad,
-    is_anomaly_enabled,
-    is_grad_enabled,
-    no_grad,
-    set_detect_anomaly,
-    set_grad_enabled,
-)
-from .compiling import warmup
-from .function import REGISTRY, Context, Function, Sample, register
-from .ops.activation import *  # noqa: F403
-from .ops.conv import *  # noqa: F403
-from .ops.elementwise import *  # noqa: F403
-from .ops.gram_schmidt import *  # noqa: F403
-from .ops.graph import *  # noqa: F403
-from .ops.indexing import *  # noqa: F403
-from .ops.laplace import *  # noqa: F403
-from .ops.loss import *  # noqa: F403
-from .ops.matmul import *  # noqa: F403
-from .ops.norm import *  # noqa: F403
-from .ops.pad import *  # noqa: F403
-from .ops.pool import *  # noqa: F403
-from .ops.reduce import *  # noqa: F403
-from .ops.select import *  # noqa: F403
-from .ops.shape import *  # noqa: F403
-from .ops.spectral import *  # noqa: F403
-from .rng import manual_seed
-from .serialization import load, save
-from .tensor import (
-    Tensor,
-    full,
-    ones,
-    ones_like,
-    rand,
-    randn,
-    tensor,
-    zeros,
-    zeros_like,
-)
-from .threads import get_num_threads, set_num_threads
+from . import startup
+
+with startup.collector_paused():
+    from . import autograd, compiling, data, nn, optim, testing
+    from .autograd import (
+        detect_anomaly,
+        enable_grad,
+        grad,
+        is_anomaly_enabled,
+        is_grad_enabled,
+        no_grad,
+        set_detect_anomaly,
+        set_grad_enabled,
+    )
+    from .compiling import warmup
+    from .function import REGISTRY, Context, Function, Sample, register
+    from .ops.activation import *  # noqa: F403
+    from .ops.conv import *  # noqa: F403
+    from .ops.elementwise import *  # noqa: F403
+    from .ops.gram_schmidt import *  # noqa: F403
+    from .ops.graph import *  # noqa: F403
+    from .ops.indexing import *  # noqa: F403
+    from .ops.laplace import *  # noqa: F403
+    from .ops.loss import *  # noqa: F403
+    from .ops.matmul import *  # noqa: F403
+    from .ops.norm import *  # noqa: F403
+    from .ops.pad import *  # noqa: F403
+    from .ops.pool import *  # noqa: F403
+    from .ops.reduce import *  # noqa: F403
+    from .ops.select import *  # noqa: F403
+    from .ops.shape import *  # noqa: F403
+    from .ops.spectral import *  # noqa: F403
+    from .rng import manual_seed
+    from .serialization import load, save
+    from .tensor import (
+        Tensor,
+        full,
+        ones,
+        ones_like,
+        rand,
+        randn,
+        tensor,
+        zeros,
+        zeros_like,
+    )
+    from .threads import get_num_threads, set_num_threads
+
+    startup.ready_numba()
 
 __version__ = "0.1.0"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import spectral as kernels
 from ..kernels._jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands
@@ -26,14 +27,6 @@ from ._args import float_operands
 # The spectral kernels' unit of work is a grid point of a slice (FFT) or a complex
 # multiply-add (mixing); below this the serial forms run.
 _PARALLEL_MIN = 1 << 15
-
-
-def _kernels() -> Any:
-    """kernels/spectral.py, imported on first use: it loads rocket-fft and with it
-    scipy.fft, a quarter of a second that ``import nbgrad`` should not pay."""
-    from ..kernels import spectral
-
-    return spectral
 
 
 # -- array helpers (x as [B, C, H, W], weights as [nblk, Cin, Cout, m1, m2]) ----------------
@@ -47,7 +40,7 @@ def _spectrum(x: np.ndarray, nblk: int, m1: int, m2: int) -> tuple[np.ndarray, n
     x3 = np.ascontiguousarray(x).reshape(B * C, H, W)
     re = np.empty((B * C, nblk, m1, m2), x.dtype)
     im = np.empty_like(re)
-    for_work(_kernels().rfft_modes, x.size, _PARALLEL_MIN)(
+    for_work(kernels.rfft_modes, x.size, _PARALLEL_MIN)(
         x3, m1, nblk, _complex_like(x.dtype), re, im)
     return re.reshape(B, C, nblk, m1 * m2), im.reshape(B, C, nblk, m1 * m2)
 
@@ -57,7 +50,7 @@ def _synthesis(re: np.ndarray, im: np.ndarray, m1: int, hw: tuple) -> np.ndarray
     B, C, nblk, M = re.shape
     out = np.empty((B * C, hw[0], hw[1]), re.dtype)
     shape = (B * C, nblk, m1, M // m1)
-    for_work(_kernels().irfft_modes, out.size, _PARALLEL_MIN)(
+    for_work(kernels.irfft_modes, out.size, _PARALLEL_MIN)(
         re.reshape(shape), im.reshape(shape), _complex_like(re.dtype), out)
     return out.reshape(B, C, hw[0], hw[1])
 
@@ -68,7 +61,7 @@ def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]
     P = w_re.shape[1] if adjoint else w_re.shape[2]
     out_re = np.empty((B, P, nblk, M), a_re.dtype)
     out_im = np.empty_like(out_re)
-    for_work(_kernels().mix_modes, B * P * Q * nblk * M, _PARALLEL_MIN)(
+    for_work(kernels.mix_modes, B * P * Q * nblk * M, _PARALLEL_MIN)(
         a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
     return out_re, out_im
 
@@ -92,7 +85,7 @@ def _weight_grad(x_re, x_im, g_re, g_im, hw: tuple, m1: int) -> tuple[np.ndarray
     out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
     out_im = np.empty_like(out_re)
     scale = _weight_scale(hw, m1, M // m1, x_re.dtype)
-    for_work(_kernels().weight_grad_modes, B * Cin * Cout * nblk * M, _PARALLEL_MIN)(
+    for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, _PARALLEL_MIN)(
         x_re, x_im, g_re, g_im, scale, out_re, out_im)
     return out_re, out_im
 
