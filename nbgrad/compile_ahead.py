@@ -60,10 +60,12 @@ class BackwardAhead:
     all-ones output gradient, so it compiles exactly the backward kernels these shapes
     select, into the shared cache, on the other core. When this process gets to that
     backward, Numba finds the kernels in the cache (or waits for the helper, if it is
-    compiling that very call; ``join``). The helper is a fresh interpreter (``python -c``,
-    so the user's script is not run again), started on the first call and killed when
-    this process exits. Off when ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up
-    and check workers, and under ``nbgrad.distributed`` (its ranks fill the cores)."""
+    compiling that very call; ``join``). An optimiser whose construction compiled a
+    kernel hands it a step on copies of its parameters in the same way (``submit_step``).
+    The helper is a fresh interpreter (``python -c``, so the user's script is not run
+    again), started on the first call and killed when this process exits. Off when
+    ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up and check workers, and under
+    ``nbgrad.distributed`` (its ranks fill the cores)."""
 
     def __init__(self) -> None:
         self.enabled = (os.environ.get("NBGRAD_COMPILE_AHEAD", "1") != "0"
@@ -79,11 +81,20 @@ class BackwardAhead:
         """Send one recorded call of the op registered as ``name`` in nbgrad's modules to
         the helper and return its ticket (1, 2, ... in the order sent); 0 for a call not
         sent: helper off, arguments unpicklable or larger than ``AHEAD_MAX_BYTES``."""
+        return self._send(("op", name, arrays, needs, params))
+
+    def submit_step(self, optimizer: str, groups: list[tuple[list, dict]]) -> int:
+        """Send a step of the optimiser ``optimizer`` (a class of ``nbgrad.optim``) with
+        ``groups``, one (parameter arrays, options) per param group; its ticket as for
+        ``submit``."""
+        return self._send(("step", optimizer, groups))
+
+    def _send(self, call: tuple) -> int:
         if not self.enabled:
             return 0
         try:
-            payload = pickle.dumps((name, arrays, needs, params), pickle.HIGHEST_PROTOCOL)
-        except Exception:  # an argument that does not pickle: that backward compiles here
+            payload = pickle.dumps(call, pickle.HIGHEST_PROTOCOL)
+        except Exception:  # an argument that does not pickle: that call compiles here
             return 0
         if len(payload) > AHEAD_MAX_BYTES:
             return 0

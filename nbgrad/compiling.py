@@ -123,17 +123,39 @@ event.register("numba:compile", _Notice())
 
 def _compile_backwards() -> None:
     """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
-    run it forward and backward, write a line to stdout; ends at the end of stdin."""
+    run it (``_op_backward`` or ``_optimizer_step``), write a line to stdout; ends at the
+    end of stdin."""
+    run = {"op": _op_backward, "step": _optimizer_step}
+    calls = sys.stdin.buffer
+    while size := int.from_bytes(calls.read(8), "little"):
+        kind, *call = pickle.loads(calls.read(size))
+        with contextlib.suppress(Exception):  # the parent's own call reports any error
+            run[kind](*call)
+        print(kind, flush=True)
+
+
+def _op_backward(name: str, arrays: list, needs: tuple[bool, ...], params: dict) -> None:
+    """The op ``name`` forward on ``arrays`` and backward with all-ones gradients."""
     from .function import REGISTRY
     from .tensor import Tensor
 
-    calls = sys.stdin.buffer
-    while size := int.from_bytes(calls.read(8), "little"):
-        name, arrays, needs, params = pickle.loads(calls.read(size))
-        inputs = [Tensor(a, requires_grad=True) if need else a for a, need in zip(arrays, needs)]
-        with contextlib.suppress(Exception):  # the parent's own call reports any error
-            backward_of_ones(REGISTRY[name].apply(*inputs, **params), inputs)
-        print(name, flush=True)
+    inputs = [Tensor(a, requires_grad=True) if need else a for a, need in zip(arrays, needs)]
+    backward_of_ones(REGISTRY[name].apply(*inputs, **params), inputs)
+
+
+def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:
+    """One step of ``nbgrad.optim.<optimizer>`` over the param groups (arrays, options)
+    with all-ones gradients: the same sizes and dtypes select the same kernels."""
+    from . import optim
+    from .tensor import Tensor
+
+    param_groups = []
+    for arrays, options in groups:
+        params = [Tensor(a, requires_grad=True) for a in arrays]
+        for p in params:
+            p.grad = Tensor(np.ones_like(p.data))
+        param_groups.append({"params": params, **options})
+    getattr(optim, optimizer)(param_groups).step()
 
 
 def backward_of_ones(result: Any, inputs: list) -> None:

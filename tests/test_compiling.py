@@ -199,6 +199,40 @@ def test_the_helper_compiles_the_backward_while_the_forward_goes_on(tmp_path, ah
         assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
 
 
+_STEP_AHEAD_SCRIPT = """
+import numpy as np
+import nbgrad as nb
+from nbgrad.compiling import backward_ahead, recording_compiles
+
+w = nb.tensor(np.linspace(-1.0, 1.0, 6).reshape(2, 3), requires_grad=True)
+b = nb.tensor(np.zeros(2), requires_grad=True)
+opt = nb.optim.SGD([{"params": [w], "lr": 0.5}, {"params": [b]}], lr=0.1, momentum=0.9)
+print("helper done:", backward_ahead.wait(300), "calls:", backward_ahead.sent)
+w.grad = nb.tensor(np.full((2, 3), 2.0))
+b.grad = nb.tensor(np.ones(2))
+with recording_compiles() as rec:
+    opt.step()
+print("step compiles:", sorted({k for k, _, depth in rec.records if depth == 0}))
+assert np.array_equal(w.numpy(), np.linspace(-1.0, 1.0, 6).reshape(2, 3) - 0.5 * 2.0)
+assert np.array_equal(b.numpy(), -0.1 * np.ones(2))
+"""
+
+
+@pytest.mark.parametrize("ahead", ["1", "0"])
+def test_the_helper_compiles_the_optimizer_step_of_a_new_optimizer(tmp_path, ahead):
+    done = subprocess.run([sys.executable, "-c", _STEP_AHEAD_SCRIPT], capture_output=True,
+                          text=True, timeout=600,
+                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path),
+                                   NBGRAD_COMPILE_AHEAD=ahead))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    if ahead == "1":
+        assert lines == ["helper done: True calls: 1", "step compiles: []"]
+    else:
+        assert lines[0] == "helper done: True calls: 0"
+        assert "nbgrad.kernels.optim.sgd_step_serial" in lines[1]
+
+
 _HELPER_ENDS_SCRIPT = """
 import numpy as np
 import nbgrad as nb
