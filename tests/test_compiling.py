@@ -185,18 +185,30 @@ assert np.allclose(x.grad.numpy(), 1 - np.tanh(np.linspace(-2.0, 2.0, 7)) ** 2)
 def test_the_helper_compiles_the_backward_while_the_forward_goes_on(tmp_path, ahead):
     script, runs = tmp_path / "train.py", tmp_path / "runs.txt"
     script.write_text(_AHEAD_SCRIPT)  # no __main__ guard: the helper must not run it
-    done = subprocess.run([sys.executable, str(script), str(runs)], capture_output=True,
-                          text=True, timeout=600,
-                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"),
-                                   NBGRAD_COMPILE_AHEAD=ahead))
-    assert done.returncode == 0, done.stderr
+    lines = _run_on_empty_cache([str(script), str(runs)], tmp_path / "cache", ahead)
     assert runs.read_text() == "ran\n"
-    lines = done.stdout.splitlines()
+    _check_compiled_ahead(lines, ahead, "backward",
+                          "nbgrad.kernels.activation.tanh_backward_serial")
+
+
+def _run_on_empty_cache(args: list[str], cache, ahead: str) -> list[str]:
+    """The stdout lines of ``python *args`` on the empty cache directory ``cache``, with
+    the helper on (``ahead`` "1") or off ("0")."""
+    done = subprocess.run([sys.executable, *args], capture_output=True, text=True,
+                          timeout=600, env=dict(os.environ, NUMBA_CACHE_DIR=str(cache),
+                                                NBGRAD_COMPILE_AHEAD=ahead))
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+def _check_compiled_ahead(lines: list[str], ahead: str, stage: str, kernel: str) -> None:
+    """With the helper: one call sent, and nothing compiled at ``stage``. Without it (the
+    control): no call sent, and ``kernel`` compiled at ``stage``."""
     if ahead == "1":
-        assert lines == ["helper done: True calls: 1", "backward compiles: []"]
+        assert lines == ["helper done: True calls: 1", f"{stage} compiles: []"]
     else:
         assert lines[0] == "helper done: True calls: 0"
-        assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
+        assert kernel in lines[1]
 
 
 _STEP_AHEAD_SCRIPT = """
@@ -220,17 +232,8 @@ assert np.array_equal(b.numpy(), -0.1 * np.ones(2))
 
 @pytest.mark.parametrize("ahead", ["1", "0"])
 def test_the_helper_compiles_the_optimizer_step_of_a_new_optimizer(tmp_path, ahead):
-    done = subprocess.run([sys.executable, "-c", _STEP_AHEAD_SCRIPT], capture_output=True,
-                          text=True, timeout=600,
-                          env=dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path),
-                                   NBGRAD_COMPILE_AHEAD=ahead))
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
-    if ahead == "1":
-        assert lines == ["helper done: True calls: 1", "step compiles: []"]
-    else:
-        assert lines[0] == "helper done: True calls: 0"
-        assert "nbgrad.kernels.optim.sgd_step_serial" in lines[1]
+    lines = _run_on_empty_cache(["-c", _STEP_AHEAD_SCRIPT], tmp_path, ahead)
+    _check_compiled_ahead(lines, ahead, "step", "nbgrad.kernels.optim.sgd_step_serial")
 
 
 _HELPER_ENDS_SCRIPT = """
