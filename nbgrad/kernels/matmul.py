@@ -503,8 +503,11 @@ def tiled_size(M: int, N: int, nr: int) -> int:
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``: Numba compiles a kernel once per combination of
-    writable and read-only arguments, and ``_product`` is the longest compile there is."""
+    """``a`` if it is read-only, else a read-only view of it: Numba compiles a kernel once
+    per combination of writable and read-only arguments, and ``_product`` is the longest
+    compile there is."""
+    if not a.flags.writeable:
+        return a
     view = a.view()
     view.flags.writeable = False
     return view

@@ -13,6 +13,7 @@ docs/derivations.md#matrix-product.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -42,12 +43,17 @@ def _c_stack(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool]:
     return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:]), transposed
 
 
+@functools.lru_cache(maxsize=256)
 def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
     """For each of the ``prod(batch)`` output batches (row-major), the index of the
-    operand batch (of shape ``own``, broadcast to ``batch``) that it reads."""
+    operand batch (of shape ``own``, broadcast to ``batch``) that it reads; read-only,
+    since a map depends on the shapes alone and is built once for them."""
     if own == batch:
-        return np.arange(math.prod(own))
-    return np.broadcast_to(np.arange(math.prod(own)).reshape(own), batch).ravel()
+        index = np.arange(math.prod(own))
+    else:
+        index = np.broadcast_to(np.arange(math.prod(own)).reshape(own), batch).ravel()
+    index.flags.writeable = False
+    return index
 
 
 def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
