@@ -253,6 +253,27 @@ def test_strided_views_and_zero_stride_upstream():
     np.testing.assert_allclose(broadcast_sum.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
 
 
+@given(rows=st.integers(2, 300), n=st.integers(2, 70), bias_first=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 99))
+def test_bias_rows_equal_numpy_bitwise(rows, n, bias_first, dtype, seed):
+    """A bias added to every row of a small matrix, and its gradient (the rows summed),
+    take the serial bias-row kernels: +, -, *, / equal NumPy's bit for bit, and the sum
+    equals NumPy's row-by-row accumulation (rows in order) bit for bit."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, n)).astype(dtype)
+    b = rng.standard_normal(n).astype(dtype)
+    u, v = (b, x) if bias_first else (x, b)
+    for op, ref in [(strided_apply.ADD, np.add), (strided_apply.SUB, np.subtract),
+                    (strided_apply.MUL, np.multiply), (strided_apply.DIV, np.divide)]:
+        assert_same_bits(strided_apply.broadcast_apply(op, u, v), ref(u, v))
+    in_row_order = np.zeros(n, dtype)
+    for row in x:
+        in_row_order += row
+    assert_same_bits(broadcast_sum.sum_to_shape(x, (n,)), in_row_order)
+    assert_same_bits(broadcast_sum.reduce_term(strided_apply.COPY, x, None, (n,), -2.0),
+                     in_row_order * dtype(-2.0))
+
+
 def test_fused_reduction_equals_materialised_reference():
     """Rule 5: reduce_term(op, g, w) (fused) == sum_to_shape(broadcast_apply(op, g, w))."""
     rng = np.random.default_rng(6)

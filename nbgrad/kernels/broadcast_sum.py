@@ -34,6 +34,7 @@ from ._jit import (
     SERIAL_IEEE_DIV_REASSOC_NSZ,
 )
 from .strided_apply import (
+    BIAS_ROWS_MAX,
     BLOCK,
     COPY,
     DIV,
@@ -129,6 +130,19 @@ def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
         o = ko * n + j0
         for i in range(m):
             part[c, o + i] = a[i]
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _reduce_rows(op, u, v, out, rows, us, vs):
+    """out[j] = sum over the rows r of f(u[r, j], v[r, j]) in row order, for u, v flat
+    [rows, n] (n = out.size) where an operand of row stride 0 (``us`` / ``vs``) is one
+    row that every row reads: a bias's gradient, without the general plan."""
+    n = out.size
+    for j in range(n):
+        out[j] = 0
+    for r in range(rows):
+        o = r * n
+        _accumulate(op, out, u[:n] if us == 0 else u[o:o + n], v[:n] if vs == 0 else v[o:o + n])
 
 
 @njit(**SERIAL_IEEE_DIV)
@@ -344,6 +358,13 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         out[...] = out.dtype.type(0) * out.dtype.type(scale)  # scale * (empty sum)
         return out
     sizes, fu, fv, (su, sv, sx) = _loop_nest(u, v, pshape, full_shape)
+    if (len(sizes) == 2 and sizes[0] * sizes[1] < BIAS_ROWS_MAX and sx == [0, 1]
+            and su[1] == sv[1] == 1 and su[0] in (0, sizes[1]) and sv[0] in (0, sizes[1])):
+        # rows summed into one row: the gradient of a bias (u, v whole rows or one row)
+        _reduce_rows(op, fu, fv, out.reshape(-1), sizes[0], su[0], sv[0])
+        if scale != 1:
+            _scale(out.reshape(-1), out.dtype.type(scale))
+        return out
     if not sizes:
         sizes, su, sv, sx = [1], [0], [0], [1]
     n = sizes[-1]

@@ -36,6 +36,10 @@ from .fastmath import log
 COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
 
 BLOCK = 2048  # lanes per inner block (private buffers stay in L1/L2)
+# Below this many elements, a bias added to every row, and a bias's gradient (the rows
+# summed into one), run serial kernels without the general plan (``_apply_bias_rows``,
+# broadcast_sum's ``_reduce_rows``); from there on the general parallel kernels run.
+BIAS_ROWS_MAX = PARALLEL_MIN
 
 
 # -- inner loops over contiguous slices ----------------------------------------------------
@@ -146,6 +150,17 @@ def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
             o = r * n + j0
             binary_block(op, out[o:o + m], ubuf[:m] if us == 0 else lanes(u, uo, us, j0, m, ubuf),
                    vbuf[:m] if vs == 0 else lanes(v, vo, vs, j0, m, vbuf))
+
+
+@njit(**SERIAL_IEEE_DIV)
+def _apply_bias_rows(op, u, v, out, n, us, vs):
+    """out[r, :] = f(u[r, :], v[r, :]) over the rows of out[rows, n] (flat), where an
+    operand of row stride 0 (``us`` / ``vs``) is one row of n that every row reads: a
+    bias added to each row, without the general plan's offsets and lane buffers."""
+    for o in range(0, out.size, n):
+        a = u[:n] if us == 0 else u[o:o + n]
+        b = v[:n] if vs == 0 else v[o:o + n]
+        binary_block(op, out[o:o + n], a, b)
 
 
 @njit(**PARALLEL_IEEE_DIV)
@@ -269,6 +284,9 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
         nest = leading_rows_nest(shape, [u.shape, v.shape])
     if nest is not None:
         fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
+        if len(sizes) == 2 and out.size < BIAS_ROWS_MAX:
+            _apply_bias_rows(op, fu, fv, out.reshape(-1), sizes[1], su[0], sv[0])
+            return out
     else:
         fu, su = flat_operand(u, len(shape))
         fv, sv = flat_operand(v, len(shape))
