@@ -291,3 +291,33 @@ def test_the_helper_skips_what_it_cannot_send():
     assert helper.submit("tanh", [np.ones(3)], (True,), {"unpicklable": lambda: 0}) == 0
     assert helper.sent == 0 and helper.process is None
     assert helper.wait(0)
+
+
+def test_only_nbgrad_optimizers_are_sent_to_the_helper(monkeypatch):
+    """A step is sent when building the optimiser compiled a kernel (here: the compile
+    count moves at every read), for nbgrad's own classes only: a fresh interpreter does
+    not know a subclass defined elsewhere."""
+    from nbgrad.optim import optimizer
+
+    class MovingCount:
+        reads = 0
+
+        @property
+        def started(self):
+            self.reads += 1
+            return self.reads
+
+    sent = []
+    monkeypatch.setattr(optimizer, "compiles", MovingCount())
+    monkeypatch.setattr(optimizer.backward_ahead, "submit_step",
+                        lambda name, groups: sent.append((name, groups)) or len(sent))
+
+    class OwnSGD(nb.optim.SGD):
+        pass
+
+    p = nb.tensor(np.ones(3), requires_grad=True)
+    OwnSGD([p], lr=0.1)
+    nb.optim.SGD([p], lr=0.1, momentum=0.5)
+    assert [name for name, _ in sent] == ["SGD"]
+    (arrays, options), = sent[0][1]
+    assert arrays[0] is p.data and options["momentum"] == 0.5 and "params" not in options
