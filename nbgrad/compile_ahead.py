@@ -61,9 +61,7 @@ class BackwardAhead:
     select, into the shared cache, on the other core. When this process gets to that
     backward, Numba finds the kernels in the cache (or waits for the helper, if it is
     compiling that very call; ``join``). An optimiser whose construction compiled a
-    kernel hands it, first, the GEMM block of its parameters' dtype, which nearly every
-    model's first product or convolution needs (``submit_gemm``), then a step on copies of
-    its parameters (``submit_step``).
+    kernel hands it a step on copies of its parameters in the same way (``submit_step``).
     The helper is a fresh interpreter (``python -c``, so the user's script is not run
     again), started on the first call and killed when this process exits. Off when
     ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up and check workers, and under
@@ -78,21 +76,12 @@ class BackwardAhead:
         self.sent = 0
         self.done = 0
         self.ended = False
-        self.gemm_tickets: dict[str, int] = {}
 
     def submit(self, name: str, arrays: list, needs: tuple[bool, ...], params: dict) -> int:
         """Send one recorded call of the op registered as ``name`` in nbgrad's modules to
         the helper and return its ticket (1, 2, ... in the order sent); 0 for a call not
         sent: helper off, arguments unpicklable or larger than ``AHEAD_MAX_BYTES``."""
         return self._send(("op", name, arrays, needs, params))
-
-    def submit_gemm(self, dtype: str) -> int:
-        """Send the compile of the GEMM block for ``dtype`` (``kernels.matmul``), which
-        a model's first matrix product or convolution would otherwise compile here; its
-        ticket, also kept in ``gemm_tickets`` for ``_provide_block`` to join."""
-        ticket = self._send(("gemm", dtype))
-        self.gemm_tickets[dtype] = ticket
-        return ticket
 
     def submit_step(self, optimizer: str, groups: list[tuple[list, dict]]) -> int:
         """Send a step of the optimiser ``optimizer`` (a class of ``nbgrad.optim``) with

@@ -123,9 +123,9 @@ event.register("numba:compile", _Notice())
 
 def _compile_backwards() -> None:
     """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
-    run it (``_op_backward``, ``_optimizer_step`` or ``_gemm_block``), write a line to
-    stdout; ends at the end of stdin."""
-    run = {"op": _op_backward, "step": _optimizer_step, "gemm": _gemm_block}
+    run it (``_op_backward`` or ``_optimizer_step``), write a line to stdout; ends at the
+    end of stdin."""
+    run = {"op": _op_backward, "step": _optimizer_step}
     calls = sys.stdin.buffer
     while size := int.from_bytes(calls.read(8), "little"):
         kind, *call = pickle.loads(calls.read(size))
@@ -141,13 +141,6 @@ def _op_backward(name: str, arrays: list, needs: tuple[bool, ...], params: dict)
 
     inputs = [Tensor(a, requires_grad=True) if need else a for a, need in zip(arrays, needs)]
     backward_of_ones(REGISTRY[name].apply(*inputs, **params), inputs)
-
-
-def _gemm_block(dtype: str) -> None:
-    """Compile (into the cache) the GEMM block's C function for ``dtype``."""
-    from .kernels.matmul import _provide_block
-
-    _provide_block(np.dtype(dtype))
 
 
 def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:

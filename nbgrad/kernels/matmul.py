@@ -61,7 +61,6 @@ from numba import (
 from numba.core import cgutils, errors
 from numba.extending import intrinsic, overload
 
-from ..compile_ahead import backward_ahead
 from . import _cache
 from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, plain
 from .gemm import stack_buffer
@@ -303,9 +302,7 @@ def _block_entry(xp, x0, x_t, yp, y0, y_t, outp, o0, M, N, K, r0, r1, c0, c1, de
 @cache
 def _provide_block(dtype: np.dtype) -> str:
     """Compile (or load from the cache) ``_block`` for ``dtype`` as a C function, make its
-    address known to the JIT linker under ``_block_name(dtype)``, and return that name.
-    If the compile helper is compiling it at this moment, wait and load its result."""
-    backward_ahead.join(backward_ahead.gemm_tickets.get(np.dtype(dtype).name, 0))
+    address known to the JIT linker under ``_block_name(dtype)``, and return that name."""
     pointer = types.CPointer(from_dtype(np.dtype(dtype)))
     signature = types.void(pointer, _U64, _U64, pointer, _U64, _U64, pointer,
                            *([_U64] * 9), pointer, _U64)

@@ -163,10 +163,7 @@ class Optimizer:
             self.add_param_group(group)
         self._ahead = 0
         if compiles.started != compiled and type(self).__module__.startswith("nbgrad."):
-            # a first use: the helper compiles the GEMM block (the model's products and
-            # convolutions) and the step while the forward pass goes on
-            for dtype in sorted({p.dtype.name for g in self.param_groups for p in g["params"]}):
-                backward_ahead.submit_gemm(dtype)
+            # a first use: the helper compiles the step while the forward pass goes on
             self._ahead = backward_ahead.submit_step(type(self).__name__, [
                 ([p.data for p in g["params"]],
                  {k: v for k, v in g.items() if k not in ("params", "param_names")})
