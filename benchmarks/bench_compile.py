@@ -102,6 +102,11 @@ def _run(code: str, cache: str, settings: dict) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _import_and_run(result: dict) -> float:
+    """A warm process's seconds: its imports plus its workload."""
+    return result["import"] + result["seconds"]
+
+
 def _check_seconds(cache: str) -> float:
     env = dict(os.environ, NUMBA_CACHE_DIR=cache)
     start = time.perf_counter()
@@ -129,9 +134,8 @@ def main(names: list[str] | None = None) -> None:
             workload, settings = VARIANTS.get(name, (name, {}))
             code = WORKLOADS[workload]
             first = _run(code, cache, settings)
-            warm = statistics.median(
-                sum(_run(code, cache, settings)[k] for k in ("import", "seconds"))
-                for _ in range(WARM_RUNS))
+            warm = statistics.median(_import_and_run(_run(code, cache, settings))
+                                     for _ in range(WARM_RUNS))
         slowest = ", ".join(f"{_short(k)} {s:.1f}" for k, s in first["top"][:3])
         print(f"{name:<17} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
               f"{first['kernels']:>7d} {warm:>7.2f}  "

@@ -1,7 +1,8 @@
 """The compile helper's side in this process: a count of nbgrad's compiles and
-``BackwardAhead``, which hands an op's first-use calls to a helper process that compiles
-their backward kernels (docs/compiling.md#the-backward-compiled-ahead; the helper's own
-loop is ``nbgrad.compiling._compile_backwards``). Imports nothing of nbgrad, so that
+``BackwardAhead``, which hands an op's first-use calls, and a new optimiser's first step,
+to a helper process that compiles their backward and step kernels
+(docs/compiling.md#the-backward-compiled-ahead; the helper's own loop is
+``nbgrad.compiling._compile_backwards``). Imports nothing of nbgrad, so that
 ``function`` and the autograd engine can use it."""
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ compiles = CompileCount()
 event.register("numba:compile", compiles)
 
 
-#: Pickled arguments of one op call above this many bytes are not sent to the helper.
+#: A call whose pickled arguments exceed this many bytes is not sent to the helper.
 AHEAD_MAX_BYTES = 64 << 20
 
 
@@ -105,9 +106,12 @@ class BackwardAhead:
         return self.sent
 
     def join(self, ticket: int) -> None:
-        """Before the backward of call ``ticket``: if the helper is working on that very
-        call, wait for it, since it compiles what this backward would (a call still queued
-        behind others compiles here instead)."""
+        """Before the backward (or step) of call ``ticket``: if the helper is working on
+        that very call, wait for it, since it compiles what this process would (a call
+        still queued behind others compiles here instead). Ticket 0, a call not sent,
+        returns at once."""
+        if not ticket:
+            return
         with self.finished:
             if self.done == ticket - 1:
                 self.finished.wait_for(lambda: self.done >= ticket or self.ended)
