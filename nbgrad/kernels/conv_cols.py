@@ -115,26 +115,35 @@ def gather_grad(g, n0, nb, f0, Fg, gb, f_step, j_step):
     """gb[fl*f_step + (b*M + m)*j_step] = g[n0 + b, f0 + fl] flattened at m (M = OH*OW):
     the output gradient of one group of the block as an [Fg, P] matrix (f_step = P,
     j_step = 1) or as its transpose [P, Fg] (f_step = 1, j_step = Fg)."""
+    F = g.shape[1]
     M = g.shape[2] * g.shape[3]
+    flat = g.reshape(-1)  # one view: a slice per plane costs more than a small plane's copy
+    Mu, ju = np.uint64(M), np.uint64(j_step)
     for fl in range(Fg):
         for b in range(nb):
-            src = g[n0 + b, f0 + fl].ravel()
-            d0 = fl * f_step + b * M * j_step
-            for m in range(M):
-                gb[d0 + m * j_step] = src[m]
+            # unsigned offsets, as in gather_cols
+            s0 = np.uint64(((n0 + b) * F + f0 + fl) * M)
+            d0 = np.uint64(fl * f_step + b * M * j_step)
+            for m in range(Mu):
+                gb[d0 + m * ju] = flat[s0 + m]
 
 
 @njit(**SERIAL)
 def store_outputs(out, y, bias, n0, nb, f0, Fg):
     """y[n0 + b, f0 + fl] (flattened) = out[fl, b*M: (b + 1)*M] + bias[f0 + fl]."""
+    F = y.shape[1]
     M = y.shape[2] * y.shape[3]
+    P = out.shape[1]
+    src, dst = out.reshape(-1), y.reshape(-1)  # as in gather_grad
+    Mu = np.uint64(M)
     for b in range(nb):
         for fl in range(Fg):
-            src = out[fl, b * M: (b + 1) * M]
-            dst = y[n0 + b, f0 + fl].ravel()
+            # unsigned offsets, as in gather_cols
+            s0 = np.uint64(fl * P + b * M)
+            d0 = np.uint64(((n0 + b) * F + f0 + fl) * M)
             bf = bias[f0 + fl]
-            for m in range(M):
-                dst[m] = src[m] + bf
+            for m in range(Mu):
+                dst[d0 + m] = src[s0 + m] + bf
 
 
 @njit_with_serial(**PARALLEL)
