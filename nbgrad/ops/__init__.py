@@ -53,8 +53,10 @@ def _install() -> None:
     Tensor.__neg__ = elementwise.neg
     Tensor.__abs__ = elementwise.abs
     Tensor.__pos__ = lambda self: self
-    Tensor.T = property(lambda self: shape.permute(self, *reversed(range(self.ndim))),
-                        doc="The dims in reverse order (a view).")
+    # dims this property builds are valid: Permute directly, without permute's checks
+    Tensor.T = property(
+        lambda self: shape.Permute.apply(self, dims=tuple(range(self.ndim - 1, -1, -1))),
+        doc="The dims in reverse order (a view).")
 
 
 _install()
