@@ -153,7 +153,9 @@ def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
     unsigned: Numba then indexes without the fix-up for negative indices, and LLVM sees
     whole vectors in bp[b0 + k NR + j]. ``fastmath={"contract"}``: one FMA per term."""
     nr = panel_cols(out)
-    acc = carray(tile_buffer(out), (MR, nr))
+    sums = tile_buffer(out)
+    acc = carray(sums, (MR, nr))
+    acc_flat = carray(sums, (MR * nr,))  # acc.ravel() calls a reshape helper per tile
     a_k = carray(stack_buffer(A_PAIR, out.dtype), (2, MR))
     full = rows == MR_U and cols == nr
     if first or not full:
@@ -161,7 +163,7 @@ def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
             for j in range(nr):
                 acc[r, j] = 0
     if not first:
-        _copy_rows(out, o0, ldo, acc.ravel(), np.uint64(0), nr, rows, cols)
+        _copy_rows(out, o0, ldo, acc_flat, np.uint64(0), nr, rows, cols)
     one, two = np.uint64(1), np.uint64(2)
     for k in range(np.uint64(0), kc - kc % two, two):
         _load_a(ap, k, a_k, 0)
@@ -181,7 +183,7 @@ def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
             b0j = bp[bk + j]
             for r in range(MR_U):
                 acc[r, j] = acc[r, j] + a_k[0, r] * b0j
-    _copy_rows(acc.ravel(), np.uint64(0), nr, out, o0, ldo, rows, cols)
+    _copy_rows(acc_flat, np.uint64(0), nr, out, o0, ldo, rows, cols)
 
 
 # -- packing -------------------------------------------------------------------------------
