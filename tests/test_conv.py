@@ -161,6 +161,33 @@ def test_conv2d_matches_reference(path, cfg):
         np.testing.assert_allclose(bt.grad.numpy(), db, rtol=1e-12, atol=1e-12)
 
 
+def test_small_map_paths():
+    """Stride 1 with 16 filters or more takes 'cols' on maps of up to 8x8 whatever its taps
+    (ops/conv.py: COLS_S1_MAX_MAP); the span kernels on a 10x10 map with few taps or with
+    fewer filters."""
+    geom = (1, 1, 1, 1, 1, 1, 1)
+    assert conv_ops._kernel_path((16, 1, 3, 3), geom, (8, 8)) == "cols"
+    assert conv_ops._kernel_path((16, 1, 3, 3), geom, (10, 10)) == "s1"
+    assert conv_ops._kernel_path((8, 3, 3, 3), geom, (8, 8)) == "s1"
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_default_paths_of_a_small_map_layer_match_reference(channels):
+    """A digits-like layer, 16 filters k3 p1 on 8x8 maps, on the path the ops choose by
+    themselves ('cols')."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((6, channels, 8, 8))
+    w = rng.standard_normal((16, channels, 3, 3))
+    b = rng.standard_normal(16)
+    xt, wt, bt = (nb.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = nb.conv2d(xt, wt, bt, padding=1)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    y_ref, dx, dw, db = ref_conv2d(x, w, b, (1, 1), (1, 1, 1, 1), (1, 1), 1, g)
+    for got, want in [(y, y_ref), (xt.grad, dx), (wt.grad, dw), (bt.grad, db)]:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+
+
 @given(cfg=conv_transpose2d_configs(max_groups=3, max_side=5))
 def test_conv_transpose2d_matches_reference(cfg):
     x, w, b = _draw(cfg)

@@ -41,6 +41,17 @@ S1_GEMM_MIN_FILTERS = 16
 # columns on 4x4: 2.4 / 2.0 / 2.4 ms.
 COLS_MAX_MAP = 100
 COLS_BLOCK = 256
+# With stride 1 the span kernels ('s1') kept small maps with few taps until the 'cols'
+# GEMM got faster. Measured with 16-64 filters k3 p1 on 4x4-10x10 maps, batch 32-256
+# (2 threads, float32, the two paths alternating in one process), 'cols' time over 's1'
+# time: forward 0.42-1.16 on maps of up to 8x8 (10x10: 1.3); gradients 0.4-0.7 from 3
+# channels up, 0.45-1.6 with 1-2 channels (slower at batch 32-64 on 8x8: one channel,
+# batch 64, 129 against 87 us; faster at batch 128-256 and on 4x4). So stride-1 layers
+# of 16 filters or more on maps of up to COLS_S1_MAX_MAP positions take 'cols' whatever
+# their taps; a model's layers then share one kernel family instead of compiling two
+# (a cold digits CNN step, whose first layer has one channel: 13.3-14.9 against
+# 15.2-16.5 s).
+COLS_S1_MAX_MAP = 64
 
 
 # -- argument handling --------------------------------------------------------------------
@@ -142,8 +153,11 @@ def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
     nests)."""
     F, Cg, KH, KW = w_shape
     taps, filters = Cg * KH * KW, F // geom[-1]
-    big = "cols" if out_hw[0] * out_hw[1] <= COLS_MAX_MAP else "gemm"
+    positions = out_hw[0] * out_hw[1]
+    big = "cols" if positions <= COLS_MAX_MAP else "gemm"
     if geom[:2] == (1, 1):
+        if positions <= COLS_S1_MAX_MAP and filters >= S1_GEMM_MIN_FILTERS:
+            return "cols"
         return big if taps >= S1_GEMM_MIN_TAPS and filters >= S1_GEMM_MIN_FILTERS else "s1"
     return big if taps >= GEMM_MIN_TAPS and filters >= GEMM_MIN_FILTERS else "direct"
 
