@@ -877,6 +877,36 @@ def test_cols_weight_grad_in_both_orientations_matches_direct(filters_first, geo
     np.testing.assert_allclose(cols, direct, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("ow", [3, 9], ids=["column-offsets", "row-runs"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["Kg-P", "P-Kg"])
+@pytest.mark.parametrize("geom", [(1, 1, 1, 1), (2, 1, 1, 2)], ids=["plain", "strided-dilated"])
+def test_gather_cols_matches_numpy_im2col(ow, transposed, geom):
+    """Both loop nests of gather_cols (maps narrower than ROW_RUNS_MIN columns, and
+    wider ones), both layouts, against the im2col matrix indexed out of np.pad'ed
+    planes; a partial block (2 of 3 images) leaves the other columns untouched."""
+    from nbgrad.kernels import conv_cols
+    assert (ow < conv_cols.ROW_RUNS_MIN) == (ow == 3)
+    sh, sw, dh, dw = geom
+    nb, B, Cg, KH, KW, OH = 2, 3, 2, 3, 2, 3
+    Hp, Wp = conv_cols.padded_extent(OH, ow, KH, KW, sh, sw, dh, dw)
+    rng = np.random.default_rng(9)
+    xp = rng.standard_normal((nb, Cg, Hp, Wp))
+    Kg, P = Cg * KH * KW, B * OH * ow
+    want = np.full((Kg, P), -1.0)
+    for cl in range(Cg):
+        for kh in range(KH):
+            for kw in range(KW):
+                rows = xp[:, cl, kh * dh: kh * dh + (OH - 1) * sh + 1: sh,
+                          kw * dw: kw * dw + (ow - 1) * sw + 1: sw]
+                want[(cl * KH + kh) * KW + kw, : nb * OH * ow] = rows.reshape(-1)
+    cols = np.full(Kg * P, -1.0)
+    steps = (1, Kg) if transposed else (P, 1)
+    conv_cols.gather_cols(xp.reshape(-1), nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, ow,
+                          cols, *steps)
+    got = cols.reshape(P, Kg).T if transposed else cols.reshape(Kg, P)
+    assert_same_bits(got, want)
+
+
 @pytest.mark.parametrize("filters_first", [True, False])
 def test_cols_partial_block_with_inf_matches_direct(filters_first):
     """The last block of the 'cols' kernels holds fewer images than a full one; its unused
