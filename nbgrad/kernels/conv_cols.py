@@ -78,13 +78,13 @@ def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step
     the im2col matrix as [Kg, P] (k_step = P, j_step = 1) or as its transpose [P, Kg]
     (k_step = 1, j_step = Kg); every row of the map a run of OW copies without a branch,
     or below ROW_RUNS_MIN columns one run over the block's columns per tap."""
+    # unsigned offsets: no fix-up for negative indices in either nest's copy loop
     ju = np.uint64(j_step)
     if OW < ROW_RUNS_MIN:
         at = column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw)
         for k in range(Cg * KH * KW):
             cl, tap = divmod(k, KH * KW)
             kh, kw = divmod(tap, KW)
-            # unsigned offsets: no fix-up for negative indices in the copy loops
             base = np.uint64((cl * Hp + kh * dh) * Wp + kw * dw)
             d0 = np.uint64(k * k_step)
             for j in range(np.uint64(at.size)):
