@@ -783,14 +783,15 @@ def test_conv2d_hessian_vector_product_is_bilinear():
 # -- serial and parallel forms, small maps, empty batch -------------------------------------
 @contextmanager
 def kernel_form(form):
-    """Force the ops onto the parallel kernels ('parallel': threshold 0) or their serial
-    forms ('serial': threshold above any test's work)."""
-    saved = conv_ops.PARALLEL_WORK_MIN
-    conv_ops.PARALLEL_WORK_MIN = 0 if form == "parallel" else 1 << 62
+    """Force the ops onto the parallel kernels ('parallel': thresholds 0) or their serial
+    forms ('serial': thresholds above any test's work; the 'cols' kernels in one slot)."""
+    saved = conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN
+    threshold = 0 if form == "parallel" else 1 << 62
+    conv_ops.PARALLEL_WORK_MIN = conv_ops.COLS_PARALLEL_MIN = threshold
     try:
         yield
     finally:
-        conv_ops.PARALLEL_WORK_MIN = saved
+        conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN = saved
 
 
 # digits-like small maps: 1 -> 16 channels on 8x8, 16 -> 32 on 4x4 (padding 1), and a

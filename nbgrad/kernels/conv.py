@@ -20,7 +20,8 @@ needs nothing extra. Input positions no output reads (trailing rows when the str
 does not divide the span) get a zero gradient.
 
 Four implementations (ops/conv.py picks one per call, and the serial or the parallel
-form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN):
+form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
+``*_cols`` kernels have one form, run in one slot or several):
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
   reference, and the path for strided convolutions with few channels per group.
 * ``*_s1`` (kernels/conv_s1.py): stride 1 on zero-padded planes (long contiguous

@@ -19,15 +19,17 @@ with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (each product
                  block order
 
 with gb[fl, j] = g[n0 + b, gi*Fg + fl, oh, ow]. The block size B comes from the shapes
-alone (ops/conv.py), so every sum has the same order at any thread count. Blocks run in
-parallel: slot s (one per thread, with private buffers) takes blocks s, s + slots, ...;
-the serial form (ops/conv.py picks it for small work) runs the same loop in one thread.
+alone (ops/conv.py), so every sum has the same order at any thread count. Slot s (one
+per thread, with private buffers) takes blocks s, s + slots, ...: in one parallel region,
+or in the calling thread when ops/conv.py gives one slot to a small call. One compiled
+form serves both, so a model whose small and large layers take this path compiles each
+kernel once.
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, njit_with_serial, plain
+from ._jit import PARALLEL, SERIAL, plain
 from .conv_gemm import group_filters, zeros2
 from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
@@ -178,65 +180,97 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
                 dst[d0 + m] = src[s0 + m] + bf
 
 
-@njit_with_serial(**PARALLEL)
+@njit(**SERIAL)
+def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
+                   B):
+    """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers."""
+    N, C = x.shape[:2]
+    groups = w_flat.shape[0]
+    Cg, Fg, OH, OW = C // groups, y.shape[1] // groups, y.shape[2], y.shape[3]
+    Kg = Cg * KH * KW
+    P = B * OH * OW
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    for blk in range(s, (N + B - 1) // B, slots):
+        n0 = blk * B
+        nb = min(B, N - n0)
+        for gi in range(groups):
+            pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
+            gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, P, plain(1))
+            matrix_product(w_flat[gi], False, cols, False, out, Fg, P, Kg)
+            store_outputs(out.reshape(Fg, P), y, b, n0, nb, gi * Fg, Fg)
+
+
+@njit(**PARALLEL)
 def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots):
     """As ``conv2d_forward_direct``: per block of B images and group,
     out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/matmul.py: matrix_product), then
-    y = out + b. Parallel over blocks."""
+    y = out + b. The blocks are shared out over ``slots`` (one parallel region; one
+    slot runs in the calling thread)."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
-    Kg = Cg * KH * KW
     P = B * OH * OW  # columns of a full block (a partial block's extra ones: discarded)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
-    w_flat = group_filters(w, groups, Fg)
+    w_flat = group_filters(w, groups, Fg).reshape(groups, Fg, Cg * KH * KW)
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
-    cols = zeros2(slots, Kg * P, x)
-    out = np.empty((slots, Fg, P), x.dtype)
+    cols = zeros2(slots, Cg * KH * KW * P, x)
+    out = np.empty((slots, Fg * P), x.dtype)
     y = np.empty((N, F, OH, OW), x.dtype)
-    blocks = (N + B - 1) // B
+    if slots == 1:
+        forward_blocks(plain(0), slots, x, w_flat, b, y, xp[0], cols[0], out[0], KH, KW, sh,
+                       sw, ph, pw, dh, dw, B)
+        return y
     for s in prange(slots):
-        for blk in range(s, blocks, slots):
-            n0 = blk * B
-            nb = min(B, N - n0)
-            for gi in range(groups):
-                pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
-                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s], P,
-                            plain(1))
-                matrix_product(w_flat[gi], False, cols[s], False, out[s].reshape(Fg * P),
-                               Fg, P, Kg)
-                store_outputs(out[s], y, b, n0, nb, gi * Fg, Fg)
+        # prange's index is unsigned: as an int64, one compile of forward_blocks serves both
+        forward_blocks(np.int64(s), slots, x, w_flat, b, y, xp[s], cols[s], out[s], KH, KW,
+                       sh, sw, ph, pw, dh, dw, B)
     return y
 
 
-@njit_with_serial(**PARALLEL)
+@njit(**SERIAL)
+def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, KH, KW, sh, sw, ph, pw, dh,
+                      dw, B):
+    """Blocks s, s + slots, ... of ``conv2d_input_grad_cols`` in slot s's buffers."""
+    N, F, OH, OW = g.shape
+    groups = w_flat.shape[0]
+    Cg, Fg = dx.shape[1] // groups, F // groups
+    Kg = Cg * KH * KW
+    P = B * OH * OW
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    for blk in range(s, (N + B - 1) // B, slots):
+        n0 = blk * B
+        nb = min(B, N - n0)
+        for gi in range(groups):
+            gather_grad(g, n0, nb, gi * Fg, Fg, gb, P, plain(1))
+            matrix_product(w_flat[gi], True, gb, False, dcols, Kg, P, Fg)
+            scatter_cols(dcols.reshape(Kg, P), nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH,
+                         OW, dxp[: nb * Cg * Hp * Wp])
+            unpad_block(dxp, dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
+
+
+@njit(**PARALLEL)
 def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
     """As ``conv2d_input_grad_direct``: per block and group,
     dcols[k, j] = sum_fl w[f, k] gb[fl, j] (w read transposed), then col2im into dx
     (each block owns its images' planes). Fills dx (from the caller) and returns it.
-    Parallel over blocks."""
+    Slots as in ``conv2d_forward_cols``."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     Fg = F // groups
     Kg = Cg * KH * KW
     P = B * OH * OW  # columns of a full block (a partial block's extra ones: discarded)
-    w_flat = group_filters(w, groups, Fg)
+    w_flat = group_filters(w, groups, Fg).reshape(groups, Fg, Kg)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     gb = zeros2(slots, Fg * P, g)
-    dcols = np.empty((slots, Kg, P), g.dtype)
+    dcols = np.empty((slots, Kg * P), g.dtype)
     dxp = np.empty((slots, B * Cg * Hp * Wp), g.dtype)
-    blocks = (N + B - 1) // B
+    if slots == 1:
+        input_grad_blocks(plain(0), slots, g, w_flat, dx, gb[0], dcols[0], dxp[0], KH, KW,
+                          sh, sw, ph, pw, dh, dw, B)
+        return dx
     for s in prange(slots):
-        for blk in range(s, blocks, slots):
-            n0 = blk * B
-            nb = min(B, N - n0)
-            for gi in range(groups):
-                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], P, plain(1))
-                matrix_product(w_flat[gi], True, gb[s], False, dcols[s].reshape(Kg * P),
-                               Kg, P, Fg)
-                scatter_cols(dcols[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW,
-                             dxp[s, : nb * Cg * Hp * Wp])
-                unpad_block(dxp[s], dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
+        input_grad_blocks(np.int64(s), slots, g, w_flat, dx, gb[s], dcols[s], dxp[s], KH, KW,
+                          sh, sw, ph, pw, dh, dw, B)
     return dx
 
 
@@ -273,7 +307,39 @@ def filters_major(total, groups, Fg, Kg, filters_first):
     return dw
 
 
-@njit_with_serial(**PARALLEL)
+@njit(**SERIAL)
+def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, pw, dh, dw,
+                       groups, B, filters_first):
+    """Blocks s, s + slots, ... of ``conv2d_weight_grad_cols`` in slot s's buffers, block
+    blk's part into parts[blk]."""
+    N, C = x.shape[:2]
+    _, F, OH, OW = g.shape
+    Cg, Fg = C // groups, F // groups
+    Kg = Cg * KH * KW
+    P = B * OH * OW
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    # the layouts: cols [P, Kg] and gb [Fg, P] with filters_first, else [Kg, P], [P, Fg]
+    k_step, j_step = (1, Kg) if filters_first else (P, 1)
+    f_step, i_step = (P, 1) if filters_first else (1, Fg)
+    M, Nc = (Fg, Kg) if filters_first else (Kg, Fg)
+    for blk in range(s, (N + B - 1) // B, slots):
+        n0 = blk * B
+        nb = min(B, N - n0)
+        used = nb * OH * OW
+        for gi in range(groups):
+            pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
+            gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step,
+                        j_step)
+            gather_grad(g, n0, nb, gi * Fg, Fg, gb, f_step, i_step)
+            # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg], or [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
+            lhs, rhs = (gb, cols) if filters_first else (cols, gb)
+            if nb < B:
+                zero_block_tail(lhs, M, P, rhs, Nc, used)
+            matrix_product(lhs, False, rhs, False,
+                           parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg], M, Nc, P)
+
+
+@njit(**PARALLEL)
 def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots,
                             filters_first):
     """As ``conv2d_weight_grad_direct``: per block and group, with filters_first
@@ -281,8 +347,8 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     the parts in block order. Either way the operands are gathered in the layout the
     product reads untransposed (cols as [P, Kg] or gb as [P, Fg];
     kernels/matmul.py: matrix_product). ops/conv.py puts the filters on the register
-    tile's rows where that pads fewer products. Parallel over blocks, each writing its
-    own part."""
+    tile's rows where that pads fewer products. Slots as in ``conv2d_forward_cols``, each
+    block writing its own part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
@@ -293,27 +359,13 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
     cols = zeros2(slots, P * Kg, x)
     gb = zeros2(slots, Fg * P, x)
-    blocks = (N + B - 1) // B
-    parts = np.empty((blocks, groups * Fg * Kg), x.dtype)
-    # the layouts: cols [P, Kg] and gb [Fg, P] with filters_first, else [Kg, P], [P, Fg]
-    k_step, j_step = (1, Kg) if filters_first else (P, 1)
-    f_step, i_step = (P, 1) if filters_first else (1, Fg)
-    M, Nc = (Fg, Kg) if filters_first else (Kg, Fg)
-    for s in prange(slots):
-        for blk in range(s, blocks, slots):
-            n0 = blk * B
-            nb = min(B, N - n0)
-            used = nb * OH * OW
-            for gi in range(groups):
-                pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp[s])
-                gather_cols(xp[s], nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols[s],
-                            k_step, j_step)
-                gather_grad(g, n0, nb, gi * Fg, Fg, gb[s], f_step, i_step)
-                # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg], or [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
-                lhs, rhs = (gb[s], cols[s]) if filters_first else (cols[s], gb[s])
-                if nb < B:
-                    zero_block_tail(lhs, M, P, rhs, Nc, used)
-                matrix_product(lhs, False, rhs, False,
-                               parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg], M, Nc, P)
+    parts = np.empty(((N + B - 1) // B, groups * Fg * Kg), x.dtype)
+    if slots == 1:
+        weight_grad_blocks(plain(0), slots, x, g, parts, xp[0], cols[0], gb[0], KH, KW, sh,
+                           sw, ph, pw, dh, dw, groups, B, filters_first)
+    else:
+        for s in prange(slots):
+            weight_grad_blocks(np.int64(s), slots, x, g, parts, xp[s], cols[s], gb[s], KH,
+                               KW, sh, sw, ph, pw, dh, dw, groups, B, filters_first)
     return filters_major(sum_parts(parts), groups, Fg, Kg, filters_first).reshape(
         F, Cg, KH, KW)

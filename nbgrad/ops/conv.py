@@ -41,6 +41,12 @@ S1_GEMM_MIN_FILTERS = 16
 # columns on 4x4: 2.4 / 2.0 / 2.4 ms.
 COLS_MAX_MAP = 100
 COLS_BLOCK = 256
+# The 'cols' kernels share their blocks out over the threads from this many multiply-adds
+# (with one block, or below it, the calling thread runs them all). Measured forward +
+# both gradients, 2 threads against 1, on a quiet machine: 1 -> 16 channels on 8x8, batch
+# 16 (147k MACs, 4 blocks) 115 against 94 us, batch 32 (295k) 108 against 145 us,
+# batch 64 (590k) 167 against 255 us; 3 -> 16 on 8x8, batch 16 (442k) 109 against 151 us.
+COLS_PARALLEL_MIN = 1 << 18
 # With stride 1 the span kernels ('s1') kept small maps with few taps until the 'cols'
 # GEMM got faster. Measured with 16-64 filters k3 p1 on 4x4-10x10 maps, batch 32-256
 # (2 threads, float32, the two paths alternating in one process), 'cols' time over 's1'
@@ -179,8 +185,9 @@ def _exact_path(path: str, w: np.ndarray) -> str:
     return path if path == "direct" or _finite(w) else "direct"
 
 
-# The kernels by path and role; each has a serial form (kernels/_jit.py:
-# njit_with_serial), run below PARALLEL_WORK_MIN multiply-adds.
+# The kernels by path and role. Each but the 'cols' kernels has a serial form
+# (kernels/_jit.py: njit_with_serial), run below PARALLEL_WORK_MIN multiply-adds; the
+# 'cols' kernels run one slot in the calling thread below COLS_PARALLEL_MIN.
 _KERNELS = {
     ("direct", "forward"): conv.conv2d_forward_direct,
     ("direct", "input_grad"): conv.conv2d_input_grad_direct,
@@ -209,6 +216,9 @@ def _kernel(path: str, role: str, work: int, units: int):
     number of independent buffers the GEMM kernels use (one per thread over ``units``
     images or blocks; 1 for the serial form)."""
     parallel = _KERNELS[path, role]
+    if path == "cols":
+        threads = numba.get_num_threads() if work >= COLS_PARALLEL_MIN else 1
+        return parallel, max(1, min(units, threads))
     kernel = for_work(parallel, work, PARALLEL_WORK_MIN)
     if kernel is not parallel:
         return kernel, 1
