@@ -342,15 +342,15 @@ def test_small_maps_serial_and_parallel_forms_bitwise(fn, kwargs, shape):
     """Digits-like small maps (and an empty batch): the serial kernels and the parallel
     ones at 1 and 2 threads give the same bits; N = 0 gives an empty gradient."""
     x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
-    saved = pool_ops.PARALLEL_WORK_MIN
+    saved = pool_ops.POOL_PARALLEL_MIN
     try:
-        pool_ops.PARALLEL_WORK_MIN = 1 << 62
+        pool_ops.POOL_PARALLEL_MIN = 1 << 62
         serial = _run(fn, x, **kwargs)
-        pool_ops.PARALLEL_WORK_MIN = 0
+        pool_ops.POOL_PARALLEL_MIN = 0
         one = at_threads(1, _run, fn, x, **kwargs)
         two = at_threads(2, _run, fn, x, **kwargs)
     finally:
-        pool_ops.PARALLEL_WORK_MIN = saved
+        pool_ops.POOL_PARALLEL_MIN = saved
     for s, a, b in zip(serial, one, two):
         assert_same_bits(s, a)
         assert_same_bits(s, b)

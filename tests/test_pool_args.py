@@ -424,15 +424,15 @@ def test_avg_pool2d_ceil_mode_non_finite_matches_torch(cfg, include, divisor, dt
 def test_one_and_two_threads_bitwise_serial_too(fn, kwargs):
     x = np.random.default_rng(4).standard_normal((4, 5, 13, 12)).astype(np.float32)
     x0 = x.copy()
-    saved = pool_ops.PARALLEL_WORK_MIN
+    saved = pool_ops.POOL_PARALLEL_MIN
     try:
-        pool_ops.PARALLEL_WORK_MIN = 1 << 62
+        pool_ops.POOL_PARALLEL_MIN = 1 << 62
         serial = _run(fn, x, **kwargs)
-        pool_ops.PARALLEL_WORK_MIN = 0
+        pool_ops.POOL_PARALLEL_MIN = 0
         one = at_threads(1, _run, fn, x, **kwargs)
         two = at_threads(2, _run, fn, x, **kwargs)
     finally:
-        pool_ops.PARALLEL_WORK_MIN = saved
+        pool_ops.POOL_PARALLEL_MIN = saved
     for s, a, b in zip(serial, one, two):
         assert_same_bits(s, a)
         assert_same_bits(s, b)

@@ -5,7 +5,7 @@ kh < KH, kw < KW; positions outside x are padding. The ops pass the number of wi
 clip every window to x (out_range), and window_span the divisor.
 
 Every kernel is parallel over the N*C planes (one parallel region per call; ops/pool.py
-runs its serial form, njit_with_serial, below PARALLEL_WORK_MIN elements); each
+runs its serial form, njit_with_serial, below POOL_PARALLEL_MIN elements); each
 iteration owns its planes of the output and of the input gradient (overlapping windows
 add into the owned plane serially), so results do not depend on the thread count. The
 backward kernels fill a gradient array the caller allocates with NumPy (the engine keeps

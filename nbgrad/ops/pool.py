@@ -12,7 +12,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import pool as pool_kernels
-from ..kernels._jit import PARALLEL_WORK_MIN, for_work
+from ..kernels._jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
 from .conv import IntPair, _check_rank, _contig
@@ -65,10 +65,18 @@ def _batched(x: np.ndarray) -> np.ndarray:
     return _contig(x[None] if x.ndim == 3 else x)
 
 
+# A pooling kernel runs in parallel from this much work: elements of x read (forward),
+# elements of g routed (backward). Measured on max_pool2d 2x2, 2 threads against 1 on a
+# quiet machine: forward on 16k elements 19 against 28 us, on 8k 19 against 17 us; the
+# backward, which also zeroes dx, on 16k elements of g 34 against 40 us, on 8k 48
+# against 36 us.
+POOL_PARALLEL_MIN = 1 << 14
+
+
 def _sized(kernel, work: int):
-    """The pooling kernel's parallel form for ``work`` (elements read) at or above
-    PARALLEL_WORK_MIN, else its serial form (kernels/_jit.py)."""
-    return for_work(kernel, work, PARALLEL_WORK_MIN)
+    """The pooling kernel's parallel form for ``work`` at or above POOL_PARALLEL_MIN,
+    else its serial form (kernels/_jit.py)."""
+    return for_work(kernel, work, POOL_PARALLEL_MIN)
 
 
 # -- max_pool2d ---------------------------------------------------------------------------
@@ -146,7 +154,7 @@ def _max_pool2d_scatter(g: np.ndarray, idx: np.ndarray, x_shape: tuple) -> np.nd
     """max_pool2d's backward: g added at the selected flat positions idx of zero planes."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + (x_shape[-2] * x_shape[-1],), g.dtype)
-    return _sized(pool_kernels.max_pool2d_backward, dx.size + g.size)(g, idx, dx).reshape(x_shape)
+    return _sized(pool_kernels.max_pool2d_backward, g.size)(g, idx, dx).reshape(x_shape)
 
 
 def _gather(h: np.ndarray, idx: np.ndarray) -> np.ndarray:
@@ -241,7 +249,7 @@ def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray
     """avg_pool2d's backward: each window's g spread over the window (args: ``_avg_args``)."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
-    return _sized(pool_kernels.avg_pool2d_backward, dx.size + g.size)(g, dx, *args).reshape(
+    return _sized(pool_kernels.avg_pool2d_backward, g.size)(g, dx, *args).reshape(
         x_shape)
 
 
