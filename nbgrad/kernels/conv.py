@@ -52,7 +52,7 @@ db[f]. So no result depends on the thread count.
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
+from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial, vector_sum
 
 
 @njit(**SERIAL)
@@ -236,16 +236,28 @@ def all_finite(a):
     return acc == zero
 
 
+@njit(**SERIAL)
+def column_sums(a, start, step, rows, cols):
+    """out[m] = sum over r < rows, in order, of a[start + r*step + m], for m < cols."""
+    out = np.zeros(cols, a.dtype)
+    u = np.uint64
+    for r in range(u(rows)):
+        row = u(start) + r * u(step)  # unsigned: no fix-up for negative indices
+        for m in range(u(cols)):
+            out[m] += a[row + m]
+    return out
+
+
 @njit_with_serial(**PARALLEL)
 def conv2d_bias_grad(g):
-    """db[f] = sum over n, in order, of the plane sums of g[n, f]."""
+    """db[f] = sum over the map positions m of sum_n g[n, f, m] (n in order, then m
+    reassociated as in ``_jit.vector_sum``), for C-contiguous g. Parallel over f."""
     N, F, OH, OW = g.shape
+    M = OH * OW
+    flat = g.reshape(-1)
     db = np.empty(F, g.dtype)
     for f in prange(F):
-        acc = g.dtype.type(0)
-        for n in range(N):
-            acc += plane_sum(g[n, f])
-        db[f] = acc
+        db[f] = vector_sum(column_sums(flat, f * M, F * M, N, M))
     return db
 
 

@@ -320,7 +320,7 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
 
 def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
     """db[F] = g summed over the batch and the map."""
-    return for_work(conv.conv2d_bias_grad, g.size, PARALLEL_WORK_MIN)(g)
+    return for_work(conv.conv2d_bias_grad, g.size, PARALLEL_WORK_MIN)(_contig(g))
 
 
 def add_channel_bias(y: np.ndarray, b: np.ndarray) -> None:
