@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.kernels import conv as K
-from nbgrad.kernels import conv_gemm, conv_s1, gemm
+from nbgrad.kernels import conv_cols, conv_gemm, conv_s1, gemm
 from nbgrad.ops import conv as conv_ops
 from nbgrad.testing import check_registered, gradcheck
 from nbgrad.testing.strategies_conv import (
@@ -859,14 +859,18 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
         assert_same_bits(dbt, np.zeros_like(bt))
 
 
-@pytest.mark.parametrize("filters_first", [True, False])
+WEIGHT_GRAD_FORMS = pytest.mark.parametrize(
+    "form", [conv_cols.TAPS_FIRST, conv_cols.FILTERS_FIRST, conv_cols.DOTS],
+    ids=["taps-first", "filters-first", "dots"])
+
+
+@WEIGHT_GRAD_FORMS
 @pytest.mark.parametrize("geom", [(1, 1, 1, 1, 1, 1, 1), (2, 1, 0, 2, 1, 2, 2)],
                          ids=["plain", "strided-dilated-groups"])
-def test_cols_weight_grad_in_both_orientations_matches_direct(filters_first, geom):
-    """The op picks the parts' orientation from the host's register tile, so each host
-    runs only one; both are checked here against the direct loop nests (float64, three
-    blocks with a partial last one, slots 2)."""
-    from nbgrad.kernels import conv_cols
+def test_cols_weight_grad_in_every_form_matches_direct(form, geom):
+    """The op picks the parts' form from the shapes and the host's register tile, so a
+    layer runs only one; each is checked here against the direct loop nests (float64,
+    three blocks with a partial last one, slots 2)."""
     rng = np.random.default_rng(22)
     sh, sw, ph, pw, dh, dw, groups = geom
     x = rng.standard_normal((7, 4, 7, 9))  # w: [6, 4 // groups, 3, 2]
@@ -874,7 +878,7 @@ def test_cols_weight_grad_in_both_orientations_matches_direct(filters_first, geo
     OW = (9 + 2 * pw - dw * 1 - 1) // sw + 1
     g = rng.standard_normal((7, 6, OH, OW))
     direct = K.conv2d_weight_grad_direct(x, g, 3, 2, *geom)
-    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, 3, 2, filters_first)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, 3, 2, form)
     np.testing.assert_allclose(cols, direct, rtol=1e-12, atol=1e-12)
 
 
@@ -885,7 +889,6 @@ def test_gather_cols_matches_numpy_im2col(ow, transposed, geom):
     """Both loop nests of gather_cols (maps narrower than ROW_RUNS_MIN columns, and
     wider ones), both layouts, against the im2col matrix indexed out of np.pad'ed
     planes; a partial block (2 of 3 images) leaves the other columns untouched."""
-    from nbgrad.kernels import conv_cols
     assert (ow < conv_cols.ROW_RUNS_MIN) == (ow == 3)
     sh, sw, dh, dw = geom
     nb, B, Cg, KH, KW, OH = 2, 3, 2, 3, 2, 3
@@ -915,7 +918,6 @@ def test_col2im_gather_and_row_runs_give_the_same_bits(geom):
     than ROW_RUNS_MIN columns; row runs added into padded planes, then unpadded) add each
     input position's taps in the same order: the same bits, a partial block included,
     and zero at inputs no tap reads."""
-    from nbgrad.kernels import conv_cols
     sh, sw, ph, pw, dh, dw = geom
     nb, B, Cg, KH, KW, H, W = 2, 3, 2, 3, 2, 7, 6
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
@@ -941,14 +943,13 @@ def test_col2im_gather_and_row_runs_give_the_same_bits(geom):
     assert (gathered[:, :, unread] == 0).all()
 
 
-@pytest.mark.parametrize("filters_first", [True, False])
-def test_cols_partial_block_with_inf_matches_direct(filters_first):
+@WEIGHT_GRAD_FORMS
+def test_cols_partial_block_with_inf_matches_direct(form):
     """The last block of the 'cols' kernels holds fewer images than a full one; its unused
     columns must not reach the weight gradient (an inf left there by the previous
-    block would turn 0 * inf into NaN), in either orientation of the parts. At kernel
+    block would turn 0 * inf into NaN), in every form of the parts. At kernel
     level: the op recomputes a non-finite weight gradient on the direct loop nests, so
     the kernel itself must get this right."""
-    from nbgrad.kernels import conv_cols
     from nbgrad.ops.conv import COLS_BLOCK
     rng = np.random.default_rng(21)
     n = COLS_BLOCK // 16 + 1  # 4x4 maps: one full block and one of a single image
@@ -957,7 +958,7 @@ def test_cols_partial_block_with_inf_matches_direct(filters_first):
     g = np.abs(rng.standard_normal((n, 5, 4, 4))).astype(np.float32)
     geom = (1, 1, 1, 1, 1, 1, 1)
     direct = K.conv2d_weight_grad_direct(x, g, 3, 3, *geom)
-    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2, filters_first)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2, form)
     np.testing.assert_array_equal(np.isnan(cols), np.isnan(direct))
     np.testing.assert_array_equal(np.isinf(cols), np.isinf(direct))
     finite = np.isfinite(direct)

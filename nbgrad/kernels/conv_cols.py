@@ -29,7 +29,7 @@ kernel once.
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, plain
+from ._jit import PARALLEL, SERIAL, dot, plain
 from .conv_gemm import group_filters, zeros2
 from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
@@ -353,11 +353,18 @@ def sum_parts(parts):
     return total
 
 
+# How the weight gradient computes each block's part (ops/conv.py picks the form that
+# pads least): as [Kg, Fg] = cols [Kg, P] @ gb [P, Fg] (TAPS_FIRST), as [Fg, Kg] =
+# gb [Fg, P] @ cols [P, Kg] (FILTERS_FIRST), or as Fg*Kg dot products of rows of P
+# (DOTS, laid out as FILTERS_FIRST), for parts too small to fill the register tiles.
+TAPS_FIRST, FILTERS_FIRST, DOTS = 0, 1, 2
+
+
 @njit(**SERIAL)
-def filters_major(total, groups, Fg, Kg, filters_first):
-    """dw[gi, fl, k] from the summed parts: total[(gi*Fg + fl)*Kg + k] when
-    ``filters_first``, else total[(gi*Kg + k)*Fg + fl]."""
-    if filters_first:
+def filters_major(total, groups, Fg, Kg, form):
+    """dw[gi, fl, k] from the summed parts: total[(gi*Fg + fl)*Kg + k], or
+    total[(gi*Kg + k)*Fg + fl] for TAPS_FIRST."""
+    if form != TAPS_FIRST:
         return total.reshape(groups, Fg, Kg)
     dw = np.empty((groups, Fg, Kg), total.dtype)
     for gi in range(groups):
@@ -368,8 +375,16 @@ def filters_major(total, groups, Fg, Kg, filters_first):
 
 
 @njit(**SERIAL)
+def part_dots(gb, cols, part, Fg, Kg, P, used):
+    """part[fl*Kg + k] = sum_{j < used} gb[fl*P + j] cols[k*P + j] (_jit.dot)."""
+    for fl in range(Fg):
+        for k in range(Kg):
+            part[fl * Kg + k] = dot(gb[fl * P:], cols[k * P:], used)
+
+
+@njit(**SERIAL)
 def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, pw, dh, dw,
-                       groups, B, filters_first):
+                       groups, B, form):
     """Blocks s, s + slots, ... of ``conv2d_weight_grad_cols`` in slot s's buffers, block
     blk's part into parts[blk]."""
     N, C = x.shape[:2]
@@ -378,10 +393,11 @@ def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, 
     Kg = Cg * KH * KW
     P = B * OH * OW
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
-    # the layouts: cols [P, Kg] and gb [Fg, P] with filters_first, else [Kg, P], [P, Fg]
-    k_step, j_step = (1, Kg) if filters_first else (P, 1)
-    f_step, i_step = (P, 1) if filters_first else (1, Fg)
-    M, Nc = (Fg, Kg) if filters_first else (Kg, Fg)
+    # the layouts: cols [P, Kg] for FILTERS_FIRST, else [Kg, P]; gb [P, Fg] for TAPS_FIRST,
+    # else [Fg, P]
+    k_step, j_step = (1, Kg) if form == FILTERS_FIRST else (P, 1)
+    f_step, i_step = (1, Fg) if form == TAPS_FIRST else (P, 1)
+    M, Nc = (Kg, Fg) if form == TAPS_FIRST else (Fg, Kg)
     for blk in range(s, (N + B - 1) // B, slots):
         n0 = blk * B
         nb = min(B, N - n0)
@@ -391,24 +407,24 @@ def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, 
             gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step,
                         j_step)
             gather_grad(g, n0, nb, gi * Fg, Fg, gb, f_step, i_step)
+            part = parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg]
+            if form == DOTS:
+                part_dots(gb, cols, part, Fg, Kg, P, used)
+                continue
             # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg], or [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
-            lhs, rhs = (gb, cols) if filters_first else (cols, gb)
+            lhs, rhs = (cols, gb) if form == TAPS_FIRST else (gb, cols)
             if nb < B:
                 zero_block_tail(lhs, M, P, rhs, Nc, used)
-            matrix_product(lhs, False, rhs, False,
-                           parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg], M, Nc, P)
+            matrix_product(lhs, False, rhs, False, part, M, Nc, P)
 
 
 @njit(**PARALLEL)
-def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots,
-                            filters_first):
-    """As ``conv2d_weight_grad_direct``: per block and group, with filters_first
-    part[fl, k] = sum_j gb[fl, j] cols[k, j], else part[k, fl] (the same sums); dw sums
-    the parts in block order. Either way the operands are gathered in the layout the
-    product reads untransposed (cols as [P, Kg] or gb as [P, Fg];
-    kernels/matmul.py: matrix_product). ops/conv.py puts the filters on the register
-    tile's rows where that pads fewer products. Slots as in ``conv2d_forward_cols``, each
-    block writing its own part."""
+def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots, form):
+    """As ``conv2d_weight_grad_direct``: per block and group, part[fl, k] =
+    sum_j gb[fl, j] cols[k, j] (part[k, fl] for TAPS_FIRST; the same sums); dw sums the
+    parts in block order. The GEMM forms gather their operands in the layout the product
+    reads untransposed (kernels/matmul.py: matrix_product). Slots as in
+    ``conv2d_forward_cols``, each block writing its own part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
@@ -422,10 +438,9 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     parts = np.empty(((N + B - 1) // B, groups * Fg * Kg), x.dtype)
     if slots == 1:
         weight_grad_blocks(plain(0), slots, x, g, parts, xp[0], cols[0], gb[0], KH, KW, sh,
-                           sw, ph, pw, dh, dw, groups, B, filters_first)
+                           sw, ph, pw, dh, dw, groups, B, form)
     else:
         for s in prange(slots):
             weight_grad_blocks(np.int64(s), slots, x, g, parts, xp[s], cols[s], gb[s], KH,
-                               KW, sh, sw, ph, pw, dh, dw, groups, B, filters_first)
-    return filters_major(sum_parts(parts), groups, Fg, Kg, filters_first).reshape(
-        F, Cg, KH, KW)
+                               KW, sh, sw, ph, pw, dh, dw, groups, B, form)
+    return filters_major(sum_parts(parts), groups, Fg, Kg, form).reshape(F, Cg, KH, KW)

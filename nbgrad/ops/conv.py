@@ -231,15 +231,26 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
     return max(1, min(batch, COLS_BLOCK // (out_hw[0] * out_hw[1])))
 
 
-def _filters_first(w_shape: tuple, groups: int, x: np.ndarray) -> bool:
-    """Whether the 'cols' weight gradient computes each part as [filters, taps] rather
-    than [taps, filters]: when that rounds up to fewer register tiles (the filters of
-    a group are often fewer than a tile's NR columns; measured on AVX-512, 16 -> 32
-    filters k3 on 8x8: 550 against 620-760 us, 1 -> 16: 180 against 135 us)."""
+# The 'cols' weight gradient takes dot products (conv_cols.DOTS) where either GEMM form
+# would compute at least this many times the part's Fg*Kg sums on padded register tiles.
+# Measured per block of 256 columns (float32, AVX-512, one thread): 9 taps x 16 filters
+# (tiles 4x the part) 1.45 against 4.56 us; 9 x 32 (2x) 3.75 against 4.61 us; 27 x 16
+# (2.7x) 6.5 against 11.8 us.
+COLS_DOTS_PADDING = 2
+
+
+def _weight_grad_form(w_shape: tuple, groups: int, x: np.ndarray) -> int:
+    """How the 'cols' weight gradient computes each part (kernels/conv_cols.py): the GEMM
+    orientation that rounds up to fewer register tiles (the filters of a group are often
+    fewer than a tile's NR columns; measured on AVX-512, 16 -> 32 filters k3 on 8x8:
+    filters first 550 against 620-760 us), or dot products where both pad too much."""
     F, Cg, KH, KW = w_shape
     Fg, Kg = F // groups, Cg * KH * KW
     nr = panel_cols(x)
-    return tiled_size(Fg, Kg, nr) <= tiled_size(Kg, Fg, nr)
+    filters_first, taps_first = tiled_size(Fg, Kg, nr), tiled_size(Kg, Fg, nr)
+    if min(filters_first, taps_first) >= COLS_DOTS_PADDING * Fg * Kg:
+        return conv_cols.DOTS
+    return conv_cols.FILTERS_FIRST if filters_first <= taps_first else conv_cols.TAPS_FIRST
 
 
 def _geometry(stride, pad, dilation, groups) -> tuple:
@@ -309,7 +320,7 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
-        return kernel(x, g, *w_shape[2:], *geom, B, slots, _filters_first(w_shape, geom[-1], x))
+        return kernel(x, g, *w_shape[2:], *geom, B, slots, _weight_grad_form(w_shape, geom[-1], x))
     kernel, slots = _kernel(path, "weight_grad", work, N)
     if path == "s1":
         return kernel(x, g, *w_shape[2:], *geom[2:])
