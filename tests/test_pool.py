@@ -171,13 +171,17 @@ def test_window_missing_the_input_gives_minus_infinity_and_no_gradient():
     assert np.all(xt.grad.numpy() == 0)
 
 
-@given(h=st.integers(2, 9), w=st.integers(2, 9), dtype=st.sampled_from([np.float32,
-                                                                            np.float64]),
-       ties=st.booleans())
-def test_2x2_fast_path_matches_general_kernel(h, w, dtype, ties):
+@given(n=st.integers(1, 12), h=st.integers(2, 9), w=st.integers(2, 9),
+       dtype=st.sampled_from([np.float32, np.float64]), ties=st.booleans(),
+       nans=st.integers(0, 6))
+def test_2x2_fast_path_matches_general_kernel(n, h, w, dtype, ties, nans):
+    """The fast path (runs of whole planes through a table of windows; several runs and a
+    partial one once n*3 planes exceed WINDOW_RUN windows) against the general loop nest,
+    ties and NaNs included."""
     rng = np.random.default_rng(h * 10 + w)
-    x = rng.integers(0, 3, (2, 3, h, w)) if ties else rng.standard_normal((2, 3, h, w))
+    x = rng.integers(0, 3, (n, 3, h, w)) if ties else rng.standard_normal((n, 3, h, w))
     x = x.astype(dtype)
+    x.flat[rng.integers(0, x.size, nans)] = np.nan
     y_fast, i_fast = K.max_pool2d_2x2_forward(x)
     y_gen, i_gen = K.max_pool2d_forward(x, 2, 2, 2, 2, 0, 0, 1, 1, h // 2, w // 2)
     assert_same_bits(y_fast, y_gen)

@@ -73,39 +73,76 @@ def max_pool2d_backward(g, idx, dx):
     return dx
 
 
+# max_pool2d_2x2_forward runs over the windows of this many consecutive planes' worth
+# (whole planes, at least one) through one table of offsets: one loop of a few dozen
+# windows rather than a loop per output row (two windows on 4x4 maps). [64, 16, 8, 8]
+# took 69 against 78 us serially, [64, 32, 4, 4] 35 against 54 us.
+WINDOW_RUN = 64
+
+
+@njit(**SERIAL)
+def window_table(H, W, OH, OW, planes):
+    """(start, at) for the 2x2 windows of ``planes`` consecutive planes, q = (p*OH + oh)*OW
+    + ow: start[q] = p*H*W + at[q], the window's first element from the first plane's
+    start, and at[q] = 2*oh*W + 2*ow, its flat position in its own plane."""
+    L = OH * OW
+    start = np.empty(planes * L, np.uint64)
+    at = np.empty(planes * L, np.int64)
+    for p in range(planes):
+        for oh in range(OH):
+            for ow in range(OW):
+                q = p * L + oh * OW + ow
+                at[q] = 2 * oh * W + 2 * ow
+                start[q] = p * H * W + at[q]
+    return start, at
+
+
+@njit(**SERIAL)
+def max_of_windows(xf, x0, yf, y0, jf, count, start, at, W):
+    """yf[y0 + q], jf[y0 + q] = the maximum and its position of window q < count
+    (window_table, from x0 in xf), in the order (0,0), (0,1), (1,0), (1,1): a larger value
+    or a NaN replaces the running maximum."""
+    right = np.uint64(1)
+    below = np.uint64(W)
+    for q in range(np.uint64(count)):
+        s = x0 + start[q]
+        best = xf[s]
+        best_at = at[q]
+        v = xf[s + right]
+        take = (v > best) | (v != v)
+        best = v if take else best
+        best_at = at[q] + 1 if take else best_at
+        v = xf[s + below]
+        take = (v > best) | (v != v)
+        best = v if take else best
+        best_at = at[q] + W if take else best_at
+        v = xf[s + below + right]
+        take = (v > best) | (v != v)
+        best = v if take else best
+        best_at = at[q] + W + 1 if take else best_at
+        yf[y0 + q] = best
+        jf[y0 + q] = best_at
+
+
 @njit_with_serial(**PARALLEL)
 def max_pool2d_2x2_forward(x):
-    """The common case kernel 2, stride 2, no padding or dilation, in one pass with the
-    same tie and NaN rules as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1))."""
+    """The common case kernel 2, stride 2, no padding or dilation, with the same tie and
+    NaN rules as ``max_pool2d_forward`` (order (0,0), (0,1), (1,0), (1,1)), for C-contiguous
+    x. Parallel over runs of whole planes (WINDOW_RUN)."""
     N, C, H, W = x.shape
     OH = H // 2
     OW = W // 2
+    L = OH * OW
     y = np.empty((N, C, OH, OW), x.dtype)
     idx = np.empty((N, C, OH, OW), np.int64)
-    for p in prange(N * C):
-        n = p // C
-        c = p % C
-        xp = x[n, c]
-        for oh in range(OH):
-            r0 = xp[2 * oh]
-            r1 = xp[2 * oh + 1]
-            for ow in range(OW):
-                best = r0[2 * ow]
-                at = 2 * oh * W + 2 * ow
-                v = r0[2 * ow + 1]
-                if v > best or v != v:
-                    best = v
-                    at = 2 * oh * W + 2 * ow + 1
-                v = r1[2 * ow]
-                if v > best or v != v:
-                    best = v
-                    at = (2 * oh + 1) * W + 2 * ow
-                v = r1[2 * ow + 1]
-                if v > best or v != v:
-                    best = v
-                    at = (2 * oh + 1) * W + 2 * ow + 1
-                y[n, c, oh, ow] = best
-                idx[n, c, oh, ow] = at
+    planes = max(1, WINDOW_RUN // max(1, L))
+    start, at = window_table(H, W, OH, OW, planes)
+    xf, yf, jf = x.reshape(-1), y.reshape(-1), idx.reshape(-1)
+    for run in prange((N * C + planes - 1) // planes):
+        p0 = np.int64(run) * planes  # prange's index is unsigned: int64 arithmetic
+        count = (min(N * C, p0 + planes) - p0) * L
+        max_of_windows(xf, np.uint64(p0 * H * W), yf, np.uint64(p0 * L), jf, count, start,
+                       at, W)
     return y, idx
 
 
