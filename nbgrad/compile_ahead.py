@@ -56,10 +56,12 @@ class BackwardAhead:
     goes on with the forward pass (docs/compiling.md#the-backward-compiled-ahead).
 
     ``Function.apply`` hands it every call whose forward compiled a kernel and that is
-    recorded for a gradient: the op's name, its inputs and parameters. The helper runs
-    the same call forward (its kernels by then in the disk cache) and backward with an
-    all-ones output gradient, so it compiles exactly the backward kernels these shapes
-    select, into the shared cache, on the other core. When this process gets to that
+    recorded for a gradient, and every later call of an op while the helper is still on
+    an earlier one (a layer whose forward reuses the kernel another layer compiled may
+    need backward kernels that one did not): the op's name, its inputs and parameters.
+    The helper runs the same call forward (its kernels by then in the disk cache) and
+    backward with an all-ones output gradient, so it compiles exactly the backward kernels
+    these shapes select, into the shared cache, on the other core. When this process gets to that
     backward, Numba finds the kernels in the cache (or waits for the helper, if it is
     compiling that very call; ``join``). An optimiser whose construction compiled a
     kernel hands it a step on copies of its parameters in the same way (``submit_step``).
@@ -77,12 +79,20 @@ class BackwardAhead:
         self.sent = 0
         self.done = 0
         self.ended = False
+        self.last_call: dict[str, int] = {}  # op name -> the ticket of its latest call sent
 
     def submit(self, name: str, arrays: list, needs: tuple[bool, ...], params: dict) -> int:
         """Send one recorded call of the op registered as ``name`` in nbgrad's modules to
         the helper and return its ticket (1, 2, ... in the order sent); 0 for a call not
         sent: helper off, arguments unpicklable or larger than ``AHEAD_MAX_BYTES``."""
-        return self._send(("op", name, arrays, needs, params))
+        ticket = self._send(("op", name, arrays, needs, params))
+        if ticket:
+            self.last_call[name] = ticket
+        return ticket
+
+    def busy_with(self, name: str) -> bool:
+        """Whether the helper has not finished the latest call of op ``name`` sent to it."""
+        return self.done < self.last_call.get(name, 0)
 
     def submit_step(self, optimizer: str, groups: list[tuple[list, dict]]) -> int:
         """Send a step of the optimiser ``optimizer`` (a class of ``nbgrad.optim``) with

@@ -138,8 +138,11 @@ class Function:
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
         compiled = compiles.started
         out = cls.forward(ctx, *arrays, **params)
-        if record and compiles.started != compiled and _is_nbgrad_op(cls):
-            # a first use: the helper compiles this backward while the forward goes on
+        if (record and (compiles.started != compiled or backward_ahead.busy_with(cls.op_name))
+                and _is_nbgrad_op(cls)):
+            # a first use (or a call like one the helper is still on, whose forward kernels
+            # this call reused but whose backward may need others): the helper compiles this
+            # backward while the forward goes on
             ctx.ahead = backward_ahead.submit(cls.op_name, arrays, ctx.needs_input_grad,
                                               params)
         if anomaly.enabled:

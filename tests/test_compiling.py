@@ -293,6 +293,30 @@ def test_the_helper_skips_what_it_cannot_send():
     assert helper.wait(0)
 
 
+def test_a_call_like_one_the_helper_is_still_on_is_sent_too(monkeypatch):
+    """The digits CNN's second convolution reuses the first one's forward kernel (nothing
+    compiles) but needs an input gradient the first did not: while the helper has not
+    finished a call of an op, later calls of that op go to it too; after that, none do."""
+    from nbgrad import function
+    from nbgrad.compile_ahead import BackwardAhead
+
+    x = nb.tensor(np.ones(3), requires_grad=True)
+    nb.tanh(x), nb.sin(x)  # compiled before the helper is watched
+    helper = BackwardAhead()
+    sent = []
+    monkeypatch.setattr(helper, "_send", lambda call: sent.append(call[1]) or len(sent))
+    monkeypatch.setattr(function, "backward_ahead", helper)
+    nb.tanh(x)
+    assert sent == []
+    helper.last_call["tanh"], helper.done = 1, 0  # the helper is on a tanh call
+    nb.tanh(x)
+    nb.sin(x)  # another op: not sent
+    assert sent == ["tanh"] and helper.last_call["tanh"] == 1
+    helper.done = 1
+    nb.tanh(x)
+    assert sent == ["tanh"]
+
+
 def test_only_nbgrad_optimizers_are_sent_to_the_helper(monkeypatch):
     """A step is sent when building the optimiser compiled a kernel (here: the compile
     count moves at every read), for nbgrad's own classes only: a fresh interpreter does
