@@ -64,6 +64,12 @@ WINDOW_RUN = 64
 
 
 @njit(**SERIAL)
+def planes_per_run(L):
+    """Whole planes of L windows each in a run of about WINDOW_RUN windows (at least one)."""
+    return max(1, WINDOW_RUN // max(1, L))
+
+
+@njit(**SERIAL)
 def route_gradient(gf, jf, df, p0, p1, L, HW):
     """For planes p0 <= p < p1 of flat C-contiguous g, idx [planes, L] and dx [planes, HW]:
     zero the dx planes, then df[p*HW + jf[p*L + q]] += gf[p*L + q], skipping idx -1."""
@@ -86,7 +92,7 @@ def max_pool2d_backward(g, idx, dx):
     Parallel over runs of whole planes (WINDOW_RUN windows)."""
     N, C, OH, OW = g.shape
     L = OH * OW
-    planes = max(1, WINDOW_RUN // max(1, L))
+    planes = planes_per_run(L)
     gf, jf, df = g.reshape(-1), idx.reshape(-1), dx.reshape(-1)
     for run in prange((N * C + planes - 1) // planes):
         p0 = np.int64(run) * planes  # prange's index is unsigned: int64 arithmetic
@@ -149,7 +155,7 @@ def max_pool2d_2x2_forward(x):
     L = OH * OW
     y = np.empty((N, C, OH, OW), x.dtype)
     idx = np.empty((N, C, OH, OW), np.int64)
-    planes = max(1, WINDOW_RUN // max(1, L))
+    planes = planes_per_run(L)
     start, at = window_table(H, W, OH, OW, planes)
     xf, yf, jf = x.reshape(-1), y.reshape(-1), idx.reshape(-1)
     for run in prange((N * C + planes - 1) // planes):

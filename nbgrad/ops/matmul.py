@@ -97,7 +97,7 @@ class MatMul(Function):
         ctx.dtypes = (a.dtype, b.dtype)
         if a.dtype != b.dtype:
             dtype = np.promote_types(a.dtype, b.dtype)
-            a, b = a.astype(dtype), b.astype(dtype)
+            a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
         ctx.save_for_backward(a, b)
         out = _product(*_matrices(a, b), False, False)
         keep = out.shape[:-2] + out.shape[-2:-1] * (a.ndim > 1) + out.shape[-1:] * (b.ndim > 1)
