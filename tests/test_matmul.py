@@ -435,13 +435,16 @@ def test_empty_dims(sa, sb, dtype):
     np.testing.assert_array_equal(gb, rb)
 
 
-# A new process whose first kernel is loaded from the cache and calls the GEMM block by
-# its symbol name (kernels/matmul.py: _call_block): the symbol must be known to the JIT
-# linker before that machine code loads, or LLVM aborts the process.
+# A new process whose first kernels are loaded from the cache and call C functions by
+# their symbol names (kernels/_jit.py: compiled_once): the GEMM block from the product,
+# and the 'cols' convolution's slot body, itself a C function calling the block. Each
+# symbol must be known to the JIT linker before machine code naming it loads, or LLVM
+# aborts the process.
 _CACHED_PRODUCT = """
 import json
 import numpy as np
 import nbgrad as nb
+from nbgrad.kernels import conv_cols
 from nbgrad.kernels import matmul as km
 rng = np.random.default_rng(0)
 a, b = rng.standard_normal((2, 37, 29)), rng.standard_normal((29, 21))
@@ -451,8 +454,13 @@ for dtype in ("float32", "float64"):
     got = (nb.tensor(x) @ nb.tensor(y)).numpy()
     want = np.einsum("bik,kj->bij", x.astype(np.float64), y.astype(np.float64))
     out[dtype] = float(np.abs(got - want).max())
-hits = sum(km._product.stats.cache_hits.values())
-misses = sum(km._product.stats.cache_misses.values())
+# a 1x1 convolution on the 'cols' path is a product over channels
+x, w = rng.standard_normal((4, 3, 4, 4)), rng.standard_normal((16, 3, 1, 1))
+got = nb.conv2d(nb.tensor(x), nb.tensor(w)).numpy()
+out["conv"] = float(np.abs(got - np.einsum("fc,nchw->nfhw", w[:, :, 0, 0], x)).max())
+kernels = (km._product, conv_cols.conv2d_forward_cols)
+hits = sum(sum(k.stats.cache_hits.values()) for k in kernels)
+misses = sum(sum(k.stats.cache_misses.values()) for k in kernels)
 print(json.dumps({"errors": out, "hits": hits, "misses": misses}))
 """
 
@@ -466,8 +474,23 @@ def test_a_kernel_calling_the_gemm_by_name_loads_from_the_cache_in_a_new_process
         assert done.returncode == 0, done.stderr
         reports.append(json.loads(done.stdout.strip().splitlines()[-1]))
     compiled, loaded = reports
-    assert (compiled["hits"], compiled["misses"]) == (0, 2)
-    assert (loaded["hits"], loaded["misses"]) == (2, 0)
+    assert (compiled["hits"], compiled["misses"]) == (0, 3)
+    assert (loaded["hits"], loaded["misses"]) == (3, 0)
     for report in reports:
         assert report["errors"]["float32"] < 1e-4
         assert report["errors"]["float64"] < 1e-12
+        assert report["errors"]["conv"] < 1e-12
+
+
+@njit
+def _block_on_strided_x(x):
+    out = np.empty(4)
+    u = np.uint64
+    km._call_block(x[::2], u(0), False, x[:4], u(0), False, out, u(0), u(2), u(2), u(2),
+                   u(0), u(2), u(0), u(2), u(2), np.empty(64))
+
+
+def test_a_c_function_refuses_arrays_it_cannot_take_as_declared():
+    # the C function takes C-contiguous arrays; a strided view must not be reinterpreted
+    with pytest.raises(Exception, match="_call_block: takes"):
+        _block_on_strided_x(np.arange(8.0))

@@ -23,7 +23,7 @@ it gets wrong, and this module fixes for nbgrad's kernels only:
   kernel source file and the installed distribution.
 
 And one thing Numba has no notion of: a kernel that calls a C function of nbgrad by its
-symbol name (kernels/matmul.py: the GEMM block) can be loaded only once the JIT linker
+symbol name (kernels/_jit.py: compiled_once) can be loaded only once the JIT linker
 knows that symbol, so a data file that names one first loads the C function
 (``provide_symbol``).
 
@@ -73,8 +73,8 @@ def install_stamp() -> str:
     return sources.hexdigest()
 
 
-# External symbols that kernels call by name (kernels/matmul.py: the GEMM block as a C
-# function), each with what makes it known to the JIT linker. A kernel's cached machine
+# External symbols that kernels call by name (the C functions of kernels/_jit.py:
+# compiled_once), each with what makes it known to the JIT linker. A kernel's cached machine
 # code names the symbols it calls, and the linker must know them before the code loads.
 _symbol_providers: dict[bytes, Callable[[], object]] = {}
 

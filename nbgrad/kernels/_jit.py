@@ -2,8 +2,9 @@
 from which the element-wise families run in parallel.
 
 Every kernel is a module-level ``@njit(**PRESET)`` function (``inline="always"`` may be
-added). A preset fixes three things that change the generated code, so each kernel keeps
-the one its bit-for-bit tests were written against:
+added), or ``@compiled_once(signature_of, **PRESET)`` for a large body that several
+kernels or a parallel loop call. A preset fixes three things that change the generated
+code, so each kernel keeps the one its bit-for-bit tests were written against:
 
 * ``parallel``: ``prange`` loops run on Numba's thread pool. Each parallel kernel splits
   its work by the shapes alone (each task owns its outputs, or writes a partial that is
@@ -19,11 +20,15 @@ the one its bit-for-bit tests were written against:
   ``FUSED`` is reassoc + contract. No preset drops inf/NaN semantics (nnan, ninf).
 """
 
+import functools
 import types
 from collections.abc import Callable
 
-from numba import njit
+from llvmlite import binding as llvm_binding
+from llvmlite import ir
+from numba import cfunc, njit
 from numba import types as nb_types
+from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 from . import _cache
@@ -141,3 +146,56 @@ def for_work(kernel: Callable, work: int, minimum: int = PARALLEL_MIN) -> Callab
     kernel's unit of work) at or above ``minimum`` (PARALLEL_MIN; the convolution and
     pooling ops pass PARALLEL_WORK_MIN), else its serial form."""
     return kernel if work >= minimum else kernel.serial
+
+
+def compiled_once(signature_of: Callable, **preset) -> Callable:
+    """Decorator: ``fn`` compiled once per dtype as a C function (``cfunc``) of the
+    signature ``signature_of(dtype)``, under a fixed symbol name, and callable from
+    jitted code (only) through the returned intrinsic.
+
+    Numba links the LLVM IR of every function a kernel calls into the kernel's module and
+    optimises and emits all of it again, once per caller (the parallel region's body
+    and the kernel are two). A C function is optimised once; callers only name its
+    symbol, which the JIT linker resolves (in a fresh process through the cache's
+    check, ``_cache.provide_symbol``). Arrays are passed as Numba's array structures,
+    so the function body is the plain jitted code. The dtype (float32 or float64, the
+    ones whose symbols the cache knows) is that of the first array argument of a call;
+    Numba casts the other arguments to the signature's types."""
+
+    def decorate(fn: Callable) -> Callable:
+        def symbol(dtype) -> str:
+            return f"nbgrad_{fn.__module__}.{fn.__qualname__}_{dtype}"
+
+        @functools.cache
+        def provide(dtype):
+            entry = cfunc(signature_of(dtype), **preset)(fn)
+            llvm_binding.add_symbol(symbol(dtype), entry.address)
+            return entry
+
+        dtypes = (nb_types.float32, nb_types.float64)
+        for dtype in dtypes:
+            _cache.provide_symbol(symbol(dtype), functools.partial(provide, dtype))
+
+        @intrinsic
+        def call(typingctx, *args):
+            dtype = next(a.dtype for a in args if isinstance(a, nb_types.Array))
+            sig = signature_of(dtype)
+            if dtype not in dtypes or len(args) != len(sig.args) or any(
+                    typingctx.can_convert(a, t) is None for a, t in zip(args, sig.args)):
+                raise errors.TypingError(f"{fn.__name__}: takes {sig.args}, got {args}")
+            provide(dtype)
+
+            def codegen(context, builder, signature, values):
+                fnty = ir.FunctionType(context.get_value_type(sig.return_type),
+                                       [context.get_value_type(t) for t in sig.args])
+                callee = cgutils.get_or_insert_function(builder.module, fnty, symbol(dtype))
+                builder.call(callee, cgutils.unpack_tuple(builder, values[0]))
+                return context.get_dummy_value()
+
+            # *args arrive as one tuple, its items cast to the C function's parameter types
+            return sig.return_type(nb_types.StarArgTuple.from_types(sig.args)), codegen
+
+        call.__doc__ = fn.__doc__
+        return call
+
+    return decorate

@@ -27,9 +27,9 @@ kernel once.
 """
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
 
-from ._jit import PARALLEL, SERIAL, dot, plain
+from ._jit import PARALLEL, SERIAL, compiled_once, dot, plain
 from .conv_gemm import group_filters, zeros2
 from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
@@ -180,7 +180,20 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
                 dst[d0 + m] = src[s0 + m] + bf
 
 
-@njit(**SERIAL)
+# The slot bodies are C functions (kernels/_jit.py: compiled_once), each compiled once
+# per dtype rather than again inside its kernel's parallel region and single-slot call.
+def _slot_signature(*arrays: int, scalars: int):
+    """signature_of(dt) of a slot body: (s, slots, C-contiguous arrays of dt of these
+    ranks, ``scalars`` int64s) -> None."""
+    def signature_of(dt):
+        i64 = types.int64
+        return types.void(i64, i64, *(types.Array(dt, rank, "C") for rank in arrays),
+                          *([i64] * scalars))
+
+    return signature_of
+
+
+@compiled_once(_slot_signature(4, 3, 1, 4, 1, 1, 1, scalars=9), **SERIAL)
 def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
                    B):
     """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers."""
@@ -227,7 +240,7 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
     return y
 
 
-@njit(**SERIAL)
+@compiled_once(_slot_signature(4, 3, 4, 1, 1, 1, scalars=9), **SERIAL)
 def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, KH, KW, sh, sw, ph, pw, dh,
                       dw, B):
     """Blocks s, s + slots, ... of ``conv2d_input_grad_cols`` in slot s's buffers."""
@@ -322,7 +335,7 @@ def part_dots(gb, cols, part, Fg, Kg, P, used):
             part[fl * Kg + k] = dot(gb[fl * P:], cols[k * P:], used)
 
 
-@njit(**SERIAL)
+@compiled_once(_slot_signature(4, 4, 2, 1, 1, 1, scalars=11), **SERIAL)
 def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, pw, dh, dw,
                        groups, B, form):
     """Blocks s, s + slots, ... of ``conv2d_weight_grad_cols`` in slot s's buffers, block

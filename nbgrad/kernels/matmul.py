@@ -42,27 +42,22 @@ thread packs into its own buffer.
 
 from __future__ import annotations
 
-from functools import cache, partial
-
 import numpy as np
 from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import (
     carray,
-    cfunc,
     config,
-    from_dtype,
     get_num_threads,
     get_thread_id,
     njit,
     prange,
     types,
 )
-from numba.core import cgutils, errors
+from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-from . import _cache
-from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, plain
+from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
 from .gemm import stack_buffer
 
 
@@ -274,84 +269,24 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
                           min(nr, jc + nc - j0), pc == 0)
 
 
-# -- the block as one compiled function ---------------------------------------------------
+# -- the block as one C function ------------------------------------------------------------
 #
-# Numba links the LLVM IR of every function a kernel calls into the kernel's own module
-# and optimises and emits the whole of it again, so each kernel that called ``_block``
-# directly carried, and compiled, its own copy of the packing and the register tile
-# (docs/compiling.md). ``_block`` is instead compiled once per dtype as a C
-# function (``cfunc``) under a fixed symbol name; kernels declare that symbol and call it
-# (``_call_block``), and the JIT linker resolves it, in a fresh process through the
-# cache's check that loads the C function before any kernel whose machine code names it.
-
-_U64 = types.uint64
+# Each kernel that called ``_block`` directly carried, and compiled, its own copy of the
+# packing and the register tile (docs/compiling.md); ``_call_block`` is compiled once per
+# dtype as a C function (kernels/_jit.py: compiled_once) that every kernel calls by name.
 
 
-def _block_name(dtype: np.dtype) -> str:
-    """The symbol of ``_block``'s C function for ``dtype``."""
-    return f"nbgrad_gemm_block_{np.dtype(dtype).name}"
+def _block_signature(dt):
+    u, flag, flat = types.uint64, types.boolean, types.Array(dt, 1, "C")
+    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 9), flat)
 
 
-def _block_entry(xp, x0, x_t, yp, y0, y_t, outp, o0, M, N, K, r0, r1, c0, c1, depth, workp,
-                 work_size):
-    """``_block`` on raw pointers: x, y and out are the flat operands of one matrix
-    each, at offsets x0, y0 and o0; work is the caller's packing buffer of work_size
-    elements."""
-    x = carray(xp, (x0 + M * K,))
-    y = carray(yp, (y0 + K * N,))
-    out = carray(outp, (o0 + M * N,))
-    work = carray(workp, (work_size,))
-    _block(x, x0, x_t != 0, y, y0, y_t != 0, out, o0, M, N, K, r0, r1, c0, c1, depth,
+@compiled_once(_block_signature, **SERIAL)
+def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, work):
+    """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0
+    and o0) packing into work[:depth MR] and work[depth MR:]."""
+    _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth,
            work[: depth * MR_U], work[depth * MR_U:])
-
-
-@cache
-def _provide_block(dtype: np.dtype) -> str:
-    """Compile (or load from the cache) ``_block`` for ``dtype`` as a C function, make its
-    address known to the JIT linker under ``_block_name(dtype)``, and return that name."""
-    pointer = types.CPointer(from_dtype(np.dtype(dtype)))
-    signature = types.void(pointer, _U64, _U64, pointer, _U64, _U64, pointer,
-                           *([_U64] * 9), pointer, _U64)
-    entry = cfunc(signature, cache=True)(_block_entry)
-    name = _block_name(dtype)
-    llvm_binding.add_symbol(name, entry.address)
-    return name
-
-
-for _dtype in (np.float32, np.float64):
-    _cache.provide_symbol(_block_name(_dtype), partial(_provide_block, _dtype))
-
-
-@intrinsic
-def _call_block(typingctx, x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth,
-                work):
-    """``_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth,
-    work[:depth MR], work[depth MR:])`` through the C function of out's dtype."""
-    for array in (x, y, out, work):
-        if array.layout != "C" or array.dtype != out.dtype:
-            raise errors.TypingError("_call_block: x, y, out and work must be C-contiguous "
-                                     f"arrays of one dtype, got {x}, {y}, {out}, {work}")
-    name = _provide_block(np.dtype(out.dtype.name))
-    sig = types.void(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, work)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        pointer = context.get_value_type(out.dtype).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [pointer, i64, i64, pointer, i64, i64, pointer]
-                               + [i64] * 9 + [pointer, i64])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        arrays = {0: x, 3: y, 6: out, 16: work}
-        values = []
-        for index, (value, ty) in enumerate(zip(args, signature.args)):
-            if index in arrays:
-                values.append(context.make_array(ty)(context, builder, value).data)
-            else:
-                values.append(context.cast(builder, value, ty, _U64))
-        values.append(context.make_array(work)(context, builder, args[16]).nitems)
-        builder.call(fn, values)
-        return context.get_dummy_value()
-
-    return sig, codegen
 
 
 @njit(**SERIAL)
@@ -407,8 +342,8 @@ def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     cols = min(NC, (N + nr - 1) // nr * nr)
     work = np.empty(depth * (MR + cols), out.dtype)
     u = np.uint64
-    _call_block(x, u(0), x_t, y, u(0), y_t, out, u(0), u(M), u(N), u(K), u(0), u(M), u(0),
-                u(N), u(depth), work)
+    _call_block(x.reshape(-1), u(0), x_t, y.reshape(-1), u(0), y_t, out.reshape(-1), u(0),
+                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), work)
 
 
 @njit(**PARALLEL)
