@@ -316,6 +316,22 @@ def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_t, y_t", [(False, False), (True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("m, k, n", [(1, 64, 256), (256, 1, 64), (1, 301, 70), (70, 1, 5),
+                                     (1, 1, 1), (1, 5, 11)])
+def test_thin_products_sum_k_in_order_like_a_loop_nest(dtype, x_t, y_t, m, k, n):
+    """Outputs of one row and sums of one term skip the packing (km._thin_product): bit
+    for bit the FMA loop nest, for every batch of a broadcast, with and without a tail
+    of fewer than THIN_CHAINS columns."""
+    rng = np.random.default_rng(m + k + n)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 3, 1, m, k, n, x_t, y_t)
+    out = km.product(x, y, x_map, y_map, x_t, y_t)
+    for b in range(3):
+        ref = _loop_nest(np.ascontiguousarray(_op(x[b], x_t)), np.ascontiguousarray(_op(y[0], y_t)))
+        assert_same_bits(out[b], ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_kernel_same_bits_serial_parallel_and_at_1_and_2_threads(dtype):
     rng = np.random.default_rng(12)
     x, y, x_map, y_map = _kernel_operands(rng, dtype, 3, 1, 131, 257, 77, True, False)
