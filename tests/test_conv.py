@@ -911,6 +911,38 @@ def test_gather_cols_matches_numpy_im2col(ow, transposed, geom):
     assert_same_bits(got, want)
 
 
+@pytest.mark.parametrize("geom", [(1, 1, 1, 1, 1, 1), (2, 1, 0, 2, 1, 2), (1, 3, 2, 1, 2, 1)],
+                         ids=["plain", "strided-dilated", "wide-stride"])
+def test_col2im_gather_and_row_runs_give_the_same_bits(geom):
+    """The input gradient's two col2im forms (a gather over input_taps on maps narrower
+    than ROW_RUNS_MIN columns; row runs added into padded planes, then unpadded) add each
+    input position's taps in the same order: the same bits, a partial block included,
+    and zero at inputs no tap reads."""
+    sh, sw, ph, pw, dh, dw = geom
+    nb, B, Cg, KH, KW, H, W = 2, 3, 2, 3, 2, 7, 6
+    OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
+    OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
+    Hp, Wp = conv_cols.padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    M, P = OH * OW, B * OH * OW
+    dcols = np.random.default_rng(23).standard_normal((Cg * KH * KW, P)).astype(np.float32)
+    runs = np.full((nb, Cg, H, W), np.nan, np.float32)
+    dxp = np.empty(nb * Cg * Hp * Wp, np.float32)
+    conv_cols.scatter_cols(dcols, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, dxp)
+    conv_cols.unpad_block(dxp, runs, 0, nb, 0, Cg, ph, pw, Hp, Wp)
+    gathered = np.full((nb, Cg, H, W), np.nan, np.float32)
+    ptr, at = conv_cols.input_taps(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, P)
+    conv_cols.gather_input_grad(dcols.reshape(-1), ptr, at, nb, Cg, KH * KW, P, M, gathered,
+                                0, 0)
+    assert_same_bits(gathered, runs)
+    read = np.zeros((H + 2 * ph + sh * OH, W + 2 * pw + sw * OW), bool)
+    for kh in range(KH):
+        for kw in range(KW):
+            read[kh * dh: kh * dh + sh * OH: sh, kw * dw: kw * dw + sw * OW: sw] = True
+    unread = ~read[ph: ph + H, pw: pw + W]
+    assert unread.any() == (sh > KH * dh or sw > KW * dw)  # strides that skip inputs
+    assert (gathered[:, :, unread] == 0).all()
+
+
 @WEIGHT_GRAD_FORMS
 def test_cols_partial_block_with_inf_matches_direct(form):
     """The last block of the 'cols' kernels holds fewer images than a full one; its unused

@@ -56,6 +56,9 @@ def pad_block(x, n0, nb, c0, Cg, ph, pw, Hp, Wp, xp):
 # column_offsets (one loop over the block's columns per tap) rather than a loop per output
 # row: with runs of 4 (4x4 maps) the serial forward and weight gradient took 1.2-1.5 times
 # as long by rows; with runs of 8 the two were within 5% (the rows ahead in the forward).
+# Their col2im is a gather too (each input position sums the taps that read it,
+# gather_input_grad): on 4x4 maps, a block of 16 images of 16 channels 17 us against 33 us
+# for the row runs and unpadding; on 8x8 the row runs won, 10.5 against 17.6 us.
 ROW_RUNS_MIN = 8
 
 
@@ -145,6 +148,53 @@ def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
 
 
 @njit(**SERIAL)
+def input_taps(H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, P):
+    """(ptr, at): for input position i = ih*W + iw, at[ptr[i]: ptr[i + 1]] are the offsets
+    (kh*KW + kw)*P + oh*OW + ow into one channel's rows of dcols [Kg, P] of the taps that
+    read it (ih = oh*sh + kh*dh - ph, iw = ow*sw + kw*dw - pw), kh and kw ascending."""
+    ptr = np.zeros(H * W + 1, np.int64)
+    at = np.empty(H * W * KH * KW, np.uint64)
+    e = 0
+    for ih in range(H):
+        for iw in range(W):
+            for kh in range(KH):
+                rows = ih + ph - kh * dh  # oh*sh
+                if rows < 0 or rows % sh != 0 or rows // sh >= OH:
+                    continue
+                for kw in range(KW):
+                    cols = iw + pw - kw * dw  # ow*sw
+                    if cols < 0 or cols % sw != 0 or cols // sw >= OW:
+                        continue
+                    at[e] = (kh * KW + kw) * P + rows // sh * OW + cols // sw
+                    e += 1
+            ptr[ih * W + iw + 1] = e
+    return ptr, at
+
+
+@njit(**SERIAL)
+def gather_input_grad(dcols, ptr, at, nb, Cg, taps, P, M, dx, n0, c0):
+    """col2im as a gather, for maps narrower than ROW_RUNS_MIN columns (scatter_cols then
+    adds runs too short to vectorise): dx[n0 + b, c0 + cl] at input position i is the sum
+    of dcols[cl*taps*P + b*M + at[e]] over e in [ptr[i], ptr[i + 1]) (input_taps), taps in
+    scatter_cols' order, so the same bits; zero where no tap reads it. dcols is flat
+    [Kg*P], dx C-contiguous."""
+    C = dx.shape[1]
+    HW = dx.shape[2] * dx.shape[3]
+    flat = dx.reshape(-1)
+    zero = dcols.dtype.type(0)
+    for b in range(nb):
+        for cl in range(Cg):
+            # unsigned offsets, as in gather_cols
+            base = np.uint64(cl * taps * P + b * M)
+            d0 = np.uint64(((n0 + b) * C + c0 + cl) * HW)
+            for i in range(np.uint64(HW)):
+                acc = zero
+                for e in range(ptr[i], ptr[i + 1]):
+                    acc += dcols[base + at[e]]
+                flat[d0 + i] = acc
+
+
+@njit(**SERIAL)
 def gather_grad(g, n0, nb, f0, Fg, gb, f_step, j_step):
     """gb[fl*f_step + (b*M + m)*j_step] = g[n0 + b, f0 + fl] flattened at m (M = OH*OW):
     the output gradient of one group of the block as an [Fg, P] matrix (f_step = P,
@@ -182,13 +232,13 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
 
 # The slot bodies are C functions (kernels/_jit.py: compiled_once), each compiled once
 # per dtype rather than again inside its kernel's parallel region and single-slot call.
-def _slot_signature(*arrays: int, scalars: int):
-    """signature_of(dt) of a slot body: (s, slots, C-contiguous arrays of dt of these
-    ranks, ``scalars`` int64s) -> None."""
+def _slot_signature(*arrays, scalars: int):
+    """signature_of(dt) of a slot body: (s, slots, the arrays, ``scalars`` int64s) -> None,
+    an array given by its rank (C-contiguous, of dt) or by its Numba type."""
     def signature_of(dt):
         i64 = types.int64
-        return types.void(i64, i64, *(types.Array(dt, rank, "C") for rank in arrays),
-                          *([i64] * scalars))
+        return types.void(i64, i64, *(types.Array(dt, a, "C") if isinstance(a, int) else a
+                                      for a in arrays), *([i64] * scalars))
 
     return signature_of
 
@@ -240,9 +290,10 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
     return y
 
 
-@compiled_once(_slot_signature(4, 3, 4, 1, 1, 1, scalars=9), **SERIAL)
-def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, KH, KW, sh, sw, ph, pw, dh,
-                      dw, B):
+@compiled_once(_slot_signature(4, 3, 4, 1, 1, 1, types.int64[::1], types.uint64[::1],
+                               scalars=9), **SERIAL)
+def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, ptr, at, KH, KW, sh, sw, ph,
+                      pw, dh, dw, B):
     """Blocks s, s + slots, ... of ``conv2d_input_grad_cols`` in slot s's buffers."""
     N, F, OH, OW = g.shape
     groups = w_flat.shape[0]
@@ -256,9 +307,13 @@ def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, KH, KW, sh, sw, p
         for gi in range(groups):
             gather_grad(g, n0, nb, gi * Fg, Fg, gb, P, plain(1))
             matrix_product(w_flat[gi], True, gb, False, dcols, Kg, P, Fg)
-            scatter_cols(dcols.reshape(Kg, P), nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH,
-                         OW, dxp[: nb * Cg * Hp * Wp])
-            unpad_block(dxp, dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
+            if OW < ROW_RUNS_MIN:
+                gather_input_grad(dcols, ptr, at, nb, Cg, KH * KW, P, OH * OW, dx, n0,
+                                  gi * Cg)
+            else:
+                scatter_cols(dcols.reshape(Kg, P), nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp,
+                             OH, OW, dxp[: nb * Cg * Hp * Wp])
+                unpad_block(dxp, dx, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp)
 
 
 @njit(**PARALLEL)
@@ -276,14 +331,20 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     gb = zeros2(slots, Fg * P, g)
     dcols = np.empty((slots, Kg * P), g.dtype)
-    dxp = np.empty((slots, B * Cg * Hp * Wp), g.dtype)
+    if OW < ROW_RUNS_MIN:  # col2im as a gather: the taps of each input position
+        ptr, at = input_taps(dx.shape[2], dx.shape[3], OH, OW, KH, KW, sh, sw, ph, pw, dh,
+                             dw, P)
+        dxp = np.empty((slots, 0), g.dtype)
+    else:  # col2im as row runs added into padded planes
+        ptr, at = np.zeros(1, np.int64), np.empty(0, np.uint64)
+        dxp = np.empty((slots, B * Cg * Hp * Wp), g.dtype)
     if slots == 1:
-        input_grad_blocks(plain(0), slots, g, w_flat, dx, gb[0], dcols[0], dxp[0], KH, KW,
-                          sh, sw, ph, pw, dh, dw, B)
+        input_grad_blocks(plain(0), slots, g, w_flat, dx, gb[0], dcols[0], dxp[0], ptr, at,
+                          KH, KW, sh, sw, ph, pw, dh, dw, B)
         return dx
     for s in prange(slots):
-        input_grad_blocks(np.int64(s), slots, g, w_flat, dx, gb[s], dcols[s], dxp[s], KH, KW,
-                          sh, sw, ph, pw, dh, dw, B)
+        input_grad_blocks(np.int64(s), slots, g, w_flat, dx, gb[s], dcols[s], dxp[s], ptr,
+                          at, KH, KW, sh, sw, ph, pw, dh, dw, B)
     return dx
 
 
