@@ -171,13 +171,13 @@ def test_window_missing_the_input_gives_minus_infinity_and_no_gradient():
     assert np.all(xt.grad.numpy() == 0)
 
 
-@given(n=st.integers(1, 12), h=st.integers(2, 9), w=st.integers(2, 9),
+@given(n=st.integers(1, 12), h=st.integers(2, 9), w=st.integers(2, 21),
        dtype=st.sampled_from([np.float32, np.float64]), ties=st.booleans(),
        nans=st.integers(0, 6))
 def test_2x2_fast_path_matches_general_kernel(n, h, w, dtype, ties, nans):
-    """The fast path (runs of whole planes through a table of windows; several runs and a
-    partial one once n*3 planes exceed WINDOW_RUN windows) against the general loop nest,
-    ties and NaNs included."""
+    """The fast path (runs of whole planes through a table of windows, several runs and a
+    partial one once n*3 planes exceed WINDOW_RUN windows; row by row from WINDOW_ROW_MIN
+    windows per row, w >= 16) against the general loop nest, ties and NaNs included."""
     rng = np.random.default_rng(h * 10 + w)
     x = rng.integers(0, 3, (n, 3, h, w)) if ties else rng.standard_normal((n, 3, h, w))
     x = x.astype(dtype)

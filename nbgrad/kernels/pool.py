@@ -144,6 +144,40 @@ def max_of_windows(xf, x0, yf, y0, jf, count, start, at, W):
         jf[y0 + q] = best_at
 
 
+# Output rows of at least this many windows go row by row (max_of_rows), whose loop over
+# a row vectorises; the table of max_of_windows pays on shorter rows. Forward on
+# [16, 64, 64, 64] (32 windows per row), 2 threads: by rows 0.57-0.70 ms, through the
+# table 3.1-3.4 ms.
+WINDOW_ROW_MIN = 8
+
+
+@njit(**SERIAL)
+def max_of_rows(xf, yf, jf, p0, p1, H, W, OH, OW):
+    """max_of_windows for the planes p0 <= p < p1 of flat x, y and idx, row by row
+    (unsigned offsets, no slices: a view per row cost more than the row's windows)."""
+    u = np.uint64
+    Wu, OWu = u(W), u(OW)
+    for p in range(p0, p1):
+        for oh in range(OH):
+            plane = u(p * H * W)
+            out = u((p * OH + oh) * OW)
+            for ow in range(OWu):
+                at = u(2 * oh * W) + u(2) * ow  # the window's first element in its plane
+                best = xf[plane + at]
+                best_at = at
+                v = xf[plane + at + u(1)]
+                if v > best or v != v:
+                    best, best_at = v, at + u(1)
+                v = xf[plane + at + Wu]
+                if v > best or v != v:
+                    best, best_at = v, at + Wu
+                v = xf[plane + at + Wu + u(1)]
+                if v > best or v != v:
+                    best, best_at = v, at + Wu + u(1)
+                yf[out + ow] = best
+                jf[out + ow] = best_at
+
+
 @njit_with_serial(**PARALLEL)
 def max_pool2d_2x2_forward(x):
     """The common case kernel 2, stride 2, no padding or dilation, with the same tie and
@@ -156,13 +190,17 @@ def max_pool2d_2x2_forward(x):
     y = np.empty((N, C, OH, OW), x.dtype)
     idx = np.empty((N, C, OH, OW), np.int64)
     planes = planes_per_run(L)
-    start, at = window_table(H, W, OH, OW, planes)
+    rows = OW >= WINDOW_ROW_MIN
+    start, at = window_table(H, W, 0 if rows else OH, OW, planes)
     xf, yf, jf = x.reshape(-1), y.reshape(-1), idx.reshape(-1)
     for run in prange((N * C + planes - 1) // planes):
         p0 = np.int64(run) * planes  # prange's index is unsigned: int64 arithmetic
-        count = (min(N * C, p0 + planes) - p0) * L
-        max_of_windows(xf, np.uint64(p0 * H * W), yf, np.uint64(p0 * L), jf, count, start,
-                       at, W)
+        p1 = min(N * C, p0 + planes)
+        if rows:
+            max_of_rows(xf, yf, jf, p0, p1, H, W, OH, OW)
+        else:
+            max_of_windows(xf, np.uint64(p0 * H * W), yf, np.uint64(p0 * L), jf,
+                           (p1 - p0) * L, start, at, W)
     return y, idx
 
 
