@@ -114,10 +114,10 @@ def tile_buffer(typingctx, like):
 
 
 @njit(**SERIAL_FMA, inline="always")
-def _load_a(ap, k, a_k, s):
-    """a_k[s, r] = ap[k MR + r]: the tile's column k of a."""
+def _load_a(a, at, a_row, a_k, s):
+    """a_k[s, r] = a[at + r a_row]: the tile's column of a that starts at ``at``."""
     for r in range(MR_U):
-        a_k[s, r] = ap[k * MR_U + r]
+        a_k[s, r] = a[at + r * a_row]
 
 
 @njit(**SERIAL)
@@ -135,11 +135,11 @@ def _copy_rows(src, s0, lds, dst, d0, ldd, rows, cols):
 
 
 @njit(**SERIAL_FMA)
-def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
-    """out[o0 + r ldo + j] (+)= sum_{k < kc} ap[k MR + r] bp[b0 + k NR + j] for r < rows,
-    j < cols (k ascending): one MR x NR tile of the product over a packed sliver of a and
-    a packed panel of b. ``first``: the tile starts from zero, else from the partial sums
-    in ``out``.
+def _tile(a, a0, a_row, a_step, bp, b0, kc, out, o0, ldo, rows, cols, first):
+    """out[o0 + r ldo + j] (+)= sum_{k < kc} a[a0 + k a_step + r a_row] bp[b0 + k NR + j]
+    for r < rows, j < cols (k ascending): one MR x NR tile of the product over a sliver of
+    a (packed, a_step = MR and a_row = 1, or read in place) and a packed panel of b.
+    ``first``: the tile starts from zero, else from the partial sums in ``out``.
 
     The j loop is innermost so that LLVM vectorises it (NR / lanes vectors of b times a
     broadcast value of a per row) and keeps the MR x NR sums in registers; it does so
@@ -161,8 +161,8 @@ def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
         _copy_rows(out, o0, ldo, acc_flat, np.uint64(0), nr, rows, cols)
     one, two = np.uint64(1), np.uint64(2)
     for k in range(np.uint64(0), kc - kc % two, two):
-        _load_a(ap, k, a_k, 0)
-        _load_a(ap, k + one, a_k, 1)
+        _load_a(a, a0 + k * a_step, a_row, a_k, 0)
+        _load_a(a, a0 + (k + one) * a_step, a_row, a_k, 1)
         bk = b0 + k * nr
         for j in range(nr):
             b0j = bp[bk + j]
@@ -172,7 +172,7 @@ def _tile(ap, bp, b0, kc, out, o0, ldo, rows, cols, first):
                 acc[r, j] = acc[r, j] + a_k[1, r] * b1j
     if kc % two:
         k = kc - one
-        _load_a(ap, k, a_k, 0)
+        _load_a(a, a0 + k * a_step, a_row, a_k, 0)
         bk = b0 + k * nr
         for j in range(nr):
             b0j = bp[bk + j]
@@ -263,10 +263,16 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
             _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp)
             for i0 in range(r0, r1, MR_U):
                 rows = min(MR_U, r1 - i0)
-                _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap)
+                if nc <= nr and rows == MR_U:
+                    # one panel reads the sliver once: in place rather than packed
+                    a, a0 = x, x0 + (pc * M + i0 if x_t else i0 * K + pc)
+                    a_row, a_step = (np.uint64(1), M) if x_t else (K, np.uint64(1))
+                else:
+                    _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap)
+                    a, a0, a_row, a_step = ap, np.uint64(0), np.uint64(1), MR_U
                 for j0 in range(jc, jc + nc, nr):
-                    _tile(ap, bp, (j0 - jc) * kc, kc, out, o0 + i0 * N + j0, N, rows,
-                          min(nr, jc + nc - j0), pc == 0)
+                    _tile(a, a0, a_row, a_step, bp, (j0 - jc) * kc, kc, out,
+                          o0 + i0 * N + j0, N, rows, min(nr, jc + nc - j0), pc == 0)
 
 
 # -- the block as one C function ------------------------------------------------------------
