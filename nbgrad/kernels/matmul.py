@@ -26,7 +26,10 @@ Packing, per task (a block of output tiles):
   buffer (columns past N are zeros), so that the tile streams b with unit stride
   whatever b's layout or transpose; the block stays in L2.
 * a: for each MR rows, the kc x MR sliver is copied (rows past M are zeros, their sums
-  discarded), then swept across the block's panels from L1.
+  discarded), then swept across the block's panels from L1. A block of one panel reads
+  each full sliver in place instead: the copy would be read once.
+* Serial products with one output row or one term per sum (a row times a matrix, an
+  outer product) skip the packing altogether (``_thin_product``).
 * K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
   next ones from the partial sums stored in ``out`` (exact: a stored float is reloaded
   unchanged), so every element is still one FMA chain over k in ascending order.
