@@ -220,12 +220,26 @@ def _pack_rows(y, y0, ldy, kc, j0, width, bp, p0):
             bp[dst + j] = 0
 
 
+# Columns of a transposed panel packed together: each step of k then writes them as one
+# run (a cache line of float32) instead of one value per line of the panel. One thread,
+# float32, x [32, 256] @ y^T with y [144, 256]: 69 -> 55 us (y stored untransposed:
+# 41 us); 8 columns 63 us, 32 columns 60 us.
+PACK_COLUMNS = np.uint64(16)
+
+
 @njit(**SERIAL)
 def _pack_columns(y, y0, ldy, kc, j0, width, bp, p0):
     """bp[p0 + k NR + j] = y[y0 + (j0 + j) ldy + k]: a panel of b read transposed, each
     column of the panel from one contiguous row of y (zeros for j >= width)."""
     nr = panel_cols(bp)
-    for j in range(width):
+    full = width - width % PACK_COLUMNS
+    for jb in range(np.uint64(0), full, PACK_COLUMNS):
+        src = y0 + (j0 + jb) * ldy
+        for k in range(kc):
+            dst = p0 + k * nr + jb
+            for j in range(PACK_COLUMNS):
+                bp[dst + j] = y[src + j * ldy + k]
+    for j in range(full, width):
         src = y0 + (j0 + j) * ldy
         for k in range(kc):
             bp[p0 + k * nr + j] = y[src + k]
