@@ -14,6 +14,7 @@ from conftest import assert_same_bits, at_threads
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
+from numba.core.errors import TypingError
 
 import nbgrad as nb
 from nbgrad.kernels import matmul as km
@@ -508,5 +509,18 @@ def _block_on_strided_x(x):
 
 def test_a_c_function_refuses_arrays_it_cannot_take_as_declared():
     # the C function takes C-contiguous arrays; a strided view must not be reinterpreted
-    with pytest.raises(Exception, match="_call_block: takes"):
+    with pytest.raises(TypingError, match="_call_block: takes"):
         _block_on_strided_x(np.arange(8.0))
+
+
+@njit
+def _block_on_int_arrays(x):
+    u = np.uint64
+    km._call_block(x, u(0), False, x, u(0), False, x, u(0), u(1), u(1), u(1), u(0), u(1),
+                   u(0), u(1), u(1), x)
+
+
+def test_a_c_function_exists_only_for_float32_and_float64():
+    # the cache provides the symbols of those two dtypes only (kernels/_jit.py)
+    with pytest.raises(TypingError, match="_call_block: takes"):
+        _block_on_int_arrays(np.arange(8))
