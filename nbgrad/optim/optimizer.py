@@ -69,6 +69,7 @@ class FlatGroup:
         self.steps = np.zeros(len(params))
         self.has_state = np.zeros(len(params), bool)
         self.grad_buffer = np.empty(total, self.dtype)
+        self.layouts: dict[bytes, tuple] = {}  # gather's layouts, by pattern of gradients
         self.empty = np.empty(0, self.dtype)
         self._bind_arrays()
 
@@ -99,13 +100,20 @@ class FlatGroup:
         active = np.array([g is not None for g in grads])
         if not active.any():
             return None
-        sizes = np.where(active, self.sizes, 0)
-        size = int(sizes.sum())
+        key = active.tobytes()
+        if key not in self.layouts:
+            self.layouts[key] = self._layout(active)
+        grad_start, chunk_param, chunk_begin, chunk_end, size = self.layouts[key]
         flat = self.grad_buffer[:size]
         np.concatenate([g.data.reshape(-1) for g in grads if g is not None], out=flat)
-        chunk_param, chunk_begin, chunk_end = kernels.chunk_work(sizes)
-        return Work(flat, np.cumsum(sizes) - sizes, chunk_param, chunk_begin, chunk_end,
-                    active, size)
+        return Work(flat, grad_start, chunk_param, chunk_begin, chunk_end, active, size)
+
+    def _layout(self, active: np.ndarray) -> tuple:
+        """(grad_start, chunk_param, chunk_begin, chunk_end, size) of the gathered
+        gradients of the parameters marked in ``active``: the same every step in which the
+        same parameters have gradients, so ``gather`` keeps it per pattern."""
+        sizes = np.where(active, self.sizes, 0)
+        return (np.cumsum(sizes) - sizes, *kernels.chunk_work(sizes), int(sizes.sum()))
 
     # -- per-parameter state ----------------------------------------------------------------
     def param_state(self, i: int, counts_steps: bool, copy: bool) -> dict[str, Any]:
