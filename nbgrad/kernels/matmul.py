@@ -409,7 +409,8 @@ THIN_CHAINS = 8
 
 @njit(**SERIAL_FMA)
 def _axpy(a, src, s0, out, o0, n):
-    """out[o0 + j] += a src[s0 + j] for j < n (unsigned offsets; vectorised)."""
+    """out[o0 + j] += a src[s0 + j] for j < n (unsigned offsets; vectorised). Unlike
+    kernels/conv.py: row_axpy, one FMA per term (SERIAL_FMA), as in the GEMM's tile."""
     for j in range(n):
         out[o0 + j] += a * src[s0 + j]
 

@@ -158,8 +158,8 @@ def max_of_rows(xf, yf, jf, p0, p1, H, W, OH, OW):
     u = np.uint64
     Wu, OWu = u(W), u(OW)
     for p in range(p0, p1):
+        plane = u(p * H * W)
         for oh in range(OH):
-            plane = u(p * H * W)
             out = u((p * OH + oh) * OW)
             for ow in range(OWu):
                 at = u(2 * oh * W) + u(2) * ow  # the window's first element in its plane
@@ -191,6 +191,7 @@ def max_pool2d_2x2_forward(x):
     idx = np.empty((N, C, OH, OW), np.int64)
     planes = planes_per_run(L)
     rows = OW >= WINDOW_ROW_MIN
+    # the window table only for short rows (empty, of zero output rows, for max_of_rows)
     start, at = window_table(H, W, 0 if rows else OH, OW, planes)
     xf, yf, jf = x.reshape(-1), y.reshape(-1), idx.reshape(-1)
     for run in prange((N * C + planes - 1) // planes):
