@@ -6,6 +6,7 @@ import pytest
 from conftest import assert_same_bits, at_threads
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels import broadcast_sum, strided_apply
@@ -391,6 +392,49 @@ def test_binary_against_pytorch(name, shapes, seed):
     pga, pgb = torch.autograd.grad(py, [pa, pb], grad_outputs=torch.tensor(g))
     np.testing.assert_allclose(ga.numpy(), pga.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gb.numpy(), pgb.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=3, max_side=9), seed=st.integers(0, 99),
+       transposed=st.booleans())
+def test_square_matches_pytorch_bit_for_bit(dtype, shape, seed, transposed):
+    """x ** 2 is x * x with gradient g * (x + x), PyTorch's formulas for a number
+    exponent: the same bits, non-finite values and signed zeros included (NaN payloads
+    aside). A 0-d or one-element exponent tensor of 2 gives the same (PyTorch's tensor
+    exponents go through pow and can differ in the last bit)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(shape) * 1e20).astype(dtype)
+    x.reshape(-1)[:3] = [np.nan, -np.inf, -0.0][: x.size]
+    if transposed:
+        x = x.T
+    g = rng.standard_normal(x.shape).astype(dtype)
+    p = torch.tensor(x, requires_grad=True)
+    py = p ** 2
+    (pga,) = torch.autograd.grad(py, [p], grad_outputs=torch.tensor(g))
+    _same_values(py.detach().numpy(), x * x)
+    for exponent in (2, nb.tensor(np.asarray(2.0, dtype)),
+                     nb.tensor(np.full((1,) * x.ndim, 2.0, dtype))):
+        t = nb.tensor(x, requires_grad=True)
+        y = t ** exponent
+        (ga,) = nb.grad(y, [t], grad_outputs=g)
+        _same_values(y.numpy(), py.detach().numpy())
+        _same_values(ga.numpy(), pga.numpy())
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> None:
+    """Bitwise equal, with any NaN equal to any NaN."""
+    nan = np.isnan(a)
+    np.testing.assert_array_equal(nan, np.isnan(b))
+    assert_same_bits(np.where(nan, 0, a), np.where(nan, 0, b))
+
+
+def test_square_with_an_exponent_that_needs_a_gradient():
+    a = 0.5 + np.random.default_rng(0).random((3, 4))
+    t, e = nb.tensor(a, requires_grad=True), nb.tensor(np.asarray(2.0), requires_grad=True)
+    ga, ge = nb.grad((t ** e).sum(), [t, e])
+    np.testing.assert_allclose(ga.numpy(), 2 * a, rtol=1e-15)
+    np.testing.assert_allclose(ge.numpy(), (a ** 2 * np.log(a)).sum(), rtol=1e-13)
 
 
 def test_unary_and_kinks_against_pytorch():

@@ -205,6 +205,7 @@ def _pow_samples(rng):
                      label=f"{sa} ** {sb}")
         yield Sample(np.asarray(0.5 + rng.random(sb)), np.asarray(rng.standard_normal(sa)),
                      label=f"{sb} ** {sa}")
+    yield Sample(np.asarray(0.5 + rng.random((3, 4))), np.asarray(2.0), label="squared")
 
 
 def _unary_samples(rng, positive: bool = False):
@@ -307,11 +308,22 @@ class Div(Function):
         return g / b, -(g * a) / (b * b)
 
 
+def _squares(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a ** b`` is ``a`` squared: a float ``a`` and a single exponent 2 of its
+    dtype that does not add dims. Computed as a * a, with gradient g * (a + a) (both
+    exact doublings), as PyTorch computes it, instead of pow per element: [256, 64]
+    float32 forward and backward took 227 us against PyTorch's 50."""
+    return (a.dtype.kind == "f" and b.dtype == a.dtype and b.size == 1
+            and b.ndim <= a.ndim and b.reshape(-1)[0] == 2)
+
+
 @register("pow", samples=_pow_samples)
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
+        if _squares(a, b):
+            return _same(strided_apply.MUL, a, a)
         return _forward_pair("pow", strided_apply.POW, a, b)
 
     @staticmethod
@@ -322,9 +334,13 @@ class Pow(Function):
         need_a, need_b = ctx.needs_input_grad
         a2 = a.astype(g.dtype, copy=False)
         b2 = b.astype(g.dtype, copy=False)
-        ga = _grad(strided_apply.MUL, g,
-                   strided_apply.broadcast_apply(strided_apply.POW_DBASE, a2, b2, g.shape), a) \
-            if need_a else None
+        if need_a and _squares(a, b):
+            ga = _grad(strided_apply.MUL, g, _same(strided_apply.ADD, a2, a2), a)
+        elif need_a:
+            ga = _grad(strided_apply.MUL, g, strided_apply.broadcast_apply(
+                strided_apply.POW_DBASE, a2, b2, g.shape), a)
+        else:
+            ga = None
         gb = _grad(strided_apply.MUL, g,
                    strided_apply.broadcast_apply(strided_apply.POW_DEXP, a2, b2, g.shape), b) \
             if need_b else None

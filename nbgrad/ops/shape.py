@@ -12,6 +12,7 @@ repeated indices. squeeze and unsqueeze are reshapes; chunk is a split.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -121,11 +122,18 @@ class Permute(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return g.transpose(np.argsort(ctx.dims))
+        return g.transpose(_inverse(ctx.dims))
 
     @staticmethod
     def vjp(ctx, g):
-        return g.permute(*(int(d) for d in np.argsort(ctx.dims)))
+        return g.permute(*_inverse(ctx.dims))
+
+
+@functools.lru_cache(maxsize=64)
+def _inverse(dims: tuple) -> tuple:
+    """The permutation that undoes ``dims`` (cached: np.argsort took 2 us of each
+    transpose's backward)."""
+    return tuple(sorted(range(len(dims)), key=dims.__getitem__))
 
 
 def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
