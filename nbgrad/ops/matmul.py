@@ -40,6 +40,8 @@ def _c_stack(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool]:
             x, transposed = swapped, not transposed
         else:
             x = np.ascontiguousarray(x)
+    if x.ndim == 2:
+        return x[np.newaxis], transposed
     return x.reshape((math.prod(x.shape[:-2]),) + x.shape[-2:]), transposed
 
 
@@ -56,12 +58,19 @@ def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
     return index
 
 
+_ONE = _batch_map((), ())  # the batch map of one product
+
+
 def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     """``op(x) @ op(y)`` over the broadcast batch dims of x and y (each at least 2-D),
     where op transposes the last two axes when ``tx`` / ``ty`` is set."""
-    bx, by = x.shape[:-2], y.shape[:-2]
     m = x.shape[-1] if tx else x.shape[-2]
     n = y.shape[-2] if ty else y.shape[-1]
+    if x.ndim == y.ndim == 2:
+        xs, tx = _c_stack(x, tx)
+        ys, ty = _c_stack(y, ty)
+        return matmul_kernels.product(xs, ys, _ONE, _ONE, tx, ty).reshape(m, n)
+    bx, by = x.shape[:-2], y.shape[:-2]
     if not by and bx and not tx:
         # y is one matrix: x's batch folds into the rows of a single product.
         return _product(_rows(x), y, False, ty).reshape(bx + (m, n))
@@ -100,6 +109,8 @@ class MatMul(Function):
             a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
         ctx.save_for_backward(a, b)
         out = _product(*_matrices(a, b), False, False)
+        if a.ndim == b.ndim == 2:
+            return out
         keep = out.shape[:-2] + out.shape[-2:-1] * (a.ndim > 1) + out.shape[-1:] * (b.ndim > 1)
         return out.reshape(keep)
 
