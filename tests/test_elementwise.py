@@ -565,7 +565,7 @@ def test_the_leading_rows_plan_is_the_general_plan(shapes):
     """Where leading_rows_nest plans a pair of contiguous operands from their shapes, it
     gives what flat_operand + coalesce give (so the kernels run the same loop nest)."""
     full = np.broadcast_shapes(*shapes)
-    nest = strided_apply.leading_rows_nest(full, list(shapes))
+    nest = strided_apply.leading_rows_nest(full, tuple(shapes))
     if nest is None:
         return
     strides = [strided_apply.flat_operand(np.zeros(s), len(full))[1] for s in shapes]
@@ -574,8 +574,8 @@ def test_the_leading_rows_plan_is_the_general_plan(shapes):
 
 def test_a_bias_and_equal_shapes_get_the_leading_rows_plan():
     plan = strided_apply.leading_rows_nest
-    assert plan((256, 64), [(256, 64), (64,)]) == ([256, 64], [[64, 1], [0, 1]])
-    assert plan((8, 3, 5), [(1, 3, 5), (8, 3, 5)]) == ([8, 15], [[0, 1], [15, 1]])
-    assert plan((4, 5), [(4, 5), (4, 5)]) == ([20], [[1], [1]])
-    assert plan((4, 5), [(4, 1), (4, 5)]) is None  # a column broadcast: the general plan
-    assert plan((1, 5), [(5,), (1, 5)]) is None  # one row: the general plan drops it
+    assert plan((256, 64), ((256, 64), (64,))) == ([256, 64], [[64, 1], [0, 1]])
+    assert plan((8, 3, 5), ((1, 3, 5), (8, 3, 5))) == ([8, 15], [[0, 1], [15, 1]])
+    assert plan((4, 5), ((4, 5), (4, 5))) == ([20], [[1], [1]])
+    assert plan((4, 5), ((4, 1), (4, 5))) is None  # a column broadcast: the general plan
+    assert plan((1, 5), ((5,), (1, 5))) is None  # one row: the general plan drops it

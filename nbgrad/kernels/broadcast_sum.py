@@ -296,7 +296,7 @@ def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -
     loop nest of a reduction of u, v over ``full_shape`` to ``pshape`` (same length; the
     result's strides are 0 along the summed axes)."""
     if u.flags.c_contiguous and v.flags.c_contiguous:
-        nest = leading_rows_nest(full_shape, [u.shape, v.shape, pshape])
+        nest = leading_rows_nest(full_shape, (u.shape, v.shape, pshape))
         if nest is not None:  # e.g. a bias gradient: a sum over leading rows
             return nest[0], u.reshape(-1), v.reshape(-1), nest[1]
     nd = len(full_shape)

@@ -24,6 +24,7 @@ docs/derivations.md#element-wise-arithmetic.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -205,13 +206,15 @@ def flat_operand(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
     return np.lib.stride_tricks.as_strided(arr, (extent,), (isz,)), strides
 
 
-def leading_rows_nest(full_shape: tuple, shapes: list) -> tuple | None:
+@functools.lru_cache(maxsize=512)
+def leading_rows_nest(full_shape: tuple, shapes: tuple) -> tuple | None:
     """``coalesce``'s result for C-contiguous operands each of ``full_shape`` or of its
     trailing dims S = full_shape[lead:] (leading 1s of an operand's shape ignored; one S
     for all), found from the shapes alone: (sizes, strides per operand) with sizes
     [rows, n] (or [n] when every operand is full), strides [n, 1] for a full operand and
     [0, 1] for a trailing one. None for other shapes, or when rows or n is 1 (the plan
-    of a bias broadcast over rows, or of equal shapes, without the general planning)."""
+    of a bias broadcast over rows, or of equal shapes, without the general planning).
+    Kept per shapes (it took 1.4 us of a 13 us bias add); callers must not modify it."""
     nd = len(full_shape)
     tail = nd
     for shape in shapes:
@@ -281,7 +284,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
         return out
     nest = None
     if u.flags.c_contiguous and v.flags.c_contiguous:
-        nest = leading_rows_nest(shape, [u.shape, v.shape])
+        nest = leading_rows_nest(shape, (u.shape, v.shape))
     if nest is not None:
         fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
         if len(sizes) == 2 and out.size < BIAS_ROWS_MAX:

@@ -364,6 +364,8 @@ def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
     """alpha * b for ``add``/``sub`` (``b`` itself when alpha is 1), in the dtype the op
     computes in: an integer result refuses a float alpha and a non-bool result a bool
     alpha (PyTorch's rules); b is converted to a float result dtype before scaling."""
+    if type(alpha) is int and alpha == 1:  # the default, fine for every dtype
+        return b
     if isinstance(alpha, bool | np.bool_):
         if not (a.dtype.kind == b.dtype.kind == "b"):
             raise TypeError(f"{name}: a bool alpha ({alpha!r}) is only supported for bool "
