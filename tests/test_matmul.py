@@ -306,11 +306,13 @@ def _loop_nest(x, y):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("x_t, y_t", [(False, False), (True, False), (False, True), (True, True)])
-def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t):
+@pytest.mark.parametrize("n", [75, 300])
+def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t, n):
     """Bit for bit the scalar loop nest: every element is one FMA chain over k in
-    ascending order, across the blocks of k (k = 601) and the edge tiles."""
+    ascending order, across the blocks of k (k = 601), the blocks of NC columns (n = 300),
+    full panels of b read in place and the edge tiles."""
     rng = np.random.default_rng(11)
-    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, 37, 601, 75, x_t, y_t)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, 37, 601, n, x_t, y_t)
     out = km.product(x, y, x_map, y_map, x_t, y_t)
     ref = _loop_nest(np.ascontiguousarray(_op(x[0], x_t)), np.ascontiguousarray(_op(y[0], y_t)))
     assert_same_bits(out[0], ref)
