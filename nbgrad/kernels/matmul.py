@@ -25,17 +25,16 @@ Packing, per task (a block of output tiles):
   256 float64) by NC columns, which stay in L2, each cut into NR-wide panels. The tile
   reads a panel's rows with unit stride: in place from a row-major b (row stride N), or
   from a contiguous kc x NR copy when b is read transposed or the panel is narrower than
-  NR (columns past N are zeros). Reading full panels in place: the conv forward GEMM
-  [32,144] @ [144,256] in one thread 32.2 -> 27.1-28.4 us, the 'cols' forward of 16 -> 32
-  channels on 8x8 maps, batch 64, 325-333 -> 301-303 us.
+  NR (columns past N are zeros).
 * a: each sliver of MR full rows by kc values of k is read in place, through a's row and
   k strides, and swept across the block's panels from L1 (three runs of kc values, or for
   a read transposed kc cache lines of MR values), so a copy would only add a pass over a
-  per block. Only the last
-  sliver, with fewer than MR rows left, is copied (rows past M are zeros, their sums
-  discarded). Against packing every sliver, float32, same process: 256^3 in one thread
-  348-352 -> 320-323 us, in two 204-209 -> 169-174 us; a^T b 354 -> 324 us; the conv
-  GEMMs [32,144] @ [144,256] 32.3 -> 29.9 us and [32,256] @ [256,144] 40.8 -> 37.6 us.
+  per block. Only the last sliver, with fewer than MR rows left, is copied (rows past M
+  are zeros, their sums discarded).
+* Against packing every sliver and panel, float32, alternating: 256^3 in one thread
+  348-352 -> 320-323 us, in two 204-209 -> 169-174 us (slivers); the conv GEMM
+  [32,144] @ [144,256] in one thread 32.2-32.5 -> 27.1-28.4 us, and the 'cols' forward of
+  16 -> 32 channels on 8x8 maps, batch 64, 325-333 -> 301-303 us (slivers and panels).
 * Serial products with one output row or one term per sum (a row times a matrix, an
   outer product) skip the packing altogether (``_thin_product``).
 * K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
