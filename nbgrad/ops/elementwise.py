@@ -487,7 +487,8 @@ def div(a: Any, b: Any, *, rounding_mode: str | None = None) -> Tensor:
 def pow(a: Any, b: Any) -> Tensor:
     """a ** b with NumPy broadcasting; grad_a = sum(g * b * a^(b-1)) (0 where b == 0),
     grad_b = sum(g * a^b * log a), taken as 0 where a == 0 and b >= 0 (PyTorch). A
-    negative base with a non-integer exponent gives NaN, as in PyTorch."""
+    negative base with a non-integer exponent gives NaN, as in PyTorch. A float base
+    squared (a single exponent 2) is a * a with grad_a = g * (a + a), PyTorch's bits."""
     a, b = _operands(a, b)
     return Pow.apply(a, b)
 
