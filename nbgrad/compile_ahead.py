@@ -36,7 +36,9 @@ class CompileCount(event.Listener):
 
     def on_start(self, ev: event.Event) -> None:
         self.depth += 1
-        if self.depth == 1 and ev.data["dispatcher"].py_func.__module__.startswith("nbgrad."):
+        # a function made by exec() without a __name__ in its globals has no module
+        module = ev.data["dispatcher"].py_func.__module__ or ""
+        if self.depth == 1 and module.startswith("nbgrad."):
             self.started += 1
 
     def on_end(self, ev: event.Event) -> None:

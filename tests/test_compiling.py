@@ -43,6 +43,20 @@ def test_no_notice_from_the_cache_or_when_turned_off(tmp_path):
     assert off.returncode == 0 and "compiling" not in off.stderr
 
 
+def test_user_functions_without_a_module_still_compile():
+    """A function made by exec() with no __name__ in its globals has __module__ None; the
+    compile counter nbgrad listens with must take it, and keep counting nbgrad's own."""
+    from numba import njit
+
+    from nbgrad.compile_ahead import compiles
+
+    namespace: dict = {}
+    exec("def twice(x):\n    return 2 * x\n", namespace)
+    assert namespace["twice"].__module__ is None
+    assert njit(namespace["twice"])(21) == 42
+    assert compiles.depth == 0
+
+
 def test_recorder_sees_the_compiles_of_a_new_signature():
     from numba import njit
 
