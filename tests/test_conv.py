@@ -886,9 +886,10 @@ def test_cols_weight_grad_in_every_form_matches_direct(form, geom):
 @pytest.mark.parametrize("transposed", [False, True], ids=["Kg-P", "P-Kg"])
 @pytest.mark.parametrize("geom", [(1, 1, 1, 1), (2, 1, 1, 2)], ids=["plain", "strided-dilated"])
 def test_gather_cols_matches_numpy_im2col(ow, transposed, geom):
-    """Both loop nests of gather_cols (maps narrower than ROW_RUNS_MIN columns, and
-    wider ones), both layouts, against the im2col matrix indexed out of np.pad'ed
-    planes; a partial block (2 of 3 images) leaves the other columns untouched."""
+    """The loop nests of gather_cols (for [Kg, P], maps narrower than ROW_RUNS_MIN
+    columns and wider ones; for the transpose, one row per column) against the im2col
+    matrix indexed out of np.pad'ed planes; a partial block (2 of 3 images) leaves the
+    other columns untouched."""
     assert (ow < conv_cols.ROW_RUNS_MIN) == (ow == 3)
     sh, sw, dh, dw = geom
     nb, B, Cg, KH, KW, OH = 2, 3, 2, 3, 2, 3

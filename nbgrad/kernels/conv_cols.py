@@ -81,10 +81,29 @@ def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step
     """cols[k*k_step + (b*M + oh*OW + ow)*j_step] = xp[b, cl, oh*sh + kh*dh, ow*sw + kw*dw]
     (pad_block's layout, flat) for k = (cl*KH + kh)*KW + kw, cl < Cg, b < nb, M = OH*OW:
     the im2col matrix as [Kg, P] (k_step = P, j_step = 1) or as its transpose [P, Kg]
-    (k_step = 1, j_step = Kg); every row of the map a run of OW copies without a branch,
-    or below ROW_RUNS_MIN columns one run over the block's columns per tap."""
+    (k_step = 1, j_step = Kg). [Kg, P]: every row of the map a run of OW copies without a
+    branch, or below ROW_RUNS_MIN columns one run over the block's columns per tap. The
+    transpose: one row of cols per column (at 8x8, 16 channels, 4 images: 12.6 us against
+    16.9 us for the runs per tap; at 64 channels 31-35 against 60 us)."""
     # unsigned offsets: no fix-up for negative indices in either nest's copy loop
     ju = np.uint64(j_step)
+    if k_step == 1:
+        # each column's taps as one contiguous row of cols (a pass over k per tap would
+        # store one value per cache line of cols), read from the block's padded planes,
+        # which stay in L1
+        Kg = Cg * KH * KW
+        taps = np.empty(Kg, np.uint64)
+        for k in range(Kg):
+            cl, tap = divmod(k, KH * KW)
+            kh, kw = divmod(tap, KW)
+            taps[k] = (cl * Hp + kh * dh) * Wp + kw * dw
+        at = column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw)
+        for j in range(np.uint64(at.size)):
+            d0 = j * ju
+            s0 = at[j]
+            for k in range(np.uint64(Kg)):
+                cols[d0 + k] = xp[s0 + taps[k]]
+        return
     if OW < ROW_RUNS_MIN:
         at = column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw)
         for k in range(Cg * KH * KW):
