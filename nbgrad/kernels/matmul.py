@@ -43,11 +43,11 @@ Packing, per task (a block of output tiles):
 
 Work split: tasks are blocks of whole output tiles of one batch (as even as the shape
 allows), one per pool thread, all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN``
-multiply-adds one task per batch runs in a plain loop (every task packs its own slivers
-of a and panels of b, so extra tasks in one thread only repeat packing: 256x64 @ 64x64
-in one thread took 44 us as four tasks, 39 us as one). A task owns its output block and
-no sum depends on the split, so results are bitwise identical at any thread count. Each
-thread packs into its own buffer.
+multiply-adds one task per batch runs in a plain loop (every task packs its own partial
+slivers and panels, so extra tasks in one thread only repeat that work: 256x64 @ 64x64
+in one thread took 44 us as four tasks, 39 us as one, when every sliver was packed). A
+task owns its output block and no sum depends on the split, so results are bitwise
+identical at any thread count. Each thread packs into its own buffer.
 """
 
 from __future__ import annotations
