@@ -66,7 +66,7 @@ ROW_RUNS_MIN = 8
 def column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw):
     """at[b*M + oh*OW + ow] = (b*Cg*Hp + oh*sh)*Wp + ow*sw (M = OH*OW): where column j of
     the im2col matrix reads the block's padded planes (pad_block's layout, flat) for the
-    first channel's first tap; tap k of channel cl adds (cl*Hp + kh*dh)*Wp + kw*dw."""
+    first channel's first tap; tap k adds tap_offsets[k]."""
     M = OH * OW
     at = np.empty(nb * M, np.uint64)
     for b in range(nb):
@@ -74,6 +74,18 @@ def column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw):
             for ow in range(OW):
                 at[b * M + oh * OW + ow] = (b * Cg * Hp + oh * sh) * Wp + ow * sw
     return at
+
+
+@njit(**SERIAL)
+def tap_offsets(Cg, KH, KW, Hp, Wp, dh, dw):
+    """taps[k] = (cl*Hp + kh*dh)*Wp + kw*dw for k = (cl*KH + kh)*KW + kw: where tap k
+    reads the block's padded planes relative to column_offsets' ``at``."""
+    taps = np.empty(Cg * KH * KW, np.uint64)
+    for k in range(taps.size):
+        cl, tap = divmod(k, KH * KW)
+        kh, kw = divmod(tap, KW)
+        taps[k] = (cl * Hp + kh * dh) * Wp + kw * dw
+    return taps
 
 
 @njit(**SERIAL)
@@ -87,32 +99,24 @@ def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step
     16.9 us for the runs per tap; at 64 channels 31-35 against 60 us)."""
     # unsigned offsets: no fix-up for negative indices in either nest's copy loop
     ju = np.uint64(j_step)
-    if k_step == 1:
-        # each column's taps as one contiguous row of cols (a pass over k per tap would
-        # store one value per cache line of cols), read from the block's padded planes,
-        # which stay in L1
-        Kg = Cg * KH * KW
-        taps = np.empty(Kg, np.uint64)
-        for k in range(Kg):
-            cl, tap = divmod(k, KH * KW)
-            kh, kw = divmod(tap, KW)
-            taps[k] = (cl * Hp + kh * dh) * Wp + kw * dw
+    if k_step == 1 or OW < ROW_RUNS_MIN:
+        taps = tap_offsets(Cg, KH, KW, Hp, Wp, dh, dw)
         at = column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw)
-        for j in range(np.uint64(at.size)):
-            d0 = j * ju
-            s0 = at[j]
-            for k in range(np.uint64(Kg)):
-                cols[d0 + k] = xp[s0 + taps[k]]
-        return
-    if OW < ROW_RUNS_MIN:
-        at = column_offsets(nb, Cg, Hp, Wp, OH, OW, sh, sw)
-        for k in range(Cg * KH * KW):
-            cl, tap = divmod(k, KH * KW)
-            kh, kw = divmod(tap, KW)
-            base = np.uint64((cl * Hp + kh * dh) * Wp + kw * dw)
-            d0 = np.uint64(k * k_step)
+        if k_step == 1:
+            # each column's taps as one contiguous row of cols (a pass over k per tap
+            # would store one value per cache line of cols), read from the block's padded
+            # planes, which stay in L1
             for j in range(np.uint64(at.size)):
-                cols[d0 + j * ju] = xp[base + at[j]]
+                d0 = j * ju
+                s0 = at[j]  # a local: the stores to cols could alias at, as LLVM sees it
+                for k in range(np.uint64(taps.size)):
+                    cols[d0 + k] = xp[s0 + taps[k]]
+        else:
+            for k in range(taps.size):
+                d0 = np.uint64(k * k_step)
+                base = taps[k]
+                for j in range(np.uint64(at.size)):
+                    cols[d0 + j * ju] = xp[base + at[j]]
         return
     M = OH * OW
     OHu, OWu, swu = np.uint64(OH), np.uint64(OW), np.uint64(sw)
