@@ -35,8 +35,8 @@ Packing, per task (a block of output tiles):
   348-352 -> 320-323 us, in two 204-209 -> 169-174 us (slivers); the conv GEMM
   [32,144] @ [144,256] in one thread 32.2-32.5 -> 27.1-28.4 us, and the 'cols' forward of
   16 -> 32 channels on 8x8 maps, batch 64, 325-333 -> 301-303 us (slivers and panels).
-* Serial products with one output row or one term per sum (a row times a matrix, an
-  outer product) skip the packing altogether (``_thin_product``).
+* Serial products with one term per sum (an outer product), or one output row against a
+  b that would be copied, skip the GEMM (``is_thin``, ``_thin_product``).
 * K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
   next ones from the partial sums stored in ``out`` (exact: a stored float is reloaded
   unchanged), so every element is still one FMA chain over k in ascending order.
@@ -409,14 +409,16 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
 # -- thin products ---------------------------------------------------------------------------
 #
 # An output row times a matrix, or sums of a single term (an outer product), fill a
-# third of each MR x NR register tile or pack a whole operand for one multiply each, and
-# packing then costs more than the product. Serial products with M = 1 or K = 1 skip it
-# (_thin_product). Measured, float32, one thread, thin against GEMM, alternating:
-# [1, 64] @ [64, 256] with b stored transposed 4.4-4.9 against 12.7-13.0 us (the GEMM
-# packs b's columns), [256, 1] @ [1, 64] 6.0-6.2 against 9.9-10.0 us, [1, 256] @ [256, 64]
-# 2.8-2.9 against 3.7 us. Two rows or two terms already go better on the GEMM:
-# [2, 256] @ [256, 64] 6.3 against 3.8 us, [256, 2] @ [2, 64] (b transposed) 8.6 against
-# 7.0 us.
+# third of each MR x NR register tile, and a GEMM that must copy b (a transposed or
+# partial panel) then spends more on the copy than on the product. Serial products with
+# K = 1, or with M = 1 and b read transposed or narrower than a panel, skip the GEMM
+# (``is_thin``, _thin_product). Measured, float32, one thread, thin against GEMM,
+# alternating: [1, 64] @ [64, 256] with b stored transposed 3.7 against 7.1 us,
+# [256, 1] @ [1, 64] 4.0 against 6.3 us, [1, 1000] @ [1000, 3] 7.0 against 10.2 us. A row
+# times a row-major b of whole panels goes better on the GEMM, which reads those panels in
+# place: [1, 256] @ [256, 64] 2.7 against 3.8 us, [1, 512] @ [512, 256] 9.7 against 11.2
+# us. Two rows or two terms already go better on the GEMM: [2, 256] @ [256, 64] 6.3
+# against 3.8 us, [256, 2] @ [2, 64] (b transposed) 8.6 against 7.0 us.
 
 # Sums a thin product keeps in flight at once: an FMA's latency (4 cycles) times the two
 # FMAs a core starts per cycle.
@@ -531,17 +533,25 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
         return out
     if parallel is None:
         parallel = batches * M * N * K >= PARALLEL_WORK_MIN
-    if not parallel and min(M, K) == 1:
+    if not parallel and is_thin(M, N, K, y_t, nr):
         _thin_product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
                       y_t, out.reshape(-1), M, N, K)
         return out
-    # a task per pool thread; one in a single thread (each task packs its own operands)
+    # a task per pool thread; one in a single thread (each task copies its own partial
+    # slivers and panels)
     tasks = get_num_threads() if parallel else 1
     row_parts, col_parts = task_grid(batches, M, N, nr, tasks)
     _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map), y_t,
              out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
              config.NUMBA_NUM_THREADS)
     return out
+
+
+def is_thin(M: int, N: int, K: int, y_t: bool, nr: int) -> bool:
+    """Whether a serial product skips the GEMM for ``_thin_product`` (see "thin
+    products" above): one term per sum, or one output row against a b the GEMM would
+    copy (read transposed, or narrower than a panel of nr columns)."""
+    return K == 1 or (M == 1 and (y_t or N < nr))
 
 
 # What copying one element of a transposed result costs, in multiply-adds of the register
