@@ -97,6 +97,21 @@ def stack_buffer(typingctx, size, dtype):
     return types.CPointer(elem)(size, dtype), codegen
 
 
+@intrinsic
+def data_pointer(typingctx, arr):
+    """Pointer to the first element of array ``arr`` (indexed as ``p[i]``, no bounds
+    check). A function called in a hot loop takes pointers instead of arrays: every array
+    argument costs an atomic reference-count increment and decrement per call (a
+    register tile of kernels/matmul.py spent most of its time on them when k was short),
+    a pointer none."""
+    elem = arr.dtype
+
+    def codegen(context, builder, signature, args):
+        return context.make_array(arr)(context, builder, args[0]).data
+
+    return types.CPointer(elem)(arr), codegen
+
+
 # -- 1. offset matrices ------------------------------------------------------------------
 
 

@@ -68,7 +68,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
-from .gemm import stack_buffer
+from .gemm import data_pointer, stack_buffer
 
 
 def _host_vector_bytes() -> int:
@@ -132,8 +132,8 @@ def _load_a(a, at, a_row, a_k, s):
 
 @njit(**SERIAL)
 def _copy_rows(src, s0, lds, dst, d0, ldd, rows, cols):
-    """dst[d0 + r ldd + j] = src[s0 + r lds + j] for r < rows, j < cols: a tile's sums
-    into or out of ``out``. Inside the tile, where a full tile's counts are constants,
+    """dst[d0 + r ldd + j] = src[s0 + r lds + j] for r < rows, j < cols (pointers): a
+    tile's sums into or out of ``out``. Inside the tile, where a full tile's counts are constants,
     LLVM unrolls this copy into one scalar move per element (192 each way, most of a
     tile's time when k is short); as a function with the counts as arguments it copies
     whole vectors."""
@@ -149,7 +149,10 @@ def _tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, fi
     """out[o0 + r ldo + j] (+)= sum_{k < kc} a[a0 + k a_step + r a_row] bp[b0 + k b_step + j]
     for r < rows, j < cols (k ascending): one MR x NR tile of the product over a sliver of
     a (packed, a_step = MR and a_row = 1, or read in place) and a panel of b (packed,
-    b_step = NR, or read in place).
+    b_step = NR, or read in place). a, bp and out are pointers (gemm.data_pointer): as
+    arrays, their reference counts took most of a tile's time when k is short ([144, 32]
+    @ [32, 256] in one thread, alternating: 34.2 -> 27.9 us; [48, 8] @ [8, 64] 1.71 ->
+    1.21 us; the same bits).
     ``first``: the tile starts from zero, else from the partial sums in ``out``.
 
     The j loop is innermost so that LLVM vectorises it (NR / lanes vectors of b times a
@@ -161,15 +164,14 @@ def _tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, fi
     nr = panel_cols(out)
     sums = tile_buffer(out)
     acc = carray(sums, (MR, nr))
-    acc_flat = carray(sums, (MR * nr,))  # acc.ravel() calls a reshape helper per tile
-    a_k = carray(stack_buffer(A_PAIR, out.dtype), (2, MR))
+    a_k = carray(stack_buffer(A_PAIR, acc.dtype), (2, MR))
     full = rows == MR_U and cols == nr
     if first or not full:
         for r in range(MR_U):
             for j in range(nr):
                 acc[r, j] = 0
     if not first:
-        _copy_rows(out, o0, ldo, acc_flat, np.uint64(0), nr, rows, cols)
+        _copy_rows(out, o0, ldo, sums, np.uint64(0), nr, rows, cols)
     one, two = np.uint64(1), np.uint64(2)
     for k in range(np.uint64(0), kc - kc % two, two):
         _load_a(a, a0 + k * a_step, a_row, a_k, 0)
@@ -189,7 +191,7 @@ def _tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, fi
             b0j = bp[bk + j]
             for r in range(MR_U):
                 acc[r, j] = acc[r, j] + a_k[0, r] * b0j
-    _copy_rows(acc_flat, np.uint64(0), nr, out, o0, ldo, rows, cols)
+    _copy_rows(sums, np.uint64(0), nr, out, o0, ldo, rows, cols)
 
 
 # -- packing -------------------------------------------------------------------------------
@@ -304,8 +306,8 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
                         b, b0, b_step = bp, (j0 - jc) * kc, nr
                     else:
                         b, b0, b_step = y, y0 + pc * N + j0, N
-                    _tile(a, a0, a_row, a_step, b, b0, b_step, kc, out, o0 + i0 * N + j0, N,
-                          rows, width, pc == 0)
+                    _tile(data_pointer(a), a0, a_row, a_step, data_pointer(b), b0, b_step, kc,
+                          data_pointer(out), o0 + i0 * N + j0, N, rows, width, pc == 0)
 
 
 # -- the block as one C function ------------------------------------------------------------
