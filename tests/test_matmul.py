@@ -306,11 +306,13 @@ def _loop_nest(x, y):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("x_t, y_t", [(False, False), (True, False), (False, True), (True, True)])
-@pytest.mark.parametrize("n", [75, 300])
+@pytest.mark.parametrize("n", [75, 136, 300])
 def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t, n):
     """Bit for bit the scalar loop nest: every element is one FMA chain over k in
     ascending order, across the blocks of k (k = 601), the blocks of NC columns (n = 300),
-    full panels of b read in place and the edge tiles."""
+    full panels of b read in place, the edge tiles, and a last panel of at most one
+    vector taken by the narrow tile (n = 136 = 2 x 64 + 8 float32 or 4 x 32 + 8 float64
+    with AVX-512; n = 75 in float32)."""
     rng = np.random.default_rng(11)
     x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, 37, 601, n, x_t, y_t)
     out = km.product(x, y, x_map, y_map, x_t, y_t)
