@@ -603,7 +603,8 @@ def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
 
 def tiled_size(M: int, N: int, nr: int) -> int:
     """Elements of an M x N output rounded up to whole MR x nr register tiles: what the
-    GEMM computes for it."""
+    GEMM computes for it, but for a narrow last panel (``_narrow_tile``), counted whole
+    here as in the measurements behind the choices this feeds."""
     return -(-M // MR) * MR * -(-N // nr) * nr
 
 
