@@ -390,8 +390,8 @@ def sum_parts(parts):
     return total
 
 
-# How the weight gradient computes each block's part (ops/conv.py picks the form that
-# pads least): as [Kg, Fg] = cols [Kg, P] @ gb [P, Fg] (TAPS_FIRST), as [Fg, Kg] =
+# How the weight gradient computes each block's part (ops/conv.py picks the form:
+# COLS_DOTS_PART): as [Kg, Fg] = cols [Kg, P] @ gb [P, Fg] (TAPS_FIRST), as [Fg, Kg] =
 # gb [Fg, P] @ cols [P, Kg] (FILTERS_FIRST), or as Fg*Kg dot products of rows of P
 # (DOTS, laid out as FILTERS_FIRST), for parts too small to fill the register tiles.
 TAPS_FIRST, FILTERS_FIRST, DOTS = 0, 1, 2

@@ -18,10 +18,10 @@ vector loads and MR NR / lanes fused multiply-adds. LLVM vectorises the tile's j
 and promotes it to registers only when that loop is too long to unroll before the
 vectoriser runs: a 6 x 2-vector tile (the BLIS Haswell shape) gets unrolled into
 scalar code, so the tile is 3 x 4 vectors and steps two values of k per pass. A last
-panel of at most one vector of columns (N not a multiple of NR) takes a tile of MR x one
-vector instead (``_narrow_tile``, the same loop nest), which costs a third as much. The
-tile takes its operands as raw pointers (``gemm.data_pointer``): an array argument costs
-an atomic reference-count update on every call.
+panel of at most one or two vectors of columns (N not a multiple of NR) takes a tile of
+MR x one or two vectors instead (``_narrow_tile``, ``_half_tile``: the same loop nest,
+``tile_cols``). The tile takes its operands as raw pointers (``gemm.data_pointer``): an
+array argument costs an atomic reference-count update on every call.
 
 Packing, per task (a block of output tiles):
 
@@ -69,7 +69,7 @@ from numba import (
     types,
 )
 from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import intrinsic, overload, register_jitable
 
 from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
 from .gemm import data_pointer, stack_buffer
@@ -96,6 +96,7 @@ NC = 256
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
+_TWO, _FOUR = np.uint64(2), np.uint64(4)  # tile widths in vectors: tile_cols
 
 
 def panel_cols(like) -> int:
@@ -152,7 +153,7 @@ def _copy_rows(src, s0, lds, dst, d0, ldd, rows, cols):
 def _tile_sums(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first, nr):
     """out[o0 + r ldo + j] (+)= sum_{k < kc} a[a0 + k a_step + r a_row] bp[b0 + k b_step + j]
     for r < rows, j < cols <= nr (k ascending): one MR x nr tile (nr a constant: NR, or
-    one vector for NARROW_TILE) of the product over a sliver of
+    one or two vectors, ``tile_cols``) of the product over a sliver of
     a (packed, a_step = MR and a_row = 1, or read in place) and a panel of b (packed,
     b_step = NR, or read in place). a, bp and out are pointers (gemm.data_pointer): as
     arrays, their reference counts took most of a tile's time when k is short ([144, 32]
@@ -205,18 +206,36 @@ def _tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, fi
                panel_cols(out))
 
 
-# A panel of at most NR / NARROW_TILE columns (one vector), the last of a b whose width
-# is not a multiple of NR, is computed by a tile of one vector per row instead of NR /
-# lanes: one thread, float32, the same bits, [32,256] @ [256,144] (the 'cols' conv weight
-# gradient's block, 144 = 2 NR + 16) 32.8 -> 26.9 us, [64,64] @ [64,10] 5.8 -> 3.1 us.
-NARROW_TILE = np.uint64(4)
+# The last panel of a b whose width is not a multiple of NR is computed by a tile of one
+# or two vectors per row where it is that narrow, instead of NR / lanes. One thread,
+# float32, the same bits: [32,256] @ [256,144] (144 = 2 NR + 16: the 'cols' conv weight
+# gradient's block, filters first) 32.8 -> 26.9 us, [64,64] @ [64,10] 5.8 -> 3.1 us (one
+# vector); [144,256] @ [256,32] (the same gradient, taps first) 43.6 -> 22.9 us,
+# [64,64] @ [64,32] 6.0 -> 3.6 us (two).
+@register_jitable
+def tile_cols(width, nr):
+    """Columns of the tile that computes a panel of ``width`` <= nr columns of the
+    product (nr = NR): one, two or four vectors. (Unsigned constants: the kernels pass
+    uint64, and uint64 with int64 is float64 to Numba.)"""
+    if width * _FOUR <= nr:
+        return nr // _FOUR
+    if width * _TWO <= nr:
+        return nr // _TWO
+    return nr
 
 
 @njit(**SERIAL_FMA)
 def _narrow_tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first):
-    """_tile_sums on a tile of MR x NR / NARROW_TILE (one vector per row)."""
+    """_tile_sums on a tile of MR x one vector."""
     _tile_sums(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first,
-               panel_cols(out) // NARROW_TILE)
+               panel_cols(out) // _FOUR)
+
+
+@njit(**SERIAL_FMA)
+def _half_tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first):
+    """_tile_sums on a tile of MR x two vectors."""
+    _tile_sums(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first,
+               panel_cols(out) // _TWO)
 
 
 # -- packing -------------------------------------------------------------------------------
@@ -243,9 +262,9 @@ def _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap):
 
 @njit(**SERIAL)
 def _pack_rows(y, y0, ldy, kc, j0, width, bp, p0):
-    """bp[p0 + k NR + j] = y[y0 + k ldy + j0 + j]: a panel of a row-major b (zeros for
-    j >= width)."""
-    nr = panel_cols(bp)
+    """bp[p0 + k nr + j] = y[y0 + k ldy + j0 + j]: a panel of a row-major b, its rows as
+    long as its tile's (nr = tile_cols; zeros for j >= width)."""
+    nr = tile_cols(width, panel_cols(bp))
     for k in range(kc):
         src = y0 + k * ldy + j0
         dst = p0 + k * nr
@@ -264,9 +283,10 @@ PACK_COLUMNS = np.uint64(16)
 
 @njit(**SERIAL)
 def _pack_columns(y, y0, ldy, kc, j0, width, bp, p0):
-    """bp[p0 + k NR + j] = y[y0 + (j0 + j) ldy + k]: a panel of b read transposed, each
-    column of the panel from one contiguous row of y (zeros for j >= width)."""
-    nr = panel_cols(bp)
+    """bp[p0 + k nr + j] = y[y0 + (j0 + j) ldy + k]: a panel of b read transposed, each
+    column of the panel from one contiguous row of y, rows as long as its tile's
+    (nr = tile_cols; zeros for j >= width)."""
+    nr = tile_cols(width, panel_cols(bp))
     full = width - width % PACK_COLUMNS
     for jb in range(np.uint64(0), full, PACK_COLUMNS):
         src = y0 + (j0 + jb) * ldy
@@ -285,8 +305,9 @@ def _pack_columns(y, y0, ldy, kc, j0, width, bp, p0):
 
 @njit(**SERIAL)
 def _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp):
-    """op(y)[pc: pc + kc, jc: jc + nc] into bp as ceil(nc / NR) panels of kc x NR, one
-    after the other (op(y) is [K, N]; y itself is [N, K] when ``y_t``)."""
+    """op(y)[pc: pc + kc, jc: jc + nc] into bp as ceil(nc / NR) panels of kc x NR (the
+    last kc x its tile_cols), one after the other (op(y) is [K, N]; y itself is [N, K]
+    when ``y_t``)."""
     nr = panel_cols(bp)
     one = np.uint64(1)
     for p in range((nc + nr - one) // nr):
@@ -327,15 +348,19 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
                     a, a0, a_row, a_step = ap, np.uint64(0), np.uint64(1), MR_U
                 for j0 in range(jc, jc + nc, nr):
                     width = min(nr, jc + nc - j0)
+                    tc = tile_cols(width, nr)
                     if y_t or width < nr:
-                        b, b0, b_step = bp, (j0 - jc) * kc, nr
+                        b, b0, b_step = bp, (j0 - jc) * kc, tc
                     else:
                         b, b0, b_step = y, y0 + pc * N + j0, N
                     a_ptr, b_ptr, out_ptr = data_pointer(a), data_pointer(b), data_pointer(out)
                     o = o0 + i0 * N + j0
-                    if width * NARROW_TILE <= nr:
+                    if tc * _FOUR == nr:
                         _narrow_tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr,
                                      o, N, rows, width, pc == 0)
+                    elif tc * _TWO == nr:
+                        _half_tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr,
+                                   o, N, rows, width, pc == 0)
                     else:
                         _tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr, o, N,
                               rows, width, pc == 0)
@@ -602,10 +627,10 @@ def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
 
 
 def tiled_size(M: int, N: int, nr: int) -> int:
-    """Elements of an M x N output rounded up to whole MR x nr register tiles: what the
-    GEMM computes for it, but for a narrow last panel (``_narrow_tile``), counted whole
-    here as in the measurements behind the choices this feeds."""
-    return -(-M // MR) * MR * -(-N // nr) * nr
+    """Elements of an M x N output rounded up to whole register tiles (MR rows; nr
+    columns, or a last panel's ``tile_cols``): what the GEMM computes for it."""
+    last = N % nr
+    return -(-M // MR) * MR * (N - last + (int(tile_cols(last, nr)) if last else 0))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

@@ -231,26 +231,33 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
     return max(1, min(batch, COLS_BLOCK // (out_hw[0] * out_hw[1])))
 
 
-# The 'cols' weight gradient takes dot products (conv_cols.DOTS) where either GEMM form
-# would compute at least this many times the part's Fg*Kg sums on padded register tiles.
-# Measured per block of 256 columns (float32, AVX-512, one thread): 9 taps x 16 filters
-# (tiles 4x the part) 1.45 against 4.56 us; 9 x 32 (2x) 3.75 against 4.61 us; 27 x 16
-# (2.7x) 6.5 against 11.8 us.
-COLS_DOTS_PADDING = 2
+# How the 'cols' weight gradient computes each block's part (kernels/conv_cols.py), from
+# measurements of the three forms (float32, AVX-512, 2 threads, batch 64 unless noted,
+# us):
+# * dot products (conv_cols.DOTS) for parts of fewer than COLS_DOTS_PART sums, where a
+#   GEMM's per-block packing and tiles cost more than they save: 8x8 maps, 1 -> 16
+#   channels (144 sums) DOTS 25, GEMM 35 at best; 3 -> 16 at batch 32 (432) 33 / 34;
+#   8 -> 16 (1152) 151 / 130;
+# * else the GEMM orientation that tiles to fewer elements (kernels/matmul.py:
+#   tiled_size): 8x8 maps, 16 -> 32 (taps first 4608 against filters first 4752) TF 320,
+#   FF 345; 64 -> 64 at batch 32 979 / 1040; 8 -> 16 130 / 144;
+# * but filters first on maps narrower than conv_cols.ROW_RUNS_MIN, where the taps-first
+#   [Kg, P] gather has no row runs: 4x4 maps, FF against TF, 16 -> 32 104 / 109,
+#   32 -> 64 292 / 309, 32 -> 16 146 / 165, 64 -> 16 290 / 324, 16 -> 8 62 / 83.
+COLS_DOTS_PART = 512
 
 
-def _weight_grad_form(w_shape: tuple, groups: int, x: np.ndarray) -> int:
-    """How the 'cols' weight gradient computes each part (kernels/conv_cols.py): the GEMM
-    orientation that rounds up to fewer register tiles (the filters of a group are often
-    fewer than a tile's NR columns; measured on AVX-512, 16 -> 32 filters k3 on 8x8:
-    filters first 550 against 620-760 us), or dot products where both pad too much."""
+def _weight_grad_form(w_shape: tuple, groups: int, x: np.ndarray, out_w: int) -> int:
+    """How the 'cols' weight gradient computes each part (kernels/conv_cols.py) for
+    output maps ``out_w`` wide: see COLS_DOTS_PART."""
     F, Cg, KH, KW = w_shape
     Fg, Kg = F // groups, Cg * KH * KW
-    nr = panel_cols(x)
-    filters_first, taps_first = tiled_size(Fg, Kg, nr), tiled_size(Kg, Fg, nr)
-    if min(filters_first, taps_first) >= COLS_DOTS_PADDING * Fg * Kg:
+    if Fg * Kg < COLS_DOTS_PART:
         return conv_cols.DOTS
-    return conv_cols.FILTERS_FIRST if filters_first <= taps_first else conv_cols.TAPS_FIRST
+    nr = panel_cols(x)
+    if out_w < conv_cols.ROW_RUNS_MIN or tiled_size(Fg, Kg, nr) <= tiled_size(Kg, Fg, nr):
+        return conv_cols.FILTERS_FIRST
+    return conv_cols.TAPS_FIRST
 
 
 def _geometry(stride, pad, dilation, groups) -> tuple:
@@ -320,7 +327,8 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
-        return kernel(x, g, *w_shape[2:], *geom, B, slots, _weight_grad_form(w_shape, geom[-1], x))
+        form = _weight_grad_form(w_shape, geom[-1], x, out_hw[1])
+        return kernel(x, g, *w_shape[2:], *geom, B, slots, form)
     kernel, slots = _kernel(path, "weight_grad", work, N)
     if path == "s1":
         return kernel(x, g, *w_shape[2:], *geom[2:])
