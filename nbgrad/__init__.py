@@ -2,6 +2,7 @@
 
 from . import startup
 
+startup.keep_freed_memory()
 with startup.collector_paused():
     from . import autograd, compiling, data, nn, optim, testing
     from .autograd import (

@@ -1,11 +1,24 @@
 """What ``import nbgrad`` does besides defining names: it readies Numba while Python's
-cyclic garbage collector waits (docs/compiling.md#what-a-warm-start-costs)."""
+cyclic garbage collector waits (docs/compiling.md#what-a-warm-start-costs), and it has
+glibc's malloc keep freed arrays for reuse (docs/memory.md)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
+import os
 from collections.abc import Iterator
+
+# glibc's mallopt parameters, and the values nbgrad sets: blocks below 32 MiB come from
+# the heap (glibc's own ceiling for its adaptive threshold on 64-bit), and up to 64 MiB
+# of free memory at the heap's top stay mapped (twice that, as the adaptive rule sets).
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+MMAP_THRESHOLD = 32 << 20
+TRIM_THRESHOLD = 64 << 20
+# The environment's own malloc settings, which nbgrad then leaves alone.
+MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
+                   "MALLOC_MMAP_MAX_")
 
 
 @contextlib.contextmanager
@@ -39,3 +52,23 @@ def ready_numba() -> None:
     entrypoints.init_all()
     cpu_target.typing_context.refresh()
     cpu_target.target_context.refresh()
+
+
+def keep_freed_memory() -> bool:
+    """Have glibc's malloc reuse freed blocks of up to MMAP_THRESHOLD bytes instead of
+    unmapping them, so that a training step's arrays do not come back as fresh pages
+    (docs/memory.md); whether the thresholds were set. Not under another C library, and
+    not where the environment sets glibc's malloc options (MALLOC_SETTINGS, or
+    ``glibc.malloc`` tunables in GLIBC_TUNABLES)."""
+    try:
+        libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):  # no such name on this platform
+        return False
+    if not libc_version.startswith("glibc"):
+        return False
+    if (any(name in os.environ for name in MALLOC_SETTINGS)
+            or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")):
+        return False
+    mallopt = ctypes.CDLL(None).mallopt
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+                and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
