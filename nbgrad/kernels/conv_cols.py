@@ -31,7 +31,6 @@ from numba import njit, prange, types
 
 from ._jit import PARALLEL, SERIAL, compiled_once, dot, plain
 from .conv_gemm import group_filters, zeros2
-from .conv_s1 import pad_plane, unpad_plane
 from .matmul import matrix_product
 
 
@@ -44,12 +43,24 @@ def padded_extent(OH, OW, KH, KW, sh, sw, dh, dw):
 @njit(**SERIAL)
 def pad_block(x, n0, nb, c0, Cg, ph, pw, Hp, Wp, xp):
     """xp[((b*Cg + cl)*Hp + i)*Wp + j] = x[n0 + b, c0 + cl, i - ph, j - pw], zero outside
-    x: the block's planes of one group, zero-padded."""
-    S = Hp * Wp
+    x: the block's planes of one group, zero-padded (ph, pw >= 0). Flat offsets into x:
+    a view of each plane passed to a call costs two atomic reference-count updates on x,
+    which every thread shares."""
+    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    xf = x.reshape(-1)
+    xp[: nb * Cg * Hp * Wp] = 0
+    rows = max(0, min(Hp - ph, H))
+    cols = np.uint64(max(0, min(Wp - pw, W)))
     for b in range(nb):
         for cl in range(Cg):
-            start = (b * Cg + cl) * S
-            pad_plane(x[n0 + b, c0 + cl], xp[start: start + S], ph, pw, Hp, Wp)
+            # unsigned offsets, as in gather_cols
+            d0 = np.uint64(((b * Cg + cl) * Hp + ph) * Wp + pw)
+            s0 = np.uint64(((n0 + b) * C + c0 + cl) * H * W)
+            for i in range(np.uint64(rows)):
+                d = d0 + i * np.uint64(Wp)
+                s = s0 + i * np.uint64(W)
+                for j in range(cols):
+                    xp[d + j] = xf[s + j]
 
 
 # Output maps narrower than this many columns gather the im2col matrix through
@@ -162,12 +173,23 @@ def scatter_cols(dcols, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, dxp):
 @njit(**SERIAL)
 def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
     """dx[n0 + b, c0 + cl, i, j] = dxp[b, cl, i + ph, j + pw], zero where that is outside
-    the padded extent (inputs no tap reads)."""
-    S = Hp * Wp
+    the padded extent (inputs no tap reads); flat offsets into dx, as in pad_block."""
+    C, H, W = dx.shape[1], dx.shape[2], dx.shape[3]
+    df = dx.reshape(-1)
+    rows = max(0, min(Hp - ph, H))
+    cols = max(0, min(Wp - pw, W))
     for b in range(nb):
         for cl in range(Cg):
-            start = (b * Cg + cl) * S
-            unpad_plane(dxp[start: start + S], dx[n0 + b, c0 + cl], ph, pw, Wp)
+            # unsigned offsets, as in gather_cols
+            d0 = np.uint64(((n0 + b) * C + c0 + cl) * H * W)
+            s0 = np.uint64(((b * Cg + cl) * Hp + ph) * Wp + pw)
+            if rows < H or cols < W:
+                df[d0: d0 + np.uint64(H * W)] = 0
+            for i in range(np.uint64(rows)):
+                d = d0 + i * np.uint64(W)
+                s = s0 + i * np.uint64(Wp)
+                for j in range(np.uint64(cols)):
+                    df[d + j] = dxp[s + j]
 
 
 @njit(**SERIAL)
