@@ -138,10 +138,10 @@ def _load_a(a, at, a_row, a_k, s):
 @njit(**SERIAL)
 def _copy_rows(src, s0, lds, dst, d0, ldd, rows, cols):
     """dst[d0 + r ldd + j] = src[s0 + r lds + j] for r < rows, j < cols (pointers): a
-    tile's sums into or out of ``out``. Inside the tile, where a full tile's counts are constants,
-    LLVM unrolls this copy into one scalar move per element (192 each way, most of a
-    tile's time when k is short); as a function with the counts as arguments it copies
-    whole vectors."""
+    tile's sums into or out of ``out``. Inside the tile, where a full tile's counts are
+    constants, LLVM unrolls this copy into one scalar move per element (192 each way,
+    most of a tile's time when k is short); as a function with the counts as arguments
+    it copies whole vectors."""
     for r in range(rows):
         s = s0 + r * lds
         d = d0 + r * ldd
@@ -153,9 +153,9 @@ def _copy_rows(src, s0, lds, dst, d0, ldd, rows, cols):
 def _tile_sums(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, first, nr):
     """out[o0 + r ldo + j] (+)= sum_{k < kc} a[a0 + k a_step + r a_row] bp[b0 + k b_step + j]
     for r < rows, j < cols <= nr (k ascending): one MR x nr tile (nr a constant: NR, or
-    one or two vectors, ``tile_cols``) of the product over a sliver of
-    a (packed, a_step = MR and a_row = 1, or read in place) and a panel of b (packed,
-    b_step = NR, or read in place). a, bp and out are pointers (gemm.data_pointer): as
+    one or two vectors, ``tile_cols``) of the product over a sliver of a (packed,
+    a_step = MR and a_row = 1, or read in place) and a panel of b (packed, b_step = nr,
+    or read in place). a, bp and out are pointers (gemm.data_pointer): as
     arrays, their reference counts took most of a tile's time when k is short ([144, 32]
     @ [32, 256] in one thread, alternating: 34.2 -> 27.9 us; [48, 8] @ [8, 64] 1.71 ->
     1.21 us; the same bits).
