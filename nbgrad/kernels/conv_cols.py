@@ -178,6 +178,7 @@ def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
     df = dx.reshape(-1)
     rows = max(0, min(Hp - ph, H))
     cols = max(0, min(Wp - pw, W))
+    cols_u = np.uint64(cols)
     for b in range(nb):
         for cl in range(Cg):
             # unsigned offsets, as in gather_cols
@@ -188,7 +189,7 @@ def unpad_block(dxp, dx, n0, nb, c0, Cg, ph, pw, Hp, Wp):
             for i in range(np.uint64(rows)):
                 d = d0 + i * np.uint64(W)
                 s = s0 + i * np.uint64(Wp)
-                for j in range(np.uint64(cols)):
+                for j in range(cols_u):
                     df[d + j] = dxp[s + j]
 
 

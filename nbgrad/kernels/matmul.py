@@ -28,8 +28,9 @@ Packing, per task (a block of output tiles):
 * b: b is taken in blocks of ``depth`` = KC_BYTES / itemsize values of k (512 float32,
   256 float64) by NC columns, which stay in L2, each cut into NR-wide panels. The tile
   reads a panel's rows with unit stride: in place from a row-major b (row stride N), or
-  from a contiguous kc x NR copy when b is read transposed or the panel is narrower than
-  NR (columns past N are zeros).
+  from a contiguous copy when b is read transposed or the panel is narrower than NR:
+  kc x NR, or kc x its tile's columns for a last partial panel (``tile_cols``; columns
+  past N are zeros).
 * a: each sliver of MR full rows by kc values of k is read in place, through a's row and
   k strides, and swept across the block's panels from L1 (three runs of kc values, or for
   a read transposed kc cache lines of MR values), so a copy would only add a pass over a
@@ -336,6 +337,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
     transposed or the panel partial), each block swept by the slivers of MR rows of a (in
     place, or packed if partial), each across the block's panels."""
     nr = panel_cols(out)
+    out_ptr = data_pointer(out)
     for jc in range(c0, c1, NC_U):
         nc = min(NC_U, c1 - jc)
         for pc in range(np.uint64(0), K, depth):
@@ -360,7 +362,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
                         b, b0, b_step = bp, (j0 - jc) * kc, tc
                     else:
                         b, b0, b_step = y, y0 + pc * N + j0, N
-                    a_ptr, b_ptr, out_ptr = data_pointer(a), data_pointer(b), data_pointer(out)
+                    a_ptr, b_ptr = data_pointer(a), data_pointer(b)
                     o = o0 + i0 * N + j0
                     if tc * _FOUR == nr:
                         _narrow_tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr,
