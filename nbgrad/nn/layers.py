@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..ops.conv import conv1d, conv2d, conv_transpose2d
+from ..ops.matmul import linear
 from ..ops.pool import avg_pool2d, max_pool2d
 from ..ops.shape import flatten
 from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor
@@ -73,8 +74,7 @@ class Linear(Module):
         if x.shape[-1:] != (self.in_features,):
             raise ValueError(f"Linear: input of shape {tuple(x.shape)} does not end in "
                              f"in_features = {self.in_features}")
-        y = x @ self.weight.T
-        return y if self.bias is None else y + self.bias
+        return linear(x, self.weight, self.bias)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

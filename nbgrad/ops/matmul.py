@@ -9,6 +9,10 @@ each summed over the batch dims along which that operand was broadcast. A 1-D ``
 a row (a 1 is prepended to its shape and removed from the result), a 1-D ``b`` a column
 (a 1 is appended and removed), as in NumPy and PyTorch. Derivations:
 docs/derivations.md#matrix-product.
+
+``linear(x, W, b) = x @ W^T + b`` (PyTorch's ``nn.functional.linear``) is one op of its
+own: one node instead of a transpose, a product and a sum, with ``dx = g @ W``,
+``dW = g_rows^T @ x_rows`` and ``db`` the rows of g summed.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import matmul as matmul_kernels
 from ..kernels.broadcast_sum import sum_to_shape
+from ..kernels.strided_apply import ADD, broadcast_apply
 from ..tensor import Tensor, lift
 
 
@@ -185,4 +190,68 @@ def matmul(a: Any, b: Any) -> Tensor:
     return MatMul.apply(a, b)
 
 
-__all__ = ["matmul"]
+def _linear_samples(rng):
+    n = rng.standard_normal
+    yield Sample(n((3, 4)), n((2, 4)), n(2), label="rows with a bias")
+    yield Sample(n((3, 4)), n((2, 4)), None, label="no bias")
+    yield Sample(n((2, 3, 4)), n((5, 4)), n(5), label="batched rows")
+    yield Sample(n(4), n((3, 4)), n(3), label="one vector")
+
+
+@register("linear", samples=_linear_samples)
+class Linear(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        arrays = (x, weight) if bias is None else (x, weight, bias)
+        dtype = np.result_type(*arrays)
+        x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+        ctx.save_for_backward(x, weight)
+        y = _product(_rows(x), weight, False, True)
+        if bias is not None:
+            y = broadcast_apply(ADD, y, bias.astype(dtype, copy=False))
+        return y.reshape(x.shape[:-1] + weight.shape[:1])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight = ctx.saved_tensors
+        g_rows = np.ascontiguousarray(g).reshape(-1, weight.shape[0])
+        need_x, need_w, need_b = ctx.needs_input_grad
+        gx = _product(g_rows, weight, False, False).reshape(x.shape) if need_x else None
+        gw = _product(g_rows, _rows(x), True, False) if need_w else None
+        gb = sum_to_shape(g_rows, weight.shape[:1]) if need_b else None
+        return gx, gw, gb
+
+    @staticmethod
+    def vjp(ctx, g):
+        x, weight, _ = ctx.inputs
+        g_rows = g.reshape(-1, weight.shape[0])
+        need_x, need_w, need_b = ctx.needs_input_grad
+        gx = (g_rows @ weight).reshape(x.shape) if need_x else None
+        gw = g_rows.transpose() @ x.reshape(-1, x.shape[-1]) if need_w else None
+        gb = g_rows.sum(0) if need_b else None
+        return gx, gw, gb
+
+
+def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
+    """``x @ weight^T + bias`` with ``torch.nn.functional.linear`` semantics: x[..., in],
+    weight[out, in], bias[out] or None, the result [..., out]. Mixed float32 and float64
+    give float64 (as ``matmul``). One op, whose backward is ``dx = g @ weight``,
+    ``dweight = g^T @ x`` over all leading dims and ``dbias = g`` summed over them."""
+    x, weight = lift(x), lift(weight)
+    operands = {"x": x, "weight": weight}
+    if bias is not None:
+        operands["bias"] = bias = lift(bias)
+    shapes = ", ".join(f"{name} has shape {t.shape}" for name, t in operands.items())
+    for name, t in operands.items():
+        if t.dtype.kind != "f":
+            raise TypeError(f"linear: {name} has dtype {t.dtype} ({shapes}); linear needs "
+                            "float32 or float64 tensors")
+    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: {shapes}: x must be [..., in_features] and weight "
+                         "[out_features, in_features]")
+    if bias is not None and bias.shape != weight.shape[:1]:
+        raise ValueError(f"linear: {shapes}: bias must be [out_features]")
+    return Linear.apply(x, weight, bias)
+
+
+__all__ = ["linear", "matmul"]
