@@ -859,6 +859,8 @@ def test_empty_batch_gives_zero_gradients(form, path, xs, ws, kw):
         assert_same_bits(dbt, np.zeros_like(bt))
 
 
+NO_COLS = np.empty((0, 0))  # the 'cols' kernels' "no kept im2col matrices"
+
 WEIGHT_GRAD_FORMS = pytest.mark.parametrize(
     "form", [conv_cols.TAPS_FIRST, conv_cols.FILTERS_FIRST, conv_cols.DOTS],
     ids=["taps-first", "filters-first", "dots"])
@@ -878,8 +880,71 @@ def test_cols_weight_grad_in_every_form_matches_direct(form, geom):
     OW = (9 + 2 * pw - dw * 1 - 1) // sw + 1
     g = rng.standard_normal((7, 6, OH, OW))
     direct = K.conv2d_weight_grad_direct(x, g, 3, 2, *geom)
-    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, 3, 2, form)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, 3, 2, form, NO_COLS)
     np.testing.assert_allclose(cols, direct, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("form", [conv_cols.TAPS_FIRST, conv_cols.DOTS],
+                         ids=["taps-first", "dots"])
+@pytest.mark.parametrize("geom", [(1, 1, 1, 1, 1, 1, 1), (2, 1, 0, 2, 1, 2, 2)],
+                         ids=["plain", "strided-dilated-groups"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cols_weight_grad_from_the_forwards_kept_matrices_has_the_same_bits(form, geom,
+                                                                           dtype):
+    """The forward's kept im2col matrices (a row per block and group, a partial last
+    block's unused columns zeroed) give the weight gradient that gathering them again
+    gives, bit for bit, at 1 and 2 slots; the forward's y is unchanged by keeping."""
+    rng = np.random.default_rng(24)
+    sh, sw, ph, pw, dh, dw, groups = geom
+    x = rng.standard_normal((7, 4, 7, 9)).astype(dtype)
+    w = rng.standard_normal((6, 4 // groups, 3, 2)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    OH = (7 + 2 * ph - dh * 2 - 1) // sh + 1
+    OW = (9 + 2 * pw - dw * 1 - 1) // sw + 1
+    g = rng.standard_normal((7, 6, OH, OW)).astype(dtype)
+    B, none = 3, NO_COLS.astype(dtype)
+    kept = np.full((3 * groups, (4 // groups) * 6 * B * OH * OW), np.nan, dtype)
+    for slots in (1, 2):
+        plain = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, none)
+        keeping = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, kept)
+        assert_same_bits(keeping, plain)
+        assert not np.isnan(kept).any()
+        gathered = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, B, slots, form, none)
+        reused = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, B, slots, form, kept)
+        assert_same_bits(reused, gathered)
+
+
+def test_conv2d_keeps_the_im2col_matrices_only_for_a_weight_gradient_it_can_feed():
+    """cols_to_keep: a buffer on the 'cols' path for the taps-first and dots forms within
+    COLS_KEEP_MAX_BYTES; none for filters-first, other paths or too many bytes; and the
+    op keeps one only when w needs a gradient, whose value it then leaves unchanged."""
+    geom = (1, 1, 1, 1, 1, 1, 1)
+    x = np.zeros((64, 16, 8, 8), np.float32)
+    kept = conv_ops.cols_to_keep(x, np.zeros((32, 16, 3, 3), np.float32), geom, (8, 8))
+    assert kept.shape == (16, 16 * 9 * 4 * 64) and kept.dtype == np.float32
+    narrow = np.zeros((64, 32, 4, 4), np.float32)  # 4x4 maps: filters first
+    assert conv_ops._weight_grad_form((64, 32, 3, 3), 1, narrow, 4) == conv_cols.FILTERS_FIRST
+    assert conv_ops.cols_to_keep(narrow, np.zeros((64, 32, 3, 3), np.float32), geom,
+                                 (4, 4)) is None
+    big = np.zeros((64, 16, 20, 20), np.float32)  # 400 positions: not 'cols'
+    assert conv_ops.cols_to_keep(big, np.zeros((32, 16, 3, 3), np.float32), geom,
+                                 (20, 20)) is None
+    many = np.zeros((1024, 64, 8, 8), np.float32)  # 1024 * 576 * 64 * 4 bytes = 144 MiB
+    assert conv_ops.cols_to_keep(many, np.zeros((64, 64, 3, 3), np.float32), geom,
+                                 (8, 8)) is None
+    rng = np.random.default_rng(25)
+    x_np = rng.standard_normal((9, 16, 8, 8)).astype(np.float32)
+    w_np = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    for needs_w in (True, False):
+        w = nb.tensor(w_np, requires_grad=needs_w)
+        y = nb.conv2d(nb.tensor(x_np, requires_grad=not needs_w), w, padding=1)
+        assert (y.grad_fn.kept_cols is not None) == needs_w
+    y.sum().backward()
+    w = nb.tensor(w_np, requires_grad=True)
+    nb.conv2d(nb.tensor(x_np), w, padding=1).sum().backward()
+    want = conv_ops._weight_grad_on("cols", x_np, np.ones((9, 32, 8, 8), np.float32),
+                                    w_np.shape, geom)
+    assert_same_bits(w.grad.numpy(), want)
 
 
 @pytest.mark.parametrize("ow", [3, 9], ids=["column-offsets", "row-runs"])
@@ -959,7 +1024,8 @@ def test_cols_partial_block_with_inf_matches_direct(form):
     g = np.abs(rng.standard_normal((n, 5, 4, 4))).astype(np.float32)
     geom = (1, 1, 1, 1, 1, 1, 1)
     direct = K.conv2d_weight_grad_direct(x, g, 3, 3, *geom)
-    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2, form)
+    cols = conv_cols.conv2d_weight_grad_cols(x, g, 3, 3, *geom, n - 1, 2, form,
+                                             NO_COLS.astype(np.float32))
     np.testing.assert_array_equal(np.isnan(cols), np.isnan(direct))
     np.testing.assert_array_equal(np.isinf(cols), np.isinf(direct))
     finite = np.isfinite(direct)

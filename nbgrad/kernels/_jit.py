@@ -62,10 +62,10 @@ PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy"
 # core a parallel region waits for it (tanh on 16k float32: 18 us serial, 13 us in
 # parallel on a quiet machine, 2.5 ms in parallel with the machine busy).
 PARALLEL_MIN = 1 << 17
-# Below this much work (multiply-adds of a convolution; elements of x or g read by a
-# pooling or bias kernel) the convolution and pooling ops run a kernel's serial form
-# (``for_work(kernel, work, PARALLEL_WORK_MIN)``). Measured on this 2-core machine while
-# another process kept both cores busy, median wall time serial / 2 threads:
+# Below this many multiply-adds the convolution, matmul and Gram-Schmidt kernels run
+# their serial form (``for_work(kernel, work, PARALLEL_WORK_MIN)``). Measured on this
+# 2-core machine while another process kept both cores busy, median wall time serial /
+# 2 threads:
 #   conv2d forward 16 -> 32 channels on 4x4 maps ('cols'): 147k MACs 32 / 1670 us,
 #   1.2M MACs 138 / 1050 us, 4.7M MACs 680 / 2550 us;
 #   implicit GEMM forward, 35M MACs (bench W5a): 3.3 / 1.8 ms.

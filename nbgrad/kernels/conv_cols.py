@@ -289,10 +289,13 @@ def _slot_signature(*arrays, scalars: int):
     return signature_of
 
 
-@compiled_once(_slot_signature(4, 3, 1, 4, 1, 1, 1, scalars=9), **SERIAL)
+@compiled_once(_slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=10), **SERIAL)
 def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
-                   B):
-    """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers."""
+                   B, keep):
+    """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers. The im2col
+    matrix of block blk and group gi goes to cols[blk*groups + gi] if ``keep`` (the
+    matrices kept for the weight gradient, a partial block's unused columns zeroed), else
+    to the slot's cols[0]."""
     N, C = x.shape[:2]
     groups = w_flat.shape[0]
     Cg, Fg, OH, OW = C // groups, y.shape[1] // groups, y.shape[2], y.shape[3]
@@ -303,36 +306,42 @@ def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph,
         n0 = blk * B
         nb = min(B, N - n0)
         for gi in range(groups):
+            c = cols[blk * groups + gi if keep else 0]
             pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
-            gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, P, plain(1))
-            matrix_product(w_flat[gi], False, cols, False, out, Fg, P, Kg)
+            gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, c, P, plain(1))
+            if keep and nb < B:
+                zero_columns_from(c, Kg, P, nb * OH * OW)
+            matrix_product(w_flat[gi], False, c, False, out, Fg, P, Kg)
             store_outputs(out.reshape(Fg, P), y, b, n0, nb, gi * Fg, Fg)
 
 
 @njit(**PARALLEL)
-def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots):
+def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots, kept):
     """As ``conv2d_forward_direct``: per block of B images and group,
     out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/matmul.py: matrix_product), then
     y = out + b. The blocks are shared out over ``slots`` (one parallel region; one
-    slot runs in the calling thread)."""
+    slot runs in the calling thread). ``kept``: [blocks * groups, Kg * P] to keep every
+    block's im2col matrix in (for ``conv2d_weight_grad_cols``), or [0, 0] for none."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
     P = B * OH * OW  # columns of a full block (a partial block's extra ones: discarded)
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
     w_flat = group_filters(w, groups, Fg).reshape(groups, Fg, Cg * KH * KW)
+    keep = kept.shape[0] > 0
     xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
-    cols = zeros2(slots, Cg * KH * KW * P, x)
+    cols = zeros2(slots, 0 if keep else Cg * KH * KW * P, x)
     out = np.empty((slots, Fg * P), x.dtype)
     y = np.empty((N, F, OH, OW), x.dtype)
     if slots == 1:
-        forward_blocks(plain(0), slots, x, w_flat, b, y, xp[0], cols[0], out[0], KH, KW, sh,
-                       sw, ph, pw, dh, dw, B)
+        forward_blocks(plain(0), slots, x, w_flat, b, y, xp[0], kept if keep else cols,
+                       out[0], KH, KW, sh, sw, ph, pw, dh, dw, B, keep)
         return y
     for s in prange(slots):
         # prange's index is unsigned: as an int64, one compile of forward_blocks serves both
-        forward_blocks(np.int64(s), slots, x, w_flat, b, y, xp[s], cols[s], out[s], KH, KW,
-                       sh, sw, ph, pw, dh, dw, B)
+        forward_blocks(np.int64(s), slots, x, w_flat, b, y, xp[s],
+                       kept if keep else cols[s:s + 1], out[s], KH, KW, sh, sw, ph, pw, dh,
+                       dw, B, keep)
     return y
 
 
@@ -395,11 +404,17 @@ def conv2d_input_grad_cols(g, w, dx, sh, sw, ph, pw, dh, dw, groups, B, slots):
 
 
 @njit(**SERIAL)
+def zero_columns_from(a, rows, P, used):
+    """Zero the columns ``used``..P-1 of a [rows, P] (flat)."""
+    for r in range(rows):
+        a[r * P + used: (r + 1) * P] = 0
+
+
+@njit(**SERIAL)
 def zero_block_tail(a, rows, P, b, cols, used):
     """Zero the columns ``used``..P-1 of a [rows, P] and the rows ``used``..P-1 of
     b [P, cols]: a partial block's product a @ b then sums only its own images."""
-    for r in range(rows):
-        a[r * P + used: (r + 1) * P] = 0
+    zero_columns_from(a, rows, P, used)
     b[used * cols:] = 0
 
 
@@ -442,11 +457,12 @@ def part_dots(gb, cols, part, Fg, Kg, P, used):
             part[fl * Kg + k] = dot(gb[fl * P:], cols[k * P:], used)
 
 
-@compiled_once(_slot_signature(4, 4, 2, 1, 1, 1, scalars=11), **SERIAL)
+@compiled_once(_slot_signature(4, 4, 2, 1, 2, 1, scalars=12), **SERIAL)
 def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, pw, dh, dw,
-                       groups, B, form):
+                       groups, B, form, kept):
     """Blocks s, s + slots, ... of ``conv2d_weight_grad_cols`` in slot s's buffers, block
-    blk's part into parts[blk]."""
+    blk's part into parts[blk]. cols: if ``kept``, the forward's im2col matrices (a row
+    per block and group, [Kg, P]), else the slot's one row to gather them into."""
     N, C = x.shape[:2]
     _, F, OH, OW = g.shape
     Cg, Fg = C // groups, F // groups
@@ -463,28 +479,33 @@ def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, 
         nb = min(B, N - n0)
         used = nb * OH * OW
         for gi in range(groups):
-            pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
-            gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step,
-                        j_step)
+            c = cols[blk * groups + gi if kept else 0]
+            if not kept:
+                pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
+                gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, c, k_step,
+                            j_step)
             gather_grad(g, n0, nb, gi * Fg, Fg, gb, f_step, i_step)
             part = parts[blk, gi * Fg * Kg: (gi + 1) * Fg * Kg]
             if form == DOTS:
-                part_dots(gb, cols, part, Fg, Kg, P, used)
+                part_dots(gb, c, part, Fg, Kg, P, used)
                 continue
             # [Fg, Kg] = gb [Fg, P] @ cols [P, Kg], or [Kg, Fg] = cols [Kg, P] @ gb [P, Fg]
-            lhs, rhs = (cols, gb) if form == TAPS_FIRST else (gb, cols)
+            lhs, rhs = (c, gb) if form == TAPS_FIRST else (gb, c)
             if nb < B:
                 zero_block_tail(lhs, M, P, rhs, Nc, used)
             matrix_product(lhs, False, rhs, False, part, M, Nc, P)
 
 
 @njit(**PARALLEL)
-def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots, form):
+def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slots, form,
+                            kept):
     """As ``conv2d_weight_grad_direct``: per block and group, part[fl, k] =
     sum_j gb[fl, j] cols[k, j] (part[k, fl] for TAPS_FIRST; the same sums); dw sums the
     parts in block order. The GEMM forms gather their operands in the layout the product
-    reads untransposed (kernels/matmul.py: matrix_product). Slots as in
-    ``conv2d_forward_cols``, each block writing its own part."""
+    reads untransposed (kernels/matmul.py: matrix_product); ``kept``, the im2col matrices
+    ``conv2d_forward_cols`` kept for x ([0, 0] if none; TAPS_FIRST and DOTS only), saves
+    gathering them again. Slots as in ``conv2d_forward_cols``, each block writing its own
+    part."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
@@ -492,15 +513,17 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
     Kg = Cg * KH * KW
     P = B * OH * OW
     Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
-    xp = np.empty((slots, B * Cg * Hp * Wp), x.dtype)
-    cols = zeros2(slots, P * Kg, x)
+    have = kept.shape[0] > 0  # then no padded planes and no gathered matrices of our own
+    xp = np.empty((slots, 0 if have else B * Cg * Hp * Wp), x.dtype)
+    cols = zeros2(slots, 0 if have else P * Kg, x)
     gb = zeros2(slots, Fg * P, x)
     parts = np.empty(((N + B - 1) // B, groups * Fg * Kg), x.dtype)
     if slots == 1:
-        weight_grad_blocks(plain(0), slots, x, g, parts, xp[0], cols[0], gb[0], KH, KW, sh,
-                           sw, ph, pw, dh, dw, groups, B, form)
+        weight_grad_blocks(plain(0), slots, x, g, parts, xp[0], kept if have else cols,
+                           gb[0], KH, KW, sh, sw, ph, pw, dh, dw, groups, B, form, have)
     else:
         for s in prange(slots):
-            weight_grad_blocks(np.int64(s), slots, x, g, parts, xp[s], cols[s], gb[s], KH,
-                               KW, sh, sw, ph, pw, dh, dw, groups, B, form)
+            weight_grad_blocks(np.int64(s), slots, x, g, parts, xp[s],
+                               kept if have else cols[s:s + 1], gb[s], KH, KW, sh, sw, ph,
+                               pw, dh, dw, groups, B, form, have)
     return filters_major(sum_parts(parts), groups, Fg, Kg, form).reshape(F, Cg, KH, KW)

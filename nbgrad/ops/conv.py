@@ -58,6 +58,11 @@ COLS_PARALLEL_MIN = 1 << 18
 # (a cold digits CNN step, whose first layer has one channel: 13.3-14.9 against
 # 15.2-16.5 s).
 COLS_S1_MAX_MAP = 64
+# A 'cols' forward whose weight gradient will be taken keeps its im2col matrices, up to
+# this many bytes, so that the weight gradient reads them instead of padding and
+# gathering x again (TAPS_FIRST and DOTS parts, which read them in the forward's [Kg, P]
+# layout): docs/memory.md.
+COLS_KEEP_MAX_BYTES = 16 << 20
 
 
 # -- argument handling --------------------------------------------------------------------
@@ -265,9 +270,35 @@ def _geometry(stride, pad, dilation, groups) -> tuple:
     return (stride[0], stride[1], pad[0], pad[2], dilation[0], dilation[1], groups)
 
 
+def _no_cols(x: np.ndarray) -> np.ndarray:
+    """The 'cols' kernels' argument for "no kept im2col matrices"."""
+    return np.empty((0, 0), x.dtype)
+
+
+def cols_to_keep(x: np.ndarray, w: np.ndarray, geom: tuple,
+                 out_hw: tuple[int, int]) -> np.ndarray | None:
+    """A buffer for the im2col matrices of the 'cols' forward of x and w, for the weight
+    gradient to reuse (``conv2d_weight_grad``'s ``kept``): [blocks * groups, Kg * P], or
+    None where the forward does not take the 'cols' kernels, the weight gradient would
+    not read them in their layout, or they exceed COLS_KEEP_MAX_BYTES."""
+    _, Cg, KH, KW = w.shape
+    groups = geom[-1]
+    if _exact_path(_kernel_path(w.shape, geom, out_hw), w) != "cols":
+        return None
+    if _weight_grad_form(w.shape, groups, x, out_hw[1]) == conv_cols.FILTERS_FIRST:
+        return None
+    N = x.shape[0]
+    B = _block(N, out_hw)
+    shape = (-(-N // B) * groups, Cg * KH * KW * B * out_hw[0] * out_hw[1])
+    if shape[0] * shape[1] * x.itemsize > COLS_KEEP_MAX_BYTES:
+        return None
+    return np.empty(shape, x.dtype)
+
+
 def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tuple,
-                   out_hw: tuple[int, int]) -> np.ndarray:
-    """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias)."""
+                   out_hw: tuple[int, int], kept: np.ndarray | None = None) -> np.ndarray:
+    """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias). ``kept``: a
+    ``cols_to_keep`` buffer that the 'cols' kernels fill with their im2col matrices."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
     N = x.shape[0]
     path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
@@ -275,7 +306,8 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "forward", work, -(-N // B))
-        return kernel(x, w, bias, *geom, *out_hw, B, slots)
+        return kernel(x, w, bias, *geom, *out_hw, B, slots,
+                      _no_cols(x) if kept is None else kept)
     kernel, slots = _kernel(path, "forward", work, N)
     if path == "s1":
         return kernel(x, w, bias, *geom[2:], *out_hw)
@@ -303,9 +335,10 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     return kernel(g, w, dx, *geom)
 
 
-def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
-                       geom: tuple) -> np.ndarray:
-    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed.
+def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple, geom: tuple,
+                       kept: np.ndarray | None = None) -> np.ndarray:
+    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed. ``kept``: the
+    im2col matrices of x that the 'cols' forward kept (``cols_to_keep``), or None.
 
     A fast path adds products of its zeros (padding, scratch columns, tile padding) with
     x and g to the exact sum: +-0 for finite values, NaN for an inf or NaN. So where its
@@ -313,14 +346,14 @@ def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple,
     recompute it (docs/derivations.md#non-finite-operands). Checking dw, the size of w,
     replaces a scan of x and g on every call."""
     path = _kernel_path(w_shape, geom, g.shape[2:])
-    dw = _weight_grad_on(path, x, g, w_shape, geom)
+    dw = _weight_grad_on(path, x, g, w_shape, geom, kept)
     if path != "direct" and not _finite(dw):
         dw = _weight_grad_on("direct", x, g, w_shape, geom)
     return dw
 
 
 def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
-                    geom: tuple) -> np.ndarray:
+                    geom: tuple, kept: np.ndarray | None = None) -> np.ndarray:
     """conv2d_weight_grad by the kernels of ``path``."""
     N, out_hw = x.shape[0], g.shape[2:]
     work = _macs(N, w_shape, out_hw)
@@ -328,7 +361,8 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
         form = _weight_grad_form(w_shape, geom[-1], x, out_hw[1])
-        return kernel(x, g, *w_shape[2:], *geom, B, slots, form)
+        return kernel(x, g, *w_shape[2:], *geom, B, slots, form,
+                      _no_cols(x) if kept is None else kept)
     kernel, slots = _kernel(path, "weight_grad", work, N)
     if path == "s1":
         return kernel(x, g, *w_shape[2:], *geom[2:])
@@ -338,13 +372,15 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
 
 
 def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
-    """db[F] = g summed over the batch and the map."""
-    return for_work(conv.conv2d_bias_grad, g.size, PARALLEL_WORK_MIN)(_contig(g))
+    """db[F] = g summed over the batch and the map (memory-bound, so parallel from
+    _jit.PARALLEL_MIN elements: [64, 32, 8, 8] float32 8.0 us against 12.4 serial)."""
+    return for_work(conv.conv2d_bias_grad, g.size)(_contig(g))
 
 
 def add_channel_bias(y: np.ndarray, b: np.ndarray) -> None:
-    """y[n, f] += b[f] in place."""
-    for_work(conv.add_channel_bias, y.size, PARALLEL_WORK_MIN)(y, b)
+    """y[n, f] += b[f] in place (parallel from _jit.PARALLEL_MIN elements, as
+    ``conv2d_bias_grad``)."""
+    for_work(conv.add_channel_bias, y.size)(y, b)
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
@@ -363,7 +399,7 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
             dw = _weight_grad_on("direct", x, g, w.shape, ctx.geom)
         return (dx if need_x else None), dw, (db if need_b else None)
     dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
-    dw = conv2d_weight_grad(x, g, w.shape, ctx.geom) if need_w else None
+    dw = conv2d_weight_grad(x, g, w.shape, ctx.geom, ctx.kept_cols) if need_w else None
     db = conv2d_bias_grad(g) if need_b else None
     return dx, dw, db
 
@@ -494,7 +530,9 @@ class Conv2d(Function):
         ctx.geom = _geometry(stride, padding, dilation, groups)
         out_hw = _out_size("conv2d", x.shape[2:], padding, w.shape[2:], stride, dilation)
         ctx.save_for_backward(x, w)
-        y = conv2d_forward(x, w, b, ctx.geom, out_hw)
+        ctx.kept_cols = (cols_to_keep(x, w, ctx.geom, out_hw) if ctx.needs_input_grad[1]
+                         else None)
+        y = conv2d_forward(x, w, b, ctx.geom, out_hw, ctx.kept_cols)
         return y[0] if ctx.unbatched else y
 
     @staticmethod
