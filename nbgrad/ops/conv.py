@@ -298,10 +298,11 @@ def cols_to_keep(x: np.ndarray, w: np.ndarray, geom: tuple,
 def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tuple,
                    out_hw: tuple[int, int], kept: np.ndarray | None = None) -> np.ndarray:
     """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias). ``kept``: a
-    ``cols_to_keep`` buffer that the 'cols' kernels fill with their im2col matrices."""
+    ``cols_to_keep`` buffer that the 'cols' kernels fill with their im2col matrices (one
+    exists only where they run, so its path is not worked out again)."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
     N = x.shape[0]
-    path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
+    path = "cols" if kept is not None else _exact_path(_kernel_path(w.shape, geom, out_hw), w)
     work = _macs(N, w.shape, out_hw)
     if path == "cols":
         B = _block(N, out_hw)

@@ -232,6 +232,11 @@ class Linear(Function):
         return gx, gw, gb
 
 
+def _linear_shapes(operands: dict) -> str:
+    """The operands' shapes for an error message (formatted only when one is raised)."""
+    return ", ".join(f"{name} has shape {t.shape}" for name, t in operands.items())
+
+
 def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
     """``x @ weight^T + bias`` with ``torch.nn.functional.linear`` semantics: x[..., in],
     weight[out, in], bias[out] or None, the result [..., out]. Mixed float32 and float64
@@ -241,16 +246,15 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Tensor:
     operands = {"x": x, "weight": weight}
     if bias is not None:
         operands["bias"] = bias = lift(bias)
-    shapes = ", ".join(f"{name} has shape {t.shape}" for name, t in operands.items())
     for name, t in operands.items():
         if t.dtype.kind != "f":
-            raise TypeError(f"linear: {name} has dtype {t.dtype} ({shapes}); linear needs "
-                            "float32 or float64 tensors")
+            raise TypeError(f"linear: {name} has dtype {t.dtype} ({_linear_shapes(operands)});"
+                            " linear needs float32 or float64 tensors")
     if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[1]:
-        raise ValueError(f"linear: {shapes}: x must be [..., in_features] and weight "
-                         "[out_features, in_features]")
+        raise ValueError(f"linear: {_linear_shapes(operands)}: x must be [..., in_features] "
+                         "and weight [out_features, in_features]")
     if bias is not None and bias.shape != weight.shape[:1]:
-        raise ValueError(f"linear: {shapes}: bias must be [out_features]")
+        raise ValueError(f"linear: {_linear_shapes(operands)}: bias must be [out_features]")
     return Linear.apply(x, weight, bias)
 
 
