@@ -28,16 +28,17 @@ PATHS = ["direct", "s1", "gemm", "cols"]
 def kernel_path(path):
     """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
     kernels (where the stride is 1, else direct), the implicit GEMM or the GEMM over
-    blocks of images."""
-    saved = conv_ops._kernel_path
+    blocks of images, for the input gradient too (never the shifted planes of
+    kernels/conv_shift.py, which tests/test_conv_shift.py covers)."""
+    saved = conv_ops._kernel_path, conv_ops.SHIFT_DTYPES
 
     def forced(w_shape, geom, out_hw):
         return "direct" if path == "s1" and geom[:2] != (1, 1) else path
-    conv_ops._kernel_path = forced
+    conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = forced, ()
     try:
         yield
     finally:
-        conv_ops._kernel_path = saved
+        conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = saved
 
 
 def _pad4(padding):

@@ -19,7 +19,7 @@ implied by the output size (OH, OW), so asymmetric padding ('same' with an even 
 needs nothing extra. Input positions no output reads (trailing rows when the stride
 does not divide the span) get a zero gradient.
 
-Four implementations (ops/conv.py picks one per call, and the serial or the parallel
+Five implementations (ops/conv.py picks one per call, and the serial or the parallel
 form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
 ``*_cols`` kernels have one form, run in one slot or several):
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
@@ -31,7 +31,10 @@ form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN; th
   path once a group has many input channels and filters.
 * ``*_cols`` (kernels/conv_cols.py): an explicit im2col GEMM over blocks of images, for
   the same convolutions on small output maps (a few dozen positions per image).
-The tests compare ``*_s1``, ``*_gemm`` and ``*_cols`` with ``*_direct``.
+* ``conv2d_input_grad_shift`` (kernels/conv_shift.py): the input gradient alone, for
+  layers of the two GEMM paths with stride 1 and an output as wide as the input: one
+  offset-matrix product per image over column-shifted copies of g.
+The tests compare ``*_s1``, ``*_gemm``, ``*_cols`` and ``*_shift`` with ``*_direct``.
 The fast forms multiply implicit zeros (padding, scratch columns, tile padding) by the
 other operand, so they are exact only for finite operands (0 * inf = NaN); ``*_direct``
 forms only the products of the definition. ops/conv.py sends a forward or input gradient

@@ -278,7 +278,7 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
 
 # The slot bodies are C functions (kernels/_jit.py: compiled_once), each compiled once
 # per dtype rather than again inside its kernel's parallel region and single-slot call.
-def _slot_signature(*arrays, scalars: int):
+def slot_signature(*arrays, scalars: int):
     """signature_of(dt) of a slot body: (s, slots, the arrays, ``scalars`` int64s) -> None,
     an array given by its rank (C-contiguous, of dt) or by its Numba type."""
     def signature_of(dt):
@@ -289,7 +289,7 @@ def _slot_signature(*arrays, scalars: int):
     return signature_of
 
 
-@compiled_once(_slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=10), **SERIAL)
+@compiled_once(slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=10), **SERIAL)
 def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
                    B, keep):
     """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers. The im2col
@@ -345,7 +345,7 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
     return y
 
 
-@compiled_once(_slot_signature(4, 3, 4, 1, 1, 1, types.int64[::1], types.uint64[::1],
+@compiled_once(slot_signature(4, 3, 4, 1, 1, 1, types.int64[::1], types.uint64[::1],
                                scalars=9), **SERIAL)
 def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, ptr, at, KH, KW, sh, sw, ph,
                       pw, dh, dw, B):
@@ -457,7 +457,7 @@ def part_dots(gb, cols, part, Fg, Kg, P, used):
             part[fl * Kg + k] = dot(gb[fl * P:], cols[k * P:], used)
 
 
-@compiled_once(_slot_signature(4, 4, 2, 1, 2, 1, scalars=12), **SERIAL)
+@compiled_once(slot_signature(4, 4, 2, 1, 2, 1, scalars=12), **SERIAL)
 def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, pw, dh, dw,
                        groups, B, form, kept):
     """Blocks s, s + slots, ... of ``conv2d_weight_grad_cols`` in slot s's buffers, block
