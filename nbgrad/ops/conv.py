@@ -351,8 +351,9 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
     work = _macs(N, w.shape, out_hw)
     if path in ("cols", "gemm") and _shifted_input_grad(w.shape, geom, in_hw, g.dtype):
+        # as the 'cols' kernels: a slot per COLS_BLOCK columns (positions of dx) at most
         threads = numba.get_num_threads() if work >= COLS_PARALLEL_MIN else 1
-        slots = max(1, min(N, threads))
+        slots = max(1, min(threads, N * in_hw[0] * in_hw[1] // COLS_BLOCK))
         return conv_shift.conv2d_input_grad_shift(g, w, dx, *geom[2:6], slots)
     if path == "cols":
         B = _block(N, out_hw)
