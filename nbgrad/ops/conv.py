@@ -68,12 +68,12 @@ COLS_KEEP_MAX_BYTES = 16 << 20
 # on maps of up to SHIFT_MAX_MAP positions, a whole number of NR-wide panels, where
 # padding C to whole micro-tiles adds at most an eighth. Measured k3 p1, 2 threads,
 # float32, against the 'cols' (8x8) and 'gemm' (16x16) kernels, alternating in one
-# process: batch 64 on 8x8, 16 -> 16 channels 150 against 236 us, 16 -> 32 275 against
-# 331 us, 32 -> 64 978 against 1017 us; batch 256, 16 -> 32 1295 against 1354 us; batch
-# 32 on 16x16, 16 -> 16 271 against 468 us, 16 -> 32 495 against 743 us, 64 -> 64 3.2
-# against 4.2 ms. Only for the dtypes in SHIFT_DTYPES: the product's register tile
-# (6 x 64 sums) fits the vector registers in float32, not in float64 (16 -> 32 on 8x8,
-# batch 64: 1.37 ms against 0.60 ms).
+# process: batch 64 on 8x8, 16 -> 16 channels 139 against 235 us, 16 -> 32 290 against
+# 381 us, 32 -> 64 827 against 1056 us; batch 256, 16 -> 32 1.00 against 1.32 ms; batch
+# 32 on 16x16, 16 -> 16 237 against 371 us, 16 -> 32 437 against 625 us, 64 -> 64 3.1
+# against 4.1 ms. Only for the dtypes in SHIFT_DTYPES: the product's register tile
+# (4 x 64 sums) fits the vector registers in float32, not in float64 (16 -> 32 on 8x8,
+# batch 64: 0.71 against 0.60 ms).
 SHIFT_MAX_MAP = 256
 SHIFT_DTYPES = (np.float32,)
 
