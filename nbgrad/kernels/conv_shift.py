@@ -34,6 +34,7 @@ from numba import njit, prange, types
 
 from ._jit import PARALLEL, SERIAL, compiled_once, plain
 from .conv_cols import slot_signature
+from .conv_gemm import strided_rows
 from .gemm import MR, NR, offset_gemm, round_up
 
 
@@ -121,7 +122,7 @@ def conv2d_input_grad_shift(g, w, dx, ph, pw, dh, dw, slots):
     Cp = round_up(C, MR)
     K = F * KH * KW
     a = shift_weights(w, Cp)
-    a_rows = np.arange(0, Cp * K, K)
+    a_rows = strided_rows(Cp, K)
     b_rows = shift_rows(F, KH, KW, dh, Hg, W)
     # NR more elements: the product's columns past H*W (up to a whole panel) read on
     G = np.empty((slots, KW * F * Hg * W + NR), g.dtype)

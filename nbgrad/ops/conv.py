@@ -203,9 +203,11 @@ def _exact_path(path: str, w: np.ndarray) -> str:
     return path if path == "direct" or _finite(w) else "direct"
 
 
-# The kernels by path and role. Each but the 'cols' kernels has a serial form
-# (kernels/_jit.py: njit_with_serial), run below PARALLEL_WORK_MIN multiply-adds; the
-# 'cols' kernels run one slot in the calling thread below COLS_PARALLEL_MIN.
+# The kernels by path and role ('shift': the shifted-planes input gradient that
+# conv2d_input_grad takes on the GEMM paths where it fits). Each but the 'cols' and
+# 'shift' kernels has a serial form (kernels/_jit.py: njit_with_serial), run below
+# PARALLEL_WORK_MIN multiply-adds; those two run one slot in the calling thread below
+# COLS_PARALLEL_MIN.
 _KERNELS = {
     ("direct", "forward"): conv.conv2d_forward_direct,
     ("direct", "input_grad"): conv.conv2d_input_grad_direct,
@@ -220,6 +222,7 @@ _KERNELS = {
     ("cols", "forward"): conv_cols.conv2d_forward_cols,
     ("cols", "input_grad"): conv_cols.conv2d_input_grad_cols,
     ("cols", "weight_grad"): conv_cols.conv2d_weight_grad_cols,
+    ("shift", "input_grad"): conv_shift.conv2d_input_grad_shift,
 }
 
 
@@ -234,7 +237,7 @@ def _kernel(path: str, role: str, work: int, units: int):
     number of independent buffers the GEMM kernels use (one per thread over ``units``
     images or blocks; 1 for the serial form)."""
     parallel = _KERNELS[path, role]
-    if path == "cols":
+    if path in ("cols", "shift"):
         threads = numba.get_num_threads() if work >= COLS_PARALLEL_MIN else 1
         return parallel, max(1, min(units, threads))
     kernel = for_work(parallel, work, PARALLEL_WORK_MIN)
@@ -351,10 +354,10 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
     path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
     work = _macs(N, w.shape, out_hw)
     if path in ("cols", "gemm") and _shifted_input_grad(w.shape, geom, in_hw, g.dtype):
-        # as the 'cols' kernels: a slot per COLS_BLOCK columns (positions of dx) at most
-        threads = numba.get_num_threads() if work >= COLS_PARALLEL_MIN else 1
-        slots = max(1, min(threads, N * in_hw[0] * in_hw[1] // COLS_BLOCK))
-        return conv_shift.conv2d_input_grad_shift(g, w, dx, *geom[2:6], slots)
+        # a slot per COLS_BLOCK positions of dx at most, as the 'cols' kernels' blocks
+        kernel, slots = _kernel("shift", "input_grad", work,
+                                N * in_hw[0] * in_hw[1] // COLS_BLOCK)
+        return kernel(g, w, dx, *geom[2:6], slots)
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "input_grad", work, -(-N // B))
