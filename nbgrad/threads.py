@@ -57,7 +57,11 @@ def set_num_threads(n: int) -> None:
 
 
 def get_num_threads() -> int:
-    return numba.get_num_threads()
+    """Threads the parallel kernels use now (the calling thread's setting). The ops ask
+    before every kernel call, so this reads it directly: ``numba.get_num_threads()``
+    first checks, under a process-wide lock, that the pool has started, which it has since
+    import (about 1 us a call against 0.2)."""
+    return _numba_parallel._get_num_threads()
 
 
 _start_pool()

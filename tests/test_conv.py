@@ -924,7 +924,7 @@ def test_conv2d_keeps_the_im2col_matrices_only_for_a_weight_gradient_it_can_feed
     kept = conv_ops.cols_to_keep(x, np.zeros((32, 16, 3, 3), np.float32), geom, (8, 8))
     assert kept.shape == (16, 16 * 9 * 4 * 64) and kept.dtype == np.float32
     narrow = np.zeros((64, 32, 4, 4), np.float32)  # 4x4 maps: filters first
-    assert conv_ops._weight_grad_form((64, 32, 3, 3), 1, narrow, 4) == conv_cols.FILTERS_FIRST
+    assert conv_ops._weight_grad_form((64, 32, 3, 3), 1, narrow.dtype, 4) == conv_cols.FILTERS_FIRST
     assert conv_ops.cols_to_keep(narrow, np.zeros((64, 32, 3, 3), np.float32), geom,
                                  (4, 4)) is None
     big = np.zeros((64, 16, 20, 20), np.float32)  # 400 positions: not 'cols'

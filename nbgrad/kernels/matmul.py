@@ -63,7 +63,6 @@ from llvmlite import ir
 from numba import (
     carray,
     config,
-    get_num_threads,
     get_thread_id,
     njit,
     prange,
@@ -72,6 +71,7 @@ from numba import (
 from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable
 
+from ..threads import get_num_threads
 from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
 from .gemm import data_pointer, stack_buffer
 

@@ -11,7 +11,8 @@ is written with conv2d, conv_transpose2d and conv2d_weight_grad, each differenti
 
 from __future__ import annotations
 
-import numba
+import functools
+
 import numpy as np
 
 from ..function import Function, Sample, register
@@ -19,6 +20,7 @@ from ..kernels import conv, conv_cols, conv_gemm, conv_s1, conv_shift, gemm
 from ..kernels._jit import PARALLEL_WORK_MIN, for_work
 from ..kernels.matmul import panel_cols, tiled_size
 from ..tensor import Tensor, lift
+from ..threads import get_num_threads
 from ._args import float_operands, int_tuple
 
 IntPair = int | tuple[int, int]
@@ -170,11 +172,12 @@ def _contig(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
+@functools.lru_cache(maxsize=1024)
 def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
     """'gemm' (implicit GEMM on phase planes) when a group's dot products are long and
     shared by a few filters, or 'cols' (GEMM over blocks of images) for those on small
     output maps; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop
-    nests)."""
+    nests). A function of the shapes, asked several times per call: kept per shapes."""
     F, Cg, KH, KW = w_shape
     taps, filters = Cg * KH * KW, F // geom[-1]
     positions = out_hw[0] * out_hw[1]
@@ -238,12 +241,12 @@ def _kernel(path: str, role: str, work: int, units: int):
     images or blocks; 1 for the serial form)."""
     parallel = _KERNELS[path, role]
     if path in ("cols", "shift"):
-        threads = numba.get_num_threads() if work >= COLS_PARALLEL_MIN else 1
+        threads = get_num_threads() if work >= COLS_PARALLEL_MIN else 1
         return parallel, max(1, min(units, threads))
     kernel = for_work(parallel, work, PARALLEL_WORK_MIN)
     if kernel is not parallel:
         return kernel, 1
-    return kernel, max(1, min(units, numba.get_num_threads()))
+    return kernel, max(1, min(units, get_num_threads()))
 
 
 def _block(batch: int, out_hw: tuple[int, int]) -> int:
@@ -268,14 +271,15 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
 COLS_DOTS_PART = 512
 
 
-def _weight_grad_form(w_shape: tuple, groups: int, x: np.ndarray, out_w: int) -> int:
+@functools.lru_cache(maxsize=1024)
+def _weight_grad_form(w_shape: tuple, groups: int, dtype: np.dtype, out_w: int) -> int:
     """How the 'cols' weight gradient computes each part (kernels/conv_cols.py) for
-    output maps ``out_w`` wide: see COLS_DOTS_PART."""
+    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes, as _kernel_path."""
     F, Cg, KH, KW = w_shape
     Fg, Kg = F // groups, Cg * KH * KW
     if Fg * Kg < COLS_DOTS_PART:
         return conv_cols.DOTS
-    nr = panel_cols(x)
+    nr = panel_cols(np.empty(0, dtype))
     if out_w < conv_cols.ROW_RUNS_MIN or tiled_size(Fg, Kg, nr) <= tiled_size(Kg, Fg, nr):
         return conv_cols.FILTERS_FIRST
     return conv_cols.TAPS_FIRST
@@ -301,7 +305,7 @@ def cols_to_keep(x: np.ndarray, w: np.ndarray, geom: tuple,
     groups = geom[-1]
     if _exact_path(_kernel_path(w.shape, geom, out_hw), w) != "cols":
         return None
-    if _weight_grad_form(w.shape, groups, x, out_hw[1]) == conv_cols.FILTERS_FIRST:
+    if _weight_grad_form(w.shape, groups, x.dtype, out_hw[1]) == conv_cols.FILTERS_FIRST:
         return None
     N = x.shape[0]
     B = _block(N, out_hw)
@@ -395,7 +399,7 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
     if path == "cols":
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
-        form = _weight_grad_form(w_shape, geom[-1], x, out_hw[1])
+        form = _weight_grad_form(w_shape, geom[-1], x.dtype, out_hw[1])
         return kernel(x, g, *w_shape[2:], *geom, B, slots, form,
                       _no_cols(x) if kept is None else kept)
     kernel, slots = _kernel(path, "weight_grad", work, N)

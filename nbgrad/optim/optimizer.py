@@ -69,7 +69,7 @@ class FlatGroup:
         self.steps = np.zeros(len(params))
         self.has_state = np.zeros(len(params), bool)
         self.grad_buffer = np.empty(total, self.dtype)
-        self.layouts: dict[bytes, tuple] = {}  # gather's layouts, by pattern of gradients
+        self.layouts: dict[tuple, tuple] = {}  # gather's layouts, by pattern of gradients
         self.empty = np.empty(0, self.dtype)
         self._bind_arrays()
 
@@ -97,23 +97,25 @@ class FlatGroup:
         """The gradients that exist, concatenated, and the chunks over them (None if no
         parameter has a gradient)."""
         grads = [p.grad for p in self.params]
-        active = np.array([g is not None for g in grads])
-        if not active.any():
+        key = tuple([g is not None for g in grads])
+        if True not in key:
             return None
-        key = active.tobytes()
-        if key not in self.layouts:
-            self.layouts[key] = self._layout(active)
-        grad_start, chunk_param, chunk_begin, chunk_end, size = self.layouts[key]
+        layout = self.layouts.get(key)
+        if layout is None:
+            layout = self.layouts[key] = self._layout(np.array(key))
+        active, grad_start, chunk_param, chunk_begin, chunk_end, size = layout
         flat = self.grad_buffer[:size]
         np.concatenate([g.data.reshape(-1) for g in grads if g is not None], out=flat)
         return Work(flat, grad_start, chunk_param, chunk_begin, chunk_end, active, size)
 
     def _layout(self, active: np.ndarray) -> tuple:
-        """(grad_start, chunk_param, chunk_begin, chunk_end, size) of the gathered
+        """(active, grad_start, chunk_param, chunk_begin, chunk_end, size) of the gathered
         gradients of the parameters marked in ``active``: the same every step in which the
         same parameters have gradients, so ``gather`` keeps it per pattern."""
+        active.flags.writeable = False  # shared by the steps of this pattern
         sizes = np.where(active, self.sizes, 0)
-        return (np.cumsum(sizes) - sizes, *kernels.chunk_work(sizes), int(sizes.sum()))
+        return (active, np.cumsum(sizes) - sizes, *kernels.chunk_work(sizes),
+                int(sizes.sum()))
 
     # -- per-parameter state ----------------------------------------------------------------
     def param_state(self, i: int, counts_steps: bool, copy: bool) -> dict[str, Any]:
