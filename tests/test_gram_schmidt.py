@@ -449,7 +449,7 @@ def test_op_bitwise_at_1_and_2_threads(rng, op):
                                    (7, 5, 3), (13, 17, 130), (1, 1, 1), (0, 3, 4),
                                    (5, 0, 70), (6, 4, 0)])
 def test_bases_matmul_against_numpy_and_bitwise_at_1_and_2_threads(rng, dtype, shape):
-    # Rows and columns that are and are not whole micro-tiles (MR = 6, NR = 64), an empty
+    # Rows and columns that are and are not whole micro-tiles (gemm.MR, gemm.NR), an empty
     # product, and a zero inner dimension.
     M, Kd, P = shape
     a = rng.standard_normal((M, Kd)).astype(dtype)

@@ -368,12 +368,13 @@ def test_a_few_columns_are_computed_as_the_transposed_product_with_the_same_bits
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_wide_output_is_computed_as_given_when_transposing_costs_more(dtype):
-    """[256, 32] @ [32, 1024]: out^T pads 1,536 fewer elements (its 1024 rows round up
-    to 1026, out's 256 to 258), which saves far less than copying the 256 x 1024 result
-    back costs (two thirds of the product's time when it was computed transposed)."""
+    """[256, 32] @ [32, 1000]: out^T pads fewer elements (out's 1000 columns round up to
+    whole tiles, 1024 in float32, but as out^T's rows to at most 1002), which saves far less than
+    copying the 256 x 1000 result back costs (two thirds of the product's time when a
+    [256, 1024] one was computed transposed)."""
     nr = km.panel_cols(np.empty(0, dtype))
-    assert km.tiled_size(1024, 256, nr) < km.tiled_size(256, 1024, nr)
-    assert not km.computed_transposed(256, 1024, 32, nr)
+    assert km.tiled_size(1000, 256, nr) < km.tiled_size(256, 1000, nr)
+    assert not km.computed_transposed(256, 1000, 32, nr)
 
 
 @pytest.mark.parametrize("tasks", [1, 2, 4])

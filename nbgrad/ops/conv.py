@@ -263,8 +263,9 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
 #   channels (144 sums) DOTS 25, GEMM 35 at best; 3 -> 16 at batch 32 (432) 33 / 34;
 #   8 -> 16 (1152) 151 / 130;
 # * else the GEMM orientation that tiles to fewer elements (kernels/matmul.py:
-#   tiled_size): 8x8 maps, 16 -> 32 (taps first 4608 against filters first 4752) TF 320,
-#   FF 345; 64 -> 64 at batch 32 979 / 1040; 8 -> 16 130 / 144;
+#   tiled_size), taps first on a tie: 8x8 maps, 16 -> 32 (taps first 4608 against
+#   filters first 4752 with 3-row tiles, 4608 each with 4) TF 320, FF 345; 64 -> 64 at
+#   batch 32 979 / 1040; 8 -> 16 130 / 144;
 # * but filters first on maps narrower than conv_cols.ROW_RUNS_MIN, where the taps-first
 #   [Kg, P] gather has no row runs: 4x4 maps, FF against TF, 16 -> 32 104 / 109,
 #   32 -> 64 292 / 309, 32 -> 16 146 / 165, 64 -> 16 290 / 324, 16 -> 8 62 / 83.
@@ -280,7 +281,7 @@ def _weight_grad_form(w_shape: tuple, groups: int, dtype: np.dtype, out_w: int) 
     if Fg * Kg < COLS_DOTS_PART:
         return conv_cols.DOTS
     nr = panel_cols(np.empty(0, dtype))
-    if out_w < conv_cols.ROW_RUNS_MIN or tiled_size(Fg, Kg, nr) <= tiled_size(Kg, Fg, nr):
+    if out_w < conv_cols.ROW_RUNS_MIN or tiled_size(Fg, Kg, nr) < tiled_size(Kg, Fg, nr):
         return conv_cols.FILTERS_FIRST
     return conv_cols.TAPS_FIRST
 
