@@ -159,6 +159,16 @@ def test_fast_path_keeps_the_graph_of_a_dataset_tensor_that_requires_grad():
     np.testing.assert_array_equal(x.grad.data, expected)
 
 
+def test_fast_path_batches_of_constant_tensors_are_copies_outside_the_graph():
+    x = np.arange(12.0).reshape(6, 2)
+    ds = TensorDataset(x)
+    batch, = next(iter(DataLoader(ds, 4, shuffle=True, seed=0)))
+    assert not batch.requires_grad and batch.grad_fn is None
+    np.testing.assert_array_equal(batch.data, x[_epoch_order(0, 0, 6)[:4]])
+    batch.data[...] = -1  # a copy: the dataset keeps its rows
+    np.testing.assert_array_equal(ds.tensors[0].data, np.arange(12.0).reshape(6, 2))
+
+
 def test_a_subclass_overriding_getitem_is_collated_item_by_item():
     class Doubled(TensorDataset):
         def __getitem__(self, index):

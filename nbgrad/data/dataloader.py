@@ -182,8 +182,17 @@ def _tensor_gather(dataset: Dataset) -> Callable[[np.ndarray], tuple[Tensor, ...
         return None
     tensors = dataset.tensors
     if positions is None:
-        return lambda indices: tuple(t[indices] for t in tensors)
-    return lambda indices: tuple(t[positions[indices]] for t in tensors)
+        return lambda indices: tuple(_rows(t, indices) for t in tensors)
+    return lambda indices: tuple(_rows(t, positions[indices]) for t in tensors)
+
+
+def _rows(t: Tensor, indices: np.ndarray) -> Tensor:
+    """t[indices] (valid rows, from the sampler): through the getitem op when t requires
+    grad, else a plain NumPy gather, which records nothing (a digits batch: 4.3 against
+    13.2 us for the two tensors)."""
+    if t.requires_grad:
+        return t[indices]
+    return Tensor._wrap(t.data[indices], None, 0)
 
 
 def _check_dataset(dataset: Any) -> None:
