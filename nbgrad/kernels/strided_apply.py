@@ -256,14 +256,23 @@ def broadcast_shapes(op_name: str, a: tuple, b: tuple) -> tuple:
     """NumPy's broadcast of two shapes; ValueError naming the op and both shapes."""
     if a == b:
         return a
+    out = _broadcast_of(a, b)
+    if out is None:
+        raise ValueError(f"{op_name}: shapes {a} and {b} are not broadcastable "
+                         f"(NumPy rules: trailing dims must match or be 1)")
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast_of(a: tuple, b: tuple) -> tuple | None:
+    """The broadcast of shapes a and b, or None if they do not broadcast. Kept per pair of
+    shapes: every binary op asks, and working it out took about 1 of the 4.4 us of a bias
+    add ([64, 64] + [64])."""
     n = max(len(a), len(b))
-    pa = (1,) * (n - len(a)) + a
-    pb = (1,) * (n - len(b)) + b
     out = []
-    for x, y in zip(pa, pb):
+    for x, y in zip((1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b):
         if x != y and x != 1 and y != 1:
-            raise ValueError(f"{op_name}: shapes {a} and {b} are not broadcastable "
-                             f"(NumPy rules: trailing dims must match or be 1)")
+            return None
         out.append(y if x == 1 else x)
     return tuple(out)
 
