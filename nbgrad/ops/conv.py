@@ -172,12 +172,11 @@ def _contig(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-@functools.lru_cache(maxsize=1024)
 def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
     """'gemm' (implicit GEMM on phase planes) when a group's dot products are long and
     shared by a few filters, or 'cols' (GEMM over blocks of images) for those on small
     output maps; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop
-    nests). A function of the shapes, asked several times per call: kept per shapes."""
+    nests)."""
     F, Cg, KH, KW = w_shape
     taps, filters = Cg * KH * KW, F // geom[-1]
     positions = out_hw[0] * out_hw[1]
@@ -275,7 +274,8 @@ COLS_DOTS_PART = 512
 @functools.lru_cache(maxsize=1024)
 def _weight_grad_form(w_shape: tuple, groups: int, dtype: np.dtype, out_w: int) -> int:
     """How the 'cols' weight gradient computes each part (kernels/conv_cols.py) for
-    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes, as _kernel_path."""
+    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes: asked twice per
+    layer and step, it took 1.35 us a call, 0.1 kept."""
     F, Cg, KH, KW = w_shape
     Fg, Kg = F // groups, Cg * KH * KW
     if Fg * Kg < COLS_DOTS_PART:
