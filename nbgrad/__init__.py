@@ -3,6 +3,7 @@
 from . import startup
 
 startup.keep_freed_memory()
+startup.prefer_full_vectors()
 with startup.collector_paused():
     from . import autograd, compiling, data, nn, optim, testing
     from .autograd import (

@@ -1,6 +1,7 @@
 """What ``import nbgrad`` does besides defining names: it readies Numba while Python's
-cyclic garbage collector waits (docs/compiling.md#what-a-warm-start-costs), and it has
-glibc's malloc keep freed arrays for reuse (docs/memory.md)."""
+cyclic garbage collector waits (docs/compiling.md#what-a-warm-start-costs), it has
+glibc's malloc keep freed arrays for reuse (docs/memory.md), and on AVX-512 CPUs it has
+LLVM vectorise with the full 512-bit registers (docs/compiling.md#vector-width)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,34 @@ TRIM_THRESHOLD = 64 << 20
 # The environment's own malloc settings, which nbgrad then leaves alone.
 MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_",
                    "MALLOC_MMAP_MAX_")
+
+
+# LLVM's tuning flag that halves the vector width on most Intel AVX-512 CPUs.
+PREFER_256_BIT = "prefer-256-bit"
+
+
+def prefer_full_vectors() -> bool:
+    """On an x86 CPU with AVX-512, turn off LLVM's ``prefer-256-bit`` tuning for the
+    code Numba compiles; whether it did. With it on (LLVM's default for Intel's AVX-512
+    cores), loops vectorise to 8 float32 lanes, not 16, and the matmul kernels' 64-column
+    tiles spill their registers. Left alone when the environment chooses the CPU
+    (``NUMBA_CPU_NAME``, ``NUMBA_CPU_FEATURES``) or when Numba's code generator already
+    exists (something was compiled before ``import nbgrad``): it reads the features once."""
+    from llvmlite import binding as llvm
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+    from numba.core.registry import cpu_target
+
+    if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
+        return False
+    if not llvm.get_process_triple().startswith("x86_64"):
+        return False
+    if not llvm.get_host_cpu_features().get("avx512f", False):
+        return False
+    if "_toplevel_target_context" in vars(cpu_target):  # the code generator exists
+        return False
+    config.CPU_FEATURES = f"{get_host_cpu_features()},-{PREFER_256_BIT}"
+    return True
 
 
 @contextlib.contextmanager

@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from llvmlite import binding as llvm
+from numba.core.codegen import get_host_cpu_features
 
 ROOT = Path(__file__).resolve().parent.parent / "nbgrad"
 
@@ -168,3 +170,40 @@ def test_import_has_malloc_reuse_freed_arrays_unless_the_environment_says(enviro
         assert set_again == "True" and int(faults_per_array) < 64
     else:
         assert set_again == "False" and int(faults_per_array) >= 256
+
+
+AVX512 = llvm.get_host_cpu_features().get("avx512f", False)
+VECTOR_WIDTH = ("import os, numpy as np\n"
+                "if os.environ.get('COMPILE_FIRST'):\n"
+                "    import numba\n"
+                "    numba.njit(lambda x: x + 1)(1)\n"
+                "import nbgrad\n"
+                "from numba import config, njit\n"
+                "@njit\n"
+                "def double(x):\n"
+                "    for i in range(x.size):\n"
+                "        x[i] = x[i] + x[i]\n"
+                "double(np.ones(64, np.float32))\n"
+                "asm = next(iter(double.inspect_asm().values()))\n"
+                "print(str(config.CPU_FEATURES).endswith('-prefer-256-bit'), 'zmm' in asm)")
+
+
+@pytest.mark.skipif(not AVX512, reason="x86 with AVX-512 only")
+@pytest.mark.parametrize("environment", ["default", "user's NUMBA_CPU_FEATURES",
+                                         "Numba compiled first"])
+def test_import_has_llvm_vectorise_with_512_bit_registers_unless_told_otherwise(environment):
+    """On an AVX-512 CPU, code compiled after ``import nbgrad`` uses the zmm registers
+    (LLVM's tuning for Intel cores would use 256-bit ymm); a CPU the environment names,
+    or a code generator that exists already, is left as it is
+    (nbgrad/startup.py: prefer_full_vectors)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
+    if environment == "user's NUMBA_CPU_FEATURES":
+        env["NUMBA_CPU_FEATURES"] = get_host_cpu_features()
+    elif environment == "Numba compiled first":
+        env["COMPILE_FIRST"] = "1"
+    done = subprocess.run([sys.executable, "-c", VECTOR_WIDTH], check=True, timeout=120,
+                          capture_output=True, text=True, env=env)
+    set_by_nbgrad, uses_zmm = done.stdout.split()
+    assert set_by_nbgrad == str(environment == "default")
+    if environment == "default":
+        assert uses_zmm == "True"
