@@ -310,7 +310,9 @@ def _loop_nest(x, y):
 def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t, n):
     """Bit for bit the scalar loop nest: every element is one FMA chain over k in
     ascending order, across the blocks of k (k = 601), the blocks of NC columns (n = 300),
-    full panels of b read in place, the edge tiles, and last panels taken by a tile of
+    full panels of b copied (blocks spanning more than km.IN_PLACE_SPAN bytes of b: the
+    first block of k) and read in place (the last block, of 89 values of k, but for
+    float64 with n = 300), the edge tiles, and last panels taken by a tile of
     one or two vectors (km.tile_cols; with AVX-512, n = 75 and 136 end in one of a
     float32 tile's vector and n = 75, 136 and 300 in two of a float64 tile's)."""
     rng = np.random.default_rng(11)
