@@ -307,16 +307,19 @@ def _loop_nest(x, y):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("x_t, y_t", [(False, False), (True, False), (False, True), (True, True)])
 @pytest.mark.parametrize("n", [75, 136, 300])
-def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t, n):
+@pytest.mark.parametrize("m", [37, 133])
+def test_kernel_sums_k_in_order_like_a_loop_nest(dtype, x_t, y_t, n, m):
     """Bit for bit the scalar loop nest: every element is one FMA chain over k in
     ascending order, across the blocks of k (k = 601), the blocks of NC columns (n = 300),
-    full panels of b copied (blocks spanning more than km.IN_PLACE_SPAN bytes of b: the
-    first block of k) and read in place (the last block, of 89 values of k, but for
-    float64 with n = 300), the edge tiles, and last panels taken by a tile of
-    one or two vectors (km.tile_cols; with AVX-512, n = 75 and 136 end in one of a
-    float32 tile's vector and n = 75, 136 and 300 in two of a float64 tile's)."""
+    full panels of a row-major b read in place (m = 37 rows, fewer than
+    km.PACK_MIN_ROWS) and, for m = 133, copied where a block spans more than
+    km.IN_PLACE_SPAN bytes of b (the first block of k) and read in place where not (the
+    last, of 89 values of k, but for float64 with n = 300), the edge tiles, and last
+    panels taken by a tile of one or two vectors (km.tile_cols; with AVX-512, n = 75 and
+    136 end in one of a float32 tile's vector and n = 75, 136 and 300 in two of a float64
+    tile's)."""
     rng = np.random.default_rng(11)
-    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, 37, 601, n, x_t, y_t)
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, m, 601, n, x_t, y_t)
     out = km.product(x, y, x_map, y_map, x_t, y_t)
     ref = _loop_nest(np.ascontiguousarray(_op(x[0], x_t)), np.ascontiguousarray(_op(y[0], y_t)))
     assert_same_bits(out[0], ref)

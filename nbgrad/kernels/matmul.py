@@ -28,10 +28,11 @@ Packing, per task (a block of output tiles):
 
 * b: b is taken in blocks of ``depth`` = KC_BYTES / itemsize values of k (512 float32,
   256 float64) by NC columns, which stay in L2, each cut into NR-wide panels. The tile
-  reads a panel's rows with unit stride: in place from a row-major b (row stride N) whose
-  block spans at most IN_PLACE_SPAN bytes, or from a contiguous copy when b is read
-  transposed, spans more, or the panel is narrower than NR: kc x NR, or kc x its tile's
-  columns for a last partial panel (``tile_cols``; columns past N are zeros).
+  reads a panel's rows with unit stride: in place from a row-major b (row stride N), or
+  from a contiguous copy when b is read transposed, when its block spans more than
+  IN_PLACE_SPAN bytes and many rows of a read it (PACK_MIN_ROWS), or when the panel is
+  narrower than NR: kc x NR, or kc x its tile's columns for a last partial panel
+  (``tile_cols``; columns past N are zeros).
 * a: each sliver of MR full rows by kc values of k is read in place, through a's row and
   k strides, and swept across the block's panels from L1 (three runs of kc values, or for
   a read transposed kc cache lines of MR values), so a copy would only add a pass over a
@@ -101,14 +102,17 @@ KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 
 # block packs a less often: against 128, products with N = 384-1024 took 3-22% less
 # (float32, same process, alternating; N <= 128 is unchanged).
 NC = 256
-# Bytes of b that a block of kc rows may span and still be read in place. Rows further
-# apart than that cost more to read than to copy: on the Intel Xeon VM of 2026-11-28
-# (AVX-512, 48 KB L1, 2 MB L2), one thread, float32, two builds in alternating
-# processes, ratios to PyTorch's time in the same process, three runs each: 512^3
-# a @ b 1.58-1.66 -> 1.09-1.13 and a^T @ b 1.79-1.90 -> 1.27-1.36 (span 1 MB). 256^3
-# (span 256 KB) packed 1.15-1.25 against 1.45-1.53 in place; [64,512] @ [512,64] (128
-# KB) in place 1.30-1.37 against 1.46-1.58 packed.
+# A row-major b is copied into panels where its block spans more than IN_PLACE_SPAN
+# bytes and at least PACK_MIN_ROWS rows of a (a task's) sweep each panel; else its
+# panels are read in place. On the Intel Xeon VM of 2026-11-28 (AVX-512, 48 KB L1, 2 MB
+# L2), one thread, float32, two builds in alternating processes, three runs each: copied
+# against in place, as ratios to PyTorch's time in the same process, 512^3 a @ b
+# 1.09-1.13 against 1.58-1.66 and a^T @ b 1.27-1.36 against 1.79-1.90 (span 1 MB), 256^3
+# (256 KB) 1.15-1.25 against 1.45-1.53; in place against copied, [64,512] @ [512,64]
+# (128 KB) 1.30-1.37 against 1.46-1.58, and the conv GEMMs of 32 rows: [32,144] @
+# [144,256] 14.4-18.6 against 18.0-21.7 us, [32,144] @ [144,512] 29-39 against 36-44 us.
 IN_PLACE_SPAN = np.uint64(128 << 10)
+PACK_MIN_ROWS = np.uint64(128)
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
@@ -358,7 +362,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
         nc = min(NC_U, c1 - jc)
         for pc in range(np.uint64(0), K, depth):
             kc = min(depth, K - pc)
-            packed = y_t or kc * N * itemsize > IN_PLACE_SPAN
+            packed = y_t or (kc * N * itemsize > IN_PLACE_SPAN and r1 - r0 >= PACK_MIN_ROWS)
             if packed:
                 _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp)
             elif nc % nr:
