@@ -19,6 +19,8 @@ from typing import Any
 
 from numba.core import event
 
+from . import startup
+
 
 def default_jobs() -> int:
     """Worker processes by default: one per core this process may run on."""
@@ -138,7 +140,7 @@ class BackwardAhead:
         package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = dict(os.environ, NBGRAD_COMPILE_AHEAD="0", NBGRAD_COMPILE_NOTICE_SECONDS="-1",
-                   PYTHONPATH=os.pathsep.join(path))
+                   PYTHONPATH=os.pathsep.join(path), **startup.numba_target_env())
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from nbgrad.compiling import _compile_backwards; "
                                    "_compile_backwards()"],

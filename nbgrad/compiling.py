@@ -25,6 +25,7 @@ import numpy as np
 from numba.core import event
 from numba.core.registry import CPUDispatcher
 
+from . import startup
 from .compile_ahead import backward_ahead, default_jobs
 
 #: A compile that is still running after this many seconds is announced on stderr, once
@@ -254,7 +255,8 @@ def map_in_workers(fn: Callable, items: Sequence, jobs: int, desc: str | None) -
         results: Iterable = map(fn, items)
         pool = None
     else:
-        pool = multiprocessing.get_context("spawn").Pool(jobs, _no_backward_ahead)
+        with startup.numba_target_environ():  # the workers compile for this process's CPU
+            pool = multiprocessing.get_context("spawn").Pool(jobs, _no_backward_ahead)
         results = pool.imap(fn, items, chunksize=1)
     try:
         for done, result in enumerate(results, 1):

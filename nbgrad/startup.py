@@ -50,6 +50,36 @@ def prefer_full_vectors() -> bool:
     return True
 
 
+def numba_target_env() -> dict[str, str]:
+    """The environment that has a helper process compile for the CPU this process
+    compiles for (Numba's cache keeps kernels apart by CPU name and features, so a helper
+    that chose differently would compile kernels this process never loads)."""
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+
+    env = {"NUMBA_CPU_FEATURES": config.CPU_FEATURES or get_host_cpu_features()}
+    if config.CPU_NAME is not None:
+        env["NUMBA_CPU_NAME"] = config.CPU_NAME
+    return env
+
+
+@contextlib.contextmanager
+def numba_target_environ() -> Iterator[None]:
+    """``numba_target_env()`` in ``os.environ`` inside the block, for the processes
+    started there to inherit; the variables as they were after it."""
+    env = numba_target_env()
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
 @contextlib.contextmanager
 def collector_paused() -> Iterator[None]:
     """No cyclic collection inside the block; afterwards every tracked object is moved to

@@ -207,3 +207,33 @@ def test_import_has_llvm_vectorise_with_512_bit_registers_unless_told_otherwise(
     assert set_by_nbgrad == str(environment == "default")
     if environment == "default":
         assert uses_zmm == "True"
+
+
+WORKER_TARGET = ("import os\n"
+                 "if os.environ.get('COMPILE_FIRST'):\n"
+                 "    import numba\n"
+                 "    numba.njit(lambda x: x + 1)(1)\n"
+                 "import nbgrad\n"
+                 "from numba.core import config\n"
+                 "from numba.core.codegen import get_host_cpu_features\n"
+                 "from nbgrad import startup\n"
+                 "from nbgrad.compiling import map_in_workers\n"
+                 "mine = config.CPU_FEATURES or get_host_cpu_features()\n"
+                 "theirs = list(map_in_workers(os.getenv, ['NUMBA_CPU_FEATURES'] * 2, 2, None))\n"
+                 "helper = startup.numba_target_env()['NUMBA_CPU_FEATURES']\n"
+                 "print(theirs == [mine, mine], helper == mine,\n"
+                 "      'NUMBA_CPU_FEATURES' in os.environ)")
+
+
+@pytest.mark.parametrize("environment", ["default", "Numba compiled first"])
+def test_worker_processes_compile_for_the_cpu_this_process_compiles_for(environment):
+    """Numba's cache keys kernels by CPU features, so the warmup's workers and the
+    compile-ahead helper are started with this process's features, whatever
+    ``prefer_full_vectors`` chose here (nbgrad/startup.py: numba_target_env); the
+    environment is as it was afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
+    if environment != "default":
+        env["COMPILE_FIRST"] = "1"
+    done = subprocess.run([sys.executable, "-c", WORKER_TARGET], check=True, timeout=300,
+                          capture_output=True, text=True, env=env)
+    assert done.stdout.split() == ["True", "True", "False"]
