@@ -53,14 +53,13 @@ def prefer_full_vectors() -> bool:
 def numba_target_env() -> dict[str, str]:
     """The environment that has a helper process compile for the CPU this process
     compiles for (Numba's cache keeps kernels apart by CPU name and features, so a helper
-    that chose differently would compile kernels this process never loads)."""
-    from numba.core import config
-    from numba.core.codegen import get_host_cpu_features
+    that chose differently would compile kernels this process never loads). Read from
+    Numba's code generator, which keeps what it was created with: ``config.CPU_FEATURES``
+    goes back to the environment's value whenever Numba reloads its configuration."""
+    from numba.core.registry import cpu_target
 
-    env = {"NUMBA_CPU_FEATURES": config.CPU_FEATURES or get_host_cpu_features()}
-    if config.CPU_NAME is not None:
-        env["NUMBA_CPU_NAME"] = config.CPU_NAME
-    return env
+    _, name, features = cpu_target.target_context.codegen().magic_tuple()
+    return {"NUMBA_CPU_NAME": name, "NUMBA_CPU_FEATURES": features}
 
 
 @contextlib.contextmanager

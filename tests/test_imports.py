@@ -219,6 +219,9 @@ WORKER_TARGET = ("import os\n"
                  "from nbgrad import startup\n"
                  "from nbgrad.compiling import map_in_workers\n"
                  "mine = config.CPU_FEATURES or get_host_cpu_features()\n"
+                 "os.environ['NUMBA_OPT'] = '3'  # as a compile reloads Numba's configuration:\n"
+                 "config.reload_config()         # config.CPU_FEATURES is None again\n"
+                 "assert config.CPU_FEATURES is None\n"
                  "theirs = list(map_in_workers(os.getenv, ['NUMBA_CPU_FEATURES'] * 2, 2, None))\n"
                  "helper = startup.numba_target_env()['NUMBA_CPU_FEATURES']\n"
                  "print(theirs == [mine, mine], helper == mine,\n"
@@ -229,8 +232,9 @@ WORKER_TARGET = ("import os\n"
 def test_worker_processes_compile_for_the_cpu_this_process_compiles_for(environment):
     """Numba's cache keys kernels by CPU features, so the warmup's workers and the
     compile-ahead helper are started with this process's features, whatever
-    ``prefer_full_vectors`` chose here (nbgrad/startup.py: numba_target_env); the
-    environment is as it was afterwards."""
+    ``prefer_full_vectors`` chose here, and after a reload of Numba's configuration has
+    reset ``config.CPU_FEATURES`` (nbgrad/startup.py: numba_target_env); the environment
+    is as it was afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
     if environment != "default":
         env["COMPILE_FIRST"] = "1"
