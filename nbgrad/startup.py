@@ -26,6 +26,18 @@ MALLOC_SETTINGS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_T
 PREFER_256_BIT = "prefer-256-bit"
 
 
+def host_vector_bytes() -> int:
+    """Width of the widest float vector registers of this CPU (64, 32 or 16 bytes)."""
+    from llvmlite import binding as llvm
+
+    features = llvm.get_host_cpu_features()
+    if features.get("avx512f", False):
+        return 64
+    if features.get("avx", False):
+        return 32
+    return 16
+
+
 def prefer_full_vectors() -> bool:
     """On an x86 CPU with AVX-512, turn off LLVM's ``prefer-256-bit`` tuning for the
     code Numba compiles; whether it did. With it on (LLVM's default for Intel's AVX-512
@@ -40,9 +52,7 @@ def prefer_full_vectors() -> bool:
 
     if config.CPU_NAME is not None or config.CPU_FEATURES is not None:
         return False
-    if not llvm.get_process_triple().startswith("x86_64"):
-        return False
-    if not llvm.get_host_cpu_features().get("avx512f", False):
+    if not llvm.get_process_triple().startswith("x86_64") or host_vector_bytes() != 64:
         return False
     if "_toplevel_target_context" in vars(cpu_target):  # the code generator exists
         return False

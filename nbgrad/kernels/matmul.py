@@ -60,7 +60,6 @@ identical at any thread count. Each thread packs into its own buffer.
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import binding as llvm_binding
 from llvmlite import ir
 from numba import (
     carray,
@@ -73,22 +72,12 @@ from numba import (
 from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable
 
+from ..startup import host_vector_bytes
 from ..threads import get_num_threads
 from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
 from .gemm import data_pointer, stack_buffer
 
-
-def _host_vector_bytes() -> int:
-    """Width of the widest float vector registers of this CPU (64, 32 or 16 bytes)."""
-    features = llvm_binding.get_host_cpu_features()
-    if features.get("avx512f", False):
-        return 64
-    if features.get("avx", False):
-        return 32
-    return 16
-
-
-VECTOR_BYTES = _host_vector_bytes()
+VECTOR_BYTES = host_vector_bytes()
 # Rows of a per register tile. With AVX-512's 32 vector registers, four rows (16
 # accumulators, 8 broadcasts of a for two values of k, 2 vectors of b) against three, in
 # one process, alternating, float32, 2 threads, the same bits: 256^3 a^T @ g 193 -> 165
