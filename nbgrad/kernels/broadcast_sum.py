@@ -56,18 +56,33 @@ TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this man
 # -- inner loops over contiguous slices ----------------------------------------------------
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
-def _accumulate(op, acc, u, v):
-    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
+def _accumulate_rows(op, acc, u, v, rows, us, vs):
+    """acc[l] += f(u[r, l], v[r, l]) for rows r < rows in order, for the reduction ops
+    COPY (u), MUL (u v), DIV (u / v): u, v flat with row strides us, vs (0 for one row
+    that every row reads) and rows as long as acc. The op is chosen once per call, not per
+    row (``strided_apply.binary_rows``)."""
     n = acc.size
     if op == COPY:
-        for i in range(n):
-            acc[i] += u[i]
+        for r in range(rows):
+            a = u[r * us:r * us + n]
+            for i in range(n):
+                acc[i] += a[i]
     elif op == MUL:
-        for i in range(n):
-            acc[i] += u[i] * v[i]
+        for r in range(rows):
+            a, b = u[r * us:r * us + n], v[r * vs:r * vs + n]
+            for i in range(n):
+                acc[i] += a[i] * b[i]
     else:
-        for i in range(n):
-            acc[i] += u[i] / v[i]
+        for r in range(rows):
+            a, b = u[r * us:r * us + n], v[r * vs:r * vs + n]
+            for i in range(n):
+                acc[i] += a[i] / b[i]
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _accumulate(op, acc, u, v):
+    """acc[l] += f(u[l], v[l]) (``_accumulate_rows`` of one row)."""
+    _accumulate_rows(op, acc, u, v, 1, 0, 0)
 
 
 @njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
@@ -137,12 +152,9 @@ def _reduce_rows(op, u, v, out, rows, us, vs):
     """out[j] = sum over the rows r of f(u[r, j], v[r, j]) in row order, for u, v flat
     [rows, n] (n = out.size) where an operand of row stride 0 (``us`` / ``vs``) is one
     row that every row reads: a bias's gradient, without the general plan."""
-    n = out.size
-    for j in range(n):
+    for j in range(out.size):
         out[j] = 0
-    for r in range(rows):
-        o = r * n
-        _accumulate(op, out, u[:n] if us == 0 else u[o:o + n], v[:n] if vs == 0 else v[o:o + n])
+    _accumulate_rows(op, out, u, v, rows, us, vs)
 
 
 @njit(**SERIAL_IEEE_DIV)

@@ -46,51 +46,89 @@ BIAS_ROWS_MAX = PARALLEL_MIN
 # -- inner loops over contiguous slices ----------------------------------------------------
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
-def binary_block(op, out, u, v):
-    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
+def _row(out, u, v, r, n, us, vs):
+    """Row r of out (flat [rows, n]) and the rows of u and v it reads (row strides us, vs;
+    a stride of 0 reads the one row again)."""
+    return out[r * n:(r + 1) * n], u[r * us:r * us + n], v[r * vs:r * vs + n]
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def binary_rows(op, out, u, v, rows, n, us, vs):
+    """out[r, l] = f(u[r, l], v[r, l]) for rows r < rows of n lanes each: out is flat
+    [rows, n]; u and v are flat with row strides us and vs (0 for one row that every row
+    reads, e.g. a bias). Contiguous lanes, so the loops vectorise.
 
     POW_DBASE = v * u**(v-1) (d(u**v)/du, 0 where v == 0); POW_DEXP = u**v * log(u)
     (d(u**v)/dv, 0 where u == 0 and v >= 0, as PyTorch); SIGN_MUL = u * sign(v) with
     sign(0) = 0; HALF_DIV = u / (2 v).
+
+    The op is chosen once per call, outside the row loop: chosen per row, a bias add on
+    [256, 64] took 11 us instead of 2.3.
     """
-    n = out.size
     zero = out.dtype.type(0)
     one = out.dtype.type(1)
+    two = out.dtype.type(2)
     if op == COPY:
-        for i in range(n):
-            out[i] = u[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i]
     elif op == ADD:
-        for i in range(n):
-            out[i] = u[i] + v[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] + b[i]
     elif op == SUB:
-        for i in range(n):
-            out[i] = u[i] - v[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] - b[i]
     elif op == MUL:
-        for i in range(n):
-            out[i] = u[i] * v[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] * b[i]
     elif op == DIV:
-        for i in range(n):
-            out[i] = u[i] / v[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] / b[i]
     elif op == POW:
-        for i in range(n):
-            out[i] = u[i] ** v[i]
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] ** b[i]
     elif op == POW_DBASE:
-        for i in range(n):
-            out[i] = zero if v[i] == zero else v[i] * u[i] ** (v[i] - one)
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = zero if b[i] == zero else b[i] * a[i] ** (b[i] - one)
     elif op == POW_DEXP:
-        for i in range(n):
-            if u[i] == zero and v[i] >= zero:
-                out[i] = zero
-            else:
-                out[i] = u[i] ** v[i] * log(u[i])
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                if a[i] == zero and b[i] >= zero:
+                    o[i] = zero
+                else:
+                    o[i] = a[i] ** b[i] * log(a[i])
     elif op == SIGN_MUL:
-        for i in range(n):
-            s = v[i]
-            out[i] = u[i] if s > zero else (-u[i] if s < zero else zero * u[i])
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                s = b[i]
+                o[i] = a[i] if s > zero else (-a[i] if s < zero else zero * a[i])
     elif op == HALF_DIV:
-        two = out.dtype.type(2)
-        for i in range(n):
-            out[i] = u[i] / (two * v[i])
+        for r in range(rows):
+            o, a, b = _row(out, u, v, r, n, us, vs)
+            for i in range(n):
+                o[i] = a[i] / (two * b[i])
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def binary_block(op, out, u, v):
+    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length;
+    the formulas: ``binary_rows``)."""
+    binary_rows(op, out, u, v, 1, out.size, 0, 0)
 
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
@@ -158,10 +196,7 @@ def _apply_bias_rows(op, u, v, out, n, us, vs):
     """out[r, :] = f(u[r, :], v[r, :]) over the rows of out[rows, n] (flat), where an
     operand of row stride 0 (``us`` / ``vs``) is one row of n that every row reads: a
     bias added to each row, without the general plan's offsets and lane buffers."""
-    for o in range(0, out.size, n):
-        a = u[:n] if us == 0 else u[o:o + n]
-        b = v[:n] if vs == 0 else v[o:o + n]
-        binary_block(op, out[o:o + n], a, b)
+    binary_rows(op, out, u, v, out.size // n, n, us, vs)
 
 
 @njit(**PARALLEL_IEEE_DIV)
@@ -282,7 +317,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
     """``f(u, v)`` elementwise over the NumPy broadcast of ``u`` and ``v`` (same dtype).
 
     ``op`` is one of the op codes of this module (ADD, SUB, MUL, DIV, POW, ...; see
-    ``binary_block`` for their formulas). ``shape`` is the broadcast shape when the caller
+    ``binary_rows`` for their formulas). ``shape`` is the broadcast shape when the caller
     knows it already (not checked again). Returns a new C-contiguous array of that shape
     and the operands' dtype; 0-stride (broadcast) views are read in place, never copied.
     """
