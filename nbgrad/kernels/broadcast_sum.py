@@ -444,6 +444,15 @@ def sum_to_shape(g: np.ndarray, shape: tuple) -> np.ndarray:
     shape = tuple(shape)
     if g.shape == shape:
         return g
+    lead = g.ndim - len(shape)
+    if (lead > 0 and shape and shape[-1] > 1 and g.shape[lead:] == shape
+            and g.flags.c_contiguous and g.size < BIAS_ROWS_MAX):
+        # a bias's gradient: g's leading axes summed, as reduce_term would, without its
+        # planning (which took 3.5 of the 5.3 us for g[256, 64])
+        out = np.empty(shape, g.dtype)
+        flat = g.reshape(-1)
+        _reduce_rows(COPY, flat, flat, out.reshape(-1), g.size // out.size, out.size, 0)
+        return out
     return reduce_term(COPY, g, None, shape, 1.0, g.shape)
 
 
