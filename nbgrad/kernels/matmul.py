@@ -59,6 +59,8 @@ identical at any thread count. Each thread packs into its own buffer.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import (
@@ -638,9 +640,11 @@ def is_thin(M: int, N: int, K: int, y_t: bool, nr: int) -> bool:
 TRANSPOSE_COPY_MACS = 16
 
 
+@functools.lru_cache(maxsize=1024)
 def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
     """Whether ``product`` computes an M x N output as the transposed product: when
-    its tiles as out^T would pad away more multiply-adds than the copy back costs."""
+    its tiles as out^T would pad away more multiply-adds than the copy back costs. Kept
+    per shapes: working it out took 0.7 of the 3.8 us of an 8 x 8 product."""
     saved = (tiled_size(M, N, nr) - tiled_size(N, M, nr)) * K
     return saved > TRANSPOSE_COPY_MACS * M * N
 
