@@ -153,6 +153,25 @@ def test_non_contiguous_operands(layout):
     np.testing.assert_allclose(b_t.grad.numpy(), gb, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("x_shape", [(37, 24), (3, 5, 24), (24,)])
+def test_a_transposed_weight_gets_its_gradient_in_its_own_layout(x_shape):
+    # x @ W.T (a linear layer written by hand): W's gradient is C-contiguous like W, and
+    # bitwise what x @ V gives V = W.T stored as its own C array (the same sums)
+    rng = np.random.default_rng(11)
+    x_np = rng.standard_normal(x_shape).astype(np.float32)
+    w_np = rng.standard_normal((16, 24)).astype(np.float32)
+    g = rng.standard_normal(x_shape[:-1] + (16,)).astype(np.float32)
+    x, w = nb.tensor(x_np, requires_grad=True), nb.tensor(w_np, requires_grad=True)
+    v = nb.tensor(np.ascontiguousarray(w_np.T), requires_grad=True)
+    (x @ w.T).backward(g)
+    nb.matmul(x_np, v).backward(g)
+    assert w.grad.numpy().flags.c_contiguous
+    np.testing.assert_array_equal(w.grad.numpy(), v.grad.numpy().T)
+    x2 = x_np.reshape(-1, 24).astype(np.float64)
+    np.testing.assert_allclose(w.grad.numpy(), g.reshape(-1, 16).T.astype(np.float64) @ x2,
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_non_contiguous_batched_operands():
     rng = np.random.default_rng(8)
     base_a, base_b = rng.standard_normal((2, 4, 3)), rng.standard_normal((4, 2, 5))

@@ -86,6 +86,12 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     return out.reshape(batch + (m, n))
 
 
+def _is_transposed_c(m: np.ndarray) -> bool:
+    """Whether the matrix ``m`` is a transposed view of a C-contiguous one (and not C
+    itself)."""
+    return not m.flags.c_contiguous and m.T.flags.c_contiguous
+
+
 def _matrices(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """a as a row matrix when 1-D, b as a column matrix when 1-D (views)."""
     return (a.reshape(1, -1) if a.ndim == 1 else a), (b.reshape(-1, 1) if b.ndim == 1 else b)
@@ -132,9 +138,14 @@ class MatMul(Function):
             ga = sum_to_shape(_product(g2, b2, False, True), a2.shape)
             ga = ga.reshape(a.shape).astype(ctx.dtypes[0], copy=False)
         if ctx.needs_input_grad[1]:
-            if b2.ndim == 2 and a2.ndim > 2:
-                # b was shared by every batch: one GEMM over the folded batch sums them.
-                gb = _product(_rows(a2), _rows(g2), True, False)
+            if b2.ndim == 2:
+                # b is one matrix (shared by every batch: one GEMM over the folded batch
+                # sums them). When b is the transpose of a C array (a layer's W.T), its
+                # gradient a^T g is computed as (g^T a)^T, the same sums, so that the
+                # transpose back to W is C-contiguous as W is.
+                a_rows, g_rows = _rows(a2), _rows(g2)
+                gb = (_product(g_rows, a_rows, True, False).T if _is_transposed_c(b2)
+                      else _product(a_rows, g_rows, True, False))
             else:
                 gb = sum_to_shape(_product(a2, g2, True, False), b2.shape)
             gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
