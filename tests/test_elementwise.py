@@ -370,8 +370,11 @@ def test_one_vs_two_threads_bitwise(sa, sb):
         ga, gb = nb.grad(y, [ta, tb], grad_outputs=g)
         return y.numpy(), ga.numpy(), gb.numpy()
 
-    for r1, r2 in zip(at_threads(1, run), at_threads(2, run)):
+    one, two = at_threads(1, run), at_threads(2, run)
+    for r1, r2 in zip(one, two):
         assert_same_bits(r1, r2)
+    # and the forward is NumPy's, bit for bit (each element one IEEE operation per op)
+    np.testing.assert_array_equal(one[0], (a * b) / (np.float32(1.5) + np.abs(b)) - a)
 
 
 # -- PyTorch oracle -------------------------------------------------------------------------

@@ -34,7 +34,6 @@ from ._jit import (
     SERIAL_IEEE_DIV_REASSOC_NSZ,
 )
 from .strided_apply import (
-    BIAS_ROWS_MAX,
     BLOCK,
     COPY,
     DIV,
@@ -47,6 +46,10 @@ from .strided_apply import (
     operand_offsets,
 )
 
+# Below this many elements, a bias's gradient (the rows summed into one) runs a serial
+# kernel without the general plan (``_reduce_rows``); from there on the general parallel
+# kernels run.
+BIAS_ROWS_MAX = PARALLEL_MIN
 MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads)
 TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this many
                      # runs (each run allocates its lane buffers once; every task

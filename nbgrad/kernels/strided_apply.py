@@ -37,10 +37,6 @@ from .fastmath import log
 COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
 
 BLOCK = 2048  # lanes per inner block (private buffers stay in L1/L2)
-# Below this many elements, a bias added to every row, and a bias's gradient (the rows
-# summed into one), run serial kernels without the general plan (``_apply_bias_rows``,
-# broadcast_sum's ``_reduce_rows``); from there on the general parallel kernels run.
-BIAS_ROWS_MAX = PARALLEL_MIN
 
 
 # -- inner loops over contiguous slices ----------------------------------------------------
@@ -200,6 +196,17 @@ def _apply_bias_rows(op, u, v, out, n, us, vs):
 
 
 @njit(**PARALLEL_IEEE_DIV)
+def _apply_bias_rows_parallel(op, u, v, out, n, us, vs, rows_per_chunk):
+    """``_apply_bias_rows`` in fixed runs of ``rows_per_chunk`` rows, one prange
+    iteration each."""
+    rows = out.size // n
+    for c in prange((rows + rows_per_chunk - 1) // rows_per_chunk):
+        r0 = c * rows_per_chunk
+        r1 = min(rows, r0 + rows_per_chunk)
+        binary_rows(op, out[r0 * n:r1 * n], u[r0 * us:], v[r0 * vs:], r1 - r0, n, us, vs)
+
+
+@njit(**PARALLEL_IEEE_DIV)
 def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
     rows = out.size // n
     nchunks = (rows + rows_per_chunk - 1) // rows_per_chunk
@@ -331,8 +338,13 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
         nest = leading_rows_nest(shape, (u.shape, v.shape))
     if nest is not None:
         fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
-        if len(sizes) == 2 and out.size < BIAS_ROWS_MAX:
-            _apply_bias_rows(op, fu, fv, out.reshape(-1), sizes[1], su[0], sv[0])
+        if len(sizes) == 2:
+            n = sizes[1]
+            if out.size < PARALLEL_MIN:
+                _apply_bias_rows(op, fu, fv, out.reshape(-1), n, su[0], sv[0])
+            else:
+                _apply_bias_rows_parallel(op, fu, fv, out.reshape(-1), n, su[0], sv[0],
+                                          max(1, CHUNK // n))
             return out
     else:
         fu, su = flat_operand(u, len(shape))
