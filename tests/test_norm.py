@@ -412,9 +412,15 @@ def test_special_values_give_pytorchs_nans_and_infinities(x, op):
     tx = torch.tensor(x, requires_grad=True)
     ty = theirs(tx)
     ty.backward(torch.tensor(g))
-    for a, c in zip(got, [ty.detach().numpy(), tx.grad.numpy()]):
+    # x's gradient is a difference of terms of size |g| / std, which cancel exactly for a
+    # constant g: both sides' rounding errors grow with 1 / std (a row [-0.90625, -0.875]:
+    # nbgrad 5e-7, PyTorch 1.3e-4, exactly 0)
+    with np.errstate(all="ignore"):
+        rstd = 1 / np.sqrt(np.var(x.astype(np.float64), axis=int(op == "layer_norm")) + 1e-5)
+    grad_atol = 1e-4 * max(1.0, 0.7 * float(np.max(rstd, where=np.isfinite(rstd), initial=1)))
+    for a, c, atol in zip(got, [ty.detach().numpy(), tx.grad.numpy()], [1e-4, grad_atol]):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(c))
-        np.testing.assert_allclose(a, c, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(a, c, rtol=1e-4, atol=atol)
 
 
 # -- PyTorch oracle ----------------------------------------------------------------------------
