@@ -142,16 +142,34 @@ def test_sum_to_shape_matches_numpy(shapes, seed, strided):
     np.testing.assert_allclose(out, np.reshape(want, target), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("full, target", [((256, 64), (64,)), ((8, 3, 5, 7), (1, 5, 7)),
-                                          ((4, 1, 9), (1, 9)), ((300, 2), (2,))])
-def test_a_sum_over_leading_axes_has_the_bits_of_the_general_plan(full, target):
-    """A contiguous gradient summed over leading axes (a bias gradient) is planned by a
-    short cut; the same values read through a strided view take the general planning,
-    which must arrive at the same loop nest, hence the same bits."""
-    g = np.random.default_rng(5).standard_normal(full).astype(np.float32)
-    wide = np.zeros(full[:-1] + (2 * full[-1],), np.float32)
-    wide[..., ::2] = g
-    assert_same_bits(sum_to_shape(g, target), sum_to_shape(wide[..., ::2], target))
+@pytest.mark.parametrize("full, target", [
+    ((256, 64), (64,)), ((8, 3, 5, 7), (1, 5, 7)), ((4, 1, 9), (1, 9)), ((300, 2), (2,)),
+    ((4096, 64), (64,)), ((300_000, 2), (2,)), ((5, 40_000), (40_000,)),        # parallel
+    ((256, 64), (256, 1)), ((20, 3, 7), (20, 1, 1)), ((3, 5000), (3, 1)),        # lanes
+    ((4096, 64), (4096, 1)), ((64, 4096), (64, 1))])
+def test_a_sum_of_contiguous_rows_has_the_bits_of_the_general_plan(full, target):
+    """A contiguous operand summed over leading axes (a bias gradient) or over trailing
+    ones (each row along its lanes) is planned by a short cut; the same values read
+    through strided views take the general planning, which must arrive at the same sums
+    in the same order, hence the same bits."""
+    from nbgrad.kernels import broadcast_sum as B
+    from nbgrad.kernels.strided_apply import COPY, DIV, MUL
+    rng = np.random.default_rng(5)
+    g, w = (rng.standard_normal(full).astype(np.float32) + 3 for _ in range(2))
+
+    def strided(a):
+        wide = np.zeros(full[:-1] + (2 * full[-1],), np.float32)
+        wide[..., ::2] = a
+        return wide[..., ::2]
+
+    assert_same_bits(sum_to_shape(g, target), sum_to_shape(strided(g), target))
+    for op in (COPY, MUL, DIV):
+        assert_same_bits(B.reduce_term(op, g, w, target, 0.5),
+                         B.reduce_term(op, strided(g), strided(w), target, 0.5))
+    padded = (1,) * (len(full) - len(target)) + target
+    axes = tuple(d for d, (p, f) in enumerate(zip(padded, full)) if p == 1 != f)
+    np.testing.assert_allclose(sum_to_shape(g, target).reshape(-1),
+                               g.astype(np.float64).sum(axis=axes).reshape(-1), rtol=1e-4)
 
 
 def test_sum_to_shape_reads_zero_stride_views():
