@@ -62,7 +62,7 @@ def _accumulate_rows(op, acc, u, v, rows, us, vs):
     """acc[l] += f(u[r, l], v[r, l]) for rows r < rows in order, for the reduction ops
     COPY (u), MUL (u v), DIV (u / v): u, v flat with row strides us, vs (0 for one row
     that every row reads) and rows as long as acc. The op is chosen once per call, not per
-    row (``strided_apply.binary_rows``)."""
+    row as ``_accumulate`` would (``strided_apply.binary_rows``)."""
     n = acc.size
     if op == COPY:
         for r in range(rows):
@@ -83,8 +83,17 @@ def _accumulate_rows(op, acc, u, v, rows, us, vs):
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
 def _accumulate(op, acc, u, v):
-    """acc[l] += f(u[l], v[l]) (``_accumulate_rows`` of one row)."""
-    _accumulate_rows(op, acc, u, v, 1, 0, 0)
+    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
+    n = acc.size
+    if op == COPY:
+        for i in range(n):
+            acc[i] += u[i]
+    elif op == MUL:
+        for i in range(n):
+            acc[i] += u[i] * v[i]
+    else:
+        for i in range(n):
+            acc[i] += u[i] / v[i]
 
 
 @njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
@@ -229,10 +238,12 @@ def _lane_sums(op, u, v, out, n, r0, r1):
     """out[r] = sum over the n lanes of row r of f(u[r, :], v[r, :]) for r0 <= r < r1,
     for u and v flat C-contiguous [rows, n]: blocks of BLOCK lanes, each summed like
     ``_reduce_block`` (reassociated at compile time), added in order, as ``_reduce_lane``
-    adds them. The op is chosen once per call, each with its own loop nest, and every row
-    summed here: calling ``_reduce_block`` for each row cost about 130 ns a row (a sum
-    over the last axis of [256, 64] took 35 us, now 1.6), and choosing the op per block
-    inside one loop nest kept LLVM from vectorising the sums (8.5 us)."""
+    adds them (a sum has its bits; a product or quotient can round differently, since
+    LLVM vectorises each kernel's block sums on its own). The op is chosen once per call,
+    each with its own loop nest, and every row summed here: calling ``_reduce_block`` for
+    each row cost about 130 ns a row (a sum over the last axis of [256, 64] took 35 us,
+    now 1.6), and choosing the op per block inside one loop nest kept LLVM from
+    vectorising the sums (8.5 us)."""
     zero = out.dtype.type(0)
     if op == COPY:
         for r in range(r0, r1):

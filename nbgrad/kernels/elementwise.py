@@ -4,7 +4,7 @@ shape, or an array with a scalar; and both gradients of a same-shape product in 
 Also the point-wise table's sin, cos, erf, square (forward and backward) and rounded
 division (``div(..., rounding_mode='trunc'|'floor')``).
 
-Binary op codes and their formulas are those of ``strided_apply.binary_rows``;
+Binary op codes and their formulas are those of ``strided_apply.binary_block``;
 broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
 run arrays below ``_jit.PARALLEL_MIN`` elements serially (thread start-up would cost more
 than the loop), larger ones in fixed chunks of ``_jit.CHUNK`` elements (the ``_parallel``

@@ -37,9 +37,58 @@ from .fastmath import log
 COPY, ADD, SUB, MUL, DIV, POW, POW_DBASE, POW_DEXP, SIGN_MUL, HALF_DIV = range(10)
 
 BLOCK = 2048  # lanes per inner block (private buffers stay in L1/L2)
+ROW_OPS = (ADD, SUB, MUL, DIV)  # the ops with a kernel for a row broadcast (binary_rows)
 
 
 # -- inner loops over contiguous slices ----------------------------------------------------
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def binary_block(op, out, u, v):
+    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length).
+
+    POW_DBASE = v * u**(v-1) (d(u**v)/du, 0 where v == 0); POW_DEXP = u**v * log(u)
+    (d(u**v)/dv, 0 where u == 0 and v >= 0, as PyTorch); SIGN_MUL = u * sign(v) with
+    sign(0) = 0; HALF_DIV = u / (2 v).
+    """
+    n = out.size
+    zero = out.dtype.type(0)
+    one = out.dtype.type(1)
+    if op == COPY:
+        for i in range(n):
+            out[i] = u[i]
+    elif op == ADD:
+        for i in range(n):
+            out[i] = u[i] + v[i]
+    elif op == SUB:
+        for i in range(n):
+            out[i] = u[i] - v[i]
+    elif op == MUL:
+        for i in range(n):
+            out[i] = u[i] * v[i]
+    elif op == DIV:
+        for i in range(n):
+            out[i] = u[i] / v[i]
+    elif op == POW:
+        for i in range(n):
+            out[i] = u[i] ** v[i]
+    elif op == POW_DBASE:
+        for i in range(n):
+            out[i] = zero if v[i] == zero else v[i] * u[i] ** (v[i] - one)
+    elif op == POW_DEXP:
+        for i in range(n):
+            if u[i] == zero and v[i] >= zero:
+                out[i] = zero
+            else:
+                out[i] = u[i] ** v[i] * log(u[i])
+    elif op == SIGN_MUL:
+        for i in range(n):
+            s = v[i]
+            out[i] = u[i] if s > zero else (-u[i] if s < zero else zero * u[i])
+    elif op == HALF_DIV:
+        two = out.dtype.type(2)
+        for i in range(n):
+            out[i] = u[i] / (two * v[i])
+
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
 def _row(out, u, v, r, n, us, vs):
@@ -50,26 +99,16 @@ def _row(out, u, v, r, n, us, vs):
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
 def binary_rows(op, out, u, v, rows, n, us, vs):
-    """out[r, l] = f(u[r, l], v[r, l]) for rows r < rows of n lanes each: out is flat
-    [rows, n]; u and v are flat with row strides us and vs (0 for one row that every row
-    reads, e.g. a bias). Contiguous lanes, so the loops vectorise.
+    """out[r, l] = f(u[r, l], v[r, l]) for rows r < rows of n lanes each, for the ops in
+    ROW_OPS: out is flat [rows, n]; u and v are flat with row strides us and vs (0 for one
+    row that every row reads, e.g. a bias).
 
-    POW_DBASE = v * u**(v-1) (d(u**v)/du, 0 where v == 0); POW_DEXP = u**v * log(u)
-    (d(u**v)/dv, 0 where u == 0 and v >= 0, as PyTorch); SIGN_MUL = u * sign(v) with
-    sign(0) = 0; HALF_DIV = u / (2 v).
-
-    The op is chosen once per call, outside the row loop: chosen per row, a bias add on
-    [256, 64] took 11 us instead of 2.3.
+    The op is chosen once, outside the row loop: chosen per row, as ``binary_block`` would
+    be, it kept short rows from vectorising (a bias add on [256, 64] took 11 us instead
+    of 2.2). Only the common ops have a row loop: one for each of the ten made every
+    kernel that inlines it two to four times slower to compile.
     """
-    zero = out.dtype.type(0)
-    one = out.dtype.type(1)
-    two = out.dtype.type(2)
-    if op == COPY:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                o[i] = a[i]
-    elif op == ADD:
+    if op == ADD:
         for r in range(rows):
             o, a, b = _row(out, u, v, r, n, us, vs)
             for i in range(n):
@@ -84,47 +123,11 @@ def binary_rows(op, out, u, v, rows, n, us, vs):
             o, a, b = _row(out, u, v, r, n, us, vs)
             for i in range(n):
                 o[i] = a[i] * b[i]
-    elif op == DIV:
+    else:
         for r in range(rows):
             o, a, b = _row(out, u, v, r, n, us, vs)
             for i in range(n):
                 o[i] = a[i] / b[i]
-    elif op == POW:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                o[i] = a[i] ** b[i]
-    elif op == POW_DBASE:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                o[i] = zero if b[i] == zero else b[i] * a[i] ** (b[i] - one)
-    elif op == POW_DEXP:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                if a[i] == zero and b[i] >= zero:
-                    o[i] = zero
-                else:
-                    o[i] = a[i] ** b[i] * log(a[i])
-    elif op == SIGN_MUL:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                s = b[i]
-                o[i] = a[i] if s > zero else (-a[i] if s < zero else zero * a[i])
-    elif op == HALF_DIV:
-        for r in range(rows):
-            o, a, b = _row(out, u, v, r, n, us, vs)
-            for i in range(n):
-                o[i] = a[i] / (two * b[i])
-
-
-@njit(**SERIAL_IEEE_DIV, inline="always")
-def binary_block(op, out, u, v):
-    """out[l] = f(u[l], v[l]) for one block of lanes (u, v, out: contiguous, same length;
-    the formulas: ``binary_rows``)."""
-    binary_rows(op, out, u, v, 1, out.size, 0, 0)
 
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
@@ -189,9 +192,10 @@ def _apply_rows(op, u, v, out, shape, strides, n, us, vs, r0, r1):
 
 @njit(**SERIAL_IEEE_DIV)
 def _apply_bias_rows(op, u, v, out, n, us, vs):
-    """out[r, :] = f(u[r, :], v[r, :]) over the rows of out[rows, n] (flat), where an
-    operand of row stride 0 (``us`` / ``vs``) is one row of n that every row reads: a
-    bias added to each row, without the general plan's offsets and lane buffers."""
+    """out[r, :] = f(u[r, :], v[r, :]) over the rows of out[rows, n] (flat), for an op in
+    ROW_OPS, where an operand of row stride 0 (``us`` / ``vs``) is one row of n that
+    every row reads: a bias added to each row, without the general plan's offsets and
+    lane buffers."""
     binary_rows(op, out, u, v, out.size // n, n, us, vs)
 
 
@@ -324,7 +328,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
     """``f(u, v)`` elementwise over the NumPy broadcast of ``u`` and ``v`` (same dtype).
 
     ``op`` is one of the op codes of this module (ADD, SUB, MUL, DIV, POW, ...; see
-    ``binary_rows`` for their formulas). ``shape`` is the broadcast shape when the caller
+    ``binary_block`` for their formulas). ``shape`` is the broadcast shape when the caller
     knows it already (not checked again). Returns a new C-contiguous array of that shape
     and the operands' dtype; 0-stride (broadcast) views are read in place, never copied.
     """
@@ -338,7 +342,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
         nest = leading_rows_nest(shape, (u.shape, v.shape))
     if nest is not None:
         fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
-        if len(sizes) == 2:
+        if len(sizes) == 2 and op in ROW_OPS:
             n = sizes[1]
             if out.size < PARALLEL_MIN:
                 _apply_bias_rows(op, fu, fv, out.reshape(-1), n, su[0], sv[0])
