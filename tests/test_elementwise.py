@@ -355,6 +355,22 @@ def test_mul_backward_takes_fused_path_either_operand_order():
                                    rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("full, column", [((256, 64), (256, 1)), ((3, 4, 5), (3, 4, 1)),
+                                          ((64, 32, 8, 8), (64, 32, 1, 1)),
+                                          ((2, 300_000), (2, 1))])           # parallel
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_value_per_row_against_its_row_is_numpys_bit_for_bit(full, column, dtype):
+    # [rows, n] against [rows, 1] in both orders (strided_apply._apply_column): one IEEE
+    # operation per element, as NumPy's
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal(full).astype(dtype)
+    c = (rng.standard_normal(column) + 3).astype(dtype)
+    for op, ufunc in [(nb.add, np.add), (nb.sub, np.subtract), (nb.mul, np.multiply),
+                      (nb.div, np.divide)]:
+        np.testing.assert_array_equal(op(nb.tensor(x), nb.tensor(c)).numpy(), ufunc(x, c))
+        np.testing.assert_array_equal(op(nb.tensor(c), nb.tensor(x)).numpy(), ufunc(c, x))
+
+
 # -- determinism ----------------------------------------------------------------------------
 @pytest.mark.parametrize("sa,sb", [((1, 1024), (4096, 1024)), ((300_000,), (1,)),
                                    ((256, 1), (256, 1024)), ((2, 1, 1, 9), (7, 2000, 1))])
