@@ -140,7 +140,11 @@ def test_property_gradcheck_and_orthogonality(n, extra, re, seed):
     B = rng.standard_normal((n, k)) + 2.0 * np.eye(n, k)   # keep it well conditioned
     Q = nb.gram_schmidt(B, reorthogonalize=re).numpy()
     np.testing.assert_allclose(Q, mgs_numpy(B)[0], atol=1e-10)
-    assert orthogonality_error(Q) < 1e-12
+    # one MGS sweep loses orthogonality in proportion to cond(B) eps (seed 2582, n = 4:
+    # cond 1.3e4, error 1.55e-12); the second sweep brings it to about eps
+    eps = np.finfo(np.float64).eps
+    bound = 1e-12 if re else max(1e-12, 10 * np.linalg.cond(B) * eps)
+    assert orthogonality_error(Q) < bound
     gradcheck(lambda b: nb.gram_schmidt(b, reorthogonalize=re), [B])
 
 
