@@ -448,8 +448,11 @@ def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
     """a + alpha * b with NumPy broadcasting (``torch.add``); grad_a = sum of g, grad_b =
     alpha * sum of g over each operand's broadcast axes. A float alpha with integer
     operands is a TypeError, as in PyTorch."""
-    a, b = _operands(a, b)
-    return Add.apply(a, _scaled_operand("add", a, b, alpha))
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        a, b = _operands(a, b)
+    if not (type(alpha) is int and alpha == 1):  # not the default
+        b = _scaled_operand("add", a, b, alpha)
+    return Add.apply(a, b)
 
 
 def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
@@ -464,7 +467,8 @@ def sub(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:
 def mul(a: Any, b: Any) -> Tensor:
     """a * b with NumPy broadcasting; grad_a = sum(g * b), grad_b = sum(g * a) over each
     operand's broadcast axes (fused: g * b is never materialised)."""
-    a, b = _operands(a, b)
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        a, b = _operands(a, b)
     return Mul.apply(a, b)
 
 
