@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels import broadcast_sum, strided_apply
+from nbgrad.kernels._jit import PARALLEL_MIN
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
@@ -287,6 +288,27 @@ def test_fused_reduction_equals_materialised_reference():
             ref = broadcast_sum.sum_to_shape(strided_apply.broadcast_apply(op, g, w), target)
             np.testing.assert_allclose(fused, ref, rtol=1e-10, atol=1e-9)
             assert fused.shape == target
+
+
+def test_both_gradients_of_a_same_shape_product_are_its_rounded_products():
+    """x * y with both operands of the output's shape: NumPy's products below PARALLEL_MIN
+    elements, one parallel pass above, strided or not. A float32 product rounded from
+    float64 (where it is exact) is the reference, bit for bit, at 1 and 2 threads."""
+    rng = np.random.default_rng(10)
+    for shape in [(64,), (16, 48), (PARALLEL_MIN + 3,), (512, 300)]:
+        a, b, g = (rng.standard_normal(shape).astype(np.float32) for _ in range(3))
+        for view in (lambda t: t, lambda t: t[..., ::-1]):
+            x, y, up = view(a), view(b), view(g)
+            for threads in (1, 2):
+                def grads(x=x, y=y, up=up):
+                    tx, ty = nb.tensor(x, requires_grad=True), nb.tensor(y, requires_grad=True)
+                    (tx * ty).backward(nb.tensor(up))
+                    return tx.grad.numpy(), ty.grad.numpy()
+
+                gx, gy = at_threads(threads, grads)
+                exact = up.astype(np.float64)
+                assert_same_bits(gx, (exact * y).astype(np.float32))
+                assert_same_bits(gy, (exact * x).astype(np.float32))
 
 
 def test_mul_grads_fused_equals_two_pass_bitwise():

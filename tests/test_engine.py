@@ -4,6 +4,7 @@ freeing of graph buffers, and the checks on what a backward returns."""
 
 import gc
 import tracemalloc
+import warnings
 import weakref
 
 import numpy as np
@@ -334,3 +335,23 @@ def test_a_leaf_gradient_never_views_an_array_someone_else_holds():
     ViewOfKept.apply(x).backward(np.ones((2, 3)))
     kept[0][:] = -1.0
     np.testing.assert_array_equal(x.grad.numpy(), np.full((2, 3), 2.0))
+
+
+def test_gradients_overflow_to_inf_and_nan_without_warnings():
+    """As in PyTorch, backward gives inf where a gradient overflows and NaN for 0 * inf,
+    and warns about neither, though NumPy computes some of them (small products, the sum
+    of a leaf's gradients)."""
+    big = 3e38  # below float32's max; twice it, or times 2, is not
+    x, u, v = (nb.tensor(np.array(values, np.float32), requires_grad=True)
+               for values in ([big, 1.0, 2.0], [big, np.inf, 3.0], [2.0, 0.0, 1.0]))
+    c = nb.tensor(np.array([big, 1.0, -1.0], np.float32))
+    w = nb.tensor(np.ones(3, np.float32), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ((x * u) * v).sum().backward()
+        ((w * c).sum() + (w * c).sum()).backward()  # w's two gradients sum to inf
+    inf, nan = np.inf, np.nan
+    np.testing.assert_array_equal(x.grad.numpy(), np.float32([inf, nan, 3.0]))  # v u
+    np.testing.assert_array_equal(u.grad.numpy(), np.float32([inf, 0.0, 2.0]))  # v x
+    np.testing.assert_array_equal(v.grad.numpy(), np.float32([inf, inf, 6.0]))  # x u
+    np.testing.assert_array_equal(w.grad.numpy(), np.float32([inf, 2.0, -2.0]))

@@ -19,6 +19,10 @@ run by decreasing ``seq`` that is when the next node to run is older than the le
 oldest consumer (a consumer that never receives a gradient never runs, and is passed all
 the same). A walk of the graph before the pass finds those consumers; without such hooks
 there is no walk and leaves get their gradients after the pass.
+
+``backward`` and ``grad`` run with NumPy's floating-point warnings off, as PyTorch's
+backward runs: a gradient that overflows is inf and 0 * inf is NaN, without a warning,
+whether a kernel or NumPy (a leaf's sum of gradients, mul's small products) computes it.
 """
 
 from __future__ import annotations
@@ -183,7 +187,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             store(leaf, g, shared)
             hooks.run_post_hooks(leaf)
 
-    with enable_grad() if create_graph else _NO_CONTEXT:
+    with enable_grad() if create_graph else _NO_CONTEXT, np.errstate(all="ignore"):
         for t, g in zip(roots, root_grads):
             accumulate(t, g)
 
@@ -319,9 +323,11 @@ def backward(t, grad: Any = None, retain_graph: bool | None = None,
         g = _owned(g, handed_out, shared)
         leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
 
-    leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph, store=store)
-    for leaf, g in leaf_grads.items():
-        store(leaf, g)
+    with np.errstate(all="ignore"):
+        leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph,
+                                     store=store)
+        for leaf, g in leaf_grads.items():
+            store(leaf, g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
@@ -347,7 +353,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
             raise RuntimeError(f"grad: an output (shape {t.shape}) does not require grad")
     retain_graph = create_graph if retain_graph is None else retain_graph
     root_grads = [_root_grad(t, g, "grad", create_graph) for t, g in zip(outputs, grad_outputs)]
-    _, found = run_backward(outputs, root_grads, retain_graph, create_graph, wanted=inputs)
+    with np.errstate(all="ignore"):
+        _, found = run_backward(outputs, root_grads, retain_graph, create_graph,
+                                wanted=inputs)
     wrap = type(outputs[0])._wrap
     if create_graph:
         return tuple(found)

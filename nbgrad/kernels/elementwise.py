@@ -1,6 +1,7 @@
 """Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
-shape, or an array with a scalar; and both gradients of a same-shape product in one pass.
+shape, or an array with a scalar; and both gradients of a same-shape product in one
+parallel pass (smaller products are NumPy's: ``ops/elementwise.py: _mul_grads_same``).
 Also the point-wise table's sin, cos, erf, square (forward and backward) and rounded
 division (``div(..., rounding_mode='trunc'|'floor')``).
 
@@ -87,16 +88,11 @@ def _mul_grads_block(g, a, b, grad_a, grad_b):
         grad_b[i] = g[i] * a[i]
 
 
-@njit(**SERIAL_IEEE_DIV)
-def mul_grads(g, a, b, grad_a, grad_b):
-    """Both gradients of a * b for operands of the output's shape, in one pass:
-    grad_a = g * b, grad_b = g * a (1-D contiguous arrays of one dtype)."""
-    _mul_grads_block(g, a, b, grad_a, grad_b)
-
-
 @njit(**PARALLEL_IEEE_DIV)
 def mul_grads_parallel(g, a, b, grad_a, grad_b):
-    """``mul_grads`` in fixed chunks of CHUNK elements, one prange iteration each."""
+    """Both gradients of a * b for operands of the output's shape, in one pass:
+    grad_a = g * b, grad_b = g * a (1-D contiguous arrays of one dtype), in fixed chunks
+    of CHUNK elements, one prange iteration each."""
     nchunks = (g.size + CHUNK - 1) // CHUNK
     for c in prange(nchunks):
         s = c * CHUNK

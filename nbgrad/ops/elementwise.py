@@ -125,17 +125,23 @@ def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
 
 
 def _mul_grads_same(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None:
-    """(g * b, g * a) in one pass when g, a, b share one shape, one dtype and are
-    contiguous; None otherwise."""
-    if not (g.dtype == a.dtype == b.dtype and g.flags.c_contiguous and a.flags.c_contiguous
-            and b.flags.c_contiguous):
+    """(g * b, g * a) when g, a, b share one shape and one dtype; None otherwise.
+
+    Below ``PARALLEL_MIN`` elements these are NumPy's two products (the engine runs
+    backward with NumPy's warnings off): from 16K elements its two vectorised passes
+    take as long as one fused serial pass, and below that a call costs less than the
+    fused kernel's checks and allocations (W9's [64] products: 0.56 against 1.2 us
+    alone, a 7% shorter step). Larger contiguous operands take one parallel pass."""
+    if not g.dtype == a.dtype == b.dtype:
+        return None
+    if g.size < PARALLEL_MIN:
+        return g * b, g * a
+    if not (g.flags.c_contiguous and a.flags.c_contiguous and b.flags.c_contiguous):
         return None
     grad_a = np.empty(g.shape, g.dtype)
     grad_b = np.empty(g.shape, g.dtype)
-    flat = (g, a, b, grad_a, grad_b) if g.ndim == 1 else (
-        g.reshape(-1), a.reshape(-1), b.reshape(-1), grad_a.reshape(-1), grad_b.reshape(-1))
-    (elementwise_kernels.mul_grads if g.size < PARALLEL_MIN
-     else elementwise_kernels.mul_grads_parallel)(*flat)
+    elementwise_kernels.mul_grads_parallel(g.reshape(-1), a.reshape(-1), b.reshape(-1),
+                                           grad_a.reshape(-1), grad_b.reshape(-1))
     return grad_a, grad_b
 
 
