@@ -92,9 +92,13 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if len(in_grads) != len(node.inputs):
-        raise RuntimeError(f"{node.name}.backward returned {len(in_grads)} gradients for "
-                           f"{len(node.inputs)} inputs")
+        raise _gradient_count_error(node, in_grads)
     return in_grads
+
+
+def _gradient_count_error(node, in_grads: tuple) -> RuntimeError:
+    return RuntimeError(f"{node.name}.backward returned {len(in_grads)} gradients for "
+                        f"{len(node.inputs)} inputs")
 
 
 def _zeros(shape: tuple, dtype: np.dtype, create_graph: bool, like: Any) -> Any:
@@ -211,7 +215,14 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             if wanted_at:
                 for i, out_index in wanted_at.get(node, ()):
                     wanted_grads[i] = grads[out_index]
-            in_grads = _call_backward(node, grads, create_graph, like)
+            if create_graph or node.output_meta is not None or node.ahead:
+                in_grads = _call_backward(node, grads, create_graph, like)
+            else:  # _call_backward's common case, in line: W9's step 2% shorter
+                in_grads = node.fn.backward(node, *grads)
+                if not isinstance(in_grads, tuple):
+                    in_grads = (in_grads,)
+                if len(in_grads) != len(node.inputs):
+                    raise _gradient_count_error(node, in_grads)
             if check:
                 check_backward(node, grads, in_grads)
             needs, arrays = node.needs_input_grad, node.input_arrays
