@@ -52,7 +52,10 @@ def _broadcastable_to(shape: tuple, target: tuple) -> bool:
     """True if an array of ``shape`` broadcasts to ``target``."""
     if len(shape) > len(target):
         return False
-    return all(s == 1 or s == t for s, t in zip(reversed(shape), reversed(target)))
+    for s, t in zip(reversed(shape), reversed(target)):  # (a loop: all() of a generator
+        if s != 1 and s != t:                            # cost a bias gradient 1 us)
+            return False
+    return True
 
 
 def _fit(node, position: int, g: Any, like: np.ndarray, create_graph: bool) -> Any:

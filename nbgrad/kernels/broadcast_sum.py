@@ -476,7 +476,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         op, scale, u = COPY, scale * u.flat[0], v
     if (u.shape == full_shape and v.shape == full_shape and u.size
             and u.flags.c_contiguous and v.flags.c_contiguous
-            and all(s == 1 for s in shape)):
+            and shape.count(1) == len(shape)):
         # everything summed into one element: a flat chunked reduction, no planning
         out = np.empty(shape, u.dtype)
         (_reduce_flat if u.size < PARALLEL_MIN else _reduce_flat_parallel)(
