@@ -450,7 +450,7 @@ def _class_shape(shape: tuple) -> tuple[int, int, int]:
     """[N, C, d1, ...] (or [C]) as [N, C, D], D = d1 d2 ... (1 without spatial dims)."""
     if len(shape) == 1:
         return 1, shape[0], 1
-    return shape[0], shape[1], int(np.prod(shape[2:], dtype=np.int64))
+    return shape[0], shape[1], math.prod(shape[2:])
 
 
 def _class_view(x: np.ndarray) -> np.ndarray:
