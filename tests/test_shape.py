@@ -232,6 +232,25 @@ def test_concat_stack_only_differentiate_what_requires_grad():
         assert b.grad is None
 
 
+def test_cat_and_stack_take_pytorchs_dim_or_numpys_axis():
+    """``torch.cat(ts, dim=1)`` and ``torch.stack(ts, dim=1)`` port unchanged; NumPy's
+    ``axis`` works too, and giving both is an error."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((2, 3)), rng.standard_normal((2, 4))
+    expected = np.concatenate([a, b], axis=1)
+    for joined in (nb.cat([a, b], dim=1), nb.cat([a, b], 1), nb.concat([a, b], axis=1),
+                   nb.cat([a, b], dim=-1)):
+        np.testing.assert_array_equal(joined.numpy(), expected)
+    np.testing.assert_array_equal(nb.stack([a, a], dim=1).numpy(), np.stack([a, a], axis=1))
+    np.testing.assert_array_equal(nb.stack([a, a], axis=2).numpy(), np.stack([a, a], axis=2))
+    with pytest.raises(TypeError, match="concat: got both dim=1 and axis=1"):
+        nb.cat([a, b], dim=1, axis=1)
+    with pytest.raises(TypeError, match="stack: got both dim=0 and axis=0"):
+        nb.stack([a, a], 0, axis=0)
+    with pytest.raises(IndexError, match=r"concat: dim=2 is out of range"):
+        nb.cat([a, a], dim=2)
+
+
 def test_concat_stack_errors():
     a, b = nb.zeros(2, 3), nb.zeros(2, 4)
     with pytest.raises(ValueError, match=r"concat: tensor 1 has shape \(2, 4\) but tensor 0 "

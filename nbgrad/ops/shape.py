@@ -23,6 +23,7 @@ from ..function import Function, Sample, register
 from ..kernels import shape as shape_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
+from ._args import dim_arg
 
 
 # -- argument helpers (shared with the other ops/ modules of the family) -------------------
@@ -256,16 +257,19 @@ def _sequence(op: str, tensors: Any) -> list[Tensor]:
     return [lift(t) for t in tensors]
 
 
-def concat(tensors: Sequence[Any], axis: int = 0) -> Tensor:
-    """The tensors joined along an existing ``axis`` (``torch.cat``): every other dim must
-    agree. Mixed dtypes promote as in PyTorch (float64 over float32 over integers).
-    Backward: each input gets its slice of the gradient."""
+def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = None
+           ) -> Tensor:
+    """The tensors joined along an existing dim (``torch.cat``, also ``nb.cat``; ``dim``
+    or NumPy's ``axis``, default 0): every other dim must agree. Mixed dtypes promote as
+    in PyTorch (float64 over float32 over integers). Backward: each input gets its slice
+    of the gradient."""
+    d = dim_arg("concat", dim, axis, 0)
     ts = _sequence("concat", tensors)
     first = ts[0]
     if first.ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
                          "(use stack)")
-    ax = dim_index("concat", axis, first.ndim, first.shape, "axis")
+    ax = dim_index("concat", d, first.ndim, first.shape, "dim" if axis is None else "axis")
     for i, t in enumerate(ts[1:], 1):
         if t.ndim != first.ndim or any(
                 a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
@@ -306,17 +310,20 @@ class Stack(Function):
                      for i, need in enumerate(ctx.needs_input_grad))
 
 
-def stack(tensors: Sequence[Any], axis: int = 0) -> Tensor:
-    """The tensors, all of one shape, joined along a new ``axis`` (``torch.stack``);
-    ``axis`` may be -(ndim + 1) .. ndim. Mixed dtypes promote as in ``concat``.
-    Backward: each input gets its slice of the gradient."""
+def stack(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = None
+          ) -> Tensor:
+    """The tensors, all of one shape, joined along a new dim (``torch.stack``; ``dim`` or
+    NumPy's ``axis``, default 0), from -(ndim + 1) to ndim. Mixed dtypes promote as in
+    ``concat``. Backward: each input gets its slice of the gradient."""
+    d = dim_arg("stack", dim, axis, 0)
     ts = _sequence("stack", tensors)
     first = ts[0]
     for i, t in enumerate(ts[1:], 1):
         if t.shape != first.shape:
             raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; stack needs equal shapes")
-    ax = dim_index("stack", axis, first.ndim + 1, first.shape + (1,), "axis")
+    ax = dim_index("stack", d, first.ndim + 1, first.shape + (1,),
+                   "dim" if axis is None else "axis")
     dtype = promoted_dtype(*(t.dtype for t in ts))
     ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
           for t in ts]
@@ -603,5 +610,7 @@ def unsqueeze(x: Any, dim: int) -> Tensor:
     return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
 
 
-__all__ = ["broadcast_to", "chunk", "concat", "flatten", "getitem", "permute", "reshape",
-           "split", "squeeze", "stack", "transpose", "unsqueeze", "view"]
+cat = concat  # PyTorch's name
+
+__all__ = ["broadcast_to", "cat", "chunk", "concat", "flatten", "getitem", "permute",
+           "reshape", "split", "squeeze", "stack", "transpose", "unsqueeze", "view"]
