@@ -379,12 +379,18 @@ def test_mul_backward_takes_fused_path_either_operand_order():
 
 @pytest.mark.parametrize("full, column", [((256, 64), (256, 1)), ((3, 4, 5), (3, 4, 1)),
                                           ((64, 32, 8, 8), (64, 32, 1, 1)),
-                                          ((2, 300_000), (2, 1))])           # parallel
+                                          ((2, 300_000), (2, 1)),            # parallel
+                                          # repeated over leading axes: a per-channel scale
+                                          ((16, 8, 8, 8), (1, 8, 1, 1)),
+                                          ((64, 32, 8, 8), (32, 1, 1)),      # parallel
+                                          ((4, 3, 5, 6, 7), (3, 5, 1, 1)),
+                                          ((5, 1, 3, 4), (1, 1, 3, 1))])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_value_per_row_against_its_row_is_numpys_bit_for_bit(full, column, dtype):
-    # [rows, n] against [rows, 1] in both orders (strided_apply._apply_column): one IEEE
-    # operation per element, as NumPy's
+    # [rows, n] against a value per row in both orders (strided_apply._apply_column): one
+    # IEEE operation per element, as NumPy's
     rng = np.random.default_rng(12)
+    assert strided_apply.column_nest(full, full, column) is not None  # the path tested
     x = rng.standard_normal(full).astype(dtype)
     c = (rng.standard_normal(column) + 3).astype(dtype)
     for op, ufunc in [(nb.add, np.add), (nb.sub, np.subtract), (nb.mul, np.multiply),

@@ -293,21 +293,39 @@ def flat_operand(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
 
 @functools.lru_cache(maxsize=512)
 def column_nest(full_shape: tuple, u_shape: tuple, v_shape: tuple) -> tuple | None:
-    """(rows, n, column_first) when one operand has ``full_shape`` and the other its
-    leading axes and 1s after them ([rows, n] against [rows, 1], leading 1s of the
-    shorter shape ignored; column_first when that one is u), rows, n > 1; else None.
-    Kept per shapes."""
+    """(rows, n, column_first, k) when one operand has ``full_shape`` and the other, the
+    column (u when column_first), is 1 after its first k axes: [rows, n] against one
+    value per row, rows = prod(full_shape[:k]) > 1, n > 1. The column may also be 1 on
+    leading axes ([N, C, H, W] against [1, C, 1, 1] or [C, 1, 1]: its values repeat over
+    the rows); it must match ``full_shape`` on at least one axis. Else None. Kept per
+    shapes."""
+    nd = len(full_shape)
     for column, other, first in ((v_shape, u_shape, False), (u_shape, v_shape, True)):
         if other != full_shape or column == full_shape:
             continue
-        padded = (1,) * (len(full_shape) - len(column)) + column
-        k = 0
-        while k < len(full_shape) and padded[k] == full_shape[k]:
+        padded = (1,) * (nd - len(column)) + column
+        j = 0
+        while j < nd and padded[j] == 1 and full_shape[j] != 1:
+            j += 1
+        k = j
+        while k < nd and padded[k] == full_shape[k]:
             k += 1
-        if all(p == 1 for p in padded[k:]):
+        if k > j and padded[k:].count(1) == nd - k:
             rows, n = math.prod(full_shape[:k]), math.prod(full_shape[k:])
-            return (rows, n, first) if rows > 1 and n > 1 else None
+            return (rows, n, first, k) if rows > 1 and n > 1 else None
     return None
+
+
+def _row_values(column: np.ndarray, shape: tuple, k: int) -> np.ndarray:
+    """The column operand's value for each row of ``column_nest``'s [rows, n] view of
+    ``shape`` (the rows being the cells of shape[:k], row-major): the column itself, or
+    its values repeated where it is 1 on leading axes."""
+    lead = shape[:k]
+    if column.size == math.prod(lead):
+        return column.reshape(-1)
+    values = np.empty(lead, column.dtype)
+    values[...] = column.reshape(((1,) * (len(shape) - column.ndim) + column.shape)[:k])
+    return values.reshape(-1)
 
 
 @functools.lru_cache(maxsize=512)
@@ -399,14 +417,14 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
     if u.flags.c_contiguous and v.flags.c_contiguous:
         column = column_nest(shape, u.shape, v.shape) if op in ROW_OPS else None
         if column is not None:
-            rows, n, first = column
+            rows, n, first, k = column
             full, c = (v, u) if first else (u, v)
+            values = _row_values(c, shape, k)
             if out.size < PARALLEL_MIN:
-                _apply_column(op, full.reshape(-1), c.reshape(-1), out.reshape(-1), n, first,
-                              0, rows)
+                _apply_column(op, full.reshape(-1), values, out.reshape(-1), n, first, 0, rows)
             else:
-                _apply_column_parallel(op, full.reshape(-1), c.reshape(-1), out.reshape(-1), n,
-                                       first, max(1, CHUNK // n))
+                _apply_column_parallel(op, full.reshape(-1), values, out.reshape(-1), n, first,
+                                       max(1, CHUNK // n))
             return out
         nest = leading_rows_nest(shape, (u.shape, v.shape))
     if nest is not None:
