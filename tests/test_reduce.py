@@ -143,6 +143,35 @@ def test_sum_to_shape_matches_numpy(shapes, seed, strided):
 
 
 @pytest.mark.parametrize("full, target", [
+    ((16, 8, 8, 8), (1, 8, 1, 1)), ((64, 32, 8, 8), (32, 1, 1)),     # a per-channel scale
+    ((64, 16, 64), (16, 1)), ((4, 3, 5, 6), (1, 3, 5, 1)), ((5, 1, 7, 3), (1, 1, 7, 1)),
+    ((3, 70_000, 2), (70_000, 1))])                                   # parallel
+def test_a_sum_around_middle_axes_is_the_same_at_any_thread_count(full, target):
+    """A contiguous [a, b, n] summed over a and n (broadcast_sum._middle_sums: each row
+    along its lanes, then the rows): the same bits at 1 and 2 threads, for a sum, a
+    product and a quotient, and the float64 sum to rounding (the general plan, on
+    strided views of the same values, adds the terms in another order)."""
+    from nbgrad.kernels import broadcast_sum as B
+    from nbgrad.kernels.strided_apply import COPY, DIV, MUL
+    padded = (1,) * (len(full) - len(target)) + target
+    assert B._middle_block(full, padded) is not None  # the path tested
+    rng = np.random.default_rng(6)
+    g, w = (rng.standard_normal(full).astype(np.float32) + 3 for _ in range(2))
+    axes = tuple(d for d, (p, f) in enumerate(zip(padded, full)) if p == 1 != f)
+    for op, exact in [(COPY, g.astype(np.float64)), (MUL, g.astype(np.float64) * w),
+                      (DIV, g.astype(np.float64) / w)]:
+        one = at_threads(1, B.reduce_term, op, g, w, target, 0.5)
+        assert_same_bits(one, at_threads(2, B.reduce_term, op, g, w, target, 0.5))
+        # any order of the m additions (after rounding each term) errs by at most
+        # (m + 1) eps times the sum of |terms|
+        bound = (g.size // one.size + 1) * np.finfo(np.float32).eps * 0.5 * np.abs(
+            exact).sum(axis=axes).reshape(target)
+        assert np.all(np.abs(one - 0.5 * exact.sum(axis=axes).reshape(target)) <= bound)
+        general = B.reduce_term(op, g.copy(order="F"), w.copy(order="F"), target, 0.5)
+        assert np.all(np.abs(one - general) <= 2 * bound)
+
+
+@pytest.mark.parametrize("full, target", [
     ((256, 64), (64,)), ((8, 3, 5, 7), (1, 5, 7)), ((4, 1, 9), (1, 9)), ((300, 2), (2,)),
     ((4096, 64), (64,)), ((300_000, 2), (2,)), ((5, 40_000), (40_000,)),        # parallel
     ((256, 64), (256, 1)), ((20, 3, 7), (20, 1, 1)), ((3, 5000), (3, 1)),        # lanes

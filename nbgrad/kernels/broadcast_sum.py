@@ -408,6 +408,39 @@ def _trailing_lanes(full_shape: tuple, pshape: tuple) -> int:
     return n if n > 1 and rows > 1 else 0
 
 
+@functools.lru_cache(maxsize=512)
+def _middle_block(full_shape: tuple, pshape: tuple) -> tuple | None:
+    """(a, b, n) when ``pshape`` keeps a block of middle axes of ``full_shape`` and sums
+    the a leading and n trailing elements around it ([N, C, H, W] to [1, C, 1, 1]: a
+    C-contiguous operand is [a, b, n]; a, n > 1); else None."""
+    nd = len(full_shape)
+    j = 0
+    while j < nd and pshape[j] == 1:
+        j += 1
+    k = j
+    while k < nd and pshape[k] == full_shape[k] != 1:
+        k += 1
+    if j == k or pshape[k:].count(1) != nd - k:
+        return None
+    a, b, n = math.prod(full_shape[:j]), math.prod(full_shape[j:k]), math.prod(full_shape[k:])
+    return (a, b, n) if a > 1 and n > 1 else None
+
+
+def _middle_sums(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, a: int, b: int,
+                 n: int, scale: float) -> np.ndarray:
+    """out[j] = scale * sum over i < a, l < n of f(u[i, j, l], v[i, j, l]) for flat
+    C-contiguous u, v of [a, b, n]: each of the a b rows summed along its n lanes
+    (``_lane_sums``), then the a rows of b sums added (``_bias_rows_sum``). Deterministic
+    at any thread count; the general plan adds the same terms in another order. A
+    per-channel scale's gradient, [16, 8, 8, 8] to [1, 8, 1, 1]: 42 -> 6 us."""
+    sums = np.empty(a * b, out.dtype)
+    if a * b * n >= PARALLEL_MIN:
+        _lane_sums_parallel(op, fu, fv, sums, n, max(1, CHUNK // n))
+    else:
+        _lane_sums(op, fu, fv, sums, n, 0, a * b)
+    return _bias_rows_sum(COPY, sums, sums, out, a, b, b, scale)
+
+
 def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -> tuple:
     """(sizes, u's buffer, v's buffer, [u's, v's, the result's strides]): the coalesced
     loop nest of a reduction of u, v over ``full_shape`` to ``pshape`` (same length; the
@@ -511,6 +544,9 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
             if scale != 1:
                 _scale(flat_out, out.dtype.type(scale))
             return out
+        middle = _middle_block(full_shape, pshape)
+        if middle:
+            return _middle_sums(op, u.reshape(-1), v.reshape(-1), out, *middle, scale)
     sizes, fu, fv, (su, sv, sx) = _loop_nest(u, v, pshape, full_shape)
     if (len(sizes) == 2 and sx == [0, 1] and su[1] == sv[1] == 1
             and su[0] in (0, sizes[1]) and sv[0] in (0, sizes[1])):
