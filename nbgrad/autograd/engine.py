@@ -194,7 +194,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             store(leaf, g, shared)
             hooks.run_post_hooks(leaf)
 
-    with enable_grad() if create_graph else _NO_CONTEXT, np.errstate(all="ignore"):
+    with enable_grad() if create_graph else _NO_CONTEXT:
         for t, g in zip(roots, root_grads):
             accumulate(t, g)
 

@@ -83,7 +83,9 @@ def _accumulate_rows(op, acc, u, v, rows, us, vs):
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
 def _accumulate(op, acc, u, v):
-    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v)."""
+    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v).
+    Its own loops rather than ``_accumulate_rows`` of one row: the row loops, inlined
+    into every reduction kernel, made them slower to compile (as ``binary_rows`` says)."""
     n = acc.size
     if op == COPY:
         for i in range(n):
@@ -434,11 +436,18 @@ def _middle_sums(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, a: in
     at any thread count; the general plan adds the same terms in another order. A
     per-channel scale's gradient, [16, 8, 8, 8] to [1, 8, 1, 1]: 42 -> 6 us."""
     sums = np.empty(a * b, out.dtype)
-    if a * b * n >= PARALLEL_MIN:
-        _lane_sums_parallel(op, fu, fv, sums, n, max(1, CHUNK // n))
-    else:
-        _lane_sums(op, fu, fv, sums, n, 0, a * b)
+    _rows_along_lanes(op, fu, fv, sums, n)
     return _bias_rows_sum(COPY, sums, sums, out, a, b, b, scale)
+
+
+def _rows_along_lanes(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray,
+                      n: int) -> None:
+    """``_lane_sums`` of every row of flat C-contiguous [out.size, n] u and v into flat
+    ``out``, in parallel runs of rows from PARALLEL_MIN elements."""
+    if out.size * n >= PARALLEL_MIN:
+        _lane_sums_parallel(op, fu, fv, out, n, max(1, CHUNK // n))
+    else:
+        _lane_sums(op, fu, fv, out, n, 0, out.size)
 
 
 def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -> tuple:
@@ -536,11 +545,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
             # each row summed along its lanes (what the general plan does for these
             # shapes, where it takes one chunk, without its per-row calls)
             flat_out = out.reshape(-1)
-            if out.size * n >= PARALLEL_MIN:
-                _lane_sums_parallel(op, u.reshape(-1), v.reshape(-1), flat_out, n,
-                                    max(1, CHUNK // n))
-            else:
-                _lane_sums(op, u.reshape(-1), v.reshape(-1), flat_out, n, 0, out.size)
+            _rows_along_lanes(op, u.reshape(-1), v.reshape(-1), flat_out, n)
             if scale != 1:
                 _scale(flat_out, out.dtype.type(scale))
             return out

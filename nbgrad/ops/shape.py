@@ -263,13 +263,14 @@ def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None =
     or NumPy's ``axis``, default 0): every other dim must agree. Mixed dtypes promote as
     in PyTorch (float64 over float32 over integers). Backward: each input gets its slice
     of the gradient."""
-    d = dim_arg("concat", dim, axis, 0)
+    given = dim_arg("concat", dim, axis, 0)
     ts = _sequence("concat", tensors)
     first = ts[0]
     if first.ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
                          "(use stack)")
-    ax = dim_index("concat", d, first.ndim, first.shape, "dim" if axis is None else "axis")
+    ax = dim_index("concat", given, first.ndim, first.shape,
+                   "dim" if axis is None else "axis")
     for i, t in enumerate(ts[1:], 1):
         if t.ndim != first.ndim or any(
                 a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
@@ -315,14 +316,14 @@ def stack(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = 
     """The tensors, all of one shape, joined along a new dim (``torch.stack``; ``dim`` or
     NumPy's ``axis``, default 0), from -(ndim + 1) to ndim. Mixed dtypes promote as in
     ``concat``. Backward: each input gets its slice of the gradient."""
-    d = dim_arg("stack", dim, axis, 0)
+    given = dim_arg("stack", dim, axis, 0)
     ts = _sequence("stack", tensors)
     first = ts[0]
     for i, t in enumerate(ts[1:], 1):
         if t.shape != first.shape:
             raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; stack needs equal shapes")
-    ax = dim_index("stack", d, first.ndim + 1, first.shape + (1,),
+    ax = dim_index("stack", given, first.ndim + 1, first.shape + (1,),
                    "dim" if axis is None else "axis")
     dtype = promoted_dtype(*(t.dtype for t in ts))
     ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
