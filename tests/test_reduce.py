@@ -10,6 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels.broadcast_sum import sum_to_shape
+from nbgrad.kernels.reduce import VECTOR_MIN
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
@@ -95,6 +96,38 @@ def test_max_min_split_gradient_among_ties():
     ones = nb.tensor(np.ones((2, 4)), requires_grad=True)
     ones.min().backward()
     np.testing.assert_array_equal(ones.grad.numpy(), np.full((2, 4), 1 / 8))
+
+
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-310]
+
+
+@pytest.mark.parametrize("name", ["amax", "amin"])
+@given(dtype=st.sampled_from([np.float32, np.float64]),
+       n=st.integers(VECTOR_MIN - 2, 3 * VECTOR_MIN), seed=st.integers(0, 99),
+       placed=st.lists(st.tuples(st.integers(0, 3 * VECTOR_MIN), st.sampled_from(SPECIALS)),
+                       max_size=4))
+def test_extremum_rows_on_both_sides_of_the_vector_length_match_numpy(name, dtype, n, seed,
+                                                                      placed):
+    """Rows shorter than VECTOR_MIN are scanned element by element, longer ones by the
+    vectorised NaN count and maximum: each like NumPy's max/min (a NaN anywhere gives
+    NaN), with NaN, infinities, signed zeros and subnormals placed anywhere in a row."""
+    x = np.random.default_rng(seed).standard_normal((3, n)).astype(dtype)
+    for position, value in placed:
+        x[position % 3, position % n] = value
+    np.testing.assert_array_equal(getattr(nb, name)(nb.tensor(x), 1).numpy(),
+                                  OPS[name](x, axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int64, np.uint8, np.uint32, np.bool_])
+def test_integer_extremum_rows_on_both_sides_of_the_vector_length_match_numpy(dtype):
+    info = np.iinfo(dtype) if dtype != np.bool_ else None
+    for n in [VECTOR_MIN - 1, VECTOR_MIN, 5 * VECTOR_MIN + 3]:
+        rng = np.random.default_rng(n)
+        x = (rng.random((4, n)) < 0.5 if info is None
+             else rng.integers(info.min, info.max, (4, n), dtype=dtype, endpoint=True))
+        t = nb.tensor(x)
+        for name in ["amax", "amin"]:
+            np.testing.assert_array_equal(getattr(nb, name)(t, 1).numpy(), OPS[name](x, 1))
 
 
 def test_nan_propagates_through_max():
