@@ -90,7 +90,7 @@ def _first_nan(x):
     return x[0]
 
 
-@njit(**SERIAL_IEEE_DIV)
+@njit(**SERIAL_IEEE_DIV, inline="always")
 def _extremum_scalar(x, is_min):
     """``_extremum`` element by element, stopping at the first NaN."""
     m = x[0]
