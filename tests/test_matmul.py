@@ -410,6 +410,23 @@ def test_kernel_task_grid_covers_every_shape(tasks):
         assert rows * km.MR <= max(m, km.MR) and cols * 32 <= max(n, 32)
 
 
+@pytest.mark.parametrize("shape", [(192, 150, 192), (150, 120, 203)])
+def test_one_product_cut_into_rows_or_columns_has_the_same_bits_at_1_and_2_threads(shape):
+    """A single product on the thread pool is cut into row blocks (as tall as wide or
+    taller) or column blocks; each element is the same FMA chain either way."""
+    m, k, n = shape
+    rng = np.random.default_rng(14)
+    a = rng.standard_normal((1, m, k)).astype(np.float32)
+    b = rng.standard_normal((1, k, n)).astype(np.float32)
+    index = np.zeros(1, np.int64)
+    assert m * k * n >= PARALLEL_WORK_MIN
+    assert km.task_grid(1, m, n, km.panel_cols(a), 2) == ((2, 1) if m >= n else (1, 2))
+    one = at_threads(1, km.product, a, b, index, index, False, False)
+    two = at_threads(2, km.product, a, b, index, index, False, False)
+    assert_same_bits(one, two)
+    np.testing.assert_allclose(two[0], a[0].astype(np.float64) @ b[0], rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_same_bits_at_1_and_2_threads_above_the_parallel_threshold(dtype):
     """Forward and both gradients, batched with broadcasting, large enough to run on
