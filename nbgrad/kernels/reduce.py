@@ -53,11 +53,15 @@ def _extremum_of_two(larger: bool):
 _larger, _smaller = _extremum_of_two(True), _extremum_of_two(False)
 
 
-# Rows at least this long take the vectorised path of ``_extremum``. One thread, 256 rows,
-# float32, alternating: 128 lanes 25.9 -> 19.3 us, 1024 lanes 264 -> 51 us, 65536 lanes
-# 32 -> 5 ms; 64 lanes 13.4 -> 15.8 us (two passes and the vectors' horizontal maxima
-# cost more than a short scalar loop), so shorter rows keep it.
-VECTOR_MIN = 128
+# Rows of at least VECTOR_MIN elements take the vectorised path of ``_extremum``. LLVM
+# runs its maxnum loop 64 float32 values a pass (four vectors, four running maxima) and
+# the values left over one at a time, so that loop takes whole blocks of VECTOR_BLOCK
+# values and a plain loop compares the rest. ``extremum_rows`` of float32 [256, n], one
+# thread, against the scalar loop (separate processes, two runs each): n = 64 17.1-17.9
+# -> 12.4-13.5 us, 96 23.0-25.1 -> 20.2-21.6 us, 128 23-34 -> 14.6-16.1 us, [16, 4096]
+# 66-70 -> 8.4-9.6 us; 32 (no whole block) 4.4 against 9.4 us in a loop of its own.
+VECTOR_MIN = 64
+VECTOR_BLOCK = np.uint64(64)
 
 
 @njit(**SERIAL_IEEE_DIV)
@@ -72,18 +76,27 @@ def _extremum(x, is_min):
         nans += x[i] != x[i]
     if nans:
         return _first_nan(x)
+    n = np.uint64(x.size)
+    blocks = n - n % VECTOR_BLOCK
     m = x[0]
     if is_min:
-        for i in range(np.uint64(x.size)):
+        for i in range(blocks):
             m = _smaller(m, x[i])
+        for i in range(blocks, n):
+            if x[i] < m:
+                m = x[i]
     else:
-        for i in range(np.uint64(x.size)):
+        for i in range(blocks):
             m = _larger(m, x[i])
+        for i in range(blocks, n):
+            if x[i] > m:
+                m = x[i]
     return m
 
 
 @njit(**SERIAL_IEEE_DIV)
 def _first_nan(x):
+    """The first NaN of ``x`` (called when it holds one; x[0] only types the return)."""
     for i in range(x.size):
         if x[i] != x[i]:
             return x[i]
