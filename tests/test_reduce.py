@@ -130,6 +130,17 @@ def test_integer_extremum_rows_on_both_sides_of_the_vector_length_match_numpy(dt
             np.testing.assert_array_equal(getattr(nb, name)(t, 1).numpy(), OPS[name](x, 1))
 
 
+def test_a_small_gradient_spread_over_reduced_axes_is_c_contiguous():
+    """The gradient of a sum over leading and trailing axes, a broadcast of one value per
+    kept element, is materialised when small so that the next ops take their contiguous
+    paths: in C order (NumPy's default copy of such a view keeps the view's odd order)."""
+    x = nb.tensor(np.ones((16, 8, 8), np.float32), requires_grad=True)
+    (g,) = nb.grad(x.sum((0, 2)), [x], grad_outputs=np.arange(8, dtype=np.float32))
+    assert g.numpy().flags.c_contiguous
+    np.testing.assert_array_equal(g.numpy(), np.broadcast_to(np.arange(8.0)[:, None],
+                                                             (16, 8, 8)))
+
+
 def test_nan_propagates_through_max():
     x = nb.tensor([[1.0, np.nan, 2.0], [4.0, 5.0, 6.0]])
     y = x.amax(axis=1).numpy()

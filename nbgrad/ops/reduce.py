@@ -78,7 +78,7 @@ def _broadcast_grad(g: np.ndarray, shape: tuple) -> np.ndarray:
         out[...] = g
         return out
     view = np.broadcast_to(g, shape)
-    return np.array(view) if view.size <= _SMALL else view
+    return np.array(view, order="C") if view.size <= _SMALL else view
 
 
 def _rows(x: np.ndarray, reduced: tuple) -> tuple[np.ndarray, tuple, tuple]:
