@@ -255,6 +255,48 @@ def test_strided_views_and_zero_stride_upstream():
     np.testing.assert_allclose(broadcast_sum.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
 
 
+@pytest.mark.parametrize("full,other", [((16, 8, 8, 8), (1, 8, 1, 1)),
+                                        ((16, 8, 8, 8), (8, 1, 1)),
+                                        ((64, 130), (64, 130)),
+                                        ((300, 7), (1,)),
+                                        ((5, 4), (5, 1))])
+@pytest.mark.parametrize("repeated_first", [True, False])
+def test_an_operand_of_one_repeated_value_gives_numpys_bits(full, other, repeated_first):
+    """The gradient a full sum hands its input is one value repeated (a 0-stride view of
+    the input's shape). Against it, each op computes over the other operand's own shape
+    and repeats the result: bit for bit NumPy's values over the broadcast, and a new
+    C-contiguous array, for every element-wise op, a repeated operand on either side, and
+    an other operand that is itself repeated, broadcast or full."""
+    from nbgrad.ops.elementwise import _binary
+
+    rng = np.random.default_rng(7)
+    repeated = np.broadcast_to(np.float32(rng.standard_normal()) + np.float32(2), full)
+    for w in [rng.standard_normal(other).astype(np.float32) + 3,
+              np.broadcast_to(np.float32(1.5), full)]:
+        u, v = (repeated, w) if repeated_first else (w, repeated)
+        for op, ref in [(strided_apply.ADD, np.add), (strided_apply.SUB, np.subtract),
+                        (strided_apply.MUL, np.multiply), (strided_apply.DIV, np.divide)]:
+            out = _binary(op, u, v, full)
+            assert out.flags.c_contiguous and out.shape == full
+            assert_same_bits(out, ref(u, v))
+
+
+def test_gradient_of_a_summed_per_channel_product_matches_numpy():
+    """(x * scale).sum() over [16, 8, 8, 8]: x's gradient is the scale repeated, the
+    scale's the sums of x over all but the channel axis."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((16, 8, 8, 8)).astype(np.float32)
+    scale = rng.standard_normal((1, 8, 1, 1)).astype(np.float32)
+    for need_scale in [False, True]:
+        tx, ts = nb.tensor(x, requires_grad=True), nb.tensor(scale, requires_grad=need_scale)
+        (tx * ts).sum().backward()
+        assert_same_bits(tx.grad.numpy(), np.array(np.broadcast_to(scale, x.shape)))
+        if need_scale:
+            np.testing.assert_allclose(ts.grad.numpy(),
+                                       x.astype(np.float64).sum((0, 2, 3), keepdims=True),
+                                       rtol=1e-5, atol=1e-4)
+
+
 @given(rows=st.integers(2, 300), n=st.integers(2, 70), bias_first=st.booleans(),
        dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 99))
 def test_bias_rows_equal_numpy_bitwise(rows, n, bias_first, dtype, seed):
