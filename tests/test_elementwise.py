@@ -255,6 +255,33 @@ def test_strided_views_and_zero_stride_upstream():
     np.testing.assert_allclose(broadcast_sum.sum_to_shape(c[::-1], (6,)), c.sum(axis=0))
 
 
+@pytest.mark.parametrize("side", [16, 300])  # views of up to 1,024 / 360,000 elements
+@pytest.mark.parametrize("view", ["transpose", "columns", "reversed", "every_other"])
+def test_ops_on_strided_views_give_numpys_bits_on_both_sides_of_the_copy_size(side, view):
+    """A strided view of at most COPY_VIEW_MAX elements is copied into C order before
+    the op, a larger one read in place by the strided kernel: either way every element
+    is NumPy's, the result C-contiguous, and the viewed array unchanged, against a
+    scalar, an operand of the view's shape, and a row repeated down it."""
+    from nbgrad.ops.elementwise import COPY_VIEW_MAX
+
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((side, 4 * side)).astype(np.float32) + 3
+    kept = base.copy()
+    x = {"transpose": base.T, "columns": base[:, 1: 2 * side + 1],
+         "reversed": base[::-1], "every_other": base[::2, ::3]}[view]
+    assert not x.flags.c_contiguous and (x.size <= COPY_VIEW_MAX) == (side == 16)
+    t = nb.tensor(x)
+    for w in [np.float32(1.5), rng.standard_normal(x.shape).astype(np.float32) + 3,
+              rng.standard_normal(x.shape[1]).astype(np.float32) + 3]:
+        for name, ref in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                          ("div", np.divide)]:
+            for out, expected in [(getattr(nb, name)(t, nb.tensor(w)), ref(x, w)),
+                                  (getattr(nb, name)(nb.tensor(w), t), ref(w, x))]:
+                assert out.numpy().flags.c_contiguous
+                assert_same_bits(out.numpy(), expected)
+    assert_same_bits(base, kept)
+
+
 @pytest.mark.parametrize("full,other", [((16, 8, 8, 8), (1, 8, 1, 1)),
                                         ((16, 8, 8, 8), (8, 1, 1)),
                                         ((64, 130), (64, 130)),
