@@ -135,6 +135,8 @@ def _plan(operands: list, shape: tuple, dtype: np.dtype) -> tuple:
     broadcast ``shape``: their flat buffers, the outer dims, the outer strides [4, d], the
     inner strides [4] and the row length. A missing operand is a one-element stand-in
     with stride 0 (bool for c, ``dtype`` otherwise)."""
+    if all(x is None or (x.shape == shape and x.flags.c_contiguous) for x in operands):
+        return _flat_plan(operands, dtype)
     nd = len(shape)
     flats, columns = [], []
     for k, x in enumerate(operands):
@@ -153,6 +155,16 @@ def _plan(operands: list, shape: tuple, dtype: np.dtype) -> tuple:
     strides = np.array([m[:-1] for m in merged], np.int64).reshape(4, len(sizes) - 1)
     inner = np.array([m[-1] for m in merged], np.int64)
     return flats, outer, strides, inner, sizes[-1]
+
+
+def _flat_plan(operands: list, dtype: np.dtype) -> tuple:
+    """``_plan`` when every operand given is C-contiguous of the full shape: one row of
+    all the elements (planning the general loop took 15 us of ``where`` on [64, 32])."""
+    flats = [np.zeros(1, np.bool_ if k == 0 else dtype) if x is None else x.reshape(-1)
+             for k, x in enumerate(operands)]
+    inner = np.array([0 if x is None else 1 for x in operands], np.int64)
+    n = max(f.size for f, x in zip(flats, operands) if x is not None)
+    return flats, np.empty(0, np.int64), np.empty((4, 0), np.int64), inner, n
 
 
 def select(op: int, c: np.ndarray | None, a: np.ndarray, b: np.ndarray,
