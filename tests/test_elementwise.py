@@ -293,12 +293,13 @@ def test_an_operand_of_one_repeated_value_gives_numpys_bits(full, other, repeate
     the input's shape). Against it, each op computes over the other operand's own shape
     and repeats the result: bit for bit NumPy's values over the broadcast, and a new
     C-contiguous array, for every element-wise op, a repeated operand on either side, and
-    an other operand that is itself repeated, broadcast or full."""
+    an other operand that is itself repeated, broadcast or full, contiguous or strided."""
     from nbgrad.ops.elementwise import _binary
 
     rng = np.random.default_rng(7)
     repeated = np.broadcast_to(np.float32(rng.standard_normal()) + np.float32(2), full)
     for w in [rng.standard_normal(other).astype(np.float32) + 3,
+              (rng.standard_normal(other[::-1]).astype(np.float32) + 3).T,  # strided
               np.broadcast_to(np.float32(1.5), full)]:
         u, v = (repeated, w) if repeated_first else (w, repeated)
         for op, ref in [(strided_apply.ADD, np.add), (strided_apply.SUB, np.subtract),

@@ -38,6 +38,8 @@ Indices are checked by the ops before a kernel runs; the loops do no bounds chec
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -136,7 +138,7 @@ def _plan(operands: list, shape: tuple, dtype: np.dtype) -> tuple:
     inner strides [4] and the row length. A missing operand is a one-element stand-in
     with stride 0 (bool for c, ``dtype`` otherwise)."""
     if all(x is None or (x.shape == shape and x.flags.c_contiguous) for x in operands):
-        return _flat_plan(operands, dtype)
+        return _flat_plan(operands, dtype, math.prod(shape))
     nd = len(shape)
     flats, columns = [], []
     for k, x in enumerate(operands):
@@ -157,14 +159,14 @@ def _plan(operands: list, shape: tuple, dtype: np.dtype) -> tuple:
     return flats, outer, strides, inner, sizes[-1]
 
 
-def _flat_plan(operands: list, dtype: np.dtype) -> tuple:
-    """``_plan`` when every operand given is C-contiguous of the full shape: one row of
-    all the elements (planning the general loop took 15 us of ``where`` on [64, 32])."""
+def _flat_plan(operands: list, dtype: np.dtype, size: int) -> tuple:
+    """``_plan`` when every operand given is C-contiguous of the full shape (``size``
+    elements): one row of them all (planning the general loop took 15 us of ``where``
+    on [64, 32])."""
     flats = [np.zeros(1, np.bool_ if k == 0 else dtype) if x is None else x.reshape(-1)
              for k, x in enumerate(operands)]
     inner = np.array([0 if x is None else 1 for x in operands], np.int64)
-    n = max(f.size for f, x in zip(flats, operands) if x is not None)
-    return flats, np.empty(0, np.int64), np.empty((4, 0), np.int64), inner, n
+    return flats, np.empty(0, np.int64), np.empty((4, 0), np.int64), inner, size
 
 
 def select(op: int, c: np.ndarray | None, a: np.ndarray, b: np.ndarray,

@@ -142,13 +142,11 @@ def _with_one_value(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.n
     element is the same IEEE operation as over the broadcast, without planning a strided
     loop over a 0-stride operand (``[16, 8, 8, 8] * [1, 8, 1, 1]``'s gradient of x took
     20 us that way, the kernel 7.5 of them)."""
-    first = (0,) * len(shape)
+    first, ones = (0,) * len(shape), (1,) * len(shape)
     if _one_value(u):
-        u = u[first].reshape((1,) * len(shape))
-        v = v if v.flags.c_contiguous else np.ascontiguousarray(v)
+        u = u[first].reshape(ones)
     else:
-        v = v[first].reshape((1,) * len(shape))
-        u = u if u.flags.c_contiguous else np.ascontiguousarray(u)
+        v = v[first].reshape(ones)
     part = _binary(op, u, v, np.broadcast_shapes(u.shape, v.shape))
     return part if part.shape == shape else np.array(np.broadcast_to(part, shape), order="C")
 
