@@ -29,8 +29,8 @@ def _extremum_of_two(larger: bool):
     """An intrinsic for the larger (or smaller) of two numbers: LLVM's maxnum (minnum)
     for floats, which gives the other operand where one is NaN, and a compare and select
     for integers. LLVM vectorises a running maximum written with it; a running
-    ``v if v > m else m`` of floats only under fast-math's no-NaN promise, which Numba
-    cannot give per function."""
+    ``v if v > m else m`` of floats it left scalar, even with Numba's no-NaN fast-math
+    flag on every instruction."""
     @intrinsic
     def of_two(typingctx, a, b):
         def codegen(context, builder, signature, args):
