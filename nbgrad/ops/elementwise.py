@@ -93,20 +93,16 @@ def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
     """f(u, v) over the broadcast ``shape`` (u, v of one float dtype): the flat kernels
     for equal shapes or a scalar operand, else the broadcasting kernel."""
     if not (u.flags.c_contiguous and v.flags.c_contiguous):
+        if _one_value(u) or _one_value(v):
+            return _with_one_value(op, u, v, shape)
         u, v = _c_order(u), _c_order(v)
     if u.shape == shape:
         if v.shape == shape:
-            if _one_value(u) or _one_value(v):
-                return _with_one_value(op, u, v, shape)
             return _same(op, u, v)
         if v.size == 1 and u.size and u.flags.c_contiguous:
             return _with_scalar(op, u, v, False)
-        if _one_value(u):
-            return _with_one_value(op, u, v, shape)
     elif v.shape == shape and u.size == 1 and v.size and v.flags.c_contiguous:
         return _with_scalar(op, v, u, True)
-    elif v.shape == shape and _one_value(v):
-        return _with_one_value(op, u, v, shape)
     return strided_apply.broadcast_apply(op, u, v, shape)
 
 
@@ -137,16 +133,16 @@ def _one_value(a: np.ndarray) -> bool:
 
 
 def _with_one_value(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
-    """f(u, v) where u or v is one value repeated over ``shape``: f of that value and the
-    other operand at the other operand's own shape, then repeated over ``shape``. Each
-    element is the same IEEE operation as over the broadcast, without planning a strided
-    loop over a 0-stride operand (``[16, 8, 8, 8] * [1, 8, 1, 1]``'s gradient of x took
-    20 us that way, the kernel 7.5 of them)."""
-    first, ones = (0,) * len(shape), (1,) * len(shape)
+    """f(u, v) where u or v is one value repeated (its own shape broadcasting to
+    ``shape``): f of that value and the other operand at the other operand's own shape,
+    then repeated over ``shape``. Each element is the same IEEE operation as over the
+    broadcast, without planning a strided loop over a 0-stride operand (``[16, 8, 8, 8]
+    * [1, 8, 1, 1]``'s gradient of x took 20 us that way, the kernel 7.5 of them)."""
+    ones = (1,) * len(shape)
     if _one_value(u):
-        u = u[first].reshape(ones)
+        u = u[(0,) * u.ndim].reshape(ones)
     else:
-        v = v[first].reshape(ones)
+        v = v[(0,) * v.ndim].reshape(ones)
     part = _binary(op, u, v, np.broadcast_shapes(u.shape, v.shape))
     return part if part.shape == shape else np.array(np.broadcast_to(part, shape), order="C")
 
