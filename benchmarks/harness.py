@@ -65,7 +65,11 @@ def torch_or_none():
         import torch
     except ImportError:
         return None
-    torch.set_num_threads(THREADS)
+    # Called only when the count differs: with Numba's OpenMP pool started first, one
+    # torch.set_num_threads call leaves PyTorch's small ops far slower for the rest of the
+    # process (docs/threads.md#import-order), which would flatter nbgrad's ratios.
+    if torch.get_num_threads() != THREADS:
+        torch.set_num_threads(THREADS)
     return torch
 
 
