@@ -610,30 +610,42 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     batches = x_map.size
     if K == 0:
         return np.zeros((batches, M, N), x.dtype)
-    nr = panel_cols(x)
-    if computed_transposed(M, N, K, nr):
+    swapped, parallel, thin, row_parts, col_parts = _plan(
+        batches, M, N, K, x_t, y_t, x.dtype.itemsize, get_num_threads(), parallel)
+    if swapped:
         # out^T = op(y)^T op(x)^T: the same terms summed in the same order (so the same
         # bits), with the short side of out on the tile's MR rows rather than across its
         # NR columns (N = 1 would fill one column of NR)
-        swapped = product(y, x, y_map, x_map, not y_t, not x_t, parallel)
-        return np.ascontiguousarray(swapped.transpose(0, 2, 1))
+        x, y, x_map, y_map, x_t, y_t, M, N = y, x, y_map, x_map, not y_t, not x_t, N, M
     out = np.empty((batches, M, N), x.dtype)
-    if out.size == 0:
-        return out
+    if out.size:
+        if thin:
+            _thin_product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1),
+                          _read_only(y_map), y_t, out.reshape(-1), M, N, K)
+        else:
+            _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
+                     y_t, out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
+                     config.NUMBA_NUM_THREADS)
+    return np.ascontiguousarray(out.transpose(0, 2, 1)) if swapped else out
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, itemsize: int,
+          threads: int, parallel: bool | None) -> tuple[bool, bool, bool, int, int]:
+    """How ``product`` computes an [M, K] @ [K, N] product: (swapped: as its transpose,
+    parallel, thin: ``_thin_product``, row parts, column parts). Kept per arguments:
+    working it out took about a microsecond of each call."""
+    nr = 4 * VECTOR_BYTES // itemsize
+    swapped = computed_transposed(M, N, K, nr)
+    if swapped:
+        M, N, y_t = N, M, not x_t
     if parallel is None:
         parallel = batches * M * N * K >= PARALLEL_WORK_MIN
-    if not parallel and is_thin(M, N, K, y_t, nr):
-        _thin_product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
-                      y_t, out.reshape(-1), M, N, K)
-        return out
+    thin = not parallel and is_thin(M, N, K, y_t, nr)
     # a task per pool thread; one in a single thread (each task copies its own partial
     # slivers and panels)
-    tasks = get_num_threads() if parallel else 1
-    row_parts, col_parts = task_grid(batches, M, N, nr, tasks)
-    _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map), y_t,
-             out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
-             config.NUMBA_NUM_THREADS)
-    return out
+    row_parts, col_parts = task_grid(batches, M, N, nr, threads if parallel else 1)
+    return swapped, parallel, thin, row_parts, col_parts
 
 
 def is_thin(M: int, N: int, K: int, y_t: bool, nr: int) -> bool:
@@ -650,11 +662,9 @@ def is_thin(M: int, N: int, K: int, y_t: bool, nr: int) -> bool:
 TRANSPOSE_COPY_MACS = 16
 
 
-@functools.lru_cache(maxsize=1024)
 def computed_transposed(M: int, N: int, K: int, nr: int) -> bool:
     """Whether ``product`` computes an M x N output as the transposed product: when
-    its tiles as out^T would pad away more multiply-adds than the copy back costs. Kept
-    per shapes: working it out took 0.7 of the 3.8 us of an 8 x 8 product."""
+    its tiles as out^T would pad away more multiply-adds than the copy back costs."""
     saved = (tiled_size(M, N, nr) - tiled_size(N, M, nr)) * K
     return saved > TRANSPOSE_COPY_MACS * M * N
 

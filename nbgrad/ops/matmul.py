@@ -40,7 +40,7 @@ def _c_stack(x: np.ndarray, transposed: bool) -> tuple[np.ndarray, bool]:
     reads its matrices transposed: a view of x when x is C-contiguous, or of its
     transpose (flipping ``transposed``) when that is, else a C copy."""
     if not x.flags.c_contiguous:
-        swapped = np.swapaxes(x, -1, -2)
+        swapped = x.swapaxes(-1, -2)
         if swapped.flags.c_contiguous:
             x, transposed = swapped, not transposed
         else:
@@ -183,21 +183,22 @@ def matmul(a: Any, b: Any) -> Tensor:
     broadcast along.
     """
     a, b = lift(a), lift(b)
-    for name, t in (("a", a), ("b", b)):
+    x, y = a.data, b.data  # the checks read the arrays: a Tensor property is a call
+    for name, t in (("a", x), ("b", y)):
         if t.dtype.kind != "f":
             raise TypeError(f"matmul: {name} has dtype {t.dtype} ({_shapes(a, b)}); matmul "
                             "needs float32 or float64 tensors")
         if t.ndim == 0:
             raise ValueError(f"matmul: {_shapes(a, b)}: both arguments need at least one dim")
-    k_a, k_b = a.shape[-1], b.shape[-2] if b.ndim > 1 else b.shape[0]
+    k_a, k_b = x.shape[-1], y.shape[-2] if y.ndim > 1 else y.shape[0]
     if k_a != k_b:
         raise ValueError(f"matmul: {_shapes(a, b)}: inner dimensions {k_a} and {k_b} differ")
-    try:
-        if a.shape[:-2] != b.shape[:-2]:
-            np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"matmul: {_shapes(a, b)}: batch dimensions {a.shape[:-2]} and "
-                         f"{b.shape[:-2]} do not broadcast") from None
+    if x.ndim > 2 or y.ndim > 2:
+        try:
+            np.broadcast_shapes(x.shape[:-2], y.shape[:-2])
+        except ValueError:
+            raise ValueError(f"matmul: {_shapes(a, b)}: batch dimensions {x.shape[:-2]} and "
+                             f"{y.shape[:-2]} do not broadcast") from None
     return MatMul.apply(a, b)
 
 
