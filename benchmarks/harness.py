@@ -7,7 +7,9 @@ which compiles the Numba kernels).
 
 from __future__ import annotations
 
+import ctypes
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,17 +62,31 @@ def paired_times(nb_fn: Callable[[], object], torch_fn: Callable[[], object] | N
 
 
 def torch_or_none():
-    """PyTorch set to the benchmark thread count, or None where it is not installed."""
+    """PyTorch set to the benchmark thread count, or None where it is not installed.
+
+    With Numba's OpenMP pool started first, a torch.set_num_threads call leaves PyTorch's
+    small ops far slower for the rest of the process (docs/threads.md#import-order), which
+    would flatter nbgrad's ratios. So when PyTorch is not imported yet, the count is set
+    in the OpenMP library that PyTorch will share, which PyTorch then takes as its own
+    (nbgrad's kernels set theirs per region), and torch.set_num_threads is called only if
+    the count still differs."""
+    if "torch" not in sys.modules:
+        _set_openmp_threads(THREADS)
     try:
         import torch
     except ImportError:
         return None
-    # Called only when the count differs: with Numba's OpenMP pool started first, one
-    # torch.set_num_threads call leaves PyTorch's small ops far slower for the rest of the
-    # process (docs/threads.md#import-order), which would flatter nbgrad's ratios.
     if torch.get_num_threads() != THREADS:
         torch.set_num_threads(THREADS)
     return torch
+
+
+def _set_openmp_threads(n: int) -> None:
+    """omp_set_num_threads(n) in the process's libgomp, where there is one."""
+    try:
+        ctypes.CDLL("libgomp.so.1").omp_set_num_threads(n)
+    except (OSError, AttributeError):
+        pass
 
 
 def format_seconds(s: float | None) -> str:
