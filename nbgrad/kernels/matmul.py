@@ -611,7 +611,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     if K == 0:
         return np.zeros((batches, M, N), x.dtype)
     swapped, parallel, thin, row_parts, col_parts = _plan(
-        batches, M, N, K, x_t, y_t, x.dtype.itemsize, get_num_threads(), parallel)
+        batches, M, N, K, x_t, y_t, panel_cols(x), get_num_threads(), parallel)
     if swapped:
         # out^T = op(y)^T op(x)^T: the same terms summed in the same order (so the same
         # bits), with the short side of out on the tile's MR rows rather than across its
@@ -630,12 +630,11 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
 
 
 @functools.lru_cache(maxsize=1024)
-def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, itemsize: int,
+def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, nr: int,
           threads: int, parallel: bool | None) -> tuple[bool, bool, bool, int, int]:
-    """How ``product`` computes an [M, K] @ [K, N] product: (swapped: as its transpose,
-    parallel, thin: ``_thin_product``, row parts, column parts). Kept per arguments:
-    working it out took about a microsecond of each call."""
-    nr = 4 * VECTOR_BYTES // itemsize
+    """How ``product`` computes an [M, K] @ [K, N] product with nr-column panels:
+    (swapped: as its transpose, parallel, thin: ``_thin_product``, row parts, column
+    parts). Kept per arguments: working it out took about a microsecond of each call."""
     swapped = computed_transposed(M, N, K, nr)
     if swapped:
         M, N, y_t = N, M, not x_t
