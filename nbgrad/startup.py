@@ -122,17 +122,21 @@ def ready_numba() -> None:
     cpu_target.target_context.refresh()
 
 
+def is_glibc() -> bool:
+    """Whether the process runs on glibc (whose malloc the settings here are for)."""
+    try:
+        return (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    except (ValueError, OSError):  # no such name on this platform
+        return False
+
+
 def keep_freed_memory() -> bool:
     """Have glibc's malloc reuse freed blocks of up to MMAP_THRESHOLD bytes instead of
     unmapping them, so that a training step's arrays do not come back as fresh pages
     (docs/memory.md); whether the thresholds were set. Not under another C library, and
     not where the environment sets glibc's malloc options (MALLOC_SETTINGS, or
     ``glibc.malloc`` tunables in GLIBC_TUNABLES)."""
-    try:
-        libc_version = os.confstr("CS_GNU_LIBC_VERSION") or ""
-    except (ValueError, OSError):  # no such name on this platform
-        return False
-    if not libc_version.startswith("glibc"):
+    if not is_glibc():
         return False
     if (any(name in os.environ for name in MALLOC_SETTINGS)
             or "glibc.malloc" in os.environ.get("GLIBC_TUNABLES", "")):

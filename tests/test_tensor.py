@@ -116,6 +116,38 @@ def test_omp_num_threads_caps_the_kernels_unless_numba_num_threads_is_set():
     assert _threads_after_import({"OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "2"}) == 2
 
 
+_POOL_THREADS_CODE = """
+import os, threading
+import numba, numpy as np
+import nbgrad as nb
+from nbgrad import threads
+pool = numba.config.NUMBA_NUM_THREADS
+ran = []
+threads._on_pool_threads(lambda: ran.append(threading.get_native_id()), pool)
+before = set(os.listdir("/proc/self/task"))
+nb.set_num_threads(pool)
+(nb.tensor(np.ones(1 << 18, np.float32)) * 2).numpy()  # a parallel kernel
+after = set(os.listdir("/proc/self/task"))
+print(len(ran), len(set(ran)), pool, {str(t) for t in ran} <= before, after == before)
+"""
+
+
+def test_the_arena_region_runs_once_on_each_kernel_pool_thread():
+    import subprocess
+    import sys
+
+    import numba
+
+    if numba.threading_layer() != "omp" or not sys.platform.startswith("linux"):
+        pytest.skip("the region is libgomp's; the pool's threads are listed in /proc")
+    out = subprocess.run([sys.executable, "-c", _POOL_THREADS_CODE], check=True,
+                         capture_output=True, text=True).stdout.split()
+    calls, threads, pool, among_pool, no_new_threads = out
+    assert int(calls) == int(threads) == int(pool)
+    # the threads it ran on exist, and a kernel afterwards needed no others
+    assert among_pool == "True" and no_new_threads == "True"
+
+
 def test_thread_count_out_of_range_is_an_error():
     for bad in (0, 10**6, 1.5):
         with pytest.raises(ValueError, match=r"set_num_threads: n must be an int from 1 to"):
