@@ -228,9 +228,10 @@ def test_gemm_kernels_match_direct(cfg, dtype, slots):
 
 @given(cfg=conv2d_configs(max_groups=3, max_channels_per_group=3, max_filters_per_group=3,
                           max_stride=1),
-       dtype=st.sampled_from([np.float32, np.float64]))
-def test_s1_kernels_match_direct(cfg, dtype):
-    """The stride-1 padded-plane kernels against the direct loop nests."""
+       dtype=st.sampled_from([np.float32, np.float64]), slots=st.integers(1, 3))
+def test_s1_kernels_match_direct(cfg, dtype, slots):
+    """The stride-1 padded-plane kernels against the direct loop nests, their tasks
+    shared out over 1 to 3 slots of scratch."""
     x, w, _ = _draw(cfg, dtype=dtype)
     b = np.random.default_rng(2).standard_normal(w.shape[0]).astype(dtype)
     (dh, dw), (ph, pw) = (_pair(cfg[k]) for k in ("dilation", "padding"))
@@ -242,15 +243,15 @@ def test_s1_kernels_match_direct(cfg, dtype):
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
         (K.conv2d_forward_direct(x, w, b, 1, 1, *geom, OH, OW),
-         conv_s1.conv2d_forward_s1(x, w, b, *geom, OH, OW)),
+         conv_s1.conv2d_forward_s1(x, w, b, *geom, OH, OW, slots)),
         (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), 1, 1, *geom),
-         conv_s1.conv2d_input_grad_s1(g, w, np.full(x.shape, np.nan, dtype), *geom)),
+         conv_s1.conv2d_input_grad_s1(g, w, np.full(x.shape, np.nan, dtype), *geom, slots)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, 1, 1, *geom),
-         conv_s1.conv2d_weight_grad_s1(x, g, KH, KW, *geom)),
+         conv_s1.conv2d_weight_grad_s1(x, g, KH, KW, *geom, slots)),
     ]
     # the fused backward: all three gradients, and dw, db alone
-    fused_dx, fused_dw, fused_db = conv_s1.conv2d_backward_s1(x, g, w, *geom, True)
-    _, alone_dw, alone_db = conv_s1.conv2d_backward_s1(x, g, w, *geom, False)
+    fused_dx, fused_dw, fused_db = conv_s1.conv2d_backward_s1(x, g, w, *geom, True, slots)
+    _, alone_dw, alone_db = conv_s1.conv2d_backward_s1(x, g, w, *geom, False, slots)
     pairs += [(pairs[1][0], fused_dx), (pairs[2][0], fused_dw), (pairs[2][0], alone_dw),
               (K.conv2d_bias_grad(g), fused_db), (K.conv2d_bias_grad(g), alone_db)]
     for direct, fast in pairs:

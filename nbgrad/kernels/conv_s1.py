@@ -13,6 +13,11 @@ off_t = kh*dh*Wp + kw*dw (the Wp - OW columns past each output row are scratch).
 are sums of shifted spans (kernels/gemm.py's offset_gemv for the first two: gq carries
 a zero margin in front so that m - off_t never leaves it). For few channels per group
 (depthwise) this beats the implicit GEMM; the tests compare it with the loop nests.
+
+Tasks share out over ``slots`` (slot s takes tasks s, s + slots, ...), each slot with
+buffers allocated before the parallel loop, of which a task overwrites what it reads: a
+task that allocated its own took a malloc lock that the pool's threads share when they
+share a malloc arena (docs/threads.md#malloc-arenas).
 """
 
 import numpy as np
@@ -72,25 +77,26 @@ def span_taps(KH, KW, dh, dw, Wp):
 
 
 @njit(**SERIAL)
-def pad_group(x, c0, Cg, ph, pw, Hp, Wp):
-    """Channels c0 .. c0+Cg-1 of one image zero-padded, plane cl at [cl*Hp*Wp, ...), plus
-    SPAN zeros of slack for offset_gemv's last tile."""
-    xp = np.empty(Cg * Hp * Wp + SPAN, x.dtype)
+def pad_group(x, c0, Cg, ph, pw, Hp, Wp, xp):
+    """xp[: Cg*Hp*Wp + SPAN] = channels c0 .. c0+Cg-1 of one image zero-padded, plane cl
+    at [cl*Hp*Wp, ...), then SPAN zeros of slack for offset_gemv's last tile; returns
+    that part of xp."""
     for cl in range(Cg):
         pad_plane(x[c0 + cl], xp[cl * Hp * Wp: (cl + 1) * Hp * Wp], ph, pw, Hp, Wp)
-    xp[Cg * Hp * Wp:] = 0
-    return xp
+    xp[Cg * Hp * Wp: Cg * Hp * Wp + SPAN] = 0
+    return xp[: Cg * Hp * Wp + SPAN]
 
 
 @njit(**SERIAL)
-def pad_grad_group(g, f0, Fg, OH, Wp, margin, R):
-    """Planes f0 .. f0+Fg-1 of one image's output gradient on pitch Wp (zero scratch
-    columns), plane fl at [fl*R + margin, ...) with zeros around it."""
-    gq = np.zeros(Fg * R, g.dtype)
+def pad_grad_group(g, f0, Fg, OH, Wp, margin, R, gq):
+    """gq[: Fg*R] = planes f0 .. f0+Fg-1 of one image's output gradient on pitch Wp (zero
+    scratch columns), plane fl at [fl*R + margin, ...) with zeros around it; returns that
+    part of gq."""
+    gq[: Fg * R] = 0
     for fl in range(Fg):
         start = fl * R + margin
         pad_plane(g[f0 + fl], gq[start: start + OH * Wp], plain(0), plain(0), OH, Wp)
-    return gq
+    return gq[: Fg * R]
 
 
 @njit(**SERIAL)
@@ -131,9 +137,9 @@ def input_grad_group(gq, rows, wt, dxp, dx_n, c0, ph, pw, Hp, Wp):
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
-    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group): the group's
-    planes are padded once for its Fg filters."""
+def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots):
+    """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group) tasks: the
+    group's planes are padded once for its Fg filters."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
@@ -144,26 +150,29 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW):
     w2 = w.reshape(F, Cg * KH * KW)
     P = round_up((OH - 1) * Wp + OW, SPAN)
     y = np.empty((N, F, OH, OW), x.dtype)
-    for ng in prange(N * groups):
-        n = ng // groups
-        gi = ng % groups
-        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
-        yq = np.empty((Fg, P), x.dtype)
-        offset_gemv(w2[gi * Fg: (gi + 1) * Fg], xp, rows, Cg * KH * KW, yq)
-        for fl in range(Fg):
-            f = gi * Fg + fl
-            for oh in range(OH):
-                src = yq[fl, oh * Wp: oh * Wp + OW]
-                dst = y[n, f, oh]
-                for ow in range(OW):
-                    dst[ow] = src[ow] + b[f]
+    xps = np.empty((slots, Cg * Hp * Wp + SPAN), x.dtype)
+    yq = np.empty((slots, Fg, P), x.dtype)
+    for s in prange(slots):
+        for ng in range(s, N * groups, slots):
+            n = ng // groups
+            gi = ng % groups
+            xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp, xps[s])
+            offset_gemv(w2[gi * Fg: (gi + 1) * Fg], xp, rows, Cg * KH * KW, yq[s])
+            for fl in range(Fg):
+                f = gi * Fg + fl
+                for oh in range(OH):
+                    src = yq[s, fl, oh * Wp: oh * Wp + OW]
+                    dst = y[n, f, oh]
+                    for ow in range(OW):
+                        dst[ow] = src[ow] + b[f]
     return y
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
-    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, group): dxp, the
-    gradient of a padded input plane, gathers every tap's shifted g; dx is its interior."""
+def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups, slots):
+    """As ``conv2d_input_grad_direct`` with stride 1. Parallel over (n, group) tasks: dxp,
+    the gradient of a padded input plane, gathers every tap's shifted g; dx is its
+    interior."""
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     Fg = F // groups
@@ -174,19 +183,21 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups):
     R = margin + round_up(Hp * Wp, SPAN)
     rows = shifted_rows(Fg, R, offs, plain(-1), margin)
     wt = taps_by_channel(w.reshape(F, Cg, KH * KW), groups)
-    for ng in prange(N * groups):
-        n = ng // groups
-        gi = ng % groups
-        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
-        dxp = np.empty((Cg, R - margin), g.dtype)
-        input_grad_group(gq, rows, wt[gi], dxp, dx[n], gi * Cg, ph, pw, Hp, Wp)
+    gqs = np.empty((slots, Fg * R), g.dtype)
+    dxp = np.empty((slots, Cg, R - margin), g.dtype)
+    for s in prange(slots):
+        for ng in range(s, N * groups, slots):
+            n = ng // groups
+            gi = ng % groups
+            gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R, gqs[s])
+            input_grad_group(gq, rows, wt[gi], dxp[s], dx[n], gi * Cg, ph, pw, Hp, Wp)
     return dx
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
-    """As ``conv2d_weight_grad_direct`` with stride 1. Parallel over (f, cl); the batch
-    is summed inside, in order."""
+def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups, slots):
+    """As ``conv2d_weight_grad_direct`` with stride 1. Parallel over (f, cl) tasks; the
+    batch is summed inside, in order."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     Cg = C // groups
@@ -196,29 +207,31 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups):
     L = (OH - 1) * Wp + OW
     offs = span_taps(KH, KW, dh, dw, Wp)
     dwt = np.empty((F, Cg, KH * KW), x.dtype)
-    for fc in prange(F * Cg):
-        f = fc // Cg
-        c = (f // Fg) * Cg + fc % Cg
-        acc = np.zeros(KH * KW, x.dtype)
-        part = np.empty(KH * KW, x.dtype)
-        xp = np.empty(Hp * Wp, x.dtype)
-        gq = np.empty(OH * Wp, x.dtype)  # zero in the scratch columns
-        for n in range(N):
-            pad_plane(x[n, c], xp, ph, pw, Hp, Wp)
-            pad_plane(g[n, f], gq, plain(0), plain(0), OH, Wp)
-            dot_taps(gq, xp, offs, L, part)
-            acc += part
-        copy_into(dwt[f, fc % Cg], acc)
+    acc = np.empty((slots, KH * KW), x.dtype)
+    part = np.empty((slots, KH * KW), x.dtype)
+    xp = np.empty((slots, Hp * Wp), x.dtype)
+    gq = np.empty((slots, OH * Wp), x.dtype)  # zero in the scratch columns
+    for s in prange(slots):
+        for fc in range(s, F * Cg, slots):
+            f = fc // Cg
+            c = (f // Fg) * Cg + fc % Cg
+            acc[s] = 0
+            for n in range(N):
+                pad_plane(x[n, c], xp[s], ph, pw, Hp, Wp)
+                pad_plane(g[n, f], gq[s], plain(0), plain(0), OH, Wp)
+                dot_taps(gq[s], xp[s], offs, L, part[s])
+                acc[s] += part[s]
+            copy_into(dwt[f, fc % Cg], acc[s])
     return dwt.reshape(F, Cg, KH, KW)
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
+def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx, slots):
     """(dx, dw, db) of a stride-1 convolution in one pass over the batch: task (n, group)
     pads the group's input planes and output gradients once, then
         dx[n, c]          as ``conv2d_input_grad_s1`` (only if need_dx; else dx is empty),
         part[n, f, cl, t] = <gq[f], xp[cl] shifted by tap t>,   sums[n, f] = sum g[n, f],
-    and dw, db sum those over n in order. Parallel over (n, group)."""
+    and dw, db sum those over n in order. Parallel over (n, group) tasks."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
@@ -235,20 +248,23 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx):
     dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
     parts = np.empty((N, F, Cg, T), x.dtype)
     sums = np.empty((N, F), x.dtype)
-    for ng in prange(N * groups):
-        n = ng // groups
-        gi = ng % groups
-        gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R)
-        xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp)
-        for fl in range(Fg):
-            sums[n, gi * Fg + fl] = plane_sum(g[n, gi * Fg + fl])
-        for cl in range(Cg):
+    gqs = np.empty((slots, Fg * R), x.dtype)
+    xps = np.empty((slots, Cg * Hp * Wp + SPAN), x.dtype)
+    dxp = np.empty((slots if need_dx else 0, Cg, R - margin), x.dtype)
+    for s in prange(slots):
+        for ng in range(s, N * groups, slots):
+            n = ng // groups
+            gi = ng % groups
+            gq = pad_grad_group(g[n], gi * Fg, Fg, OH, Wp, margin, R, gqs[s])
+            xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp, xps[s])
             for fl in range(Fg):
-                dot_taps(gq[fl * R + margin:], xp[cl * Hp * Wp:], offs, L,
-                         parts[n, gi * Fg + fl, cl])
-        if need_dx:
-            dxp = np.empty((Cg, R - margin), x.dtype)
-            input_grad_group(gq, rows, wt[gi], dxp, dx[n], gi * Cg, ph, pw, Hp, Wp)
+                sums[n, gi * Fg + fl] = plane_sum(g[n, gi * Fg + fl])
+            for cl in range(Cg):
+                for fl in range(Fg):
+                    dot_taps(gq[fl * R + margin:], xp[cl * Hp * Wp:], offs, L,
+                             parts[n, gi * Fg + fl, cl])
+            if need_dx:
+                input_grad_group(gq, rows, wt[gi], dxp[s], dx[n], gi * Cg, ph, pw, Hp, Wp)
     dwt, db = sum_batch_parts(parts, sums)
     return dx, dwt.reshape(F, Cg, KH, KW), db
 

@@ -236,8 +236,8 @@ def _macs(batch: int, w_shape: tuple, out_hw: tuple[int, int]) -> int:
 
 def _kernel(path: str, role: str, work: int, units: int):
     """(kernel, slots): the parallel kernel or its serial form by ``work``, and the
-    number of independent buffers the GEMM kernels use (one per thread over ``units``
-    images or blocks; 1 for the serial form)."""
+    number of independent buffers the kernels with scratch use (one per thread over
+    ``units`` images, blocks or tasks; 1 for the serial form)."""
     parallel = _KERNELS[path, role]
     if path in ("cols", "shift"):
         threads = get_num_threads() if work >= COLS_PARALLEL_MIN else 1
@@ -330,9 +330,9 @@ def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tup
         kernel, slots = _kernel(path, "forward", work, -(-N // B))
         return kernel(x, w, bias, *geom, *out_hw, B, slots,
                       _no_cols(x) if kept is None else kept)
-    kernel, slots = _kernel(path, "forward", work, N)
+    kernel, slots = _kernel(path, "forward", work, N * geom[-1] if path == "s1" else N)
     if path == "s1":
-        return kernel(x, w, bias, *geom[2:], *out_hw)
+        return kernel(x, w, bias, *geom[2:], *out_hw, slots)
     if path == "gemm":
         return kernel(x, w, bias, *geom, *out_hw, slots)
     return kernel(x, w, bias, *geom, *out_hw)
@@ -367,9 +367,9 @@ def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
         B = _block(N, out_hw)
         kernel, slots = _kernel(path, "input_grad", work, -(-N // B))
         return kernel(g, w, dx, *geom, B, slots)
-    kernel, slots = _kernel(path, "input_grad", work, N)
+    kernel, slots = _kernel(path, "input_grad", work, N * geom[-1] if path == "s1" else N)
     if path == "s1":
-        return kernel(g, w, dx, *geom[2:])
+        return kernel(g, w, dx, *geom[2:], slots)
     if path == "gemm":
         return kernel(g, w, dx, *geom, slots)
     return kernel(g, w, dx, *geom)
@@ -403,9 +403,10 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
         form = _weight_grad_form(w_shape, geom[-1], x.dtype, out_hw[1])
         return kernel(x, g, *w_shape[2:], *geom, B, slots, form,
                       _no_cols(x) if kept is None else kept)
-    kernel, slots = _kernel(path, "weight_grad", work, N)
+    units = w_shape[0] * w_shape[1] if path == "s1" else N  # s1: (f, cl) tasks
+    kernel, slots = _kernel(path, "weight_grad", work, units)
     if path == "s1":
-        return kernel(x, g, *w_shape[2:], *geom[2:])
+        return kernel(x, g, *w_shape[2:], *geom[2:], slots)
     if path == "gemm":
         return kernel(x, g, *w_shape[2:], *geom, slots)
     return kernel(x, g, *w_shape[2:], *geom)
@@ -433,8 +434,8 @@ def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
         # one pass over the batch for all three (the planes are padded once); dx is exact
         # for finite w, dw is checked as in conv2d_weight_grad
         work = _macs(x.shape[0], w.shape, g.shape[2:]) * (2 + need_x)
-        kernel, _ = _kernel("s1", "backward", work, x.shape[0])
-        dx, dw, db = kernel(x, g, w, *ctx.geom[2:], need_x)
+        kernel, slots = _kernel("s1", "backward", work, x.shape[0] * ctx.geom[-1])
+        dx, dw, db = kernel(x, g, w, *ctx.geom[2:], need_x, slots)
         if not _finite(dw):
             dw = _weight_grad_on("direct", x, g, w.shape, ctx.geom)
         return (dx if need_x else None), dw, (db if need_b else None)
