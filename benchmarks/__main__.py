@@ -5,7 +5,9 @@
 Each suite is a module ``benchmarks/bench_<name>.py`` with ``run(torch) -> list[Row]``
 (``torch`` is None where PyTorch is not installed). ``--torch-first`` imports PyTorch
 before nbgrad: users import them in either order, and each runtime's thread pool starts
-when it is imported.
+when it is imported. ``--jax first|after`` imports JAX before or right after nbgrad and
+runs a compiled JAX step before each of nbgrad's timed blocks, so that nbgrad's times
+can be compared with a run without JAX.
 """
 
 from __future__ import annotations
@@ -32,27 +34,44 @@ def main() -> None:
                         help="suites to run (default: all)")
     parser.add_argument("--torch-first", action="store_true",
                         help="import PyTorch before nbgrad (default: nbgrad first)")
+    parser.add_argument("--jax", choices=["first", "after"],
+                        help="import JAX before nbgrad or after it, and run a JAX step "
+                             "before each of nbgrad's timed blocks")
     args = parser.parse_args()
+    jax = _import_jax() if args.jax == "first" else None
     if args.torch_first:
         importlib.import_module("torch")
     import numba
 
     import nbgrad  # noqa: F401  (starts nbgrad's kernel thread pool)
 
-    from .harness import THREADS, print_table, torch_or_none
+    from .harness import THREADS, jax_step, print_table, torch_or_none, use_neighbour
 
+    if args.jax == "after":
+        jax = _import_jax()
     numba.set_num_threads(THREADS)
     torch = torch_or_none()
     order = "PyTorch first" if args.torch_first else "nbgrad first"
     print(f"threads: {THREADS} (nbgrad and PyTorch); PyTorch: "
           f"{torch.__version__ if torch else 'not installed (nbgrad times only)'}; "
           f"import order: {order}")
+    if jax is not None:
+        use_neighbour(jax_step(jax))
+        print(f"JAX {jax.__version__} imported {'before' if args.jax == 'first' else 'after'} "
+              "nbgrad; a JAX step runs before each of nbgrad's timed blocks")
     rows = []
     for name in args.suites or SUITES:
         module = importlib.import_module(f"benchmarks.bench_{name}")
         rows.extend(module.run(torch))
     print()
     print_table(rows)
+
+
+def _import_jax():
+    try:
+        return importlib.import_module("jax")
+    except ImportError:
+        sys.exit("python -m benchmarks: --jax needs JAX (pip install jax)")
 
 
 if __name__ == "__main__":
