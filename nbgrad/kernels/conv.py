@@ -215,6 +215,21 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     return dwt
 
 
+@njit(**SERIAL)
+def planes_from_pitch(yq, Fg, pitch, b, f0, y_n):
+    """y_n[f0 + fl, oh, ow] = yq[fl, oh*pitch + ow] + b[f0 + fl] for fl < Fg: a group's
+    output planes from rows computed on a wider pitch (the columns past OW are
+    scratch)."""
+    _, OH, OW = y_n.shape
+    for fl in range(Fg):
+        f = f0 + fl
+        for oh in range(OH):
+            src = yq[fl, oh * pitch: oh * pitch + OW]
+            dst = y_n[f, oh]
+            for ow in range(OW):
+                dst[ow] = src[ow] + b[f]
+
+
 @njit(**SERIAL_REASSOC)
 def plane_sum(plane):
     """Sum of a 2-D plane: each row summed (reassociated so that LLVM vectorises it, as in

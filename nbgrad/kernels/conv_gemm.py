@@ -29,7 +29,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import PARALLEL, SERIAL, copy_into, njit_with_serial
-from .conv import out_range, row_gather
+from .conv import out_range, planes_from_pitch, row_gather
 from .gemm import MR, NR, offset_gemm, round_up
 
 
@@ -129,13 +129,7 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
             for gi in range(groups):
                 offset_gemm(w_flat[gi], w_rows, planes[s], starts[gi * Kg: (gi + 1) * Kg],
                             Kg, yq[s])
-                for fl in range(Fg):
-                    f = gi * Fg + fl
-                    for oh in range(OH):
-                        src = yq[s, fl, oh * Wq: oh * Wq + OW]
-                        dst = y[n, f, oh]
-                        for ow in range(OW):
-                            dst[ow] = src[ow] + b[f]
+                planes_from_pitch(yq[s], Fg, Wq, b, gi * Fg, y[n])
     return y
 
 

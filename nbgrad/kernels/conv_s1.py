@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from ._jit import PARALLEL, SERIAL, copy_into, dot, njit_with_serial, plain
-from .conv import plane_sum
+from .conv import plane_sum, planes_from_pitch
 from .gemm import SPAN, offset_gemv, round_up
 
 
@@ -158,13 +158,7 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots):
             gi = ng % groups
             xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp, xps[s])
             offset_gemv(w2[gi * Fg: (gi + 1) * Fg], xp, rows, Cg * KH * KW, yq[s])
-            for fl in range(Fg):
-                f = gi * Fg + fl
-                for oh in range(OH):
-                    src = yq[s, fl, oh * Wp: oh * Wp + OW]
-                    dst = y[n, f, oh]
-                    for ow in range(OW):
-                        dst[ow] = src[ow] + b[f]
+            planes_from_pitch(yq[s], Fg, Wp, b, gi * Fg, y[n])
     return y
 
 
