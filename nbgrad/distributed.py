@@ -12,12 +12,22 @@ Every collective waits at most ``timeout`` seconds (``init``'s argument) and rai
 ``TimeoutError`` after that, and ``init`` installs a ``sys.excepthook`` that aborts the
 whole job on an uncaught exception: a rank that fails makes its peers exit with an error
 instead of waiting for it forever.
+
+Before ``all_reduce``, ``broadcast`` and ``barrier`` the ranks compare what they are
+about to do (the collective, the array's shape and dtype, the op or the source rank) in
+one small allgather, and on a mismatch every rank raises a ``ValueError`` listing each
+rank's call, instead of MPI reducing arrays of different sizes into garbage or failing
+on some ranks only. ``init(check_collectives=False)`` or the environment variable
+``NBGRAD_CHECK_COLLECTIVES=0`` turns the check off (PyTorch has it off unless
+``TORCH_DISTRIBUTED_DEBUG=DETAIL``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -37,6 +47,10 @@ _DEFAULT_TIMEOUT = 1800.0  # seconds: torch.distributed's default of 30 minutes
 _SPIN_SECONDS = 0.05
 # How long a failed rank waits, after writing its traceback, before it aborts the job.
 _ABORT_GRACE_SECONDS = 1.0
+_CHECK_ENV = "NBGRAD_CHECK_COLLECTIVES"
+# Bytes of each rank's description of a collective call in the check's allgather; a
+# longer description keeps its first part and a CRC-32 of the whole.
+_CALL_BYTES = 512
 
 
 class ReduceOp:
@@ -56,17 +70,30 @@ class _World:
     comm: Any = None
     mpi: Any = None
     timeout: float = _DEFAULT_TIMEOUT
+    check: bool = True  # compare the ranks' calls before each collective
 
 
-def init(timeout: timedelta | float = _DEFAULT_TIMEOUT) -> None:
+def init(timeout: timedelta | float = _DEFAULT_TIMEOUT,
+         check_collectives: bool | None = None) -> None:
     """Join the MPI job of this process (``MPI.COMM_WORLD``); a second call only updates
     ``timeout``, the seconds (or ``timedelta``) any collective may wait before raising
-    ``TimeoutError``. With more than one rank, an uncaught exception prints its traceback
-    and then aborts every rank (``MPI_Abort``)."""
+    ``TimeoutError``, and ``check_collectives``. With more than one rank, an uncaught
+    exception prints its traceback and then aborts every rank (``MPI_Abort``).
+
+    ``check_collectives``: compare the ranks' shapes, dtypes and arguments before each
+    collective (one allgather of ``_CALL_BYTES`` bytes per rank and call); None (the
+    default) means on unless the environment variable ``NBGRAD_CHECK_COLLECTIVES`` is
+    ``0``, ``false``, ``no`` or ``off``."""
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
     if not seconds > 0:
         raise ValueError(f"distributed.init: timeout must be > 0 seconds, got {timeout!r}")
+    if check_collectives is not None and not isinstance(check_collectives, bool):
+        raise TypeError(f"distributed.init: check_collectives must be True, False or None, "
+                        f"got {check_collectives!r}")
     _World.timeout = seconds
+    _World.check = (os.environ.get(_CHECK_ENV, "1").strip().lower()
+                    not in ("0", "false", "no", "off")
+                    if check_collectives is None else check_collectives)
     if _World.comm is not None:
         return
     try:
@@ -114,6 +141,11 @@ def world_size() -> int:
     return _comm().Get_size()
 
 
+def collectives_checked() -> bool:
+    """Whether the ranks' calls are compared before each collective (see ``init``)."""
+    return _World.check
+
+
 def _wait(requests: list, what: str) -> None:
     """Complete the non-blocking ``requests``, or raise ``TimeoutError`` after the
     collectives' time limit.
@@ -147,11 +179,43 @@ def _array(t: Tensor | np.ndarray, caller: str) -> np.ndarray:
     return a
 
 
+def _describe(a: np.ndarray) -> str:
+    return f"{a.dtype} {tuple(a.shape)}"
+
+
+def _check_same_call(name: str, call: str) -> None:
+    """Raise a ValueError on every rank unless every rank describes its call to the
+    collective ``name`` by the same ``call`` text: one Iallgather of a fixed-size record,
+    so ranks calling different collectives still meet in it (and all raise)."""
+    if not _World.check or world_size() == 1:
+        return
+    text = f"{name} of {call}".encode()
+    if len(text) > _CALL_BYTES:
+        text = text[:_CALL_BYTES - 12] + f" ~{zlib.crc32(text):08x}".encode()
+    mine = np.zeros(_CALL_BYTES, np.uint8)
+    mine[:len(text)] = np.frombuffer(text, np.uint8)
+    everyone = np.empty((world_size(), _CALL_BYTES), np.uint8)
+    _wait([_comm().Iallgather(mine, everyone)], f"the check before {name}")
+    calls = [row.tobytes().rstrip(b"\0").decode(errors="replace") for row in everyone]
+    if len(set(calls)) > 1:
+        ranks: dict[str, list[int]] = {}
+        for r, c in enumerate(calls):
+            ranks.setdefault(c, []).append(r)
+        listing = "; ".join(f"rank{'s' if len(rs) > 1 else ''} "
+                            f"{', '.join(map(str, rs))}: {c}" for c, rs in ranks.items())
+        raise ValueError(f"distributed.{name}: the ranks' calls differ ({listing}); every "
+                         "rank must call the same collective with arrays of the same shape "
+                         f"and dtype (this check: {_CHECK_ENV}=0 or "
+                         "init(check_collectives=False) turns it off)")
+
+
 def all_reduce(tensor: Tensor | np.ndarray, op: str = ReduceOp.SUM) -> None:
     """Replace ``tensor`` (a Tensor's array or an ndarray), in place on every rank, by its
     reduction over all ranks: ``ReduceOp.SUM`` (default), ``PRODUCT``, ``MIN``, ``MAX``
-    or ``AVG``."""
+    or ``AVG``. Every rank passes an array of the same shape and dtype and the same
+    ``op`` (checked, see ``init``)."""
     a = _array(tensor, "all_reduce")
+    _check_same_call("all_reduce", f"{_describe(a)}, op {op!r}")
     comm, mpi = _comm(), _World.mpi
     ops = {ReduceOp.SUM: mpi.SUM, ReduceOp.AVG: mpi.SUM, ReduceOp.PRODUCT: mpi.PROD,
            ReduceOp.MIN: mpi.MIN, ReduceOp.MAX: mpi.MAX}
@@ -164,16 +228,27 @@ def all_reduce(tensor: Tensor | np.ndarray, op: str = ReduceOp.SUM) -> None:
 
 
 def broadcast(tensor: Tensor | np.ndarray, src: int = 0) -> None:
-    """Overwrite ``tensor`` on every rank, in place, with its value on rank ``src``."""
+    """Overwrite ``tensor`` on every rank, in place, with its value on rank ``src``.
+    Every rank passes an array of the same shape and dtype and the same ``src``
+    (checked, see ``init``)."""
     a = _array(tensor, "broadcast")
-    if not 0 <= src < world_size():
+    _check_same_call("broadcast", f"{_describe(a)} from rank {src!r}")
+    _broadcast(a, src)
+
+
+def _broadcast(a: np.ndarray, src: int = 0) -> None:
+    """``broadcast`` without the check of the ranks' calls (DistributedDataParallel's, of
+    a model whose structure it checked once)."""
+    if isinstance(src, bool) or not isinstance(src, int | np.integer) \
+            or not 0 <= src < world_size():
         raise ValueError(f"distributed.broadcast: src must be a rank from 0 to "
-                         f"{world_size() - 1}, got {src}")
-    _wait([_comm().Ibcast(a, root=src)], "broadcast")
+                         f"{world_size() - 1}, got {src!r}")
+    _wait([_comm().Ibcast(a, root=int(src))], "broadcast")
 
 
 def barrier() -> None:
     """Return once every rank has called ``barrier``."""
+    _check_same_call("barrier", "no array")
     _wait([_comm().Ibarrier()], "barrier")
 
 
@@ -191,9 +266,10 @@ def _all_gather_bytes(data: bytes) -> list[bytes]:
 
 
 def _structure(module: Module) -> list[str]:
-    """One line per parameter and buffer: name, shape, dtype."""
+    """One line per parameter and buffer: name, shape, NumPy dtype (as the collectives'
+    check names it)."""
     entries = list(module.named_parameters()) + list(module.named_buffers())
-    return [f"{name} {tuple(t.shape)} {t.dtype}" for name, t in entries]
+    return [f"{name} {tuple(t.shape)} {t.data.dtype}" for name, t in entries]
 
 
 def _check_same_structure(module: Module) -> None:
@@ -304,9 +380,9 @@ class DistributedDataParallel(Module):
         self.broadcast_buffers = bool(broadcast_buffers)
         self.require_backward_grad_sync = True
         self._reduce_next = False  # armed by a synchronised forward, for one backward
-        with no_grad():
+        with no_grad():  # the structure is checked: no check per tensor
             for t in list(module.parameters()) + list(module.buffers()):
-                broadcast(t)
+                _broadcast(_array(t, "DistributedDataParallel"))
         params = [p for p in module.parameters() if p.requires_grad][::-1]
         self._buckets = _make_buckets(params, bucket_cap_mb * 2**20)
         self._place = {}  # parameter -> (bucket, position in it)
@@ -323,7 +399,7 @@ class DistributedDataParallel(Module):
         if self.broadcast_buffers and world_size() > 1:
             with no_grad():
                 for b in self.module.buffers():
-                    broadcast(b)
+                    _broadcast(_array(b, "DistributedDataParallel"))
         return self.module(*args, **kwargs)
 
     @contextmanager

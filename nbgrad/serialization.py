@@ -3,8 +3,14 @@
 The file is an ``.npz`` archive (``numpy.savez``, readable with ``allow_pickle=False``):
 
 * ``__nbgrad__``: a uint8 array holding the UTF-8 (in fact ASCII) JSON document
-  ``{"format": "nbgrad-checkpoint", "version": 1, "tree": NODE}``;
-* ``a0``, ``a1``, ...: the arrays the tree refers to.
+  ``{"format": "nbgrad-checkpoint", "version": 1, "tree": NODE, "arrays": SCHEMA}``;
+* ``a0``, ``a1``, ...: the arrays the tree refers to, each C-ordered.
+
+SCHEMA is ``{"a0": {"dtype": "<f4", "shape": [3, 4], "crc32": 305419896}, ...}``: every
+array entry's npy dtype string, shape and the CRC-32 of its data bytes. The archive holds
+exactly the header and the entries the schema lists, and the tree refers to each of them.
+(Files written before the schema existed have no ``"arrays"``: their members are read
+with the same checks, without the schema's.)
 
 A NODE is ``null``, ``true``/``false``, a JSON string (a Python str), a JSON array (a
 list of NODEs), or an object with one key, the tag:
@@ -20,13 +26,23 @@ list of NODEs), or an object with one key, the tag:
 * ``{"array": "a0"}``, ``{"tensor": "a0"}`` (an nbgrad Tensor; requires_grad is not
   stored), ``{"scalar": "a0"}`` (a numpy scalar, stored as a 0-d array): references to
   array entries. Objects that held the same ndarray when saved share one loaded array.
+
+Reading trusts nothing: every member goes through one npy reader that checks the zip
+entry, the npy header, the dtype (``ALLOWED_DTYPES``: no object, structured or
+platform-dependent dtypes) and that the shape's byte count is the member's before
+anything is allocated, so no allocation exceeds the file's size; then the decoded arrays
+must match the schema and the tree.
 """
 
 from __future__ import annotations
 
+import ast
+import errno
 import json
 import os
+import re
 import secrets
+import stat
 import struct
 import zipfile
 import zlib
@@ -46,13 +62,22 @@ FileLike = str | os.PathLike | IO[bytes]
 _KEY_TYPES = (str, int, bool, float, type(None))
 _CONTAINERS = (list, tuple, dict, OrderedDict)
 
+#: dtype kind -> the item sizes a checkpoint may hold (None: any, for bytes and str).
+#: No object arrays (pickle), structured or sub-array dtypes, datetimes, or float128
+#: (whose layout depends on the platform).
+ALLOWED_DTYPES: dict[str, tuple[int, ...] | None] = {
+    "b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16),
+    "S": None, "U": None}
+
 
 class CheckpointError(ValueError):
-    """A file that is not an nbgrad checkpoint, or a corrupt or truncated one."""
+    """A file that is not an nbgrad checkpoint, or a corrupt, truncated or crafted one:
+    what every failed ``load`` raises (``CheckpointVersionError`` included)."""
 
 
-class CheckpointVersionError(RuntimeError):
-    """A checkpoint in a format version newer than this nbgrad reads."""
+class CheckpointVersionError(CheckpointError, RuntimeError):
+    """A checkpoint in a format version newer than this nbgrad reads (a RuntimeError, as
+    before ``CheckpointError`` covered it, and a CheckpointError)."""
 
 
 def save(obj: Any, f: FileLike) -> None:
@@ -63,11 +88,13 @@ def save(obj: Any, f: FileLike) -> None:
     ``int``/``float``/``bool``/``str``/``None``. Anything else is a TypeError naming
     where it is (``obj['layers'][2]``), raised before anything is written. A path is
     written atomically: to a temporary file in the same directory, flushed to disk,
-    then renamed over ``f``, so ``f`` holds either the old or the new checkpoint.
+    then renamed over ``f`` (and the directory flushed), so ``f`` holds either the old or
+    the new checkpoint. Overwriting keeps the file's permission bits, and a symlink ``f``
+    stays a link: its target is written, as ``torch.save`` does.
     """
     entries = _Encoder().encode(obj)
     if isinstance(f, str | os.PathLike):
-        _write_atomically(os.fspath(f), entries)
+        _write_path(os.fspath(f), entries)
     else:
         np.savez(f, **entries)
 
@@ -75,10 +102,13 @@ def save(obj: Any, f: FileLike) -> None:
 def load(f: FileLike) -> Any:
     """The object saved in ``f`` (a path or a readable, seekable binary file object).
 
-    Arrays are read with ``allow_pickle=False``, so loading never runs pickled code.
-    A file that is not an nbgrad checkpoint, or is corrupt or truncated, raises
-    ``CheckpointError`` (a ValueError) naming the file; a checkpoint written in a newer
-    format version raises ``CheckpointVersionError`` (a RuntimeError).
+    Loading never runs pickled code and never trusts the file: a file that is not an
+    nbgrad checkpoint, or is corrupt, truncated or crafted (a member that is not npy, an
+    object or other dtype outside ``ALLOWED_DTYPES``, a shape the member's bytes do not
+    hold, arrays that differ from the header's schema, members of other names) raises
+    ``CheckpointError`` (a ValueError) naming the file, the entry and the problem, before
+    allocating more than the file's size; a checkpoint written in a newer format version
+    raises ``CheckpointVersionError`` (a CheckpointError and a RuntimeError).
     """
     if isinstance(f, str | os.PathLike):
         with open(f, "rb") as file:
@@ -98,7 +128,9 @@ class _Encoder:
     def encode(self, obj: Any) -> dict[str, np.ndarray]:
         """The npz entries, header first."""
         tree = self.node(obj, ())
-        header = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree},
+        schema = {name: _schema_of(array) for name, array in self.entries.items()}
+        header = json.dumps({"format": FORMAT, "version": VERSION, "tree": tree,
+                             "arrays": schema},
                             ensure_ascii=True, allow_nan=False, separators=(",", ":"))
         return {HEADER_ENTRY: np.frombuffer(header.encode("ascii"), np.uint8),
                 **self.entries}
@@ -146,23 +178,51 @@ class _Encoder:
         return self.node(key, path)
 
     def _array_entry(self, array: np.ndarray, path: tuple) -> str:
-        if array.dtype.hasobject:
-            raise TypeError(f"save: cannot save {_place(path)}: numpy stores arrays of "
-                            f"dtype {array.dtype} only with pickle")
+        _check_savable(array.dtype, "arrays", path)
         if id(array) not in self._entry_of:
             self._entry_of[id(array)] = self._add_entry(array)
         return self._entry_of[id(array)]
 
     def _scalar_entry(self, scalar: np.generic, path: tuple) -> str:
-        if scalar.dtype.hasobject:
-            raise TypeError(f"save: cannot save {_place(path)}: numpy stores scalars of "
-                            f"dtype {scalar.dtype} only with pickle")
-        return self._add_entry(np.asarray(scalar))
+        array = np.asarray(scalar)  # np.str_('') is <U0; as an array, <U1
+        _check_savable(array.dtype, "scalars", path)
+        return self._add_entry(array)
 
     def _add_entry(self, array: np.ndarray) -> str:
         name = f"a{len(self.entries)}"
-        self.entries[name] = array
+        # C order, as the schema says (np.ascontiguousarray would make a 0-d array 1-d)
+        self.entries[name] = array if array.flags.c_contiguous else array.copy(order="C")
         return name
+
+
+def _check_savable(dtype: np.dtype, what: str, path: tuple) -> None:
+    """A TypeError unless ``load`` reads ``dtype`` back (``ALLOWED_DTYPES``)."""
+    if dtype.hasobject:
+        raise TypeError(f"save: cannot save {_place(path)}: numpy stores {what} of "
+                        f"dtype {dtype} only with pickle")
+    if not _allowed(dtype):
+        raise TypeError(f"save: cannot save {_place(path)}: {what} of dtype {dtype} are not "
+                        "stored (bool, integer, float16/32/64, complex64/128, bytes and str "
+                        "are)")
+
+
+def _allowed(dtype: np.dtype) -> bool:
+    """Whether ``dtype`` is in ``ALLOWED_DTYPES`` (a plain dtype, not structured)."""
+    if dtype.names is not None or dtype.subdtype is not None or dtype.kind not in ALLOWED_DTYPES:
+        return False
+    sizes = ALLOWED_DTYPES[dtype.kind]
+    return dtype.itemsize > 0 if sizes is None else dtype.itemsize in sizes
+
+
+def _data_bytes(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous ``array`` as a flat uint8 view (no copy)."""
+    return array.reshape(-1).view(np.uint8)
+
+
+def _schema_of(array: np.ndarray) -> dict:
+    """What the header records of an entry: npy dtype string, shape, CRC-32 of the data."""
+    return {"dtype": array.dtype.str, "shape": list(array.shape),
+            "crc32": zlib.crc32(_data_bytes(array))}
 
 
 def _place(path: tuple) -> str:
@@ -183,11 +243,29 @@ def _float_text(x: float) -> str:
     return repr(x)
 
 
-def _write_atomically(path: str, entries: dict[str, np.ndarray]) -> None:
-    """``entries`` as an npz at ``path``: written to a new file beside it, flushed to
-    disk, then renamed over ``path`` (``os.replace`` is atomic), so a crash or an error
-    leaves the previous file under ``path`` intact. The temporary file is removed on
-    error."""
+def _write_path(path: str, entries: dict[str, np.ndarray]) -> None:
+    """``entries`` as an npz at ``path``, keeping what the user set (as ``torch.save``,
+    which truncates and rewrites the file in place): a symlink is followed and its target
+    written, and an existing file keeps its permission bits. A path that is not a regular
+    file (``/dev/null``, a FIFO) is written in place, never replaced."""
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(target, "wb") as file:
+            np.savez(file, **entries)
+        return
+    _write_atomically(target, entries, None if mode is None else stat.S_IMODE(mode))
+
+
+def _write_atomically(path: str, entries: dict[str, np.ndarray], mode: int | None) -> None:
+    """``entries`` as an npz at ``path``: written to a new file beside it (with the
+    permission bits ``mode``, when given), fsynced, renamed over ``path`` (``os.replace``
+    is atomic), then the directory fsynced so that the rename itself is on disk. A crash
+    or an error leaves the previous file under ``path`` intact; the temporary file is
+    removed on error."""
     directory, name = os.path.split(os.path.abspath(path))
     temporary = os.path.join(directory, f".{name}.{secrets.token_hex(8)}.tmp")
     # Created with 0o666 (less the umask) as open() would; O_EXCL: never another's file.
@@ -195,6 +273,8 @@ def _write_atomically(path: str, entries: dict[str, np.ndarray]) -> None:
                  0o666)
     try:
         with os.fdopen(fd, "wb") as file:
+            if mode is not None:
+                os.chmod(temporary, mode)  # before any data is written
             np.savez(file, **entries)
             file.flush()
             os.fsync(file.fileno())
@@ -203,40 +283,279 @@ def _write_atomically(path: str, entries: dict[str, np.ndarray]) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+    _fsync_directory(directory)
+
+
+def _fsync_directory(directory: str) -> None:
+    """fsync ``directory``, which makes a rename in it durable (POSIX); a no-op on Windows,
+    for a directory this process may write but not open (mode -wx), and on file systems
+    that do not support fsync of a directory."""
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except PermissionError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError as e:
+        if e.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(fd)
 
 
 # -- reading --------------------------------------------------------------------------------
-# What reading a damaged archive raises, from zipfile (RuntimeError: a member flagged as
-# encrypted), zlib, numpy's npy reader and json.
+# What reading a damaged archive raises from zipfile (RuntimeError: a member flagged as
+# encrypted), zlib and json; the checks below name most damage before these are reached.
 _READ_ERRORS = (ValueError, KeyError, EOFError, OSError, RuntimeError, zipfile.BadZipFile,
-                zlib.error, NotImplementedError, struct.error)
+                zlib.error, NotImplementedError, struct.error, OverflowError, IndexError)
+_MEMBER_NAME = re.compile(r"(?:__nbgrad__|a(?:0|[1-9][0-9]*))\.npy")
+_NPY_MAGIC = b"\x93NUMPY"
+_NPY_LENGTH_FIELD = {(1, 0): "<H", (2, 0): "<I", (3, 0): "<I"}  # npy version -> its format
+_NPY_MAX_HEADER = 10000  # bytes of an npy header dict (numpy's own limit)
+_NPY_KEYS = {"descr", "fortran_order", "shape"}
+_CHUNK = 1 << 24  # bytes read at a time into an allocated array
 
 
 def _read(file: IO[bytes], source: str) -> Any:
     start = file.tell()
     magic = file.read(len(ZIP_MAGIC))
+    size = file.seek(0, os.SEEK_END) - start
     file.seek(start)
     if magic != ZIP_MAGIC:
         raise CheckpointError(f"load: {source} is not an nbgrad checkpoint (not an npz "
                               "archive)")
     try:
-        with np.load(file, allow_pickle=False) as archive:
-            return _Decoder(archive, source).decode()
-    except (CheckpointError, CheckpointVersionError):
+        with zipfile.ZipFile(file) as archive:
+            return _Reader(archive, size, source).load()
+    except CheckpointError:
         raise
+    except RecursionError as e:
+        raise CheckpointError(f"load: {source} is corrupt: its header is nested too "
+                              "deeply") from e
     except _READ_ERRORS as e:
         raise CheckpointError(f"load: {source} is corrupt or truncated: "
                               f"{type(e).__name__}: {e}") from e
 
 
+class _Reader:
+    """Reads a checkpoint's zip archive, checking every member before trusting it: the zip
+    entry, the npy header, the dtype, the size, and the header's schema."""
+
+    def __init__(self, archive: zipfile.ZipFile, size: int, source: str):
+        self.archive = archive
+        self.size = size  # bytes of the file from the archive's start: a bound on members
+        self.source = source
+
+    def fail(self, problem: str, entry: str | None = None) -> CheckpointError:
+        """The error for a damaged file; ``entry``: the member at fault."""
+        place = f"the entry {entry!r} " if entry is not None else ""
+        return CheckpointError(f"load: {self.source} is corrupt: {place}{problem}")
+
+    def load(self) -> Any:
+        members = self.members()
+        header = self.header(members.pop(HEADER_ENTRY))
+        version = header.get("version")
+        if type(version) is not int or version < 1:
+            raise self.fail(f"the format version is {version!r}")
+        if version > VERSION:
+            raise CheckpointVersionError(
+                f"load: {self.source} is a checkpoint of format version {version}, written "
+                f"by a newer nbgrad; this one reads versions up to {VERSION}")
+        schema = self.schema(header, members)
+        arrays = {name: self.entry(info, name, schema) for name, info in members.items()}
+        decoder = _Decoder(arrays, self.source)
+        obj = decoder.node(header["tree"], ())
+        unused = sorted(set(arrays) - decoder.used)
+        if unused:
+            raise self.fail(f"the entries {', '.join(unused)} are not in the tree")
+        return obj
+
+    # -- the zip archive -----------------------------------------------------------------
+    def members(self) -> dict[str, zipfile.ZipInfo]:
+        """{entry name: zip entry}, after checking names, flags, compression and sizes."""
+        infos = self.archive.infolist()
+        names = [info.filename for info in infos]
+        if f"{HEADER_ENTRY}.npy" not in names:
+            raise CheckpointError(f"load: {self.source} is not an nbgrad checkpoint (an "
+                                  f"npz archive without the {HEADER_ENTRY} entry)")
+        total, seen = 0, set()
+        for info in infos:
+            self.check_member(info, info.filename in seen)
+            seen.add(info.filename)
+            total += info.compress_size
+        if total > self.size:
+            raise self.fail(f"its members claim {total} bytes, more than the file's "
+                            f"{self.size}")
+        return {info.filename[:-len(".npy")]: info for info in infos}
+
+    def check_member(self, info: zipfile.ZipInfo, repeated: bool) -> None:
+        """A member must have an entry's name (no paths), appear once, and be stored
+        unencrypted and uncompressed within the file's size."""
+        name = info.filename
+        if not _MEMBER_NAME.fullmatch(name):
+            raise self.fail(f"the archive holds the member {name[:80]!r}, which is not an "
+                            "nbgrad entry (__nbgrad__.npy, a0.npy, a1.npy, ...)")
+        entry = name[:-len(".npy")]
+        if repeated:
+            raise self.fail("appears more than once in the archive", entry)
+        if info.flag_bits & 0x1:
+            raise self.fail("is encrypted", entry)
+        if info.compress_type != zipfile.ZIP_STORED:
+            raise self.fail(f"is compressed (method {info.compress_type}); nbgrad stores "
+                            "its entries uncompressed", entry)
+        if info.file_size != info.compress_size or info.file_size > self.size:
+            raise self.fail(f"claims {info.file_size} bytes ({info.compress_size} stored) "
+                            f"in a file of {self.size}", entry)
+
+    # -- the header ------------------------------------------------------------------------
+    def header(self, info: zipfile.ZipInfo) -> dict:
+        raw = self.entry(info, HEADER_ENTRY, None)
+        if raw.dtype != np.uint8 or raw.ndim != 1:
+            raise self.fail(f"the header is a {raw.dtype} array of shape {raw.shape}")
+        header = json.loads(raw.tobytes().decode("utf-8"))
+        if not isinstance(header, dict):
+            raise self.fail("the header is not a JSON object")
+        if header.get("format") != FORMAT or "tree" not in header:
+            raise CheckpointError(f"load: {self.source} is not an nbgrad checkpoint (its "
+                                  f"header has no format {FORMAT!r} and tree)")
+        return header
+
+    def schema(self, header: dict, members: dict) -> dict[str, tuple[str, tuple, int]] | None:
+        """{entry: (dtype string, shape, crc32)} from the header's ``arrays``, checked
+        against the archive's members; None for a file written before the schema."""
+        if "arrays" not in header:
+            return None
+        listed = header["arrays"]
+        if not isinstance(listed, dict):
+            raise self.fail("the header's arrays is not a JSON object")
+        extra, absent = sorted(set(members) - set(listed)), sorted(set(listed) - set(members))
+        if extra or absent:
+            raise self.fail("the archive's entries differ from its header's: "
+                            + "; ".join(f"{what}: {', '.join(names)[:200]}" for what, names in
+                                        (("not listed", extra), ("missing", absent)) if names))
+        return {name: self.schema_entry(name, value) for name, value in listed.items()}
+
+    def schema_entry(self, name: str, value: Any) -> tuple[str, tuple, int]:
+        if isinstance(value, dict) and set(value) == {"dtype", "shape", "crc32"}:
+            dtype, shape, crc = value["dtype"], value["shape"], value["crc32"]
+            if (isinstance(dtype, str) and isinstance(shape, list)
+                    and all(type(d) is int for d in shape)
+                    and type(crc) is int and 0 <= crc < 2**32):
+                return dtype, tuple(shape), crc
+        raise self.fail(f"has the schema {str(value)[:80]} in the header (expected "
+                        "dtype, shape and crc32)", name)
+
+    # -- the one npy reader ----------------------------------------------------------------
+    def entry(self, info: zipfile.ZipInfo, name: str,
+              schema: dict[str, tuple[str, tuple, int]] | None) -> np.ndarray:
+        """The array in member ``info`` (entry ``name``), read through its npy header and
+        checked against the schema: nothing is allocated before the header's shape and
+        dtype are found to need exactly the member's bytes."""
+        with self.archive.open(info) as stream:
+            dtype, shape, fortran, offset = self.npy_header(stream, info.file_size, name)
+            count = 1
+            for d in shape:
+                count *= d
+            needed = count * dtype.itemsize
+            if needed != info.file_size - offset:
+                raise self.fail(f"has the shape {shape[:8]} of {dtype.str}, which needs "
+                                f"{needed} bytes, but holds {info.file_size - offset}", name)
+            if schema is not None:
+                self.check_schema(name, schema[name], dtype, shape, fortran)
+            array = np.empty(count, dtype)
+            crc = self.read_data(stream, _data_bytes(array), name)
+        if schema is not None and crc != schema[name][2]:
+            raise self.fail(f"has data of CRC-32 {crc:#010x}, not the header's "
+                            f"{schema[name][2]:#010x} (altered or swapped)", name)
+        return array.reshape(shape[::-1]).T if fortran else array.reshape(shape)
+
+    def npy_header(self, stream: IO[bytes], size: int, name: str
+                   ) -> tuple[np.dtype, tuple[int, ...], bool, int]:
+        """(dtype, shape, fortran_order, bytes before the data) of an npy member."""
+        prefix = self.read_exactly(stream, len(_NPY_MAGIC) + 2, name)
+        if prefix[:len(_NPY_MAGIC)] != _NPY_MAGIC:
+            raise self.fail("is not an npy array (no npy magic)", name)
+        version = (prefix[-2], prefix[-1])
+        if version not in _NPY_LENGTH_FIELD:
+            raise self.fail(f"has the unknown npy version {version}", name)
+        field = _NPY_LENGTH_FIELD[version]
+        length = struct.unpack(field, self.read_exactly(stream, struct.calcsize(field), name))[0]
+        offset = len(prefix) + struct.calcsize(field) + length
+        if length > _NPY_MAX_HEADER or offset > size:
+            raise self.fail(f"has an npy header of {length} bytes in a member of {size}", name)
+        text = self.read_exactly(stream, length, name).decode(
+            "utf-8" if version == (3, 0) else "latin-1")
+        dtype, shape, fortran = self.npy_fields(text, name)
+        return dtype, shape, fortran, offset
+
+    def npy_fields(self, text: str, name: str) -> tuple[np.dtype, tuple[int, ...], bool]:
+        """The checked ``descr``, ``shape`` and ``fortran_order`` of an npy header dict."""
+        try:
+            fields = ast.literal_eval(text)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            fields = None
+        if not (isinstance(fields, dict) and set(fields) == _NPY_KEYS):
+            raise self.fail(f"has the npy header {text[:80]!r}, not a dict of "
+                            f"{sorted(_NPY_KEYS)}", name)
+        descr, shape, fortran = fields["descr"], fields["shape"], fields["fortran_order"]
+        if not (isinstance(shape, tuple) and all(type(d) is int and d >= 0 for d in shape)):
+            raise self.fail(f"has the npy shape {str(shape)[:80]}", name)
+        if type(fortran) is not bool:
+            raise self.fail(f"has the npy fortran_order {str(fortran)[:80]}", name)
+        return self.npy_dtype(descr, name), shape, fortran
+
+    def npy_dtype(self, descr: Any, name: str) -> np.dtype:
+        """The dtype an npy ``descr`` names, if ``ALLOWED_DTYPES`` has it."""
+        dtype = None
+        if isinstance(descr, str):
+            try:
+                dtype = np.dtype(descr)
+            except (TypeError, ValueError, SyntaxError):
+                dtype = None
+        if dtype is None or dtype.str != descr or not _allowed(dtype):
+            raise self.fail(f"has the dtype {str(descr)[:80]}, which a checkpoint does not "
+                            "hold (no object arrays: they need pickle; bool, integer, "
+                            "float16/32/64, complex64/128, bytes and str are allowed)", name)
+        return dtype
+
+    def check_schema(self, name: str, expected: tuple[str, tuple, int], dtype: np.dtype,
+                     shape: tuple[int, ...], fortran: bool) -> None:
+        found = (dtype.str, shape)
+        if found != expected[:2] or fortran:
+            order = " in Fortran order" if fortran else ""
+            raise self.fail(f"is {dtype.str} of shape {shape[:8]}{order}; the header says "
+                            f"{expected[0]} of shape {expected[1][:8]}", name)
+
+    def read_data(self, stream: IO[bytes], out: np.ndarray, name: str) -> int:
+        """Fill the uint8 array ``out`` from ``stream`` in chunks; the CRC-32 of the data.
+        zipfile checks the member's own CRC when the last byte is read."""
+        crc, position = 0, 0
+        while position < out.size:
+            chunk = self.read_exactly(stream, min(_CHUNK, out.size - position), name)
+            out[position:position + len(chunk)] = np.frombuffer(chunk, np.uint8)
+            crc = zlib.crc32(chunk, crc)
+            position += len(chunk)
+        if stream.read(1):
+            raise self.fail("holds bytes after its data", name)
+        return crc
+
+    def read_exactly(self, stream: IO[bytes], n: int, name: str) -> bytes:
+        data = stream.read(n)
+        if len(data) != n:
+            raise self.fail(f"is truncated ({len(data)} of {n} bytes read)", name)
+        return data
+
+
 class _Decoder:
-    """Rebuilds the object tree from the header's JSON tree and the archive's arrays,
+    """Rebuilds the object tree from the header's JSON tree and the checked arrays,
     checking every node, so a damaged file is an error, never a partial result."""
 
-    def __init__(self, archive: Any, source: str):
-        self.archive = archive
+    def __init__(self, arrays: dict[str, np.ndarray], source: str):
+        self.arrays = arrays  # entry name -> loaded array (shared by its references)
         self.source = source
-        self._arrays: dict[str, np.ndarray] = {}  # entry name -> loaded array (shared)
+        self.used: set[str] = set()  # the entries the tree refers to
         self._tags = {"int": self._int, "float": self._float, "tuple": self._tuple,
                       "dict": self._dict, "ordered_dict": self._ordered_dict,
                       "array": self._array, "tensor": self._tensor, "scalar": self._scalar}
@@ -245,32 +564,6 @@ class _Decoder:
         """The error for a damaged file; ``path``: the node at fault."""
         place = f"{_place(path)} " if path is not None else ""
         return CheckpointError(f"load: {self.source} is corrupt: {place}{problem}")
-
-    def decode(self) -> Any:
-        header = self._header()
-        if header.get("format") != FORMAT or "tree" not in header:
-            raise CheckpointError(f"load: {self.source} is not an nbgrad checkpoint (its "
-                                  f"header has no format {FORMAT!r} and tree)")
-        version = header.get("version")
-        if type(version) is not int or version < 1:
-            raise self.fail(f"the format version is {version!r}")
-        if version > VERSION:
-            raise CheckpointVersionError(
-                f"load: {self.source} is a checkpoint of format version {version}, written "
-                f"by a newer nbgrad; this one reads versions up to {VERSION}")
-        return self.node(header["tree"], ())
-
-    def _header(self) -> dict:
-        if HEADER_ENTRY not in self.archive.files:
-            raise CheckpointError(f"load: {self.source} is not an nbgrad checkpoint (an "
-                                  f"npz archive without the {HEADER_ENTRY} entry)")
-        raw = self.archive[HEADER_ENTRY]
-        if raw.dtype != np.uint8 or raw.ndim != 1:
-            raise self.fail(f"the header is a {raw.dtype} array of shape {raw.shape}")
-        header = json.loads(raw.tobytes().decode("utf-8"))
-        if not isinstance(header, dict):
-            raise self.fail("the header is not a JSON object")
-        return header
 
     def node(self, node: Any, path: tuple) -> Any:
         if node is None or isinstance(node, bool | str):
@@ -290,12 +583,21 @@ class _Decoder:
         return value
 
     def _int(self, value: Any, path: tuple) -> int:
-        return int(self._text(value, path), 16)
+        text = self._text(value, path)
+        x = int(text, 16)
+        if hex(x) != text:  # only what save writes: no spaces, underscores or capitals
+            raise self.fail(f"holds the int {text[:80]!r}, not as save writes it", path)
+        return x
 
     def _float(self, value: Any, path: tuple) -> float:
         text = self._text(value, path)
         if not text.startswith("nan:"):
-            return float(text)
+            x = float(text)
+            if x != x or repr(x) != text:  # a NaN is "nan:" and its bits
+                raise self.fail(f"holds the float {text[:80]!r}, not as save writes it", path)
+            return x
+        if not re.fullmatch("[0-9a-f]{16}", text[4:]):
+            raise self.fail(f"holds the NaN {text[:80]!r}, not 16 hex digits", path)
         x = struct.unpack(">d", bytes.fromhex(text[4:]))[0]
         if x == x:
             raise self.fail(f"is {text!r}, a NaN with the bits of a number", path)
@@ -319,6 +621,8 @@ class _Decoder:
             key = self.node(pair[0], path)
             if type(key) not in _KEY_TYPES:
                 raise self.fail(f"has a key of type {type(key).__name__}", path)
+            if key in out:
+                raise self.fail(f"has the key {_short_repr(key)[:80]} twice", path)
             out[key] = self.node(pair[1], path + (key,))
         return out
 
@@ -327,11 +631,10 @@ class _Decoder:
 
     def _array(self, value: Any, path: tuple) -> np.ndarray:
         name = self._text(value, path)
-        if name == HEADER_ENTRY or name not in self.archive.files:
-            raise self.fail(f"refers to the missing array entry {name!r}", path)
-        if name not in self._arrays:
-            self._arrays[name] = self.archive[name]
-        return self._arrays[name]
+        if name not in self.arrays:
+            raise self.fail(f"refers to the missing array entry {name[:80]!r}", path)
+        self.used.add(name)
+        return self.arrays[name]
 
     def _tensor(self, value: Any, path: tuple) -> Tensor:
         array = self._array(value, path)

@@ -389,7 +389,7 @@ def test_bad_input_raises_naming_op_and_shapes():
     for name in ["tanh", "sigmoid", "relu", "gelu", "silu", "softmax", "clamp"]:
         args = (ints, 0.0) if name == "clamp" else (ints,)
         with pytest.raises(TypeError, match=rf"{name}: x must be float32 or float64, got "
-                                            r"int64 \(shape \(2, 3\)\)"):
+                                            r"nbgrad.int64 \(shape \(2, 3\)\)"):
             getattr(nb, name)(*args)
     x = nb.tensor(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="gelu: approximate must be 'none' or 'tanh', got 'erf'"):
@@ -413,7 +413,8 @@ def test_bad_input_raises_naming_op_and_shapes():
     with pytest.raises(TypeError, match="leaky_relu: negative_slope must be a real number"):
         nb.leaky_relu(x, None)
     lo64 = nb.tensor(np.zeros(3), requires_grad=True)
-    with pytest.raises(TypeError, match="clamp: min is float64 but x is float32"):
+    with pytest.raises(TypeError,
+                       match="clamp: min is nbgrad.float64 but x is nbgrad.float32"):
         nb.clamp(nb.tensor(np.zeros(3, np.float32)), lo64)
 
 
@@ -848,3 +849,71 @@ def test_log_softmax_keeps_the_log_sum_next_to_huge_values():
     for dtype in (np.float32, np.float64):
         y = nb.log_softmax(nb.tensor(np.array([1e30, 1e30, -1e30], dtype)))
         np.testing.assert_allclose(y.numpy(), [-np.log(2), -np.log(2), -2e30], rtol=1e-6)
+
+
+# -- clamp at infinite and NaN bounds: PyTorch's clamp / clamp_min / clamp_max rules ------------
+_CLAMP_X = [-np.inf, -2.0, -0.0, 0.0, 1.0, np.inf, np.nan]
+_CLAMP_BOUNDS = [-np.inf, -1.0, 0.0, 1.0, np.inf, np.nan]
+
+
+def _clamp_grid(which):
+    """x against every bound value (and, for both bounds, every pair), flattened."""
+    if which == "both":
+        x, lo, hi = np.meshgrid(_CLAMP_X, _CLAMP_BOUNDS, _CLAMP_BOUNDS, indexing="ij")
+        return x.ravel(), lo.ravel(), hi.ravel()
+    x, b = (a.ravel() for a in np.meshgrid(_CLAMP_X, _CLAMP_BOUNDS, indexing="ij"))
+    return (x, b, None) if which == "min" else (x, None, b)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("which", ["min", "max", "both"])
+def test_pytorch_oracle_clamp_tensor_bounds_at_inf_and_nan(which, dtype):
+    """Values and the gradients of x, min and max; with one bound PyTorch uses
+    clamp_min's (clamp_max's) rule, so a min of +inf gets the gradient where x < min."""
+    torch = pytest.importorskip("torch")
+    arrays = [None if a is None else a.astype(dtype) for a in _clamp_grid(which)]
+    g = np.linspace(0.5, 2.0, arrays[0].size).astype(dtype)
+    ts = [None if a is None else torch.tensor(a, requires_grad=True) for a in arrays]
+    ty = torch.clamp(ts[0], min=ts[1], max=ts[2])
+    ty.backward(torch.tensor(g))
+    ns = [None if a is None else nb.tensor(a, requires_grad=True) for a in arrays]
+    y = nb.clamp(ns[0], min=ns[1], max=ns[2])
+    y.backward(nb.tensor(g))
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    for name, a, b in zip(["x", "min", "max"], ns, ts):
+        if a is not None:
+            np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy(), err_msg=name)
+    # the second-order path (create_graph) splits g the same way
+    grads = nb.grad(nb.clamp(ns[0], min=ns[1], max=ns[2]), [a for a in ns if a is not None],
+                    grad_outputs=nb.tensor(g), create_graph=True)
+    for got, b in zip(grads, [b for b in ts if b is not None]):
+        np.testing.assert_array_equal(got.numpy(), b.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bounds", [dict(min=b) for b in _CLAMP_BOUNDS]
+                         + [dict(max=b) for b in _CLAMP_BOUNDS]
+                         + [dict(min=-np.inf, max=np.inf), dict(min=np.inf, max=-np.inf),
+                            dict(min=np.nan, max=np.inf), dict(min=1.0, max=-1.0)])
+def test_pytorch_oracle_clamp_number_bounds_at_inf_and_nan(bounds, dtype):
+    torch = pytest.importorskip("torch")
+    x = np.array(_CLAMP_X, dtype)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.clamp(tx, **bounds)
+    ty.sum().backward()
+    nx = nb.tensor(x, requires_grad=True)
+    y = nb.clamp(nx, **bounds)
+    y.sum().backward()
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    np.testing.assert_array_equal(nx.grad.numpy(), tx.grad.numpy())
+
+
+def test_clamp_min_of_plus_inf_passes_the_gradient_to_min():
+    """The issue's case, without torch: clamp_min(x, m) = m where x < m, so dm = 1."""
+    x = nb.tensor([0.0], requires_grad=True)
+    m = nb.tensor([np.inf], requires_grad=True)
+    gx, gm = nb.grad(nb.clamp(x, min=m), [x, m])
+    assert gx.numpy().tolist() == [0.0] and gm.numpy().tolist() == [1.0]
+    h = nb.tensor([-np.inf], requires_grad=True)  # clamp_max(x, -inf) = -inf: dh = 1
+    gx, gh = nb.grad(nb.clamp(x, max=h), [x, h])
+    assert gx.numpy().tolist() == [0.0] and gh.numpy().tolist() == [1.0]

@@ -32,12 +32,12 @@ needs_mpi = pytest.mark.skipif(not _mpi_available(),
                                reason="the mpi extra (mpi4py, mpiexec) is not installed")
 
 
-def run(args: list[str], ranks: int | None = 2, limit: float = 300.0
-        ) -> subprocess.CompletedProcess:
+def run(args: list[str], ranks: int | None = 2, limit: float = 300.0,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``args`` under ``mpiexec -n ranks`` (alone when ranks is None), one Numba thread
-    per rank; the job and its ranks are killed after ``limit`` seconds (generous: a cold
-    Numba cache compiles the kernels first)."""
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    per rank, with ``env`` added to the environment; the job and its ranks are killed
+    after ``limit`` seconds (generous: a cold Numba cache compiles the kernels first)."""
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", **(env or {}))
     launcher = [] if ranks is None else [shutil.which("mpiexec"), "-n", str(ranks)]
     command = launcher + [sys.executable, *args]
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -52,8 +52,9 @@ def run(args: list[str], ranks: int | None = 2, limit: float = 300.0
     return subprocess.CompletedProcess(command, job.returncode, out, err)
 
 
-def worker(mode: str, *args: str, ranks: int | None = 2) -> subprocess.CompletedProcess:
-    return run([str(WORKER), mode, *args], ranks)
+def worker(mode: str, *args: str, ranks: int | None = 2,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return run([str(WORKER), mode, *args], ranks, env=env)
 
 
 # -- one process ------------------------------------------------------------------------
@@ -163,6 +164,29 @@ def test_different_models_on_the_ranks_fail_on_every_rank():
     message = "the model on rank 1 differs from rank 0's"
     assert "'weight (2, 4) float32', the other 'weight (3, 4) float32'" in result.stderr
     assert result.stderr.count(message) >= 1
+
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_mismatched_collectives_raise_on_every_rank(ranks):
+    """all_reduce of 4 against 5 elements, broadcast of 4 into 3, other dtypes, sources,
+    ops and collectives: a ValueError on every rank naming each rank's call; the ranks
+    stay in step (tests/distributed/worker.py, check_collectives)."""
+    result = worker("collectives", ranks=ranks)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert {f"rank {r} ok" for r in range(ranks)} <= set(lines)
+    others = "ranks 0, 1" if ranks == 3 else "rank 0"
+    assert (f"message: distributed.all_reduce: the ranks' calls differ ({others}: all_reduce "
+            f"of float64 (4,), op 'sum'; rank {ranks - 1}: all_reduce of float64 (5,), op "
+            "'sum'); every rank must call the same collective") in result.stdout
+
+
+@needs_mpi
+def test_the_collective_check_can_be_turned_off():
+    result = worker("unchecked", env={"NBGRAD_CHECK_COLLECTIVES": "0"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {"rank 0 ok", "rank 1 ok"} <= set(result.stdout.splitlines())
 
 
 @needs_mpi

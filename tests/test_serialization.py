@@ -6,7 +6,11 @@ import enum
 import io
 import json
 import os
+import re
+import stat
 import struct
+import zipfile
+import zlib
 from collections import OrderedDict
 
 import numpy as np
@@ -237,6 +241,7 @@ def test_newer_format_version_raises_runtime_error():
                                                      "nbgrad; this one reads versions up to 1"):
         load(_handmade(None, version=2))
     assert issubclass(CheckpointVersionError, RuntimeError)
+    assert issubclass(CheckpointVersionError, CheckpointError)  # every failed load is one
     with pytest.raises(CheckpointError, match="the format version is '1'"):
         load(_handmade(None, version="1"))
 
@@ -279,7 +284,8 @@ def test_a_pickled_object_array_is_refused_without_unpickling_it():
     trap = np.empty(1, dtype=object)
     trap[0] = _Trap()
     buffer = _handmade({"array": "a0"}, a0=trap)  # np.savez pickles the object array
-    with pytest.raises(CheckpointError, match="corrupt.*allow_pickle=False"):
+    with pytest.raises(CheckpointError, match=r"corrupt: the entry 'a0' has the dtype \|O, "
+                                              "which a checkpoint does not hold"):
         load(buffer)
     assert _unpickled == []
 
@@ -343,3 +349,236 @@ def test_a_cycle_is_refused():
         save(state, io.BytesIO())
     shared = [1]
     _assert_same([shared, shared], _round_trip([shared, shared]))  # shared, not cyclic
+
+
+# -- crafted archives: one reader checks every member ------------------------------------
+def _zip(*members):
+    """A stored zip of (name, bytes) members, with valid CRCs."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        for name, content in members:
+            archive.writestr(name, content)
+    buffer.seek(0)
+    return buffer
+
+
+def _npy_bytes(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def _npy_with_header(text, data=b""):
+    header = text.encode() + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + data
+
+
+def _header_npy(tree, **extra):
+    text = json.dumps({"format": "nbgrad-checkpoint", "version": 1, "tree": tree, **extra})
+    return _npy_bytes(np.frombuffer(text.encode(), np.uint8))
+
+
+def test_checkpoint_error_is_public_and_a_value_error():
+    assert nb.CheckpointError is CheckpointError and issubclass(CheckpointError, ValueError)
+    assert nb.CheckpointVersionError is CheckpointVersionError
+
+
+def test_an_array_member_without_npy_header_is_an_error_not_bytes():
+    buffer = _zip(("__nbgrad__.npy", _header_npy({"array": "a0"})), ("a0.npy", b"raw bytes"))
+    with pytest.raises(CheckpointError, match="BytesIO is corrupt: the entry 'a0' is not an "
+                                              "npy array"):
+        load(buffer)
+
+
+def test_a_header_member_that_is_not_npy_is_an_error():
+    with pytest.raises(CheckpointError, match="the entry '__nbgrad__' is not an npy array"):
+        load(_zip(("__nbgrad__.npy", b'{"format": "nbgrad-checkpoint"}')))
+
+
+@pytest.mark.parametrize("shape", ["(10000000000000,)", "(4294967296, 4294967296)",
+                                   "(100000,)"])
+def test_a_huge_shape_is_refused_before_allocating(tmp_path, shape):
+    member = _npy_with_header(f"{{'descr': '<f8', 'fortran_order': False, 'shape': {shape}, }}",
+                              b"\0" * 16)
+    path = tmp_path / "huge.ckpt"
+    path.write_bytes(_zip(("__nbgrad__.npy", _header_npy({"array": "a0"})),
+                          ("a0.npy", member)).getvalue())
+    with pytest.raises(CheckpointError, match=f"load: '{path}' is corrupt: the entry 'a0' has "
+                                              rf"the shape {re.escape(shape)} of <f8, which "
+                                              r"needs \d+ bytes, but holds 16"):
+        load(path)
+
+
+@pytest.mark.parametrize("descr, problem", [
+    ("'|O'", r"dtype \|O"), ("\"[('a', '<f8')]\"", "dtype"), ("'<M8[ns]'", r"dtype <M8\[ns\]"),
+    ("'|V8'", r"dtype \|V8"), ("'f8'", "dtype f8"), ("'(1000000000,)<f8'", "dtype"),
+])
+def test_dtypes_outside_the_allow_list_are_refused(descr, problem):
+    member = _npy_with_header(f"{{'descr': {descr}, 'fortran_order': False, 'shape': (1,), }}",
+                              b"\0" * 8)
+    buffer = _zip(("__nbgrad__.npy", _header_npy({"array": "a0"})), ("a0.npy", member))
+    with pytest.raises(CheckpointError, match=f"the entry 'a0' has the {problem}"):
+        load(buffer)
+
+
+@pytest.mark.parametrize("name", ["../a0.npy", "/tmp/a0.npy", "dir/a0.npy", "a0", "A0.npy",
+                                  "a01.npy", "__nbgrad__"])
+def test_members_with_other_names_are_refused(name):
+    buffer = _zip(("__nbgrad__.npy", _header_npy(None)), (name, _npy_bytes(np.zeros(1))))
+    with pytest.raises(CheckpointError, match=f"the archive holds the member "
+                                              f"{re.escape(repr(name))}, which is not an "
+                                              "nbgrad entry"):
+        load(buffer)
+
+
+def test_a_duplicate_or_compressed_member_is_refused():
+    member = _npy_bytes(np.zeros(2))
+    with pytest.warns(UserWarning, match="Duplicate name"):
+        buffer = _zip(("__nbgrad__.npy", _header_npy({"array": "a0"})), ("a0.npy", member),
+                      ("a0.npy", member))
+    with pytest.raises(CheckpointError, match="the entry 'a0' appears more than once"):
+        load(buffer)
+    compressed = io.BytesIO()
+    np.savez_compressed(compressed, __nbgrad__=np.frombuffer(b'{"format": "x"}', np.uint8))
+    compressed.seek(0)
+    with pytest.raises(CheckpointError, match="the entry '__nbgrad__' is compressed"):
+        load(compressed)
+
+
+def _schema(array):
+    return {"dtype": array.dtype.str, "shape": list(array.shape),
+            "crc32": zlib.crc32(array.tobytes())}
+
+
+_A0 = np.arange(2.0)
+
+
+@pytest.mark.parametrize("arrays, problem", [
+    ({"a0": {"dtype": "<f4", "shape": [2], "crc32": 0}},
+     r"the entry 'a0' is <f8 of shape \(2,\); the header says <f4 of shape \(2,\)"),
+    ({"a0": {"dtype": "<f8", "shape": [1, 2], "crc32": 0}},
+     r"the header says <f8 of shape \(1, 2\)"),
+    ({"a0": "x"}, "the entry 'a0' has the schema x in the header"),
+    ({"a0": {"dtype": "<f8", "shape": [2], "crc32": -1}}, "has the schema"),
+    ({}, "the archive's entries differ from its header's: not listed: a0"),
+    ({"a0": _schema(_A0), "a1": _schema(_A0)}, "differ from its header's: missing: a1"),
+    ([], "the header's arrays is not a JSON object"),
+])
+def test_arrays_that_differ_from_the_schema_are_refused(arrays, problem):
+    buffer = _zip(("__nbgrad__.npy", _header_npy({"array": "a0"}, arrays=arrays)),
+                  ("a0.npy", _npy_bytes(_A0)))
+    with pytest.raises(CheckpointError, match=problem):
+        load(buffer)
+
+
+def test_swapped_members_of_one_shape_are_refused_by_the_checksum():
+    data = io.BytesIO()
+    save({"a": np.zeros(3), "b": np.ones(3)}, data)
+    with zipfile.ZipFile(io.BytesIO(data.getvalue())) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    swapped = _zip(("__nbgrad__.npy", members["__nbgrad__.npy"]), ("a0.npy", members["a1.npy"]),
+                   ("a1.npy", members["a0.npy"]))
+    with pytest.raises(CheckpointError, match=r"the entry 'a0' has data of CRC-32 0x[0-9a-f]{8}, "
+                                              r"not the header's 0x[0-9a-f]{8} \(altered or "
+                                              "swapped\\)"):
+        load(swapped)
+
+
+def test_an_entry_the_tree_does_not_use_is_refused():
+    a0, a1 = np.zeros(1), np.ones(1)
+    buffer = _zip(("__nbgrad__.npy", _header_npy({"array": "a0"}, arrays={
+        "a0": _schema(a0), "a1": _schema(a1)})), ("a0.npy", _npy_bytes(a0)),
+        ("a1.npy", _npy_bytes(a1)))
+    with pytest.raises(CheckpointError, match="the entries a1 are not in the tree"):
+        load(buffer)
+
+
+@pytest.mark.parametrize("node, problem", [
+    ({"int": "0X1F"}, "holds the int '0X1F', not as save writes it"),
+    ({"int": "0x_1f"}, "holds the int"),
+    ({"float": "nan"}, "holds the float 'nan', not as save writes it"),
+    ({"float": " 1.5"}, "holds the float"),
+    ({"float": "nan:7ff8 00000000000"}, "not 16 hex digits"),
+    ({"dict": [["k", None], ["k", True]]}, "has the key 'k' twice"),
+])
+def test_leaves_must_be_written_as_save_writes_them(node, problem):
+    with pytest.raises(CheckpointError, match=problem):
+        load(_handmade(node))
+
+
+@pytest.mark.parametrize("value", [np.zeros(2, "M8[ns]"), np.zeros(2, [("a", "<f8")]),
+                                   np.zeros(2, np.longdouble), np.zeros(2, "V4")])
+def test_save_refuses_dtypes_load_would_refuse(value):
+    if value.dtype == np.float64:
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(TypeError, match=r"save: cannot save obj\['x'\]: (arrays of dtype .* "
+                                        "are not stored|numpy stores)"):
+        save({"x": value}, io.BytesIO())
+
+
+def test_fortran_ordered_arrays_round_trip_as_c_order():
+    a = np.asfortranarray(np.arange(6.0).reshape(2, 3))
+    back = _round_trip({"a": a, "t": nb.tensor(a)})
+    np.testing.assert_array_equal(back["a"], a)
+    assert back["a"].flags.c_contiguous
+
+
+def test_files_written_before_the_schema_still_load():
+    """A header without "arrays" (nbgrad before the schema): the members are still read
+    through the checked reader."""
+    buffer = _handmade({"tuple": [{"array": "a0"}, {"tensor": "a0"}]},
+                       a0=np.asfortranarray(np.arange(6.0).reshape(2, 3)))
+    a, t = load(buffer)
+    np.testing.assert_array_equal(a, np.arange(6.0).reshape(2, 3))
+    assert a is t.data
+
+
+# -- saving keeps what the user set --------------------------------------------------------
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permission bits")
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444])
+def test_overwriting_keeps_the_file_mode(tmp_path, mode):
+    path = tmp_path / "ckpt"
+    save({"epoch": 1}, path)
+    os.chmod(path, mode)
+    save({"epoch": 2}, path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    assert load(path)["epoch"] == 2
+
+
+@pytest.mark.skipif(os.name == "nt", reason="symlinks need privileges on Windows")
+def test_saving_through_a_symlink_writes_its_target(tmp_path):
+    target = tmp_path / "runs" / "ckpt-1"
+    target.parent.mkdir()
+    save({"epoch": 1}, target)
+    os.chmod(target, 0o600)
+    link = tmp_path / "latest"
+    link.symlink_to(os.path.relpath(target, tmp_path))
+    save({"epoch": 2}, link)
+    assert link.is_symlink() and os.readlink(link) == os.path.join("runs", "ckpt-1")
+    assert load(target)["epoch"] == 2 and load(link)["epoch"] == 2
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600
+    assert sorted(os.listdir(target.parent)) == ["ckpt-1"]  # the temporary file beside it
+    dangling = tmp_path / "next"
+    dangling.symlink_to(tmp_path / "runs" / "ckpt-2")
+    save({"epoch": 3}, dangling)
+    assert dangling.is_symlink() and load(tmp_path / "runs" / "ckpt-2")["epoch"] == 3
+
+
+@pytest.mark.skipif(os.name == "nt", reason="directories are not fsynced on Windows")
+def test_the_file_is_fsynced_before_the_rename_and_the_directory_after(tmp_path,
+                                                                          monkeypatch):
+    events = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        events.append("fsync dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync file")
+        real_fsync(fd)
+
+    def replace(src, dst):
+        events.append("rename")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    save({"w": np.ones(3)}, tmp_path / "ckpt")
+    assert events == ["fsync file", "rename", "fsync dir"]

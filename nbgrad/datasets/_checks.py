@@ -44,3 +44,19 @@ def flag(fn: str, name: str, value: Any) -> bool:
     if not isinstance(value, bool | np.bool_):
         raise ValueError(f"{fn}: {name} must be True or False, got {value!r}")
     return bool(value)
+
+
+def float_dtype(fn: str, value: Any) -> np.dtype:
+    """``value`` as a floating-point NumPy dtype. The data sets hold real values (images
+    scaled to [0, 1], PDE solutions) that an integer, bool or complex dtype would
+    truncate or misrepresent, so anything else is a TypeError naming ``fn`` and the
+    dtype (``None`` too: NumPy would read it as float64, not the data set's default)."""
+    try:
+        dtype = None if value is None else np.dtype(value)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind != "f":
+        shown = dtype if dtype is not None else repr(value)
+        raise TypeError(f"{fn}: dtype must be a floating-point dtype (float32 or float64): "
+                        f"the data are real numbers, which dtype {shown} cannot hold")
+    return dtype

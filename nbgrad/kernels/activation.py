@@ -411,9 +411,11 @@ def clamp_tensor_forward(x, lo, hi, out):
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
-def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
+def clamp_tensor_backward(g, x, lo, hi, has_max, gx, glo, ghi):
     """PyTorch's split of g among x, min and max: x where lo <= x <= hi; min where
-    x < lo < hi; max where x > hi or hi < lo (absent bounds come in as -inf/+inf)."""
+    x < lo < hi; max where x > hi or hi < lo. Absent bounds come in as -inf/+inf, which
+    gives clamp_max's rule (max where x > hi) unchanged; clamp_min's (min where x < lo)
+    has no "lo < hi" (``has_max`` False): with lo = +inf, x < lo still passes g to min."""
     zero = x.dtype.type(0)
     for i in prange(x.size):
         v = x[i]
@@ -421,6 +423,6 @@ def clamp_tensor_backward(g, x, lo, hi, gx, glo, ghi):
         b = hi[i]
         gi = g[i]
         gx[i] = gi if (v >= a and v <= b) else zero
-        glo[i] = gi if (v < a and a < b) else zero
+        glo[i] = gi if (v < a and (a < b or not has_max)) else zero
         ghi[i] = gi if (v > b or b < a) else zero
     return gx, glo, ghi

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import no_grad
+from ..ops.convert import to_arguments
 from ..tensor import FLOAT_DTYPES, Tensor
 from .parameter import Parameter
 
@@ -202,24 +203,44 @@ class Module:
 
     # -- state -------------------------------------------------------------------------
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
-        """{dotted name: tensor} for every parameter and persistent buffer, sharing
-        memory with the module (``keep_vars=False`` gives detached tensors)."""
-        out: dict[str, Tensor] = {}
-        for path, module in self.named_modules(prefix.rstrip(".")):
-            entries = list(module._parameters.items()) + [
-                (n, b) for n, b in module._buffers.items() if n in module._persistent]
-            for name, t in entries:
-                if t is not None:
-                    key = f"{path}.{name}" if path else name
-                    out[key] = t if keep_vars else t.detach()
-        return out
+        """{``prefix`` + dotted name: tensor} for every parameter and persistent buffer,
+        sharing memory with the module (``keep_vars=False`` gives detached tensors).
+
+        As PyTorch's: a submodule or tensor reachable by several names (``self.dec =
+        self.enc``, an embedding weight tied to the output layer) is listed under every
+        one of them, so state dicts converted from PyTorch load strictly; ``prefix`` is
+        prepended as given (``"model."``). ``named_parameters()`` still lists each once.
+        """
+        return {key: t if keep_vars else t.detach()
+                for key, t in self._state_entries(prefix, ())}
+
+    def _state_entries(self, prefix: str, enclosing: tuple[int, ...]
+                       ) -> Iterator[tuple[str, Tensor]]:
+        """(key, tensor) for this module's parameters, then its persistent buffers, then
+        each child's under ``prefix + child name + "."``: every path, no memo of modules
+        already seen (PyTorch's walk). ``enclosing``: ids of the modules on the path."""
+        if id(self) in enclosing:
+            raise ValueError(f"state_dict of {type(self).__name__}: the module at "
+                             f"{prefix.rstrip('.')!r} encloses itself (a cycle of "
+                             "submodules), so its state has no finite set of names")
+        for name, p in self._parameters.items():
+            if p is not None:
+                yield prefix + name, p
+        for name, b in self._buffers.items():
+            if b is not None and name in self._persistent:
+                yield prefix + name, b
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child._state_entries(f"{prefix}{name}.", (*enclosing, id(self)))
 
     def load_state_dict(self, state_dict: dict, strict: bool = True) -> IncompatibleKeys:
         """Copy ``state_dict``'s values into the parameters and buffers in place.
 
         Every key and shape is checked before anything is copied: a mismatch (or, with
         ``strict``, a missing or unexpected key) raises listing them all, and the module
-        is left unchanged.
+        is left unchanged. A tensor with several names (shared submodules, tied weights)
+        is assigned once, from the last of its names in ``state_dict()`` order that the
+        dict holds: where PyTorch, which copies every name in turn, ends.
         """
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
@@ -238,16 +259,21 @@ class Module:
         if problems:
             raise RuntimeError(f"load_state_dict of {type(self).__name__}: nothing loaded; "
                                + "; ".join(problems))
+        last = {id(own[k]): k for k in own if k in values}  # per tensor: its last name
         with no_grad():
-            for k, v in values.items():
-                own[k].data[...] = v
+            for k in last.values():
+                own[k].data[...] = values[k]
         return IncompatibleKeys(missing, unexpected)
 
-    def to(self, dtype: Any) -> Module:
-        """Cast every floating-point parameter and buffer to ``dtype`` (float32 or
-        float64), in place: parameters stay the same objects, so an optimiser built
-        before the cast must be rebuilt, as in PyTorch."""
-        dtype = np.dtype(dtype)
+    def to(self, *args: Any, **kwargs: Any) -> Module:
+        """Cast every floating-point parameter and buffer to a dtype (float32 or
+        float64), in place: ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
+        ``to(tensor)`` (its dtype), keywords ``device``/``dtype``, as PyTorch's. The
+        parameters stay the same objects, so an optimiser built before a cast must be
+        rebuilt, as in PyTorch. The device must be the CPU."""
+        dtype, _ = to_arguments("Module.to", args, kwargs)
+        if dtype is None:
+            return self
         if dtype not in FLOAT_DTYPES:
             raise TypeError(f"Module.to: dtype must be float32 or float64, got {dtype}")
         for t in list(self.parameters()) + list(self.buffers()):
@@ -261,6 +287,10 @@ class Module:
 
     def double(self) -> Module:
         return self.to(np.float64)
+
+    def cpu(self) -> Module:
+        """``self``: modules are always on the CPU."""
+        return self
 
     # -- repr --------------------------------------------------------------------------
     def extra_repr(self) -> str:

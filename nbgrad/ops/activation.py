@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from .. import dtypes
 from ..function import Function, Sample, register
 from ..kernels import activation as activation_kernels
 from ..kernels import softmax as softmax_kernels
@@ -363,8 +364,9 @@ class ClampTensor(Function):
     def backward(ctx, g):
         xs, los, his, shape = ctx.shapes
         grads = [np.empty(shape, g.dtype) for _ in range(3)]
+        x, lo, hi = ctx.saved_tensors
         for_work(activation_kernels.clamp_tensor_backward, g.size)(
-            _flat(g), *ctx.saved_tensors, *(a.reshape(-1) for a in grads))
+            _flat(g), x, lo, hi, his is not None, *(a.reshape(-1) for a in grads))
         return tuple(None if (s is None or not need) else sum_to_shape(gr, s)
                      for gr, s, need in zip(grads, (xs, los, his), ctx.needs_input_grad))
 
@@ -374,7 +376,8 @@ class ClampTensor(Function):
         # engine sums them to each input's shape): piecewise linear, zero second derivative
         xs, los, his, shape = ctx.shapes
         x, lo, hi = (a.reshape(shape) for a in ctx.saved_tensors)
-        masks = ((x >= lo) & (x <= hi), (x < lo) & (lo < hi), (x > hi) | (hi < lo))
+        below = (x < lo) & (lo < hi) if his is not None else x < lo  # clamp_min: no lo < hi
+        masks = ((x >= lo) & (x <= hi), below, (x > hi) | (hi < lo))
         return tuple(None if (s is None or not need) else g * _mask(m, x.dtype)
                      for m, s, need in zip(masks, (xs, los, his), ctx.needs_input_grad))
 
@@ -397,7 +400,9 @@ def clamp(x, min=None, max=None) -> Tensor:
 
     Bounds are numbers or tensors broadcasting with x. The gradient goes to x where
     min <= x <= max (inclusive), to a tensor min where x < min < max, to a tensor max
-    where x > max or max < min, summed over broadcast axes (PyTorch's rule)."""
+    where x > max or max < min, summed over broadcast axes (PyTorch's rule). With one
+    bound, PyTorch's clamp_min / clamp_max rules: x where x >= min (x <= max), min where
+    x < min (max where x > max), so a min of +inf still gets the gradient."""
     x = _args.float_input("clamp", x)
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
@@ -491,10 +496,7 @@ def _cast_first(op: str, x, dtype) -> Tensor:
     then be float."""
     if dtype is None:
         return _args.float_input(op, x)
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{op}: dtype must be float32 or float64, got {dtype!r}") from None
+    dt = dtypes.to_numpy(dtype, op)
     if dt not in FLOAT_DTYPES:
         raise TypeError(f"{op}: dtype must be float32 or float64, got {dt}")
     return to(lift(x), dt)

@@ -155,6 +155,71 @@ def check_bare_module_is_local() -> None:
         assert (p.grad.numpy() == q.grad.numpy()).all()
 
 
+def raises_value_error(fn, *parts: str) -> str:
+    """The message of the ValueError ``fn()`` raises, which must contain ``parts``."""
+    try:
+        fn()
+    except ValueError as error:
+        message = str(error)
+        assert all(p in message for p in parts), (parts, message)
+        return message
+    raise AssertionError(f"no ValueError (expected {parts})")
+
+
+def check_collectives() -> None:
+    """Mismatched collectives raise on every rank, naming each rank's call, and leave the
+    ranks in step: a matching collective afterwards works. Rank 0 prints the first
+    message."""
+    rank, last = distributed.rank(), distributed.world_size() - 1
+    others = "ranks " + ", ".join(map(str, range(last))) if last > 1 else "rank 0"
+    first = raises_value_error(  # the issue's all_reduce of 4 against 5 elements
+        lambda: distributed.all_reduce(np.ones(5 if rank == last else 4)),
+        "distributed.all_reduce: the ranks' calls differ",
+        f"{others}: all_reduce of float64 (4,), op 'sum'",
+        f"rank {last}: all_reduce of float64 (5,), op 'sum'")
+    raises_value_error(  # and its broadcast of 4 elements into 3
+        lambda: distributed.broadcast(nb.zeros(3 if rank == last else 4)),
+        f"{others}: broadcast of float32 (4,) from rank 0",
+        f"rank {last}: broadcast of float32 (3,) from rank 0")
+    raises_value_error(
+        lambda: distributed.all_reduce(np.ones((2, 3), np.float32 if rank else np.float64)),
+        "rank 0: all_reduce of float64 (2, 3)", "all_reduce of float32 (2, 3)")
+    raises_value_error(lambda: distributed.broadcast(np.ones(2), src=min(rank, 1)),
+                       "rank 0: broadcast of float64 (2,) from rank 0",
+                       "broadcast of float64 (2,) from rank 1")
+    raises_value_error(
+        lambda: distributed.all_reduce(np.ones(2), "max" if rank == last else "sum"),
+        "op 'max'", "op 'sum'")
+    raises_value_error(  # different collectives meet in the check
+        lambda: distributed.barrier() if rank == 0 else distributed.all_reduce(np.ones(2)),
+        "rank 0: barrier of no array", "all_reduce of float64 (2,)")
+    raises_value_error(lambda: distributed.broadcast(np.ones(2), src=last + 1),
+                       f"src must be a rank from 0 to {last}")
+    ones = np.ones(4)
+    distributed.all_reduce(ones)
+    assert (ones == last + 1).all(), ones
+    value = np.full(3, float(rank))
+    distributed.broadcast(value, src=last)
+    assert (value == last).all(), value
+    distributed.barrier()
+    if rank == 0:
+        sys.stdout.write(f"message: {first}\n")
+        sys.stdout.flush()
+
+
+def check_unchecked() -> None:
+    """NBGRAD_CHECK_COLLECTIVES=0 (set by the test) turns the check off; matching
+    collectives work either way; init(check_collectives=True) turns it back on."""
+    assert not distributed.collectives_checked()
+    a = np.ones(3)
+    distributed.all_reduce(a)
+    assert (a == distributed.world_size()).all()
+    distributed.init(check_collectives=True)
+    assert distributed.collectives_checked()
+    raises_value_error(lambda: distributed.all_reduce(np.ones(2 + distributed.rank())),
+                       "the ranks' calls differ")
+
+
 def main(mode: str, directory: str = ".") -> None:
     if mode == "hang":
         distributed.init(timeout=2.0)
@@ -177,6 +242,10 @@ def main(mode: str, directory: str = ".") -> None:
         distributed.all_reduce(np.ones(4))
     elif mode == "mismatch":
         DistributedDataParallel(nn.Linear(4, 3 if rank == 1 else 2))
+    elif mode == "collectives":
+        check_collectives()
+    elif mode == "unchecked":
+        check_unchecked()
     # one write, which a pipe keeps whole (print writes the newline separately, and the
     # ranks' lines could interleave)
     sys.stdout.write(f"rank {rank} ok\n")
