@@ -635,9 +635,10 @@ def test_conv2d_value_errors(args, kwargs, match):
 
 def test_type_errors():
     w = np.zeros((3, 4, 3, 3))
-    with pytest.raises(TypeError, match=r"conv2d: inputs must share one dtype \(x is float32"):
+    with pytest.raises(TypeError,
+                       match=r"conv2d: inputs must share one dtype \(x is nbgrad.float32"):
         nb.conv2d(X.astype(np.float32), w)
-    with pytest.raises(TypeError, match=r"conv2d: x must be float32 or float64, got int64"):
+    with pytest.raises(TypeError, match=r"conv2d: x must be float32 or float64, got nbgrad.int64"):
         nb.conv2d(X.astype(np.int64), w)
     with pytest.raises(TypeError, match=r"conv2d: stride must be an int or a pair of ints"):
         nb.conv2d(X, w, stride=(1, 2, 3))

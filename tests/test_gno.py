@@ -593,7 +593,8 @@ def _good():
     ({"b_u": np.zeros(3)}, ValueError, r"gno: b_u has shape \(3,\), expected \[4\]"),
     ({"b_v": np.zeros(5)}, ValueError, r"gno: b_v has shape \(5,\), expected \[6\]"),
     ({"U": np.zeros((4, 2), np.float32)}, TypeError,
-     r"gno: inputs must share one dtype \(h is float64, edge_feats is float64, U is float32"),
+     r"gno: inputs must share one dtype \(h is nbgrad.float64, edge_feats is nbgrad.float64, "
+     r"U is nbgrad.float32"),
     ({"h": np.zeros((6, 3), np.int64)}, TypeError, r"gno: h must be float32 or float64"),
     ({"graph": "graph"}, TypeError, r"gno: graph must be an nb.Graph, got str"),
     ({"reduce": "max"}, ValueError, r"gno: reduce must be 'sum' or 'mean', got 'max'"),

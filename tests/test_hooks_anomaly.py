@@ -80,7 +80,7 @@ def test_grad_assignment_must_match_shape_and_dtype():
     x = nb.tensor(np.ones(3), requires_grad=True)
     with pytest.raises(RuntimeError, match=re.escape("shape (5,)")):
         x.grad = nb.tensor(np.ones(5))
-    with pytest.raises(RuntimeError, match="dtype float32"):
+    with pytest.raises(RuntimeError, match="dtype nbgrad.float32"):
         x.grad = nb.tensor(np.ones(3, np.float32))
     with pytest.raises(TypeError, match="Tensor or None"):
         x.grad = np.ones(3)

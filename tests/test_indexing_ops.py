@@ -275,8 +275,8 @@ X = nb.tensor(np.zeros((3, 4)), requires_grad=True)
     (lambda: nb.scatter_add(X, 0, np.zeros((1, 5), np.int64), np.ones((2, 5))), ValueError,
      r"scatter_add: index of shape \(1, 5\) must be no larger"),
     (lambda: nb.scatter_add(X, 0, np.zeros((1, 1), np.int64), np.ones((1, 1), np.float32)),
-     TypeError, r"scatter_add: src \(float32, shape \(1, 1\)\) must have the dtype of x "
-                r"\(float64, shape \(3, 4\)\)"),
+     TypeError, r"scatter_add: src \(nbgrad.float32, shape \(1, 1\)\) must have the dtype of "
+                r"x \(nbgrad.float64, shape \(3, 4\)\)"),
     (lambda: nb.index_select(X, 0, np.array([-1])), IndexError,
      r"index_select: index -1 is out of range for dim 0 of size 3"),
     (lambda: nb.index_select(X, 1, np.array([[2]])), ValueError,

@@ -204,7 +204,7 @@ def test_bad_point_count_raises():
 
 
 def test_integer_rates_raise():
-    with pytest.raises(TypeError, match="laplace_basis: mu has dtype int64"):
+    with pytest.raises(TypeError, match="laplace_basis: mu has dtype nbgrad.int64"):
         nb.laplace_basis(np.arange(3), 4)
 
 

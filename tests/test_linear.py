@@ -152,6 +152,6 @@ def test_linear_bad_shapes(x, w, b, error, match):
 
 
 def test_linear_integer_operand_is_a_type_error():
-    with pytest.raises(TypeError, match=r"linear: weight has dtype int64 \(x has shape "
+    with pytest.raises(TypeError, match=r"linear: weight has dtype nbgrad.int64 \(x has shape "
                                         r"\(2, 3\), weight has shape \(1, 3\)\)"):
         nb.linear(nb.zeros(2, 3), nb.tensor([[1, 2, 3]]))

@@ -185,7 +185,8 @@ def test_bad_input_raises_naming_op_values_and_shapes():
     with pytest.raises(ValueError, match=r"mse_loss: pred has shape \(3, 5\) but target has "
                                          r"shape \(5,\)"):
         nb.mse_loss(x, np.zeros(5, np.float32))
-    with pytest.raises(TypeError, match="mse_loss: target is float64 but pred is float32"):
+    with pytest.raises(TypeError, match="mse_loss: target is nbgrad.float64 but pred is "
+                                          "nbgrad.float32"):
         nb.mse_loss(x, nb.tensor(np.zeros((3, 5)), requires_grad=True))
 
 

@@ -520,7 +520,7 @@ def test_bad_input_raises_naming_op_argument_and_shapes():
         (TypeError, r"binary_cross_entropy_with_logits: weight \(shape \(5,\)\) requires grad",
          lambda: nb.binary_cross_entropy_with_logits(
              x, x, weight=nb.tensor(np.ones(5, np.float32), requires_grad=True))),
-        (TypeError, r"nll_loss: target must hold integer class indices, got float64 "
+        (TypeError, r"nll_loss: target must hold integer class indices, got nbgrad.float64 "
                     r"\(shape \(3,\)\)",
          lambda: nb.nll_loss(x, np.zeros(3))),
         (ValueError, r"nll_loss: target has shape \(3,\) but input \(3, 5, 2\) needs \(3, 2\)",
@@ -536,8 +536,8 @@ def test_bad_input_raises_naming_op_argument_and_shapes():
         (ValueError, r"cross_entropy: weight must hold one value per class, shape \(5,\)",
          lambda: nb.cross_entropy(x, t, weight=np.ones((5, 5)))),
         (TypeError, r"cross_entropy: target must hold integer class indices of shape \(3,\) or "
-                    r"class probabilities of the logits' shape \(3, 5\), got float32 of shape "
-                    r"\(3, 4\)",
+                    r"class probabilities of the logits' shape \(3, 5\), got nbgrad.float32 of "
+                    r"shape \(3, 4\)",
          lambda: nb.cross_entropy(x, np.zeros((3, 4), np.float32))),
         (ValueError, r"cross_entropy: ignore_index is not supported for class probabilities",
          lambda: nb.cross_entropy(x, x, ignore_index=1)),

@@ -267,7 +267,7 @@ def test_var_std_arguments():
         nb.var(t, unbiased=True, correction=1)
     with pytest.raises(TypeError, match="std: got both dim"):
         nb.std(t, dim=0, axis=0)
-    with pytest.raises(TypeError, match="var: x must be float32 or float64, got int64"):
+    with pytest.raises(TypeError, match="var: x must be float32 or float64, got nbgrad.int64"):
         nb.var(nb.tensor(np.array([1, 2, 3])))
     with pytest.raises(ValueError, match="std: axis 2 is out of range"):
         nb.std(t, 2)
@@ -364,7 +364,7 @@ def test_norm_arguments():
     assert nb.norm(nb.tensor(np.zeros(0))).item() == 0.0
     with pytest.raises(ValueError, match="norm: p must be a real number or 'fro'"):
         nb.norm(t, "nuc")
-    with pytest.raises(TypeError, match="norm: x must be float32 or float64, got int64"):
+    with pytest.raises(TypeError, match="norm: x must be float32 or float64, got nbgrad.int64"):
         nb.norm(nb.tensor(np.array([1, 2])))
     with pytest.raises(ValueError, match="inf norm of an empty slice"):
         nb.norm(nb.tensor(np.zeros((0, 2))), np.inf, 0)
@@ -466,7 +466,7 @@ def test_add_sub_alpha_dtypes_and_errors_match_torch(name):
             continue
         y = fn(nb.tensor(a), nb.tensor(b), alpha=alpha)
         yt = tfn(torch.tensor(a), torch.tensor(b), alpha=alpha)
-        assert str(y.dtype) == str(yt.dtype).replace("torch.", "")
+        assert str(y.dtype) == str(yt.dtype).replace("torch.", "nbgrad.")
         np.testing.assert_allclose(y.numpy(), yt.numpy(), rtol=1e-7)
     with pytest.raises(TypeError, match=f"{name}: alpha must not be a float"):
         fn(nb.tensor(np.array([1, 2])), nb.tensor(np.array([1, 2])), alpha=0.5)

@@ -431,7 +431,7 @@ def _same_leaf_twice():
     (lambda: optim.SGD([np.zeros(2)]), TypeError, r"params\[0\] is a ndarray"),
     (lambda: optim.SGD([_leaf(2) * 2]), ValueError, "non-leaf"),
     (lambda: optim.SGD([nb.tensor(np.zeros(2))]), ValueError, "does not require grad"),
-    (lambda: optim.SGD([nb.tensor(np.zeros(2, np.int64))]), TypeError, "dtype int64"),
+    (lambda: optim.SGD([nb.tensor(np.zeros(2, np.int64))]), TypeError, "dtype nbgrad.int64"),
     (lambda: optim.SGD(_same_leaf_twice()), ValueError, "twice"),
     (lambda: optim.SGD([{"params": p} for p in _same_leaf_twice()]), ValueError,
      "more than one parameter group"),

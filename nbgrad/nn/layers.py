@@ -10,18 +10,19 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import default_numpy, to_numpy
 from ..ops.conv import conv1d, conv2d, conv_transpose2d
 from ..ops.matmul import linear
 from ..ops.pool import avg_pool2d, max_pool2d
 from ..ops.shape import flatten
-from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor
+from ..tensor import FLOAT_DTYPES, Tensor
 from . import init
 from .module import Module
 from .parameter import Parameter
 
 
 def _float_dtype(owner: str, dtype: Any) -> np.dtype:
-    dtype = DEFAULT_DTYPE if dtype is None else np.dtype(dtype)
+    dtype = default_numpy() if dtype is None else to_numpy(dtype, owner)
     if dtype not in FLOAT_DTYPES:
         raise TypeError(f"{owner}: dtype must be float32 or float64, got {dtype}")
     return dtype

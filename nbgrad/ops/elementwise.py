@@ -33,11 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import default_numpy, to_numpy
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import elementwise as elementwise_kernels
 from ..kernels._jit import PARALLEL_MIN, for_work
-from ..tensor import DEFAULT_DTYPE, FLOAT_DTYPES, Tensor, lift
+from ..tensor import FLOAT_DTYPES, Tensor, lift
 from . import _args
 from .table import flat as _flat
 from .table import pointwise
@@ -211,8 +212,8 @@ def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarra
     if a.dtype.kind == "f" or b.dtype.kind == "f":
         dt = _float_dtype(a.dtype, b.dtype)
         return _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
-    if op == strided_apply.DIV:  # true division: float64 quotient rounded to float32
-        return _binary(op, a.astype(_F64), b.astype(_F64), shape).astype(DEFAULT_DTYPE)
+    if op == strided_apply.DIV:  # true division: float64 quotient in the default dtype
+        return _binary(op, a.astype(_F64), b.astype(_F64), shape).astype(default_numpy())
     return _integer_pair(name, op, a, b)
 
 
@@ -563,7 +564,7 @@ def _unary_forward(op: int, x: np.ndarray) -> np.ndarray:
             raise TypeError(f"{name}: not supported for a bool tensor (shape {x.shape}), as "
                             "in PyTorch; use logical_not / ~ to invert a mask")
         return np.asarray(np.negative(x) if op == elementwise_kernels.NEG else np.abs(x))
-    return _unary(op, x.astype(_F64)).astype(DEFAULT_DTYPE)
+    return _unary(op, x.astype(_F64)).astype(default_numpy())
 
 
 @register("neg", samples=_unary_samples)
@@ -723,7 +724,7 @@ def sin(x: Any) -> Tensor:
     An integer or bool input gives float32, as PyTorch."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_sin(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+        return Tensor._wrap(_sin(_as_float64(x)).data.astype(default_numpy()), None, 0)
     return _sin(x)
 
 
@@ -731,7 +732,7 @@ def cos(x: Any) -> Tensor:
     """cos(x); grad = -g sin(x). Accuracy and integer inputs as ``sin``."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_cos(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+        return Tensor._wrap(_cos(_as_float64(x)).data.astype(default_numpy()), None, 0)
     return _cos(x)
 
 
@@ -742,7 +743,7 @@ def erf(x: Any) -> Tensor:
     differ). An integer or bool input gives float32, as PyTorch."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_erf(_as_float64(x)).data.astype(DEFAULT_DTYPE), None, 0)
+        return Tensor._wrap(_erf(_as_float64(x)).data.astype(default_numpy()), None, 0)
     return _erf(x)
 
 
@@ -784,10 +785,10 @@ def to(x: Any, dtype: Any) -> Tensor:
     """``x`` converted to ``dtype`` (a copy; ``x`` itself when it already has it), in the
     graph: the gradient is converted back to ``x``'s dtype."""
     x = lift(x)
-    dtype = np.dtype(dtype)
+    dtype = to_numpy(dtype, "to")
     if dtype not in FLOAT_DTYPES and x.requires_grad:
-        raise TypeError(f"to: x (shape {x.shape}) requires grad, so its dtype must stay a "
-                        f"float dtype, got {dtype}")
+        raise TypeError(f"to: x (shape {x.shape}) requires grad, so its dtype must stay "
+                        f"float32 or float64, got {dtype}")
     return x if x.dtype == dtype else To.apply(x, dtype=dtype)
 
 
