@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import rng
 from ..ops.shape import stack
 from ..tensor import Tensor, tensor
 from .dataset import Dataset, Subset, TensorDataset, check_generator, check_seed
@@ -68,14 +69,18 @@ class DataLoader:
     """Batches of ``dataset``: ``batch_size`` items each, combined by ``collate_fn``
     (``default_collate`` when None); ``drop_last`` drops a last incomplete batch.
 
-    Order: the items in index order, or with ``shuffle=True`` a permutation per epoch.
-    Epoch ``e``'s permutation comes from ``numpy.random.default_rng(seed)`` advanced
-    ``e`` jumps (``PCG64.jumped(e)``), so epoch ``e`` of a loader with seed ``s`` has
-    the same order in every run. Each ``iter(loader)`` starts the next epoch (0, 1,
-    2, ...); ``set_epoch(e)`` makes the next iteration epoch ``e``, so a resumed run
-    continues the exact order. Without a seed, one is drawn from the OS and kept as
-    ``loader.seed``. Alternatively ``generator=`` (a ``numpy.random.Generator``) draws
-    each epoch's permutation from that generator's state.
+    Order: the items in index order, or with ``shuffle=True`` a permutation per epoch,
+    fixed when the epoch's iterator is made (``iter(loader)``, as in PyTorch):
+
+    * by default, drawn from the default generator, so ``nb.manual_seed(s)`` fixes every
+      epoch's order (PyTorch's behaviour); restore ``nb.get_rng_state()`` to resume;
+    * with ``generator=`` (an ``nb.Generator`` or a ``numpy.random.Generator``), drawn
+      from it, advancing it and not the default generator;
+    * with ``seed=``, epoch ``e``'s permutation comes from
+      ``numpy.random.default_rng(seed)`` advanced ``e`` jumps (``PCG64.jumped(e)``), so
+      epoch ``e`` has the same order in every run whatever else is drawn. Each
+      ``iter(loader)`` starts the next epoch (0, 1, 2, ...); ``set_epoch(e)`` makes the
+      next iteration epoch ``e``, so a resumed run continues the exact order.
 
     ``sampler=`` (an iterable of dataset indices with a length, such as
     ``DistributedSampler``) gives the order instead; it excludes ``shuffle``, ``seed`` and
@@ -88,7 +93,7 @@ class DataLoader:
 
     def __init__(self, dataset: Dataset, batch_size: int = 1, shuffle: bool = False, *,
                  drop_last: bool = False, seed: int | None = None,
-                 generator: np.random.Generator | None = None,
+                 generator: Any = None,
                  sampler: Iterable[int] | None = None,
                  collate_fn: Callable[[list[Any]], Any] | None = None):
         _check_dataset(dataset)
@@ -98,7 +103,7 @@ class DataLoader:
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
         self.generator = check_generator("DataLoader", generator, seed)
-        self.seed = _seed_for(check_seed("DataLoader", seed), self.shuffle, self.generator)
+        self.seed = check_seed("DataLoader", seed)
         if collate_fn is not None and not callable(collate_fn):
             raise TypeError(f"DataLoader: collate_fn must be callable or None, got "
                             f"{type(collate_fn).__name__}")
@@ -118,16 +123,18 @@ class DataLoader:
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration epoch ``epoch`` (its order depends on the seed and
-        ``epoch`` only). Not available with ``sampler=`` (set the sampler's epoch) or with
-        ``generator=``, whose state is the order:
-        save and restore ``generator.bit_generator.state`` to resume such a loader."""
+        ``epoch`` only). Not available with ``sampler=`` (set the sampler's epoch), nor on
+        a shuffling loader without ``seed=``, whose generator's state is the order: save
+        and restore that state (``nb.get_rng_state()`` or ``generator.get_state()``) to
+        resume such a loader."""
         if self.sampler is not None:
             raise RuntimeError("DataLoader.set_epoch: this loader's order comes from "
                                "sampler=; call the sampler's set_epoch instead")
-        if self.generator is not None:
-            raise RuntimeError("DataLoader.set_epoch: this loader draws its orders from "
-                               "generator=; save and restore generator.bit_generator.state "
-                               "to resume it, or construct it with seed=")
+        if self.shuffle and self.seed is None:
+            source = ("generator=; save and restore its state" if self.generator is not None
+                      else "the default generator; save and restore nb.get_rng_state()")
+            raise RuntimeError(f"DataLoader.set_epoch: this loader draws its orders from "
+                               f"{source} to resume it, or construct it with seed=")
         if isinstance(epoch, bool) or not isinstance(epoch, int | np.integer):
             raise TypeError(f"DataLoader.set_epoch: epoch must be an int, got "
                             f"{type(epoch).__name__}")
@@ -147,8 +154,8 @@ class DataLoader:
         items = len(self.dataset)
         if not self.shuffle:
             return np.arange(items)
-        if self.generator is not None:
-            return self.generator.permutation(items)
+        if self.seed is None:
+            return rng.resolve(self.generator, "DataLoader").permutation(items)
         bits = np.random.PCG64(self.seed).jumped(self._epoch)
         return np.random.Generator(bits).permutation(items)
 
@@ -221,10 +228,3 @@ def _check_batch_size(batch_size: Any) -> int:
         raise ValueError(f"DataLoader: batch_size must be >= 1, got {batch_size}")
     return int(batch_size)
 
-
-def _seed_for(seed: int | None, shuffle: bool, generator: Any) -> int | None:
-    """The seed of a shuffling loader: the given one, or fresh OS entropy (kept so the run
-    can be repeated); None when the order needs no seed."""
-    if seed is not None or not shuffle or generator is not None:
-        return seed
-    return np.random.SeedSequence().entropy

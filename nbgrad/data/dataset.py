@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import rng
 from ..tensor import Tensor, tensor
 
 
@@ -94,14 +95,17 @@ def _index_array(indices: Any, size: int) -> np.ndarray:
 
 
 def random_split(dataset: Dataset, lengths: Sequence[int | float], seed: int | None = None,
-                 *, generator: np.random.Generator | None = None) -> list[Subset]:
+                 *, generator: Any = None) -> list[Subset]:
     """``dataset`` split into non-overlapping random ``Subset``s of the given lengths.
 
     ``lengths`` are item counts summing to ``len(dataset)``, or fractions summing to 1:
     each split then gets ``floor(fraction * len(dataset))`` items and the remainder is
-    handed out one item at a time from the first split on (as in PyTorch). The order
-    is ``numpy.random.default_rng(seed).permutation(len(dataset))`` (or ``generator``'s
-    permutation), so a seed gives the same split in every run.
+    handed out one item at a time from the first split on (as in PyTorch). The order is
+    one permutation of ``len(dataset)`` drawn from ``generator`` (an ``nb.Generator`` or a
+    ``numpy.random.Generator``, advanced by the draw), or from
+    ``numpy.random.default_rng(seed)``, or, given neither, from the default generator
+    that ``nb.manual_seed`` seeds, as PyTorch's default. So a seed gives the same split
+    in every run.
     """
     counts = _split_counts(lengths, len(dataset))
     order = _rng("random_split", seed, generator).permutation(len(dataset))
@@ -145,21 +149,25 @@ def _counts_from_fractions(fractions: list[float], size: int) -> list[int]:
 
 
 def _rng(caller: str, seed: Any, generator: Any) -> np.random.Generator:
-    """The Generator that ``seed`` or ``generator`` (not both) stands for."""
+    """The NumPy generator that ``generator`` or ``seed`` (not both) stands for; the
+    default generator's given neither."""
     generator = check_generator(caller, generator, seed)
-    return generator or np.random.default_rng(check_seed(caller, seed))
+    seed = check_seed(caller, seed)
+    if seed is not None:
+        return np.random.default_rng(seed)
+    return rng.resolve(generator, caller)
 
 
-def check_generator(caller: str, generator: Any, seed: Any) -> np.random.Generator | None:
-    """``generator`` if it is a numpy Generator (or None); an error naming ``caller`` if
-    it is something else or comes together with a ``seed``."""
+def check_generator(caller: str, generator: Any, seed: Any) -> Any:
+    """``generator`` if it is an ``nb.Generator`` or a numpy Generator (or None); an
+    error naming ``caller`` if it is something else or comes together with a ``seed``."""
     if generator is None:
         return None
     if seed is not None:
         raise ValueError(f"{caller}: pass seed or generator, not both")
-    if not isinstance(generator, np.random.Generator):
-        raise TypeError(f"{caller}: generator must be a numpy.random.Generator, got "
-                        f"{type(generator).__name__}")
+    if not isinstance(generator, np.random.Generator | rng.Generator):
+        raise TypeError(f"{caller}: generator must be a numpy.random.Generator or an "
+                        f"nb.Generator, got {type(generator).__name__}")
     return generator
 
 
@@ -168,8 +176,9 @@ def check_seed(caller: str, seed: Any) -> int | None:
     if seed is None:
         return None
     if isinstance(seed, bool | np.bool_) or not isinstance(seed, int | np.integer):
-        hint = "; pass a numpy Generator as generator=" if isinstance(
-            seed, np.random.Generator) else ""
+        kinds = {np.random.Generator: "a numpy Generator", rng.Generator: "an nb.Generator"}
+        kind = kinds.get(type(seed))
+        hint = f"; pass {kind} as generator=" if kind else ""
         raise TypeError(f"{caller}: seed must be an int or None, got "
                         f"{type(seed).__name__}{hint}")
     if seed < 0:

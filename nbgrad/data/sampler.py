@@ -1,5 +1,6 @@
-"""DistributedSampler: each rank of a data-parallel job reads its own shard of a dataset
-(``torch.utils.data.distributed.DistributedSampler``'s names and semantics)."""
+"""Samplers, the orders a ``DataLoader(sampler=...)`` reads a dataset in:
+``SequentialSampler``, ``RandomSampler``, and ``DistributedSampler``, with which each rank
+of a data-parallel job reads its own shard (``torch.utils.data``'s names and semantics)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,72 @@ from typing import Any
 
 import numpy as np
 
-from .dataset import check_seed
+from .. import rng
+from .dataset import check_generator, check_seed
+
+
+class SequentialSampler:
+    """The indices ``0 .. len(data_source) - 1`` in order."""
+
+    def __init__(self, data_source: Any) -> None:
+        self.data_source = data_source
+
+    def __len__(self) -> int:
+        return len(self.data_source)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(len(self.data_source)))
+
+
+class RandomSampler:
+    """Random indices of ``data_source``: a permutation (``num_samples`` beyond
+    ``len(data_source)`` take further permutations, as in PyTorch) or, with
+    ``replacement``, ``num_samples`` independent draws.
+
+    The order is drawn when the iterator is made (``iter(sampler)``), from ``generator``
+    (an ``nb.Generator`` or ``numpy.random.Generator``, advanced by the draw) or, without
+    one, from the default generator that ``nb.manual_seed`` seeds. A ``DataLoader(...,
+    shuffle=True)`` without ``seed=`` draws the same order as this sampler without
+    replacement from the same generator state.
+    """
+
+    def __init__(self, data_source: Any, replacement: bool = False,
+                 num_samples: int | None = None, generator: Any = None) -> None:
+        if not isinstance(replacement, bool):
+            raise TypeError(f"RandomSampler: replacement must be a bool, got "
+                            f"{type(replacement).__name__}")
+        if num_samples is not None and (isinstance(num_samples, bool) or not isinstance(
+                num_samples, int | np.integer) or num_samples <= 0):
+            raise ValueError(f"RandomSampler: num_samples must be a positive int, got "
+                             f"{num_samples!r}")
+        self.data_source = data_source
+        self.replacement = replacement
+        self._num_samples = None if num_samples is None else int(num_samples)
+        self.generator = check_generator("RandomSampler", generator, None)
+
+    @property
+    def num_samples(self) -> int:
+        """``num_samples``, or the dataset's length (read each time, as in PyTorch)."""
+        return len(self.data_source) if self._num_samples is None else self._num_samples
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._order().tolist())
+
+    def _order(self) -> np.ndarray:
+        items, count = len(self.data_source), self.num_samples
+        if count == 0:
+            return np.zeros(0, np.int64)
+        if items == 0:
+            raise ValueError(f"RandomSampler: cannot draw {count} samples from an empty "
+                             "data_source")
+        source = rng.resolve(self.generator, "RandomSampler")
+        if self.replacement:
+            return source.integers(0, items, count, dtype=np.int64)
+        rounds = [source.permutation(items) for _ in range(-(-count // items))]
+        return np.concatenate(rounds)[:count]
 
 
 class DistributedSampler:

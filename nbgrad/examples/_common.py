@@ -64,12 +64,23 @@ def start_epoch(loader: DataLoader, epoch: int) -> DataLoader:
 
 
 def save_checkpoint(state: dict, path: str) -> None:
-    """``nb.save(state, path)`` on the main process; every rank returns once the file is
-    complete, so any rank may read it next."""
+    """``nb.save`` of ``state`` and, as ``"rng_state"``, the default generator's state
+    (``nb.get_rng_state()``), on the main process; every rank returns once the file is
+    complete, so any rank may read it next. The generator's state makes a resumed run
+    draw the numbers (dropout masks, unseeded shuffles) the uninterrupted one would."""
     if is_main_process():
-        nb.save(state, path)
+        nb.save({**state, "rng_state": nb.get_rng_state()}, path)
     if distributed.is_initialized():
         distributed.barrier()
+
+
+def read_checkpoint(path: str) -> dict:
+    """The checkpoint ``save_checkpoint`` wrote to ``path``, with the default generator
+    set back to the state saved in it (checkpoints written without one leave it as is)."""
+    state = nb.load(path)
+    if "rng_state" in state:
+        nb.set_rng_state(state["rng_state"])
+    return state
 
 
 def progress(total: int, enabled: bool, unit: str = "step") -> Any:

@@ -30,6 +30,7 @@ from nbgrad.examples._common import (
     metric_table,
     progress,
     pyplot,
+    read_checkpoint,
     report,
     save_checkpoint,
     save_figure,
@@ -96,9 +97,10 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
     and the trained ``model``.
 
     With ``distributed`` (under ``mpiexec``) the ranks share each batch of ``batch_size``
-    images and average their gradients. ``checkpoint``: where the model, the optimiser
-    and the number of epochs done are saved after every epoch (by rank 0); ``resume``:
-    such a file to continue from, up to ``epochs`` epochs in all."""
+    images and average their gradients. ``checkpoint``: where the model, the optimiser,
+    the number of epochs done and the default generator's state are saved after every
+    epoch (by rank 0); ``resume``: such a file to continue from, up to ``epochs`` epochs
+    in all, drawing the random numbers the uninterrupted run would."""
     ranks = init_distributed(distributed)
     nb.manual_seed(seed)
     model = build_model()
@@ -126,9 +128,9 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
 
 
 def load_checkpoint(path: str, model: nn.Module, optimizer: Any) -> int:
-    """Load a checkpoint of ``train`` into ``model`` and ``optimizer``; the number of
-    epochs it had done."""
-    state = nb.load(path)
+    """Load a checkpoint of ``train`` into ``model`` and ``optimizer`` and set the default
+    generator to its state; the number of epochs it had done."""
+    state = read_checkpoint(path)
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     return int(state["epoch"])

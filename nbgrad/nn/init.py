@@ -1,6 +1,7 @@
-"""Weight initialisation (``torch.nn.init``'s names and formulas), in place and drawn from
-an explicit ``numpy.random.Generator``: ``generator=`` takes a Generator or an int seed;
-without it, nbgrad's default generator (``nb.manual_seed(s)`` reseeds it) is used."""
+"""Weight initialisation (``torch.nn.init``'s names and formulas), in place. The values are
+drawn from ``generator=`` (an ``nb.Generator``, which the draw advances, a
+``numpy.random.Generator`` or an int seed) or, without it, from the default generator that
+``nb.manual_seed(s)`` seeds, so a seeded script builds the same layers every run."""
 
 from __future__ import annotations
 

@@ -328,13 +328,13 @@ class Dropout(Function):
         return g * lift((keep * ctx.scale).astype(g.dtype).reshape(g.shape))
 
 
-def dropout(x: Any, p: float = 0.5, training: bool = True,
-            generator: np.random.Generator | int | None = None) -> Tensor:
+def dropout(x: Any, p: float = 0.5, training: bool = True, generator: Any = None) -> Tensor:
     """Inverted dropout: in training, each element is zeroed with probability p and the
     others are scaled by 1 / (1 - p) (p = 1 zeroes everything); otherwise x itself.
 
-    The mask is drawn from ``generator`` (a numpy Generator or an int seed); without it,
-    from nbgrad's default generator (``nb.manual_seed`` reseeds it). A dropped inf or NaN
+    The mask is drawn from ``generator`` (an ``nb.Generator``, advanced by the draw, a
+    numpy Generator or an int seed); without it, from the default generator that
+    ``nb.manual_seed`` seeds, so a seeded run drops the same elements. A dropped inf or NaN
     gives NaN (x * 0), as in PyTorch."""
     x = _args.float_input("dropout", x)
     p = _args.real("dropout", "p", p)
