@@ -30,11 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import return_types
+from ..dtypes import default_numpy
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import reduce as reduce_kernels
 from ..kernels._jit import for_work
-from ..tensor import DEFAULT_DTYPE, Tensor, lift
+from ..tensor import Tensor, lift
 from ._args import axes, dim_arg, float_input, keepdim_arg, one_axis, real
 
 
@@ -115,7 +117,7 @@ def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple,
                               dtype=np.int64))
     else:
         y = broadcast_sum.reduce_term(strided_apply.COPY, x.astype(np.float64), None, kept,
-                                      scale, x.shape).astype(DEFAULT_DTYPE)
+                                      scale, x.shape).astype(default_numpy())
     return y.reshape(out_shape)
 
 
@@ -253,10 +255,11 @@ def amin(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = No
                      keepdims=keepdim_arg("amin", keepdim, keepdims))
 
 
-def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick) -> tuple[Tensor, Tensor]:
-    """(values, indices) of ``pick`` (np.argmax/np.argmin) along one dim: the values are
-    ``x`` indexed at the indices, so the gradient goes to that one element (PyTorch's
-    ``max(dim=)``: the first extremum; a NaN is the extremum and its index is taken)."""
+def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick, result: type) -> Any:
+    """``result(values, indices)`` (a ``return_types`` named tuple) of ``pick``
+    (np.argmax/np.argmin) along one dim: the values are ``x`` indexed at the indices, so
+    the gradient goes to that one element (PyTorch's ``max(dim=)``: the first extremum; a
+    NaN is the extremum and its index is taken)."""
     d = one_axis(op, dim, x.shape)
     if x.ndim and x.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over the empty dim {dim} of a tensor of "
@@ -271,30 +274,32 @@ def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick) -> tuple[Tensor
     elif keepdim:
         values = values.reshape(idx.shape[:d] + (1,) + idx.shape[d:])
         idx = np.expand_dims(idx, d)
-    return values, Tensor._wrap(idx.astype(np.int64), None, 0)
+    return result(values, Tensor._wrap(idx.astype(np.int64), None, 0))
 
 
 def max(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
-        keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        keepdims: bool | None = None) -> Tensor | return_types.max:
     """With no dim, the maximum of all elements (as ``amax``, but a NaN maximum sends the
-    gradient evenly to the NaN entries). With ``dim`` (one int), the PyTorch pair
-    ``(values, indices)``; the gradient goes to the index."""
+    gradient evenly to the NaN entries). With ``dim`` (one int), the named tuple
+    ``(values, indices)`` (``return_types.max``, as PyTorch's); the gradient goes to the
+    index."""
     d = dim_arg("max", dim, axis)
     keep = keepdim_arg("max", keepdim, keepdims)
     if d is None:
         return Max.apply(lift(x), axis=None, keepdims=keep, spread_nan=True)
-    return _selected("max", lift(x), d, keep, np.argmax)
+    return _selected("max", lift(x), d, keep, np.argmax, return_types.max)
 
 
 def min(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
-        keepdims: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
+        keepdims: bool | None = None) -> Tensor | return_types.min:
     """With no dim, the minimum of all elements (a NaN minimum sends the gradient evenly
-    to the NaN entries); with ``dim``, ``(values, indices)``."""
+    to the NaN entries); with ``dim``, the named tuple ``(values, indices)``
+    (``return_types.min``)."""
     d = dim_arg("min", dim, axis)
     keep = keepdim_arg("min", keepdim, keepdims)
     if d is None:
         return Min.apply(lift(x), axis=None, keepdims=keep, spread_nan=True)
-    return _selected("min", lift(x), d, keep, np.argmin)
+    return _selected("min", lift(x), d, keep, np.argmin, return_types.min)
 
 
 # -- var, std ------------------------------------------------------------------------------
