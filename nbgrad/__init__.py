@@ -5,7 +5,7 @@ from . import startup
 startup.keep_freed_memory()
 startup.prefer_full_vectors()
 with startup.collector_paused():
-    from . import autograd, compiling, data, nn, optim, testing
+    from . import autograd, compiling, cuda, data, nn, optim, return_types, testing
     from .autograd import (
         detect_anomaly,
         enable_grad,
@@ -17,25 +17,57 @@ with startup.collector_paused():
         set_grad_enabled,
     )
     from .compiling import warmup
+    from .device import device
+    from .dtypes import DType as dtype  # noqa: N813  (PyTorch's name for the class)
+    from .dtypes import (  # noqa: A004  (PyTorch's names: nb.float, nb.int, nb.bool)
+        bool,
+        double,
+        float,
+        float16,
+        float32,
+        float64,
+        get_default_dtype,
+        half,
+        int,
+        int8,
+        int16,
+        int32,
+        int64,
+        long,
+        set_default_dtype,
+        short,
+        uint8,
+    )
     from .function import REGISTRY, Context, Function, Sample, register
     from .ops.activation import *  # noqa: F403
+    from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
     from .ops.elementwise import *  # noqa: F403
     from .ops.gram_schmidt import *  # noqa: F403
     from .ops.graph import *  # noqa: F403
     from .ops.indexing import *  # noqa: F403
+    from .ops.inplace import *  # noqa: F403
     from .ops.laplace import *  # noqa: F403
     from .ops.loss import *  # noqa: F403
     from .ops.matmul import *  # noqa: F403
     from .ops.norm import *  # noqa: F403
     from .ops.pad import *  # noqa: F403
     from .ops.pool import *  # noqa: F403
+    from .ops.random import *  # noqa: F403
     from .ops.reduce import *  # noqa: F403
     from .ops.select import *  # noqa: F403
     from .ops.shape import *  # noqa: F403
     from .ops.spectral import *  # noqa: F403
-    from .rng import manual_seed
-    from .serialization import load, save
+    from .rng import (
+        Generator,
+        default_generator,
+        get_rng_state,
+        initial_seed,
+        manual_seed,
+        seed,
+        set_rng_state,
+    )
+    from .serialization import CheckpointError, CheckpointVersionError, load, save
     from .tensor import (
         Tensor,
         full,

@@ -11,16 +11,20 @@ import time
 
 from . import REGISTRY
 from .compiling import check_op, default_jobs, map_in_workers, warmup, workers_for
+from .testing import saved_by
 
 
-def _list_ops() -> int:
+def _list_ops(saves: bool) -> int:
     width = max((len(name) for name in REGISTRY), default=2)
-    print(f"{'op':<{width}}  d2  class")
+    print(f"{'op':<{width}}  d2  " + ("saves for backward" if saves else "class"))
     for name in sorted(REGISTRY):
         op = REGISTRY[name]
         doc = (op.__doc__ or "").strip().splitlines()
-        print(f"{name:<{width}}  {'yes' if op.has_vjp() else 'no ':<3} "
-              f"{op.__module__}.{op.__qualname__}" + (f"  {doc[0]}" if doc else ""))
+        if saves:  # runs the op on its first sample: compiles its kernels
+            detail = ", ".join(saved_by(name)) or "-"
+        else:
+            detail = f"{op.__module__}.{op.__qualname__}" + (f"  {doc[0]}" if doc else "")
+        print(f"{name:<{width}}  {'yes' if op.has_vjp() else 'no ':<3} {detail}")
     without = sorted(n for n, op in REGISTRY.items() if not op.has_vjp())
     print(f"{len(REGISTRY)} registered ops; d2 = twice differentiable (create_graph=True)"
           + (f"; without second derivatives: {', '.join(without)}" if without else ""))
@@ -104,10 +108,13 @@ def main(argv: list[str] | None = None) -> int:
                       help="repeatable (default: both)")
     warm.add_argument("--jobs", type=_jobs, default=cores,
                       help=f"worker processes (default: one per core, {cores})")
-    sub.add_parser("ops", help="list the registered ops")
+    ops = sub.add_parser("ops", help="list the registered ops")
+    ops.add_argument("--saves", action="store_true",
+                     help="which inputs and outputs each op saves for its backward (what "
+                          "an in-place change makes backward refuse); runs every op once")
     args = parser.parse_args(argv)
     if args.command == "ops":
-        return _list_ops()
+        return _list_ops(args.saves)
     if args.command == "warmup":
         return _warmup(args.ops, args.dtype or ["float32", "float64"], args.jobs)
     if args.command == "demo":

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from . import dtypes
 from .autograd import grad_mode
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
@@ -54,7 +55,8 @@ class Context:
     """
 
     __slots__ = ("fn", "inputs", "needs_input_grad", "input_arrays", "params",
-                 "saved_tensors", "output_meta", "released", "seq", "ahead", "__dict__")
+                 "saved_tensors", "saved_versions", "output_meta", "released", "seq", "ahead",
+                 "__dict__")
 
     def __init__(self, fn: type[Function], inputs: tuple, needs_input_grad: tuple[bool, ...],
                  input_arrays: list, params: dict):
@@ -64,6 +66,7 @@ class Context:
         self.input_arrays = input_arrays  # what forward received: gradients take their shapes
         self.params = params
         self.saved_tensors: tuple = ()
+        self.saved_versions: tuple = ()  # (counter, value, which) per saved tensor's storage
         self.output_meta: tuple | None = None
         self.released = False
         self.seq = next(_node_count)
@@ -80,6 +83,7 @@ class Context:
     def release(self) -> None:
         """Free every buffer this node holds; a later backward through it is an error."""
         self.saved_tensors = ()
+        self.saved_versions = ()
         self.inputs = ()
         self.input_arrays = []
         self.params = {}
@@ -137,7 +141,11 @@ class Function:
         record = True in needs
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
         compiled = compiles.started
-        out = cls.forward(ctx, *arrays, **params)
+        try:
+            out = cls.forward(ctx, *arrays, **params)
+        except (NotImplementedError, TypeError) as err:
+            dtypes.raise_if_storage_only(cls.op_name, arrays, err)  # float16 met a kernel
+            raise
         # (``done < sent`` first: a plain comparison while the helper has nothing pending,
         # where a method call and a lookup cost W9 5% of its forward pass)
         if (record and (compiles.started != compiled
@@ -156,15 +164,77 @@ class Function:
         if isinstance(out, tuple):
             if record:
                 ctx.output_meta = tuple([(o.shape, o.dtype) for o in out])
-                return tuple([Tensor._wrap(o, ctx, i) for i, o in enumerate(out)])
-            return tuple([Tensor._wrap(o, None, 0) for o in out])
-        return Tensor._wrap(out, ctx if record else None, 0)
+                outs = tuple([Tensor._wrap(o, ctx, i) for i, o in enumerate(out)])
+            else:
+                outs = tuple([Tensor._wrap(o, None, 0) for o in out])
+        else:
+            outs = (Tensor._wrap(out, ctx if record else None, 0),)
+        for t in outs:
+            base = t.data.base
+            if base is not None and type(base) is np.ndarray:
+                _share_storage(t, inputs)
+        if record and ctx.saved_tensors:
+            ctx.saved_versions = _saved_versions(ctx.saved_tensors, inputs, outs)
+        return outs if isinstance(out, tuple) else outs[0]
+
 
 
 def _is_nbgrad_op(fn: type[Function]) -> bool:
     """Whether ``fn`` is registered by nbgrad's own modules (what a fresh interpreter that
     imports nbgrad knows by name)."""
     return REGISTRY.get(fn.op_name) is fn and fn.__module__.startswith("nbgrad.")
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    """The array that owns ``array``'s memory (itself if it is not a view of another)."""
+    while type(array.base) is np.ndarray:
+        array = array.base
+    return array
+
+
+def _share_storage(out: Tensor, inputs: tuple) -> None:
+    """Give an output that views an input's memory (reshape, transpose, basic indexing)
+    that input's version counter and base, as PyTorch's views have."""
+    root = _root(out.data)
+    for x in inputs:
+        if isinstance(x, Tensor) and _root(x.data) is root:
+            out._counter = x._version_counter()
+            out._base = x if x._base is None else x._base
+            return
+
+
+def _saved_versions(saved: tuple, inputs: tuple, outs: tuple) -> tuple:
+    """``(counter, version, which, shape, dtype)`` for every saved array that is an
+    input's or an output's memory (or a view of it): what backward compares against, to
+    refuse gradients computed from an array overwritten in place since the forward."""
+    found = []
+    for s in saved:
+        if type(s) is not np.ndarray:
+            continue
+        for role, tensors in (("input", inputs), ("output", outs)):
+            i = _owner(s, tensors)
+            if i is not None:
+                counter = tensors[i]._version_counter()
+                found.append((counter, counter.value, f"{role} {i}", tensors[i].shape,
+                              tensors[i].dtype))
+                break
+    return tuple(found)
+
+
+def _owner(array: np.ndarray, tensors: tuple) -> int | None:
+    """The position in ``tensors`` of the tensor whose array is ``array`` or whose memory
+    it views."""
+    for i, t in enumerate(tensors):
+        if isinstance(t, Tensor) and t.data is array:
+            return i
+    base = array.base
+    if base is not None and type(base) is np.ndarray:
+        root = _root(array)
+        for i, t in enumerate(tensors):
+            if isinstance(t, Tensor) and _root(t.data) is root:
+                return i
+    return None
+
 
 
 class Sample:

@@ -11,23 +11,29 @@ from typing import Any
 
 import numpy as np
 
+from . import dtypes, rng
 from .autograd import grad_mode, hooks
 from .autograd.engine import backward
 from .autograd.hooks import RemovableHandle
+from .device import check_device
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-SUPPORTED_DTYPES = FLOAT_DTYPES + tuple(np.dtype(t) for t in (np.int32, np.int64, np.bool_))
+# float16, int8, int16 and uint8 are storage dtypes (see nbgrad/dtypes.py)
+SUPPORTED_DTYPES = tuple(d.dtype for d in dtypes.ALL)
+# The initial default; the current one is ``dtypes.get_default_dtype()``.
 DEFAULT_DTYPE = np.dtype(np.float32)
+_dtype_of = dtypes.BY_NUMPY.get  # (array dtype, itself if unsupported) -> DType
 
 
-def _resolve_dtype(dtype: Any) -> np.dtype | None:
-    if dtype is None:
-        return None
-    dt = np.dtype(dtype)
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(f"tensor: dtype {dt} is not supported; use one of "
-                        f"{', '.join(str(d) for d in SUPPORTED_DTYPES)}")
-    return dt
+def _resolve_dtype(dtype: Any, op: str = "tensor") -> np.dtype | None:
+    """NumPy's dtype for a ``dtype=`` argument of ``op`` (None stays None: inferred
+    from the data)."""
+    return None if dtype is None else dtypes.to_numpy(dtype, op)
+
+
+def _factory_dtype(dtype: Any, op: str) -> np.dtype:
+    """The dtype a factory makes: ``dtype``, or the default float dtype for None."""
+    return dtypes.default_numpy() if dtype is None else dtypes.to_numpy(dtype, op)
 
 
 def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
@@ -50,7 +56,7 @@ def _default_dtype(source: np.dtype, from_python: bool) -> np.dtype:
     """The dtype ``_to_array`` gives data of dtype ``source`` (any byte order)."""
     native = source if source.isnative else source.newbyteorder("=")
     if native.kind == "f":
-        return native if native in FLOAT_DTYPES and not from_python else DEFAULT_DTYPE
+        return native if native in FLOAT_DTYPES and not from_python else dtypes.default_numpy()
     if native.kind in "iu":
         return np.dtype(np.int64)
     if native not in SUPPORTED_DTYPES:
@@ -70,10 +76,23 @@ def _check_fits(arr: np.ndarray, dtype: np.dtype) -> None:
                             f"(range {info.min} to {info.max})")
 
 
+class Version:
+    """The version counter of one storage: in-place writes bump it, and a graph node
+    remembers the value each array it saved had, so that backward can tell that one
+    was overwritten (PyTorch's "modified by an inplace operation" error). Tensors that
+    view one storage share one counter."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
+
+
 class Tensor:
     """An n-dimensional array that records the ops applied to it for reverse-mode autodiff."""
 
-    __slots__ = ("data", "_grad", "_requires_grad", "_node", "_index", "__weakref__")
+    __slots__ = ("data", "_grad", "_requires_grad", "_node", "_index", "_counter", "_base",
+                 "__weakref__")
     __array_priority__ = 1000
     __array_ufunc__ = None  # `ndarray <op> Tensor` defers to the Tensor's reflected operator
 
@@ -82,6 +101,8 @@ class Tensor:
         self._grad: Tensor | None = None
         self._node = None
         self._index = 0
+        self._counter: Version | None = None
+        self._base: Tensor | None = None
         self._requires_grad = False
         self.requires_grad = requires_grad
 
@@ -93,8 +114,24 @@ class Tensor:
         t._grad = None
         t._node = node
         t._index = index
+        t._counter = None
+        t._base = None
         t._requires_grad = node is not None
         return t
+
+    # -- versions ---------------------------------------------------------------------
+    def _version_counter(self) -> Version:
+        """The counter of this tensor's storage, shared with its views (made on first
+        need: a tensor nobody saved, viewed or changed in place never needs one)."""
+        counter = self._counter
+        if counter is None:
+            counter = self._counter = Version()
+        return counter
+
+    @property
+    def _version(self) -> int:
+        """How many in-place writes this tensor's storage has had (PyTorch's name)."""
+        return 0 if self._counter is None else self._counter.value
 
     # -- attributes -------------------------------------------------------------------
     @property
@@ -149,8 +186,10 @@ class Tensor:
         return self.data.shape
 
     @property
-    def dtype(self) -> np.dtype:
-        return self.data.dtype
+    def dtype(self) -> dtypes.DType:
+        """The dtype object (``nb.float32``...), equal to the array's NumPy dtype."""
+        dt = self.data.dtype
+        return _dtype_of(dt, dt)
 
     @property
     def ndim(self) -> int:
@@ -171,7 +210,7 @@ class Tensor:
 
     def __repr__(self) -> str:
         body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = f", dtype={self.dtype}" if self.dtype != DEFAULT_DTYPE else ""
+        extra = "" if self.data.dtype in _repr_implied() else f", dtype={self.dtype}"
         if self._node is not None:
             extra += f", grad_fn={self._node!r}"
         elif self._requires_grad:
@@ -179,8 +218,9 @@ class Tensor:
         return f"tensor({body}{extra})"
 
     # -- conversion ---------------------------------------------------------------------
-    def numpy(self) -> np.ndarray:
-        """The underlying array (shared, not copied).
+    def numpy(self, force: bool = False) -> np.ndarray:
+        """The underlying array (shared, not copied); ``force=True`` gives a writable
+        copy, cut from the graph.
 
         For a tensor that requires grad the array is a read-only view: a graph may have
         saved it for backward, and writing into it would silently change the gradients.
@@ -188,6 +228,8 @@ class Tensor:
         tensor that does not require grad but was an op's input) before ``backward``
         change what backward computes, so copy first (``np.array(t)``) to modify.
         """
+        if force:
+            return self.data.copy()
         if not self._requires_grad:
             return self.data
         view = self.data.view()
@@ -213,14 +255,21 @@ class Tensor:
         return int(self.item())
 
     def __bool__(self) -> bool:
-        return bool(self.item())
+        """The truth of a one-element tensor; any other is ambiguous (PyTorch's error)."""
+        if self.data.size != 1:
+            count = "no values" if self.data.size == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {count} is ambiguous")
+        return bool(self.data.item())
 
     def tolist(self) -> Any:
         return self.data.tolist()
 
     def detach(self) -> Tensor:
-        """The same data, cut from the graph (shares memory, as in PyTorch)."""
-        return Tensor._wrap(self.data, None, 0)
+        """The same data, cut from the graph (shares memory and the version counter, as
+        in PyTorch: writing into it is seen by a backward that saved this tensor)."""
+        t = Tensor._wrap(self.data, None, 0)
+        t._counter = self._version_counter()
+        return t
 
     def astype(self, dtype: Any) -> Tensor:
         """A copy in another dtype, cut from the graph."""
@@ -230,64 +279,18 @@ class Tensor:
         """The number of elements (PyTorch's name)."""
         return self.data.size
 
-    # -- in-place updates (optimisers, initialisation, user code under no_grad) --------
+    # -- in-place updates ------------------------------------------------------------
     def _writable(self, op: str) -> np.ndarray:
-        """The array an in-place op may write: not while it would change a recorded graph
-        (a tensor that requires grad, outside no_grad), as in PyTorch."""
+        """The array an in-place op that is not recorded in the graph writes, its version
+        bumped: not that of a tensor that requires grad while gradients are recorded (the
+        ops in ``nbgrad.ops.inplace`` record those), as in PyTorch. Call it after the
+        op's arguments are checked and right before writing."""
         if self._requires_grad and grad_mode.state.enabled:
-            kind = "a leaf tensor" if self._node is None else "a tensor in a graph"
-            raise RuntimeError(f"{op}: {kind} that requires grad cannot be modified in "
-                               "place while gradients are recorded; do it inside "
+            raise RuntimeError(f"{op}: a tensor that requires grad cannot be modified in "
+                               "place here while gradients are recorded; do it inside "
                                "`with nb.no_grad():`")
+        self._version_counter().value += 1
         return self.data
-
-    def _update(self, op: str, ufunc: np.ufunc, other: Any) -> Tensor:
-        """self = ufunc(self, other) in place, ``other`` broadcast to self's shape."""
-        data = self._writable(op)
-        value = other.data if isinstance(other, Tensor) else np.asarray(other)
-        try:
-            ufunc(data, value, out=data, casting="same_kind")
-        except (ValueError, TypeError) as err:
-            raise _same_kind(err)(f"{op}: cannot apply a value of shape {value.shape} and dtype "
-                            f"{value.dtype} in place to a tensor of shape {self.shape} and "
-                            f"dtype {self.dtype}") from None
-        return self
-
-    def add_(self, other: Any, alpha: float = 1) -> Tensor:
-        """self += alpha * other, in place."""
-        return self._update("add_", np.add, other if alpha == 1 else _scaled(other, alpha))
-
-    def sub_(self, other: Any, alpha: float = 1) -> Tensor:
-        """self -= alpha * other, in place."""
-        return self._update("sub_", np.subtract,
-                            other if alpha == 1 else _scaled(other, alpha))
-
-    def mul_(self, other: Any) -> Tensor:
-        """self *= other, in place."""
-        return self._update("mul_", np.multiply, other)
-
-    def div_(self, other: Any) -> Tensor:
-        """self /= other, in place (true division)."""
-        return self._update("div_", np.true_divide, other)
-
-    def copy_(self, src: Any) -> Tensor:
-        """Copy ``src`` (broadcast to self's shape, cast to self's dtype) into self."""
-        data = self._writable("copy_")
-        value = src.data if isinstance(src, Tensor) else np.asarray(src)
-        try:
-            np.copyto(data, value, casting="same_kind")
-        except (ValueError, TypeError) as err:
-            raise _same_kind(err)(f"copy_: cannot copy a value of shape {value.shape} and dtype "
-                            f"{value.dtype} into a tensor of shape {self.shape} and dtype "
-                            f"{self.dtype}") from None
-        return self
-
-    def fill_(self, value: float) -> Tensor:
-        self._writable("fill_")[...] = value
-        return self
-
-    def zero_(self) -> Tensor:
-        return self.fill_(0)
 
     def backward(self, grad: Any = None, retain_graph: bool | None = None,
                  create_graph: bool = False) -> None:
@@ -296,26 +299,16 @@ class Tensor:
         backward(self, grad, retain_graph, create_graph)
 
     # Operators and the PyTorch-named methods (add, sum, reshape, relu, ...) are installed
-    # by ``nbgrad.ops`` next to the functions they call. Comparisons give boolean tensors
-    # outside the graph (masks); == stays identity so tensors remain hashable.
-    def __lt__(self, other): return Tensor._wrap(self.data < _plain(other), None, 0)
-    def __le__(self, other): return Tensor._wrap(self.data <= _plain(other), None, 0)
-    def __gt__(self, other): return Tensor._wrap(self.data > _plain(other), None, 0)
-    def __ge__(self, other): return Tensor._wrap(self.data >= _plain(other), None, 0)
+    # by ``nbgrad.ops`` next to the functions they call. The comparisons, == and !=
+    # included, are element-wise and give bool tensors (``ops/compare.py``), so a tensor
+    # hashes by identity, as in PyTorch: compare tensors in lists with ``is``.
     __hash__ = object.__hash__
 
 
-def _same_kind(err: Exception) -> type:
-    """ValueError or TypeError, whichever ``err`` is (NumPy raises subclasses of them)."""
-    return TypeError if isinstance(err, TypeError) else ValueError
-
-
-def _scaled(other: Any, alpha: float) -> np.ndarray:
-    return (other.data if isinstance(other, Tensor) else np.asarray(other)) * alpha
-
-
-def _plain(x: Any) -> Any:
-    return x.data if isinstance(x, Tensor) else x
+def _repr_implied() -> tuple[np.dtype, ...]:
+    """The dtypes a tensor's repr does not print, as PyTorch's: the default float
+    dtype, int64 and bool."""
+    return (dtypes.default_numpy(), np.dtype(np.int64), np.dtype(np.bool_))
 
 
 def lift(value: Any, like: Tensor | None = None) -> Tensor:
@@ -328,7 +321,7 @@ def lift(value: Any, like: Tensor | None = None) -> Tensor:
     if isinstance(value, Tensor):
         return value
     if isinstance(value, bool | int | float) and like is not None:
-        dtype = like.dtype
+        dtype = like.data.dtype  # NumPy's: the hot path of every `tensor op number`
         if dtype.kind != "f":
             dtype = _scalar_dtype(value, dtype)
         try:
@@ -342,15 +335,18 @@ def lift(value: Any, like: Tensor | None = None) -> Tensor:
 def _scalar_dtype(value: bool | int | float, tensor_dtype: np.dtype) -> np.dtype:
     """The dtype of a Python number next to an integer or bool tensor (see ``lift``)."""
     if isinstance(value, float):
-        return DEFAULT_DTYPE
+        return dtypes.default_numpy()
     if tensor_dtype.kind == "b" and not isinstance(value, bool):
         return np.dtype(np.int64)
     return tensor_dtype
 
 
 # -- construction ------------------------------------------------------------------------
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor holding a copy of ``data`` (see ``_to_array`` for the dtype rules)."""
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False,
+           device: Any = None) -> Tensor:
+    """A new tensor holding a copy of ``data`` (see ``_to_array`` for the dtype rules);
+    ``device`` is the CPU or None (see ``nbgrad.device``)."""
+    check_device(device, "tensor")
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 
 
@@ -368,40 +364,73 @@ def _new(array: np.ndarray, requires_grad: bool) -> Tensor:
     return t
 
 
-def zeros(*shape, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return _new(np.zeros(_shape_arg(shape), _resolve_dtype(dtype)), requires_grad)
+# Factories: ``dtype=None`` is the default float dtype (``*_like``: the tensor's);
+# ``device`` is the CPU or None (see ``nbgrad.device``).
+def zeros(*shape, dtype: Any = None, requires_grad: bool = False,
+          device: Any = None) -> Tensor:
+    check_device(device, "zeros")
+    return _new(np.zeros(_shape_arg(shape), _factory_dtype(dtype, "zeros")), requires_grad)
 
 
-def ones(*shape, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) -> Tensor:
-    return _new(np.ones(_shape_arg(shape), _resolve_dtype(dtype)), requires_grad)
+def ones(*shape, dtype: Any = None, requires_grad: bool = False,
+         device: Any = None) -> Tensor:
+    check_device(device, "ones")
+    return _new(np.ones(_shape_arg(shape), _factory_dtype(dtype, "ones")), requires_grad)
 
 
-def full(shape: Sequence[int] | int, fill_value: float, dtype: Any = DEFAULT_DTYPE,
-         requires_grad: bool = False) -> Tensor:
+def full(shape: Sequence[int] | int, fill_value: float, dtype: Any = None,
+         requires_grad: bool = False, device: Any = None) -> Tensor:
+    check_device(device, "full")
     shape = (shape,) if isinstance(shape, int) else tuple(shape)
-    return _new(np.full(_shape_arg(shape), fill_value, _resolve_dtype(dtype)), requires_grad)
+    return _new(np.full(_shape_arg(shape), fill_value, _factory_dtype(dtype, "full")),
+                requires_grad)
 
 
-def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return zeros(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False,
+               device: Any = None) -> Tensor:
+    check_device(device, "zeros_like")
+    return zeros(*t.shape, dtype=t.dtype if dtype is None else dtype,
+                 requires_grad=requires_grad)
 
 
-def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    return ones(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False,
+              device: Any = None) -> Tensor:
+    check_device(device, "ones_like")
+    return ones(*t.shape, dtype=t.dtype if dtype is None else dtype,
+                requires_grad=requires_grad)
 
 
-def randn(*shape, seed: int | None = None, dtype: Any = DEFAULT_DTYPE,
-          requires_grad: bool = False) -> Tensor:
-    """Standard normal samples; ``seed`` makes them reproducible."""
-    rng = np.random.default_rng(seed)
-    data = rng.standard_normal(_shape_arg(shape)).astype(_resolve_dtype(dtype))
-    return _new(data, requires_grad)
+def randn(*size, generator: Any = None, seed: int | None = None, dtype: Any = None,
+          requires_grad: bool = False, device: Any = None) -> Tensor:
+    """Samples of the standard normal N(0, 1), of shape ``size`` (float32 or float64).
+
+    Drawn from ``generator`` (an ``nb.Generator``, which the draw advances) or, without
+    one, from the default generator that ``nb.manual_seed`` seeds: a seeded script draws
+    the same numbers in every run. ``seed=s`` draws from a fresh generator seeded with
+    ``s`` instead (the numbers of ``generator=nb.Generator().manual_seed(s)``) and leaves
+    the default generator alone."""
+    check_device(device, "randn")
+    shape = _shape_arg(size)
+    source, dtype = _draw_source("randn", generator, seed, dtype)
+    return _new(source.standard_normal(shape).astype(dtype, copy=False), requires_grad)
 
 
-def rand(*shape, seed: int | None = None, dtype: Any = DEFAULT_DTYPE,
-         requires_grad: bool = False) -> Tensor:
-    """Uniform samples on [0, 1); ``seed`` makes them reproducible."""
-    rng = np.random.default_rng(seed)
-    data = rng.random(_shape_arg(shape)).astype(_resolve_dtype(dtype))
-    return _new(data, requires_grad)
+def rand(*size, generator: Any = None, seed: int | None = None, dtype: Any = None,
+         requires_grad: bool = False, device: Any = None) -> Tensor:
+    """Samples of the uniform distribution on [0, 1), of shape ``size``; ``generator`` and
+    ``seed`` as for ``randn``. Drawn in the tensor's dtype, so a float32 sample is never
+    1.0 (a float64 one rounded to float32 could be)."""
+    check_device(device, "rand")
+    shape = _shape_arg(size)
+    source, dtype = _draw_source("rand", generator, seed, dtype)
+    return _new(source.random(shape, dtype=dtype), requires_grad)
+
+
+def _draw_source(op: str, generator: Any, seed: Any, dtype: Any) -> tuple[Any, np.dtype]:
+    """The NumPy generator a float draw of ``op`` takes (``rng.source``) and its dtype,
+    checked before anything is drawn, so a refused call leaves the generator as it was."""
+    dt = _factory_dtype(dtype, op)
+    if dt not in FLOAT_DTYPES:
+        raise TypeError(f"{op}: dtype must be float32 or float64, got {dt}")
+    return rng.source(op, generator, seed), dt
 

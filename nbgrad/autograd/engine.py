@@ -28,6 +28,7 @@ whether a kernel or NumPy (a leaf's sum of gradients, mul's small products) comp
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from heapq import heappop, heappush
 from typing import Any
@@ -46,6 +47,28 @@ def _freed_graph_error(node) -> RuntimeError:
     return RuntimeError(
         f"backward: the graph through {node.name} was already freed by an earlier "
         "backward; pass retain_graph=True to the first backward to go through it twice")
+
+
+def check_versions(node) -> None:
+    """Raise PyTorch's error if an array ``node`` saved was modified in place since."""
+    for counter, value, which, shape, dtype in node.saved_versions:
+        if counter.value != value:
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: [{dtype} {list(shape)}], which is {which} of "
+                f"{node.name}Backward, is at version {counter.value}; "
+                f"expected version {value} instead. Clone it before changing it in place "
+                f"(or change it after backward).")
+
+
+def as_consumed(t, seq: int):
+    """``t`` as the node numbered ``seq`` consumed it. A node's inputs are older than it,
+    unless an in-place op recorded later made the tensor the output of a newer node
+    (``ops/inplace.py``): that node keeps the value it replaced as ``replaced``, which
+    is what the older consumer saw (followed back through every later in-place op)."""
+    while t._node is not None and t._node.seq > seq:
+        t = t._node.replaced
+    return t
 
 
 def _broadcastable_to(shape: tuple, target: tuple) -> bool:
@@ -127,6 +150,9 @@ def _last_consumers(roots: Sequence) -> list:
             if not needed:
                 continue
             child = t._node
+            if child is not None and child.seq > seq:
+                t = as_consumed(t, seq)
+                child = t._node
             if child is None:
                 if last.get(t, seq) >= seq:
                     last[t] = seq
@@ -213,6 +239,8 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
+            if node.saved_versions:
+                check_versions(node)
             if run_hooks:
                 grads = hooks.run_output_hooks(node, grads, create_graph, like)
             if wanted_at:
@@ -234,6 +262,9 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 if g is None or not needs[position]:
                     continue
                 a = arrays[position]
+                child = t._node
+                if child is not None and child.seq > node.seq:
+                    t = as_consumed(t, node.seq)
                 if create_graph:
                     if not hasattr(g, "_node"):
                         g = type(like)._wrap(np.asarray(g, a.dtype), None, 0)
@@ -313,6 +344,9 @@ def _views_a_shared_array(g: np.ndarray) -> bool:
     return isinstance(base.base, np.ndarray) or sys.getrefcount(base) > 3
 
 
+_leaf_lock = threading.Lock()  # one read-add-write of a leaf's .grad at a time
+
+
 def backward(t, grad: Any = None, retain_graph: bool | None = None,
              create_graph: bool = False) -> None:
     """Accumulate d(t)/d(leaf) (times ``grad``) into ``leaf.grad`` for every leaf that
@@ -329,13 +363,14 @@ def backward(t, grad: Any = None, retain_graph: bool | None = None,
 
     def store(leaf, g: Any, shared: bool = False) -> None:
         """leaf.grad += g: the leaves with post-accumulate hooks during the pass, the
-        others after it."""
+        others after it. Under a lock: threads may run backward into shared leaves."""
         if create_graph:
-            with enable_grad():
+            with enable_grad(), _leaf_lock:
                 leaf.grad = g if leaf.grad is None else leaf.grad + g
             return
         g = _owned(g, handed_out, shared)
-        leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
+        with _leaf_lock:
+            leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
 
     with np.errstate(all="ignore"):
         leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph,

@@ -18,14 +18,50 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-from weakref import WeakKeyDictionary
+from weakref import ref
 
 import numpy as np
 
 any_registered = False
 any_post_registered = False
-_leaf_hooks: WeakKeyDictionary = WeakKeyDictionary()  # leaf tensor -> [fn, ...]
-_post_hooks: WeakKeyDictionary = WeakKeyDictionary()  # leaf tensor -> [fn, ...]
+
+
+class WeakIdKeyDictionary:
+    """A dict whose keys are held weakly and told apart by identity (PyTorch's
+    ``WeakIdKeyDictionary``). ``weakref.WeakKeyDictionary`` compares keys with ``==``,
+    which on tensors is element-wise, so its lookups would ask for the truth of a bool
+    tensor; here an entry is found by ``id(key)``, checked to be that very object, and
+    dropped when the key is collected."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[ref, Any]] = {}
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        entry = self._entries.get(id(key))
+        return default if entry is None or entry[0]() is not key else entry[1]
+
+    def setdefault(self, key: Any, default: Any) -> Any:
+        entry = self._entries.get(id(key))
+        if entry is not None and entry[0]() is key:
+            return entry[1]
+        self._entries[id(key)] = (ref(key, self._forget(id(key))), default)
+        return default
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _forget(self, key_id: int) -> Callable[[ref], None]:
+        """The weakref callback that drops the entry of the collected key (not a newer
+        entry under the same id)."""
+        def forget(dead: ref) -> None:
+            entry = self._entries.get(key_id)
+            if entry is not None and entry[0] is dead:
+                del self._entries[key_id]
+        return forget
+
+
+_leaf_hooks = WeakIdKeyDictionary()  # leaf tensor -> [fn, ...]
+_post_hooks = WeakIdKeyDictionary()  # leaf tensor -> [fn, ...]
 
 
 class RemovableHandle:
@@ -79,7 +115,9 @@ def _run(hooks: list, g: Any, create_graph: bool, like: Any) -> Any:
         if result.shape != shape:
             raise RuntimeError(f"register_hook: hook {fn!r} changed the gradient's shape "
                                f"from {shape} to {result.shape}")
-        g = result if create_graph else np.asarray(result.data, dtype=g.dtype)
+        # a copy: the caller keeps the tensor it returned, which must not become a
+        # leaf's .grad that zero_grad or clip_grad_norm_ then rewrite
+        g = result if create_graph else np.array(result.data, dtype=g.dtype)
     return g
 
 

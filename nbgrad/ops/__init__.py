@@ -7,12 +7,29 @@ and methods: each is the public function of the same name (``x.relu()`` is ``rel
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
 from ..tensor import Tensor
-from . import activation, elementwise, indexing, matmul, reduce, select, shape
+from . import (
+    activation,
+    compare,
+    convert,
+    elementwise,
+    indexing,
+    inplace,
+    matmul,
+    reduce,
+    select,
+    shape,
+)
 
 _METHODS = {
-    elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs", "to",
+    elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs",
                   "sin", "cos", "erf", "square"],
+    convert.TensorMethods: convert.NAMES,  # to (dtype, device, tensor), float(), cpu(), ...
     matmul: ["matmul"],
     reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size", "var", "std", "norm",
              "argmax", "argmin"],
@@ -23,7 +40,15 @@ _METHODS = {
     select.TensorMethods: ["where"],  # x.where(condition, y) = where(condition, x, y)
     activation: ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_quick", "silu",
                  "softplus", "clamp", "softmax", "log_softmax", "logsumexp"],
+    compare: ["eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater",
+              "greater_equal", "equal", "isclose", "allclose", "isnan", "isinf", "isfinite",
+              "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "bitwise_not", "any", "all"],
 }
+
+_IN_PLACE = ["clone", "masked_fill", "masked_fill_", "index_put", "index_put_", "index_fill",
+             "index_fill_", "scatter", "scatter_", "scatter_add_", "copy_", "fill_", "zero_",
+             "add_", "sub_", "mul_", "div_", "pow_", "clamp_"]
 
 _OPERATORS = {
     "__add__": (elementwise.add, False), "__radd__": (elementwise.add, True),
@@ -32,8 +57,18 @@ _OPERATORS = {
     "__truediv__": (elementwise.div, False), "__rtruediv__": (elementwise.div, True),
     "__pow__": (elementwise.pow, False), "__rpow__": (elementwise.pow, True),
     "__matmul__": (matmul.matmul, False), "__rmatmul__": (matmul.matmul, True),
-    "__getitem__": (shape.getitem, False),
+    "__getitem__": (shape.getitem, False), "__setitem__": (inplace.setitem, False),
+    "__iadd__": (inplace.add_, False), "__isub__": (inplace.sub_, False),
+    "__imul__": (inplace.mul_, False), "__itruediv__": (inplace.div_, False),
+    "__and__": (compare.bitwise_and, False), "__rand__": (compare.bitwise_and, True),
+    "__or__": (compare.bitwise_or, False), "__ror__": (compare.bitwise_or, True),
+    "__xor__": (compare.bitwise_xor, False), "__rxor__": (compare.bitwise_xor, True),
 }
+
+# Python reflects a comparison itself (``3 < t`` is ``t > 3``), so none needs a reflected form
+_COMPARISONS = {"__eq__": compare.eq, "__ne__": compare.ne, "__lt__": compare.lt,
+                "__le__": compare.le, "__gt__": compare.gt, "__ge__": compare.ge}
+_COMPARABLE = (Tensor, np.ndarray, np.generic, bool, int, float)
 
 
 def _reflected(fn):
@@ -44,12 +79,39 @@ def _reflected(fn):
     return method
 
 
+def _comparison(fn: Callable[[Any, Any], Tensor]) -> Callable[[Tensor, Any], Any]:
+    """``fn`` as a comparison operator: ``NotImplemented`` for an operand that is not a
+    tensor, an array or a number, so Python falls back as it does for PyTorch's tensors
+    (``t == None`` is False by identity, ``t < None`` a TypeError)."""
+    def method(self, other):
+        if not isinstance(other, _COMPARABLE):
+            return NotImplemented
+        return fn(self, other)
+    method.__name__ = fn.__name__
+    method.__doc__ = f"``self {fn.__name__} other``: see ``nbgrad.{fn.__name__}``."
+    return method
+
+
+def _contains(self: Tensor, value: Any) -> bool:
+    """``value in t``: whether any element equals ``value`` (PyTorch's rule)."""
+    return bool(compare.eq(self, value).any())
+
+
 def _install() -> None:
     for module, names in _METHODS.items():
         for name in names:
             setattr(Tensor, name, getattr(module, name))
+    for name in _IN_PLACE:
+        setattr(Tensor, name, getattr(inplace, name))
+    for name, method in inplace.UNARY_IN_PLACE.items():
+        setattr(Tensor, name, method)
     for dunder, (fn, reflected) in _OPERATORS.items():
         setattr(Tensor, dunder, _reflected(fn) if reflected else fn)
+    for dunder, fn in _COMPARISONS.items():
+        setattr(Tensor, dunder, _comparison(fn))
+    Tensor.__hash__ = object.__hash__  # by identity, though == is element-wise (PyTorch)
+    Tensor.__invert__ = compare.bitwise_not
+    Tensor.__contains__ = _contains
     Tensor.__neg__ = elementwise.neg
     Tensor.__abs__ = elementwise.abs
     Tensor.__pos__ = lambda self: self

@@ -332,7 +332,7 @@ def stack(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = 
 
 
 # -- indexing --------------------------------------------------------------------------------
-def _normalize_index(index: Any, shape: tuple) -> tuple:
+def normalize_index(index: Any, shape: tuple, op: str = "getitem") -> tuple:
     """The index as a tuple NumPy understands: Tensors and lists become integer (int64)
     or boolean arrays; ints, slices, None and Ellipsis pass through."""
     items = index if isinstance(index, tuple) else (index,)
@@ -346,7 +346,7 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
                 item = item.astype(np.int64)
         if isinstance(item, np.ndarray):
             if item.dtype.kind not in "iub":
-                raise TypeError(f"getitem: index arrays must hold integers or booleans, got "
+                raise TypeError(f"{op}: index arrays must hold integers or booleans, got "
                                 f"{item.dtype} (x has shape {shape})")
             # A private copy: the backward must see the indices the forward validated,
             # even if the caller changes its array in between.
@@ -354,7 +354,7 @@ def _normalize_index(index: Any, shape: tuple) -> tuple:
         elif is_int(item):
             item = int(item)
         elif not (item is None or item is Ellipsis or isinstance(item, slice)):
-            raise TypeError(f"getitem: cannot index with {type(item).__name__} {item!r}; use "
+            raise TypeError(f"{op}: cannot index with {type(item).__name__} {item!r}; use "
                             f"ints, slices, None, ..., or integer/boolean arrays "
                             f"(x has shape {shape})")
         out.append(item)
@@ -482,7 +482,7 @@ def getitem(x: Any, index: Any) -> Tensor:
     (``np.add.at``), in a fixed order, so it is deterministic.
     """
     x = lift(x)
-    index = _normalize_index(index, x.shape)
+    index = normalize_index(index, x.shape)
     try:
         return GetItem.apply(x, index=index)
     except IndexError as e:

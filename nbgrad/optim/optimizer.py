@@ -305,6 +305,9 @@ class Optimizer:
                 if self._counts_steps:
                     flat.steps[work.active] += 1
                 self._update(group, flat, work)
+                for p, stepped in zip(flat.params, work.active):
+                    if stepped:  # an in-place write: a graph that saved p refuses backward
+                        p._version_counter().value += 1
                 if self._counts_steps or flat.buffers:
                     flat.has_state[work.active] = True
         return loss

@@ -9,7 +9,9 @@ from .gradcheck import (
     gradcheck_report,
     gradgradcheck,
     gradgradcheck_report,
+    sample_call,
+    saved_by,
 )
 
 __all__ = ["GradcheckError", "OpReport", "check_registered", "gradcheck", "gradcheck_report",
-           "gradgradcheck", "gradgradcheck_report"]
+           "gradgradcheck", "gradgradcheck_report", "sample_call", "saved_by"]

@@ -225,3 +225,32 @@ def check_registered(op_name: str, eps: float = 1e-6, atol: float = 1e-5,
                     f"{sample!r} input {r.position}: worst {r.worst_index} analytic "
                     f"{r.analytic:.8g} vs numeric {r.numeric:.8g}")
     return report
+
+
+def sample_call(op_name: str) -> tuple[Callable[..., Any], list[Tensor]]:
+    """The registered op ``op_name`` as a function of its first sample's inputs, and those
+    inputs as tensors (float arrays as float64 tensors that require grad, anything else
+    as given)."""
+    from ..function import REGISTRY
+
+    op = REGISTRY[op_name]
+    sample = next(iter(op.samples(sample_rng(op_name))))
+    inputs = [Tensor(np.asarray(x, np.float64), requires_grad=True)
+              if isinstance(x, np.ndarray) and x.dtype.kind == "f" else x
+              for x in sample.inputs]
+
+    def call(*xs):
+        return op.apply(*xs, **sample.params)
+
+    return call, inputs
+
+
+def saved_by(op_name: str) -> tuple[str, ...]:
+    """Which of the op's inputs and outputs its forward saves for the backward, as the
+    version check sees them (``"input 0"``, ``"output 0"``), on its first sample."""
+    call, inputs = sample_call(op_name)
+    with enable_grad():
+        out = call(*inputs)
+    first = out[0] if isinstance(out, tuple) else out
+    node = first.grad_fn
+    return tuple(which for _, _, which, _, _ in node.saved_versions) if node else ()
