@@ -66,7 +66,7 @@ class _Notice(event.Listener):
         self.depth += 1
         if self.depth > 1 or NOTICE_SECONDS < 0:
             return
-        kernel = _kernel_name(ev.data["dispatcher"])
+        kernel = _kernel_name(ev._data["dispatcher"])
         if not kernel.startswith("nbgrad."):
             return
         what = _op_being_run() or kernel.rsplit(".", 1)[0].removeprefix("nbgrad.kernels.")
@@ -103,7 +103,7 @@ class CompileRecorder(event.Listener):
 
     def on_end(self, ev: event.Event) -> None:
         seconds = time.perf_counter() - self._starts.pop()
-        self.records.append((_kernel_name(ev.data["dispatcher"]), seconds,
+        self.records.append((_kernel_name(ev._data["dispatcher"]), seconds,
                              len(self._starts)))
 
     def total(self) -> float:
@@ -154,7 +154,7 @@ def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:
     for arrays, options in groups:
         params = [Tensor(a, requires_grad=True) for a in arrays]
         for p in params:
-            p.grad = Tensor(np.ones_like(p.data))
+            p.grad = Tensor(np.ones_like(p._data))
         param_groups.append({"params": params, **options})
     getattr(optim, optimizer)(param_groups).step()
 
@@ -212,7 +212,7 @@ def _as_input(x: Any, dtype: np.dtype) -> Any:
     else unchanged."""
     from .tensor import Tensor
 
-    arr = x.data if isinstance(x, Tensor) else x
+    arr = x._data if isinstance(x, Tensor) else x
     if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
         return Tensor(arr.astype(dtype), requires_grad=True)
     return x

@@ -172,7 +172,7 @@ def _wait(requests: list, what: str) -> None:
 
 def _array(t: Tensor | np.ndarray, caller: str) -> np.ndarray:
     """The contiguous array behind ``t``, which a collective overwrites in place."""
-    a = t.data if isinstance(t, Tensor) else t
+    a = t._data if isinstance(t, Tensor) else t
     if not isinstance(a, np.ndarray) or not a.flags.c_contiguous or not a.flags.writeable:
         raise TypeError(f"distributed.{caller}: expected a Tensor or a writeable C-contiguous "
                         f"ndarray, got {type(t).__name__}")
@@ -269,7 +269,7 @@ def _structure(module: Module) -> list[str]:
     """One line per parameter and buffer: name, shape, NumPy dtype (as the collectives'
     check names it)."""
     entries = list(module.named_parameters()) + list(module.named_buffers())
-    return [f"{name} {tuple(t.shape)} {t.data.dtype}" for name, t in entries]
+    return [f"{name} {tuple(t.shape)} {t._data.dtype}" for name, t in entries]
 
 
 def _check_same_structure(module: Module) -> None:
@@ -301,7 +301,7 @@ class _Bucket:
 
     def __init__(self, params: list[Parameter]) -> None:
         self.params = params
-        self.offsets = [0, *np.cumsum([p.data.size for p in params]).tolist()]
+        self.offsets = [0, *np.cumsum([p._data.size for p in params]).tolist()]
         self.buffer = np.empty(self.offsets[-1], params[0].dtype)
         self.missing = len(params)  # parameters not yet packed in this backward
         self.request: Any = None
@@ -336,7 +336,7 @@ def _make_buckets(params: list[Parameter], cap_bytes: float) -> list[_Bucket]:
             buckets.append(_Bucket(current))
             current, size = [], 0
         current.append(p)
-        size += p.data.nbytes
+        size += p._data.nbytes
     if current:
         buckets.append(_Bucket(current))
     return buckets
@@ -432,7 +432,7 @@ class DistributedDataParallel(Module):
         if not self._reduce_next:
             return
         bucket, k = self._place[p]
-        _pack(bucket.part(bucket.buffer, k), p.grad.data)
+        _pack(bucket.part(bucket.buffer, k), p.grad._data)
         self._packed.add(p)
         bucket.missing -= 1
         self._launch_ready()

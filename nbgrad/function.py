@@ -133,7 +133,7 @@ class Function:
         needs = []
         for x in inputs:
             if isinstance(x, Tensor):
-                arrays.append(x.data)
+                arrays.append(x._data)
                 needs.append(grad_on and x._requires_grad)
             else:
                 arrays.append(x)
@@ -170,7 +170,7 @@ class Function:
         else:
             outs = (Tensor._wrap(out, ctx if record else None, 0),)
         for t in outs:
-            base = t.data.base
+            base = t._data.base
             if base is not None and type(base) is np.ndarray:
                 _share_storage(t, inputs)
         if record and ctx.saved_tensors:
@@ -195,9 +195,9 @@ def _root(array: np.ndarray) -> np.ndarray:
 def _share_storage(out: Tensor, inputs: tuple) -> None:
     """Give an output that views an input's memory (reshape, transpose, basic indexing)
     that input's version counter and base, as PyTorch's views have."""
-    root = _root(out.data)
+    root = _root(out._data)
     for x in inputs:
-        if isinstance(x, Tensor) and _root(x.data) is root:
+        if isinstance(x, Tensor) and _root(x._data) is root:
             out._counter = x._version_counter()
             out._base = x if x._base is None else x._base
             return
@@ -225,13 +225,13 @@ def _owner(array: np.ndarray, tensors: tuple) -> int | None:
     """The position in ``tensors`` of the tensor whose array is ``array`` or whose memory
     it views."""
     for i, t in enumerate(tensors):
-        if isinstance(t, Tensor) and t.data is array:
+        if isinstance(t, Tensor) and t._data is array:
             return i
     base = array.base
     if base is not None and type(base) is np.ndarray:
         root = _root(array)
         for i, t in enumerate(tensors):
-            if isinstance(t, Tensor) and _root(t.data) is root:
+            if isinstance(t, Tensor) and _root(t._data) is root:
                 return i
     return None
 

@@ -146,7 +146,7 @@ class _Encoder:
         if kind is np.ndarray:
             return {"array": self._array_entry(obj, path)}
         if isinstance(obj, Tensor):
-            return {"tensor": self._array_entry(obj.data, path)}
+            return {"tensor": self._array_entry(obj._data, path)}
         if isinstance(obj, np.generic):
             return {"scalar": self._scalar_entry(obj, path)}
         if kind in _CONTAINERS:

@@ -20,8 +20,6 @@ from .device import check_device
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # float16, int8, int16 and uint8 are storage dtypes (see nbgrad/dtypes.py)
 SUPPORTED_DTYPES = tuple(d.dtype for d in dtypes.ALL)
-# The initial default; the current one is ``dtypes.get_default_dtype()``.
-DEFAULT_DTYPE = np.dtype(np.float32)
 _dtype_of = dtypes.BY_NUMPY.get  # (array dtype, itself if unsupported) -> DType
 
 
@@ -42,7 +40,7 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
     booleans bool. Integers that do not fit the integer dtype they go to (uint64 above
     2**63 - 1 to int64) are an OverflowError, never wrapped."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     from_python = not isinstance(data, np.ndarray | np.generic)
     arr = np.asarray(data)
     if dtype is None:
@@ -91,13 +89,13 @@ class Version:
 class Tensor:
     """An n-dimensional array that records the ops applied to it for reverse-mode autodiff."""
 
-    __slots__ = ("data", "_grad", "_requires_grad", "_node", "_index", "_counter", "_base",
+    __slots__ = ("_data", "_grad", "_requires_grad", "_node", "_index", "_counter", "_base",
                  "__weakref__")
     __array_priority__ = 1000
     __array_ufunc__ = None  # `ndarray <op> Tensor` defers to the Tensor's reflected operator
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
-        self.data = _to_array(data, _resolve_dtype(dtype))
+        self._data = _to_array(data, _resolve_dtype(dtype))
         self._grad: Tensor | None = None
         self._node = None
         self._index = 0
@@ -110,7 +108,7 @@ class Tensor:
     def _wrap(cls, data: np.ndarray, node, index: int) -> Tensor:
         """Fast constructor for op outputs: no copy, no checks."""
         t = cls.__new__(cls)
-        t.data = data
+        t._data = data
         t._grad = None
         t._node = node
         t._index = index
@@ -118,6 +116,27 @@ class Tensor:
         t._base = None
         t._requires_grad = node is not None
         return t
+
+    @property
+    def data(self) -> Tensor:
+        """The same storage as a tensor outside the graph (PyTorch's ``.data``): writes
+        through it (``p.data.mul_(0.5)``) change this tensor without autograd knowing,
+        and with a version counter of its own, so no backward refuses them. Prefer
+        ``detach()`` (which shares the counter) or ``with nb.no_grad():``."""
+        return Tensor._wrap(self._data, None, 0)
+
+    @data.setter
+    def data(self, value: Tensor | np.ndarray) -> None:
+        """Replace this tensor's storage (``p.data = other``: any shape, the same dtype
+        kind), keeping its place in the graph and its gradient flag."""
+        array = value._data if isinstance(value, Tensor) else value
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"data: assigned data must be a Tensor or an ndarray, got "
+                            f"{type(value).__name__}")
+        if self._requires_grad and array.dtype not in FLOAT_DTYPES:
+            raise TypeError(f"data: a tensor that requires grad cannot take data of dtype "
+                            f"{array.dtype}")
+        self._data = array
 
     # -- versions ---------------------------------------------------------------------
     def _version_counter(self) -> Version:
@@ -140,9 +159,9 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and self.data.dtype not in FLOAT_DTYPES:
+        if value and self._data.dtype not in FLOAT_DTYPES:
             raise TypeError(f"requires_grad: only float32/float64 tensors can require "
-                            f"gradients; this one is {self.data.dtype}")
+                            f"gradients; this one is {self._data.dtype}")
         if not value and self._node is not None:
             raise RuntimeError("requires_grad: cannot turn it off on a non-leaf tensor; "
                                "use detach()")
@@ -183,17 +202,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self.data.shape
+        return self._data.shape
 
     @property
     def dtype(self) -> dtypes.DType:
         """The dtype object (``nb.float32``...), equal to the array's NumPy dtype."""
-        dt = self.data.dtype
+        dt = self._data.dtype
         return _dtype_of(dt, dt)
 
     @property
     def ndim(self) -> int:
-        return self.data.ndim
+        return self._data.ndim
 
     @property
     def is_leaf(self) -> bool:
@@ -209,8 +228,8 @@ class Tensor:
         return self.shape[0]
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = "" if self.data.dtype in _repr_implied() else f", dtype={self.dtype}"
+        body = np.array2string(self._data, separator=", ", prefix="tensor(")
+        extra = "" if self._data.dtype in _repr_implied() else f", dtype={self.dtype}"
         if self._node is not None:
             extra += f", grad_fn={self._node!r}"
         elif self._requires_grad:
@@ -229,24 +248,24 @@ class Tensor:
         change what backward computes, so copy first (``np.array(t)``) to modify.
         """
         if force:
-            return self.data.copy()
+            return self._data.copy()
         if not self._requires_grad:
-            return self.data
-        view = self.data.view()
+            return self._data
+        view = self._data.view()
         view.flags.writeable = False
         return view
 
     def __array__(self, dtype=None, copy=None) -> np.ndarray:
         if copy:
-            return np.array(self.data, dtype=dtype, copy=True)
+            return np.array(self._data, dtype=dtype, copy=True)
         array = self.numpy()  # read-only when it requires grad, as .numpy()
         return array if dtype is None else array.astype(dtype, copy=False)
 
     def item(self) -> float | int | bool:
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise ValueError(f"item: only one-element tensors convert to a Python scalar; "
                              f"this one has shape {self.shape}")
-        return self.data.item()
+        return self._data.item()
 
     def __float__(self) -> float:
         return float(self.item())
@@ -256,28 +275,28 @@ class Tensor:
 
     def __bool__(self) -> bool:
         """The truth of a one-element tensor; any other is ambiguous (PyTorch's error)."""
-        if self.data.size != 1:
-            count = "no values" if self.data.size == 0 else "more than one value"
+        if self._data.size != 1:
+            count = "no values" if self._data.size == 0 else "more than one value"
             raise RuntimeError(f"Boolean value of Tensor with {count} is ambiguous")
-        return bool(self.data.item())
+        return bool(self._data.item())
 
     def tolist(self) -> Any:
-        return self.data.tolist()
+        return self._data.tolist()
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and the version counter, as
         in PyTorch: writing into it is seen by a backward that saved this tensor)."""
-        t = Tensor._wrap(self.data, None, 0)
+        t = Tensor._wrap(self._data, None, 0)
         t._counter = self._version_counter()
         return t
 
     def astype(self, dtype: Any) -> Tensor:
         """A copy in another dtype, cut from the graph."""
-        return Tensor(self.data, dtype=dtype)
+        return Tensor(self._data, dtype=dtype)
 
     def numel(self) -> int:
         """The number of elements (PyTorch's name)."""
-        return self.data.size
+        return self._data.size
 
     # -- in-place updates ------------------------------------------------------------
     def _writable(self, op: str) -> np.ndarray:
@@ -290,7 +309,7 @@ class Tensor:
                                "place here while gradients are recorded; do it inside "
                                "`with nb.no_grad():`")
         self._version_counter().value += 1
-        return self.data
+        return self._data
 
     def backward(self, grad: Any = None, retain_graph: bool | None = None,
                  create_graph: bool = False) -> None:
@@ -321,7 +340,7 @@ def lift(value: Any, like: Tensor | None = None) -> Tensor:
     if isinstance(value, Tensor):
         return value
     if isinstance(value, bool | int | float) and like is not None:
-        dtype = like.data.dtype  # NumPy's: the hot path of every `tensor op number`
+        dtype = like._data.dtype  # NumPy's: the hot path of every `tensor op number`
         if dtype.kind != "f":
             dtype = _scalar_dtype(value, dtype)
         try:

@@ -359,4 +359,4 @@ def test_only_nbgrad_optimizers_are_sent_to_the_helper(monkeypatch):
     nb.optim.SGD([p], lr=0.1, momentum=0.5)
     assert [name for name, _ in sent] == ["SGD"]
     (arrays, options), = sent[0][1]
-    assert arrays[0] is p.data and options["momentum"] == 0.5 and "params" not in options
+    assert arrays[0] is p._data and options["momentum"] == 0.5 and "params" not in options

@@ -43,8 +43,8 @@ def _assert_batches(loader, x, y, index_batches):
     assert len(batches) == len(index_batches) == len(loader)
     for (bx, by), idx in zip(batches, index_batches):
         assert isinstance(bx, nb.Tensor) and isinstance(by, nb.Tensor)
-        np.testing.assert_array_equal(bx.data, x[idx])
-        np.testing.assert_array_equal(by.data, y[idx])
+        np.testing.assert_array_equal(bx._data, x[idx])
+        np.testing.assert_array_equal(by._data, y[idx])
         assert bx.dtype == np.float64 and by.dtype == np.int64
 
 
@@ -72,7 +72,7 @@ def test_shuffled_batches_follow_the_seeded_permutation_of_each_epoch(drop_last)
 
 def _flat_order(loader):
     """One epoch's item ids: the last tensor of each batch, joined."""
-    return np.concatenate([batch[-1].data for batch in loader])
+    return np.concatenate([batch[-1]._data for batch in loader])
 
 
 def test_iterations_are_successive_epochs_and_set_epoch_resumes_them():
@@ -131,7 +131,7 @@ def _assert_same_batches(fast, slow):
         assert type(a) is type(b) is tuple and len(a) == len(b)
         for ta, tb in zip(a, b):
             assert ta.dtype == tb.dtype and ta.shape == tb.shape
-            assert ta.data.tobytes() == tb.data.tobytes()
+            assert ta._data.tobytes() == tb._data.tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -151,7 +151,7 @@ def test_fast_path_through_nested_subsets():
     slow = list(DataLoader(outer, 4, collate_fn=default_collate))
     _assert_same_batches(fast, slow)
     rows = np.arange(29, -1, -1)[[3, 0, 7, 7, 12, -1]]
-    np.testing.assert_array_equal(np.concatenate([b[0].data for b in fast]), x[rows])
+    np.testing.assert_array_equal(np.concatenate([b[0]._data for b in fast]), x[rows])
 
 
 def test_fast_path_keeps_the_graph_of_a_dataset_tensor_that_requires_grad():
@@ -160,7 +160,7 @@ def test_fast_path_keeps_the_graph_of_a_dataset_tensor_that_requires_grad():
     batch.sum().backward()
     expected = np.zeros(6)
     expected[_epoch_order(0, 0, 6)[:4]] = 1
-    np.testing.assert_array_equal(x.grad.data, expected)
+    np.testing.assert_array_equal(x.grad._data, expected)
 
 
 def test_fast_path_batches_of_constant_tensors_are_copies_outside_the_graph():
@@ -168,9 +168,9 @@ def test_fast_path_batches_of_constant_tensors_are_copies_outside_the_graph():
     ds = TensorDataset(x)
     batch, = next(iter(DataLoader(ds, 4, shuffle=True, seed=0)))
     assert not batch.requires_grad and batch.grad_fn is None
-    np.testing.assert_array_equal(batch.data, x[_epoch_order(0, 0, 6)[:4]])
-    batch.data[...] = -1  # a copy: the dataset keeps its rows
-    np.testing.assert_array_equal(ds.tensors[0].data, np.arange(12.0).reshape(6, 2))
+    np.testing.assert_array_equal(batch._data, x[_epoch_order(0, 0, 6)[:4]])
+    batch._data[...] = -1  # a copy: the dataset keeps its rows
+    np.testing.assert_array_equal(ds.tensors[0]._data, np.arange(12.0).reshape(6, 2))
 
 
 def test_a_subclass_overriding_getitem_is_collated_item_by_item():
@@ -179,7 +179,7 @@ def test_a_subclass_overriding_getitem_is_collated_item_by_item():
             return tuple(t[index] * 2 for t in self.tensors)
 
     batch, = next(iter(DataLoader(Doubled(np.arange(4.0)), 4)))
-    np.testing.assert_array_equal(batch.data, [0.0, 2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(batch._data, [0.0, 2.0, 4.0, 6.0])
 
 
 # -- default_collate -----------------------------------------------------------------------------
@@ -217,7 +217,7 @@ def test_default_collate_dtypes_match_torch():
                   [np.arange(3, dtype=np.float64), np.arange(3, dtype=np.float64)]):
         ours, theirs = default_collate(items), torch_collate(items)
         assert str(ours.dtype) == str(theirs.dtype).replace("torch.", "nbgrad.")
-        np.testing.assert_array_equal(ours.data, theirs.numpy())
+        np.testing.assert_array_equal(ours._data, theirs.numpy())
 
 
 def test_default_collate_errors():
@@ -254,7 +254,7 @@ def test_every_epoch_is_a_permutation_cut_into_batches(n, batch_size, drop_last,
     loader = DataLoader(TensorDataset(np.arange(n)), batch_size, shuffle=True,
                         drop_last=drop_last, seed=seed)
     loader.set_epoch(epoch)
-    batches = [b[0].data for b in loader]
+    batches = [b[0]._data for b in loader]
     sizes = [len(b) for b in batches]
     assert len(batches) == len(loader)
     assert all(s == batch_size for s in sizes[:-1]) and 1 <= sizes[-1] <= batch_size
@@ -293,8 +293,8 @@ def test_random_split_with_a_generator_and_loading_a_split():
     order = np.random.default_rng(9).permutation(20)
     np.testing.assert_array_equal(train.indices, order[:15])
     bx, by = next(iter(DataLoader(val, 5)))
-    np.testing.assert_array_equal(bx.data, x[order[15:]])
-    np.testing.assert_array_equal(by.data, y[order[15:]])
+    np.testing.assert_array_equal(bx._data, x[order[15:]])
+    np.testing.assert_array_equal(by._data, y[order[15:]])
 
 
 def test_subset_items_and_list_indexing():

@@ -302,3 +302,21 @@ def test_second_derivative_through_an_assignment():
         out.append((np.asarray(g.detach()), np.asarray(h)))
     np.testing.assert_allclose(out[0][0], out[1][0])
     np.testing.assert_allclose(out[0][1], out[1][1])
+
+
+def test_data_is_a_tensor_on_the_same_storage_outside_autograd():
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (nb, torch):
+        p = lib.nn.Parameter(lib.tensor([1.0, 2.0, 3.0]))
+        y = (p * p).sum()  # saves p
+        p.data.mul_(0.5)  # not seen by autograd: no version bump, no error
+        y.backward()
+        p.data[0] = 7.0
+        results.append((np.asarray(p.detach()), np.asarray(p.grad), p._version,
+                        p.data.requires_grad, isinstance(p.data, lib.Tensor)))
+        p.data = lib.tensor([4.0, 5.0])  # any shape, as in PyTorch
+        results[-1] += (tuple(p.shape), p.requires_grad)
+    ours, theirs = results
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(a, b)

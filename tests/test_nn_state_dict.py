@@ -53,7 +53,7 @@ def test_shared_submodules_appear_under_every_name():
     state = model.state_dict(keep_vars=True)
     assert state["dec.0.weight"] is state["enc.0.weight"] is model.enc[0].weight
     detached = model.state_dict()
-    assert detached["dec.0.weight"].data is model.enc[0].weight.data
+    assert detached["dec.0.weight"]._data is model.enc[0].weight._data
     assert not detached["dec.0.weight"].requires_grad
     # parameters() and named_parameters() still list each once, as PyTorch's
     assert [n for n, _ in model.named_parameters()] == [
@@ -121,7 +121,7 @@ def test_a_shared_model_round_trips_through_a_checkpoint():
     nb.save(model.state_dict(), buffer)
     buffer.seek(0)
     state = nb.load(buffer)
-    assert state["dec.0.weight"].data is state["enc.0.weight"].data  # stored once
+    assert state["dec.0.weight"]._data is state["enc.0.weight"]._data  # stored once
     other = _models(nn)["shared"]()
     other.load_state_dict(state)
     np.testing.assert_array_equal(other.dec[0].weight.numpy(), model.enc[0].weight.numpy())

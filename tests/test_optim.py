@@ -86,7 +86,7 @@ def _run_against_torch(name, kwargs, arrays, steps, rtol, atol, groups=None, see
         opt_nb.step()
         opt_t.step()
         for a, b in zip(p_nb, p_t):
-            np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=rtol, atol=atol,
+            np.testing.assert_allclose(a._data, b.detach().numpy(), rtol=rtol, atol=atol,
                                        err_msg=f"{name} {kwargs} step {step}")
     return opt_nb, opt_t
 
@@ -162,7 +162,7 @@ def test_add_param_group_and_momentum_switched_on_match_torch():
         opt_nb.step()
         opt_t.step()
     for a, b in zip(p_nb, p_t):
-        np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(a._data, b.detach().numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_modules_and_backward():
@@ -170,12 +170,12 @@ def test_modules_and_backward():
     rng = np.random.default_rng(4)
     x, y = rng.standard_normal((8, 3)), rng.standard_normal((8, 2))
     ours, theirs = nn.Linear(3, 2), torch.nn.Linear(3, 2).double()
-    ours.weight.data = ours.weight.data.astype(np.float64)
-    ours.bias.data = ours.bias.data.astype(np.float64)
+    ours.weight.data = ours.weight._data.astype(np.float64)
+    ours.bias.data = ours.bias._data.astype(np.float64)
     with torch.no_grad():
-        theirs.weight.copy_(torch.tensor(ours.weight.data))
-        theirs.bias.copy_(torch.tensor(ours.bias.data))
-    weight = ours.weight.data
+        theirs.weight.copy_(torch.tensor(ours.weight._data))
+        theirs.bias.copy_(torch.tensor(ours.bias._data))
+    weight = ours.weight._data
     opt_nb = optim.Adam(ours.parameters(), lr=0.05)
     opt_t = torch.optim.Adam(theirs.parameters(), lr=0.05)
     for _ in range(20):
@@ -185,9 +185,9 @@ def test_modules_and_backward():
         opt_t.zero_grad()
         ((theirs(torch.tensor(x)) - torch.tensor(y)) ** 2).mean().backward()
         opt_t.step()
-    assert ours.weight.data is weight  # updated in place
-    np.testing.assert_allclose(ours.weight.data, theirs.weight.detach().numpy(), rtol=1e-10)
-    np.testing.assert_allclose(ours.bias.data, theirs.bias.detach().numpy(), rtol=1e-10)
+    assert ours.weight._data is weight  # updated in place
+    np.testing.assert_allclose(ours.weight._data, theirs.weight.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(ours.bias._data, theirs.bias.detach().numpy(), rtol=1e-10)
 
 
 # -- hypothesis: shapes and hyperparameters ---------------------------------------------------
@@ -252,7 +252,7 @@ def test_state_dict_round_trip_continues_bitwise(name, kwargs, tmp_path):
     rng = np.random.default_rng(5)
     for step in range(7):
         _grads(rng, arrays, step)  # the gradients of the first 7 steps
-    resumed = [nb.tensor(p.data.copy(), requires_grad=True) for p in first]
+    resumed = [nb.tensor(p._data.copy(), requires_grad=True) for p in first]
     fresh = getattr(optim, name)(resumed, lr=123.0)
     fresh.load_state_dict(saved)
     assert fresh.param_groups[0]["lr"] == kwargs["lr"]
@@ -261,10 +261,10 @@ def test_state_dict_round_trip_continues_bitwise(name, kwargs, tmp_path):
             p.grad = None if g is None else nb.tensor(g)
         fresh.step()
     for a, b in zip(whole, resumed):
-        assert_same_bits(a.data, b.data)
+        assert_same_bits(a._data, b._data)
     loaded = _through_checkpoint(saved, tmp_path)
     assert list(loaded["state"]) == list(saved["state"])  # integer keys stay integers
-    again = getattr(optim, name)([nb.tensor(p.data.copy(), requires_grad=True)
+    again = getattr(optim, name)([nb.tensor(p._data.copy(), requires_grad=True)
                                   for p in first])
     again.load_state_dict(loaded)
     for a, b in zip(again.state_dict()["state"].values(), saved["state"].values()):
@@ -311,7 +311,7 @@ def test_state_dict_layout_and_loading_torch_state():
         opt.step()
         opt_t.step()
     for a, b in zip(p_nb, p_t):
-        np.testing.assert_allclose(a.data, b.detach().numpy(), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(a._data, b.detach().numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_state_property_is_a_live_view():
@@ -381,15 +381,15 @@ def test_zero_grad_and_closure():
     with nb.no_grad():
         loss = opt.step(closure)
     assert loss.item() == 5.0
-    np.testing.assert_array_equal(p.data, [0.0, 0.0])  # p - 0.5 * 2p
+    np.testing.assert_array_equal(p._data, [0.0, 0.0])  # p - 0.5 * 2p
     p.grad = nb.tensor(np.array([3.0, 4.0]))
     grad = p.grad
     opt.zero_grad(set_to_none=False)
-    assert p.grad is grad and np.all(grad.data == 0)
+    assert p.grad is grad and np.all(grad._data == 0)
     opt.zero_grad()
     assert p.grad is None
     opt.step()  # no gradients: nothing happens
-    np.testing.assert_array_equal(p.data, [0.0, 0.0])
+    np.testing.assert_array_equal(p._data, [0.0, 0.0])
 
 
 def test_parameter_arrays_in_place_rebound_and_non_contiguous():
@@ -398,17 +398,17 @@ def test_parameter_arrays_in_place_rebound_and_non_contiguous():
     q = nb.tensor(np.ones(2), requires_grad=True)
     p.data = base.T  # a strided array
     opt = optim.SGD([p, q], lr=1.0)
-    assert p.data.flags.c_contiguous
-    np.testing.assert_array_equal(p.data, base.T)
-    held = p.data
+    assert p._data.flags.c_contiguous
+    np.testing.assert_array_equal(p._data, base.T)
+    held = p._data
     p.grad, q.grad = nb.tensor(np.ones((4, 3))), nb.tensor(np.ones(2))
     opt.step()
-    assert p.data is held
+    assert p._data is held
     np.testing.assert_array_equal(held, base.T - 1)
     new = np.zeros((4, 3))
     p.data = new  # code may assign a new array of the same shape
     opt.step()
-    assert p.data is new
+    assert p._data is new
     np.testing.assert_array_equal(new, -np.ones((4, 3)))
     p.data = np.zeros(5)
     with pytest.raises(ValueError, match=r"changed from shape \(4, 3\)"):
@@ -485,7 +485,7 @@ def test_same_bits_at_one_and_two_threads(name, kwargs):
             for p, g in zip(params, gs):
                 p.grad = nb.tensor(g)
             opt.step()
-        return [p.data for p in params], opt.state_dict()["state"]
+        return [p._data for p in params], opt.state_dict()["state"]
 
     (p1, s1), (p2, s2) = at_threads(1, run), at_threads(2, run)
     for a, b in zip(p1 + [v for e in s1.values() for v in e.values()],
@@ -522,7 +522,7 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm, dtype):
     rtol = 1e-12 if dtype == np.float64 else 1e-5
     np.testing.assert_allclose(total.item(), expected.item(), rtol=rtol)
     for a, b in zip(p_nb, p_t):
-        np.testing.assert_allclose(a.grad.data, b.grad.numpy(), rtol=rtol, atol=1e-30)
+        np.testing.assert_allclose(a.grad._data, b.grad.numpy(), rtol=rtol, atol=1e-30)
 
 
 def test_clip_grad_norm_edge_cases():
@@ -533,14 +533,14 @@ def test_clip_grad_norm_edge_cases():
     expected = torch.nn.utils.clip_grad_norm_(p_t, 1.0)
     assert total.dtype == np.float64 and total.item() == pytest.approx(expected.item())
     assert p_nb[0].grad.dtype == np.float32
-    np.testing.assert_allclose(p_nb[1].grad.data, p_t[1].grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(p_nb[1].grad._data, p_t[1].grad.numpy(), rtol=1e-6)
     bad = [np.array([1.0, np.inf])]
     p_nb, p_t = _grad_pairs(bad)
     with pytest.raises(RuntimeError, match="non-finite"):
         optim.clip_grad_norm_(p_nb, 1.0, error_if_nonfinite=True)
     optim.clip_grad_norm_(p_nb, 1.0)
     torch.nn.utils.clip_grad_norm_(p_t, 1.0)
-    np.testing.assert_array_equal(p_nb[0].grad.data, p_t[0].grad.numpy())  # scaled by 1/inf
+    np.testing.assert_array_equal(p_nb[0].grad._data, p_t[0].grad.numpy())  # scaled by 1/inf
     p_nb, _ = _grad_pairs([np.array([1.0, np.nan])])
     assert math.isnan(optim.clip_grad_norm_(p_nb[0], 1.0, math.inf).item())
     with pytest.raises(TypeError, match=r"parameters\[1\] is a ndarray"):
@@ -553,7 +553,7 @@ def test_clip_grad_norm_same_bits_at_one_and_two_threads():
 
     def run():
         p_nb, _ = _grad_pairs(arrays)
-        return optim.clip_grad_norm_(p_nb, 1.0).data, p_nb[0].grad.data
+        return optim.clip_grad_norm_(p_nb, 1.0)._data, p_nb[0].grad._data
 
     for a, b in zip(at_threads(1, run), at_threads(2, run)):
         assert_same_bits(a, b)
@@ -567,4 +567,4 @@ def test_clip_grad_value_matches_torch(clip_value):
     assert optim.clip_grad_value_(p_nb, clip_value) is None
     torch.nn.utils.clip_grad_value_(p_t, clip_value)
     for a, b in zip(p_nb, p_t):
-        np.testing.assert_array_equal(a.grad.data, b.grad.numpy())
+        np.testing.assert_array_equal(a.grad._data, b.grad.numpy())

@@ -384,7 +384,7 @@ def test_max_min_with_dim_return_values_and_indices_like_pytorch(name):
         np.testing.assert_array_equal(values.numpy(), pv.detach().numpy())
         np.testing.assert_array_equal(indices.numpy(), pi.numpy())
         assert indices.dtype == np.int64
-        g = np.arange(1.0, 1.0 + values.data.size).reshape(values.shape)
+        g = np.arange(1.0, 1.0 + values._data.size).reshape(values.shape)
         values.backward(g)
         pv.backward(torch.tensor(g))
         np.testing.assert_array_equal(t.grad.numpy(), p.grad.numpy())  # all to the index

@@ -498,3 +498,14 @@ def test_bad_states_are_refused_and_change_nothing(state, error, message):
     with pytest.raises(error, match="Generator.set_state: .*" + message):
         g.set_state(state)
     assert g.initial_seed() == 3
+
+
+@pytest.mark.parametrize("draw", [lambda d: nb.randint(0, 3, (2,), device=d),
+                                  lambda d: nb.randperm(3, device=d),
+                                  lambda d: nb.randn_like(nb.zeros(2), device=d),
+                                  lambda d: nb.rand_like(nb.zeros(2), device=d),
+                                  lambda d: nb.randint_like(nb.zeros(2), 3, device=d)])
+def test_draws_take_the_cpu_device_and_refuse_others(draw):
+    assert draw("cpu").device == nb.device("cpu")
+    with pytest.raises(RuntimeError, match="nbgrad runs on the CPU; got 'cuda'"):
+        draw("cuda")

@@ -135,7 +135,7 @@ def test_objects_sharing_an_array_share_it_after_loading():
         assert len(archive.files) == 3  # the header, weight, t's array
     back = load(io.BytesIO(buffer.getvalue()))
     assert back["a"] is back["b"]
-    assert back["t"].data is back["u"].data and back["t"] is not back["u"]
+    assert back["t"]._data is back["u"]._data and back["t"] is not back["u"]
 
 
 def test_module_state_dict_round_trips_through_a_file(tmp_path):
@@ -144,7 +144,7 @@ def test_module_state_dict_round_trips_through_a_file(tmp_path):
     other = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 2))
     other.load_state_dict(load(tmp_path / "net.ckpt"))
     for (name, p), (_, q) in zip(net.named_parameters(), other.named_parameters()):
-        assert p.data.tobytes() == q.data.tobytes(), name
+        assert p._data.tobytes() == q._data.tobytes(), name
 
 
 # -- the file itself ------------------------------------------------------------------------
@@ -530,7 +530,7 @@ def test_files_written_before_the_schema_still_load():
                        a0=np.asfortranarray(np.arange(6.0).reshape(2, 3)))
     a, t = load(buffer)
     np.testing.assert_array_equal(a, np.arange(6.0).reshape(2, 3))
-    assert a is t.data
+    assert a is t._data
 
 
 # -- saving keeps what the user set --------------------------------------------------------

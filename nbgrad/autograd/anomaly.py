@@ -48,7 +48,7 @@ class detect_anomaly(set_detect_anomaly):
 def _non_finite(array: Any) -> str | None:
     """'nan' or 'inf' if the float array holds one, else None."""
     if hasattr(array, "_node"):  # a Tensor (gradients under create_graph)
-        array = array.data
+        array = array._data
     if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
         return None
     if np.isnan(array).any():

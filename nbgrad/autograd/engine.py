@@ -301,7 +301,7 @@ def _root_grad(t, grad, caller: str, create_graph: bool) -> Any:
     """The gradient a root starts with: ones for a one-element output, else ``grad``
     (a tensor stays a tensor under ``create_graph``, so the result depends on it)."""
     if grad is None:
-        if t.data.size != 1:
+        if t._data.size != 1:
             raise RuntimeError(
                 f"{caller}: grad can be implicitly created only for scalar outputs; this "
                 f"output has shape {t.shape}, so pass grad= of that shape")
@@ -313,7 +313,7 @@ def _root_grad(t, grad, caller: str, create_graph: bool) -> Any:
             raise ValueError(f"{caller}: grad has shape {grad.shape} but the output has "
                              f"shape {t.shape}")
         return grad if grad.dtype == t.dtype else grad.to(t.dtype)
-    g = np.asarray(grad.data if is_tensor else grad, dtype=t.dtype)
+    g = np.asarray(grad._data if is_tensor else grad, dtype=t.dtype)
     if g.shape != t.shape:
         raise ValueError(f"{caller}: grad has shape {g.shape} but the output has shape "
                          f"{t.shape}")
@@ -370,7 +370,7 @@ def backward(t, grad: Any = None, retain_graph: bool | None = None,
             return
         g = _owned(g, handed_out, shared)
         with _leaf_lock:
-            leaf.grad = wrap(g if leaf.grad is None else leaf.grad.data + g, None, 0)
+            leaf.grad = wrap(g if leaf.grad is None else leaf.grad._data + g, None, 0)
 
     with np.errstate(all="ignore"):
         leaf_grads, _ = run_backward([t], [root_grad], retain_graph, create_graph,

@@ -97,7 +97,7 @@ def jvp(func: Callable[..., Any], inputs: Any, v: Any = None,
 
 
 def _scalar_output(name: str, out: Any) -> Any:
-    if not hasattr(out, "_node") or out.data.size != 1:
+    if not hasattr(out, "_node") or out._data.size != 1:
         raise ValueError(f"{name}: func must return a one-element Tensor, got "
                          f"{getattr(out, 'shape', type(out).__name__)}")
     return out
@@ -143,7 +143,7 @@ def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False) 
         rows = []
         for o in outs:
             per_input = [[] for _ in xs]
-            for k in range(o.data.size):
+            for k in range(o._data.size):
                 e = np.zeros(o.shape, o.dtype)
                 e.reshape(-1)[k] = 1
                 g = _zeros_for_none(grad(o, xs, grad_outputs=e, retain_graph=True,
@@ -163,7 +163,7 @@ def _stack_rows(parts: list, x: Any, out_shape: tuple, create_graph: bool) -> An
         from ..ops.shape import stack  # ops sit above the engine: imported at call time
 
         return stack(parts).reshape(out_shape + x.shape)
-    data = np.zeros((0,) + x.shape, x.dtype) if not parts else np.stack([p.data for p in parts])
+    data = np.zeros((0,) + x.shape, x.dtype) if not parts else np.stack([p._data for p in parts])
     return type(x)._wrap(data.reshape(out_shape + x.shape), None, 0)
 
 

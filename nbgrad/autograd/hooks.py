@@ -117,7 +117,7 @@ def _run(hooks: list, g: Any, create_graph: bool, like: Any) -> Any:
                                f"from {shape} to {result.shape}")
         # a copy: the caller keeps the tensor it returned, which must not become a
         # leaf's .grad that zero_grad or clip_grad_norm_ then rewrite
-        g = result if create_graph else np.array(result.data, dtype=g.dtype)
+        g = result if create_graph else np.array(result._data, dtype=g.dtype)
     return g
 
 

@@ -199,7 +199,7 @@ def _rows(t: Tensor, indices: np.ndarray) -> Tensor:
     13.2 us for the two tensors)."""
     if t.requires_grad:
         return t[indices]
-    return Tensor._wrap(t.data[indices], None, 0)
+    return Tensor._wrap(t._data[indices], None, 0)
 
 
 def _check_dataset(dataset: Any) -> None:

@@ -3,7 +3,7 @@ dtype), and the per-chunk sums behind ``clip_grad_norm_``.
 
 The multi-tensor layout (built by ``nbgrad.optim``):
 
-* ``params``: a typed List of the parameters' flat views (``p.data.reshape(-1)``), so
+* ``params``: a typed List of the parameters' flat views (``p._data.reshape(-1)``), so
   each update lands in the parameter's own array;
 * ``grads``: the gradients of the parameters being updated, concatenated; element j of
   parameter i's gradient is ``grads[grad_start[i] + j]``;

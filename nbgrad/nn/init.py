@@ -18,7 +18,8 @@ def _fill(t: Tensor, values: np.ndarray) -> Tensor:
     """Write ``values`` into ``t``'s array in place (``t`` keeps its identity and dtype)."""
     if not isinstance(t, Tensor):
         raise TypeError(f"init: expected a Tensor, got {type(t).__name__}")
-    t.data[...] = values.astype(t.dtype, copy=False)
+    t._data[...] = values.astype(t.dtype, copy=False)
+    t._version_counter().value += 1  # an in-place write: a graph that saved t refuses it
     return t
 
 

@@ -199,7 +199,7 @@ class Module:
                 if set_to_none:
                     p.grad = None
                 else:
-                    p.grad.data[...] = 0
+                    p.grad._data[...] = 0
 
     # -- state -------------------------------------------------------------------------
     def state_dict(self, prefix: str = "", keep_vars: bool = False) -> dict[str, Tensor]:
@@ -245,7 +245,7 @@ class Module:
         own = self.state_dict(keep_vars=True)
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
-        values = {k: np.asarray(v.data if isinstance(v, Tensor) else v)
+        values = {k: np.asarray(v._data if isinstance(v, Tensor) else v)
                   for k, v in state_dict.items() if k in own}
         misshaped = [f"{k}: checkpoint {v.shape}, model {own[k].shape}"
                      for k, v in values.items() if v.shape != own[k].shape]
@@ -262,7 +262,8 @@ class Module:
         last = {id(own[k]): k for k in own if k in values}  # per tensor: its last name
         with no_grad():
             for k in last.values():
-                own[k].data[...] = values[k]
+                own[k]._data[...] = values[k]
+                own[k]._version_counter().value += 1
         return IncompatibleKeys(missing, unexpected)
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
@@ -278,7 +279,7 @@ class Module:
             raise TypeError(f"Module.to: dtype must be float32 or float64, got {dtype}")
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype in FLOAT_DTYPES and t.dtype != dtype:
-                t.data = t.data.astype(dtype)
+                t._data = t._data.astype(dtype)
                 t.grad = None
         return self
 

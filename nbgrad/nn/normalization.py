@@ -78,18 +78,18 @@ class _BatchNorm(Module):
 
     def reset_running_stats(self) -> None:
         if self.track_running_stats:
-            self.running_mean.data[...] = 0
-            self.running_var.data[...] = 1
-            self.num_batches_tracked.data[...] = 0
+            self.running_mean._data[...] = 0
+            self.running_var._data[...] = 1
+            self.num_batches_tracked._data[...] = 0
 
     def _update_factor(self) -> float:
         """The running-average weight of this batch, as PyTorch: ``momentum``, or
         1 / num_batches_tracked (a cumulative average) when momentum is None. Counts the
         batch when training with tracked statistics."""
         if self.training and self.track_running_stats:
-            self.num_batches_tracked.data[...] += 1
+            self.num_batches_tracked._data[...] += 1
             if self.momentum is None:
-                return 1.0 / float(self.num_batches_tracked.data)
+                return 1.0 / float(self.num_batches_tracked._data)
         return 0.0 if self.momentum is None else self.momentum
 
     def forward(self, x: Tensor) -> Tensor:

@@ -23,7 +23,7 @@ class Parameter(Tensor):
             data = np.zeros(0, np.float32)
         if isinstance(data, Tensor):
             super().__init__(np.zeros(0, data.dtype))
-            self.data = data.data
+            self._data = data._data
         else:
             super().__init__(data)
         self.requires_grad = requires_grad

@@ -33,7 +33,7 @@ class Embedding(Module):
         self.weight = Parameter(np.empty((num_embeddings, embedding_dim), dtype))
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0
+            self.weight._data[self.padding_idx] = 0
 
     @classmethod
     def from_pretrained(cls, embeddings: Any, freeze: bool = True,

@@ -89,7 +89,7 @@ sigmoid = pointwise(
 relu = pointwise(
     "relu", cls_name="ReLU", forward=activation_kernels.relu_forward,
     backward=activation_kernels.relu_backward, saves="output",
-    derivative=lambda x, y: _mask(~(y.data <= 0), y.dtype), samples=_kinked_samples,
+    derivative=lambda x, y: _mask(~(y._data <= 0), y.dtype), samples=_kinked_samples,
     doc="""relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink); at
     NaN the gradient passes through, as in PyTorch.""")
 
@@ -108,7 +108,7 @@ leaky_relu = pointwise(
     backward=activation_kernels.leaky_relu_backward, saves="input",
     params={"negative_slope": 0.01},
     derivative=lambda x, y, negative_slope: lift(
-        np.where(x.data > 0, 1.0, negative_slope).astype(x.dtype)),
+        np.where(x._data > 0, 1.0, negative_slope).astype(x.dtype)),
     samples=_leaky_samples,
     doc="""x for x > 0, negative_slope * x otherwise; derivative negative_slope at x = 0.""")
 
@@ -121,7 +121,7 @@ def _elu_samples(rng):
 
 def _elu_derivative(x: Tensor, y, alpha: float) -> Tensor:
     # alpha e^min(x, 0) on x <= 0 (clamp' = 1 there, inclusive: elu'' = alpha at 0), 1 above
-    neg = _mask(~(x.data > 0), x.dtype)
+    neg = _mask(~(x._data > 0), x.dtype)
     return (1 - neg) + neg * (alpha * exp(clamp(x, max=0.0)))
 
 
@@ -278,7 +278,7 @@ def _softplus_samples(rng):
 def _softplus_derivative(x: Tensor, y, beta: float, threshold: float) -> Tensor:
     # the kernel's branch test, in x's dtype: 1 where beta x > threshold
     t = x.dtype.type
-    linear = _mask(t(beta) * x.data > t(threshold), x.dtype)
+    linear = _mask(t(beta) * x._data > t(threshold), x.dtype)
     return linear + (1 - linear) * sigmoid(beta * x)
 
 
@@ -390,7 +390,7 @@ def _clamp_bound(name: str, bound, x: Tensor) -> Tensor | None:
         if b.requires_grad:
             raise TypeError(f"clamp: {name} is {b.dtype} but x is {x.dtype}; a bound that "
                             "requires grad must have x's dtype")
-        b = Tensor._wrap(b.data.astype(x.dtype), None, 0)
+        b = Tensor._wrap(b._data.astype(x.dtype), None, 0)
     return b
 
 

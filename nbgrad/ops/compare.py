@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
+from ..dtypes import default_numpy
 from ..kernels.strided_apply import broadcast_shapes
-from ..tensor import DEFAULT_DTYPE, Tensor, lift
+from ..tensor import Tensor, lift
 from ._args import axes, dim_arg, keepdim_arg, real
 from .shape import promoted_dtype
 
@@ -48,7 +49,7 @@ def _pair(op: str, a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     ta = lift(a, like=b if isinstance(b, Tensor) else None)
     tb = lift(b, like=ta)
     broadcast_shapes(op, ta.shape, tb.shape)
-    return ta.data, tb.data
+    return ta._data, tb._data
 
 
 def _promoted(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -64,7 +65,7 @@ def _comparable(op: str, a: Any, b: Any) -> tuple[Any, Any]:
     try:
         return _promoted(*_pair(op, a, b))
     except OverflowError:
-        x, y = (v.data if isinstance(v, Tensor) else v for v in (a, b))
+        x, y = (v._data if isinstance(v, Tensor) else v for v in (a, b))
         x, y = (v.astype(np.int64) if isinstance(v, np.ndarray) and v.dtype.kind == "b"
                 else v for v in (x, y))
         broadcast_shapes(op, np.shape(x), np.shape(y))
@@ -121,7 +122,7 @@ def equal(a: Any, b: Any) -> bool:
     no broadcasting; dtypes promote; any NaN makes it False)."""
     x = lift(a, like=b if isinstance(b, Tensor) else None)
     y = lift(b, like=x)
-    return x.shape == y.shape and bool(np.array_equal(*_promoted(x.data, y.data)))
+    return x.shape == y.shape and bool(np.array_equal(*_promoted(x._data, y._data)))
 
 
 def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
@@ -140,8 +141,8 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     if rtol == 0 and atol == 0:
         return _result(close)
     if x.dtype.kind == "b":
-        x, y = x.astype(DEFAULT_DTYPE), y.astype(DEFAULT_DTYPE)
-    tol = x.dtype if x.dtype.kind == "f" else DEFAULT_DTYPE
+        x, y = x.astype(default_numpy()), y.astype(default_numpy())
+    tol = x.dtype if x.dtype.kind == "f" else default_numpy()
     with np.errstate(over="ignore", invalid="ignore"):
         allowed = tol.type(atol) + np.abs(tol.type(rtol) * y.astype(tol, copy=False))
         error = np.abs(x - y)  # an integer error is compared in float32, as PyTorch
@@ -153,23 +154,23 @@ def allclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
              equal_nan: bool = False) -> bool:
     """True if ``isclose(a, b, rtol, atol, equal_nan)`` holds for every element (the
     operands broadcast), as ``torch.allclose``."""
-    return bool(np.all(isclose(a, b, rtol, atol, equal_nan).data))
+    return bool(np.all(isclose(a, b, rtol, atol, equal_nan)._data))
 
 
 # -- value tests ---------------------------------------------------------------------------
 def isnan(x: Any) -> Tensor:
     """Where x is NaN (bool; all False for integer and bool tensors)."""
-    return _result(np.isnan(lift(x).data))
+    return _result(np.isnan(lift(x)._data))
 
 
 def isinf(x: Any) -> Tensor:
     """Where x is +inf or -inf (bool)."""
-    return _result(np.isinf(lift(x).data))
+    return _result(np.isinf(lift(x)._data))
 
 
 def isfinite(x: Any) -> Tensor:
     """Where x is neither NaN nor infinite (bool; all True for integers and bools)."""
-    return _result(np.isfinite(lift(x).data))
+    return _result(np.isfinite(lift(x)._data))
 
 
 # -- logic ---------------------------------------------------------------------------------
@@ -190,7 +191,7 @@ def logical_xor(a: Any, b: Any) -> Tensor:
 
 def logical_not(x: Any) -> Tensor:
     """not x element-wise (zero is false, everything else true, NaN included; bool)."""
-    return _result(np.logical_not(lift(x).data))
+    return _result(np.logical_not(lift(x)._data))
 
 
 def _integers(op: str, *arrays: np.ndarray) -> None:
@@ -226,8 +227,8 @@ def bitwise_xor(a: Any, b: Any) -> Tensor:
 def bitwise_not(x: Any) -> Tensor:
     """~x: logical not of a bool tensor, the two's complement -x - 1 of an integer one."""
     x = lift(x)
-    _integers("bitwise_not", x.data)
-    return _result(np.invert(x.data))
+    _integers("bitwise_not", x._data)
+    return _result(np.invert(x._data))
 
 
 # -- any, all ------------------------------------------------------------------------------
@@ -236,7 +237,7 @@ def _truth_reduce(op: str, reduce: Callable, x: Any, dim: Any, keepdim: Any, axi
     x = lift(x)
     reduced = axes(op, dim_arg(op, dim, axis), x.shape)
     keep = keepdim_arg(op, keepdim, keepdims)
-    return _result(reduce(x.data, axis=reduced, keepdims=keep))
+    return _result(reduce(x._data, axis=reduced, keepdims=keep))
 
 
 def any(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,

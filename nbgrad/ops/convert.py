@@ -73,7 +73,7 @@ def _once(op: str, given: Any, value: Any) -> Any:
 def convert(x: Tensor, dtype: np.dtype, op: str) -> Tensor:
     """``x`` in ``dtype``: ``x`` itself when it has it; float32 <-> float64 in the
     graph; anything else a new tensor cut from the graph."""
-    source = x.data.dtype
+    source = x._data.dtype
     if dtype == source:
         return x
     if dtype in FLOAT_DTYPES and source in FLOAT_DTYPES:
@@ -82,7 +82,7 @@ def convert(x: Tensor, dtype: np.dtype, op: str) -> Tensor:
         raise TypeError(f"{op}: x (shape {x.shape}) requires grad, and nbgrad's gradients "
                         f"are float32/float64, so it cannot become {dtypes.of(dtype)!r}; "
                         f"convert x.detach() instead")
-    return Tensor._wrap(x.data.astype(dtype), None, 0)
+    return Tensor._wrap(x._data.astype(dtype), None, 0)
 
 
 def _method(dtype: dtypes.DType, name: str):
@@ -135,11 +135,11 @@ class TensorMethods:
         raise RuntimeError("cuda: nbgrad runs on the CPU; got 'cuda'")
 
     def is_floating_point(self: Tensor) -> bool:
-        return self.data.dtype.kind == "f"
+        return self._data.dtype.kind == "f"
 
     def element_size(self: Tensor) -> int:
         """Bytes per element."""
-        return self.data.dtype.itemsize
+        return self._data.dtype.itemsize
 
     device = property(lambda self: CPU, doc="The tensor's device: always the CPU.")
     is_cpu = property(lambda self: True, doc="True: tensors are always on the CPU.")

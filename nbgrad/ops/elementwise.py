@@ -405,12 +405,12 @@ class Pow(Function):
         # where a == 0 the base is shifted to 1 in the terms that would be 0 * inf: the
         # conventions above (0 where b == 0; 0 where a == 0 and b >= 0) then hold
         a, b = ctx.inputs
-        a0 = a.data == 0
+        a0 = a._data == 0
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = g * b * (a + lift(a0 & (b.data == 0))) ** (b - 1)
+            ga = g * b * (a + lift(a0 & (b._data == 0))) ** (b - 1)
         if ctx.needs_input_grad[1]:
-            gb = g * a ** b * log(a + lift(a0 & (b.data >= 0)))
+            gb = g * a ** b * log(a + lift(a0 & (b._data >= 0)))
         return ga, gb
 
 
@@ -424,7 +424,7 @@ def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
         if not (a.dtype.kind == b.dtype.kind == "b"):
             raise TypeError(f"{name}: a bool alpha ({alpha!r}) is only supported for bool "
                             f"operands (got {a.dtype} and {b.dtype}), as in PyTorch")
-        return b if alpha else lift(np.zeros_like(b.data))
+        return b if alpha else lift(np.zeros_like(b._data))
     _args.real(name, "alpha", alpha)
     floating = a.dtype.kind == "f" or b.dtype.kind == "f"
     if not floating and isinstance(alpha, float | np.floating):
@@ -433,9 +433,9 @@ def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
     if alpha == 1:
         return b
     if floating and b.dtype.kind != "f":
-        b = lift(b.data.astype(_float_dtype(a.dtype, b.dtype)))
+        b = lift(b._data.astype(_float_dtype(a.dtype, b.dtype)))
     if a.dtype.kind == b.dtype.kind == "b":
-        return b if alpha else lift(np.zeros_like(b.data))  # bool: alpha is truthiness
+        return b if alpha else lift(np.zeros_like(b._data))  # bool: alpha is truthiness
     return mul(b, alpha)
 
 
@@ -649,7 +649,7 @@ class Abs(Function):
 
     @staticmethod
     def vjp(ctx, g):
-        return g * lift(np.sign(ctx.inputs[0].data))  # piecewise linear: |x|'' = 0
+        return g * lift(np.sign(ctx.inputs[0]._data))  # piecewise linear: |x|'' = 0
 
 
 def neg(x: Any) -> Tensor:
@@ -715,7 +715,7 @@ _square = pointwise(
 def _as_float64(x: Tensor) -> Tensor:
     """An integer or bool ``x`` (never requiring grad) as a float64 constant: the
     integer-input ops compute in float64 and round the result to float32."""
-    return lift(x.data.astype(_F64))
+    return lift(x._data.astype(_F64))
 
 
 def sin(x: Any) -> Tensor:
@@ -724,7 +724,7 @@ def sin(x: Any) -> Tensor:
     An integer or bool input gives float32, as PyTorch."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_sin(_as_float64(x)).data.astype(default_numpy()), None, 0)
+        return Tensor._wrap(_sin(_as_float64(x))._data.astype(default_numpy()), None, 0)
     return _sin(x)
 
 
@@ -732,7 +732,7 @@ def cos(x: Any) -> Tensor:
     """cos(x); grad = -g sin(x). Accuracy and integer inputs as ``sin``."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_cos(_as_float64(x)).data.astype(default_numpy()), None, 0)
+        return Tensor._wrap(_cos(_as_float64(x))._data.astype(default_numpy()), None, 0)
     return _cos(x)
 
 
@@ -743,7 +743,7 @@ def erf(x: Any) -> Tensor:
     differ). An integer or bool input gives float32, as PyTorch."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        return Tensor._wrap(_erf(_as_float64(x)).data.astype(default_numpy()), None, 0)
+        return Tensor._wrap(_erf(_as_float64(x))._data.astype(default_numpy()), None, 0)
     return _erf(x)
 
 
@@ -752,7 +752,7 @@ def square(x: Any) -> Tensor:
     gives int64, as ``torch.square``."""
     x = lift(x)
     if x.dtype.kind in "biu":
-        data = x.data.astype(np.int64) if x.dtype.kind == "b" else x.data
+        data = x._data.astype(np.int64) if x.dtype.kind == "b" else x._data
         return Tensor._wrap(np.asarray(np.multiply(data, data)), None, 0)
     return _square(x)
 

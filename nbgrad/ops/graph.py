@@ -32,7 +32,7 @@ from .shape import stack
 def _cloud(op: str, name: str, value: Any) -> np.ndarray:
     """A point cloud ``[N, d]`` as a fresh C-contiguous float64 array (errors name ``op``,
     ``name`` and the shape; coordinates must be finite)."""
-    pts = np.asarray(value.data if isinstance(value, Tensor) else value)
+    pts = np.asarray(value._data if isinstance(value, Tensor) else value)
     if pts.dtype.kind not in "fiu":
         raise TypeError(f"{op}: {name} must be a real array, got dtype {pts.dtype}")
     if pts.ndim != 2 or pts.shape[1] < 1:
@@ -58,7 +58,7 @@ def _query_cloud(op: str, query: Any, points: np.ndarray) -> np.ndarray | None:
 def _batch_vector(op: str, name: str, value: Any, cloud: str, shape: tuple) -> np.ndarray:
     """The example index of every point of ``cloud`` (``shape`` [N, d]): a sorted
     (non-decreasing) int vector [N] of indices >= 0, PyTorch Geometric's ``batch``."""
-    arr = np.asarray(value.data if isinstance(value, Tensor) else value)
+    arr = np.asarray(value._data if isinstance(value, Tensor) else value)
     if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
         raise TypeError(f"{op}: {name} must be an integer array, got dtype {arr.dtype}")
     if arr.shape != (shape[0],):

@@ -84,7 +84,7 @@ def _index_array(op: str, index: Any) -> np.ndarray:
     """``index`` (a Tensor, an array or a list of ints) as a private int64 array: the
     backward must see the indices the forward checked, even if the caller changes its
     array in between."""
-    arr = index.data if isinstance(index, Tensor) else np.asarray(index)
+    arr = index._data if isinstance(index, Tensor) else np.asarray(index)
     if arr.dtype not in _INDEX_DTYPES:
         raise TypeError(f"{op}: index must hold int64 or int32, got {arr.dtype} "
                         f"(shape {arr.shape})")

@@ -151,10 +151,10 @@ def _assign(op: str, t: Tensor, index: tuple, value: Any, accumulate: bool = Fal
         raise RuntimeError(f"{op}: a value that requires grad cannot be written into a "
                            f"{t.dtype} tensor (its gradient would be lost)")
     if not _records(t, v):
-        _write(t._writable(op), index, v.data, accumulate)
+        _write(t._writable(op), index, v._data, accumulate)
         return t
     _check_target(op, t)
-    old = _old(t, t.data)
+    old = _old(t, t._data)
     old._counter = t._version_counter()
     new = IndexPut.apply(old, v, index=index, accumulate=accumulate, inplace=True)
     _rebase(t, old, new)
@@ -177,7 +177,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
 
 
 def _index_tensor(op: str, index: Any, name: str = "index") -> np.ndarray:
-    array = index.data if isinstance(index, Tensor) else np.asarray(index)
+    array = index._data if isinstance(index, Tensor) else np.asarray(index)
     if array.dtype.kind not in "iu":
         raise TypeError(f"{op}: {name} must hold integers, got {array.dtype} "
                         f"(shape {array.shape})")
@@ -185,7 +185,7 @@ def _index_tensor(op: str, index: Any, name: str = "index") -> np.ndarray:
 
 
 def _mask(op: str, t: Tensor, mask: Any) -> np.ndarray:
-    array = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    array = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
     if array.dtype != np.bool_:
         raise TypeError(f"{op}: mask must be a bool tensor, got {array.dtype} "
                         f"(shape {array.shape})")
@@ -360,15 +360,15 @@ def _in_place(op: str, t: Tensor, compute: Callable[[Tensor], Tensor], *others: 
     if not _records(t, *others):
         new = compute(t)
         _check_result(op, t, new)
-        np.copyto(t._writable(op), new.data, casting="unsafe")
+        np.copyto(t._writable(op), new._data, casting="unsafe")
         return t
     _check_target(op, t)
-    old = _old(t, t.data.copy())
+    old = _old(t, t._data.copy())
     new = compute(old)
     _check_result(op, t, new)
     if new.dtype != t.dtype:
         new = new.to(t.dtype)
-    np.copyto(t.data, new.data)
+    np.copyto(t._data, new._data)
     _rebase(t, old, new)
     return t
 

@@ -106,7 +106,7 @@ def _target_like(op: str, x: Tensor, target, x_name: str = "input") -> Tensor:
         if target.requires_grad:
             raise TypeError(f"{op}: target is {target.dtype} but {x_name} is {x.dtype}; a "
                             f"target that requires grad must have {x_name}'s dtype")
-        target = Tensor._wrap(target.data.astype(x.dtype), None, 0)
+        target = Tensor._wrap(target._data.astype(x.dtype), None, 0)
     return target
 
 
@@ -121,7 +121,7 @@ def _constant(op: str, name: str, value, x: Tensor) -> np.ndarray | None:
                         f"differentiable with respect to {name} (as in PyTorch); detach it")
     if t.dtype.kind not in "biuf":
         raise TypeError(f"{op}: {name} must be real numbers, got {t.dtype} (shape {t.shape})")
-    return np.asarray(t.data, dtype=x.dtype)
+    return np.asarray(t._data, dtype=x.dtype)
 
 
 # -- mse_loss ------------------------------------------------------------------------------------
@@ -162,7 +162,7 @@ class MSELoss(Function):
     @staticmethod
     def vjp(ctx, g):
         p, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
-        size = p.data.size
+        size = p._data.size
         scale = 2.0 / size if ctx.reduction == "mean" and size else 2.0
         gp = (p - t) * (g * scale)
         return ((gp if ctx.needs_input_grad[0] else None),
@@ -247,7 +247,7 @@ class _PiecewiseQuadratic(Function):
         x, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
         beta, div, mul = ctx.coef
         d = x - t
-        dd = d.data
+        dd = d._data
         b = dd.dtype.type(beta)
         inside = ~((dd < -b) | (dd > b)) & (beta > 0)
         outside = (np.where(dd > b, mul, 0.0) - np.where(dd < -b, mul, 0.0)).astype(dd.dtype)
@@ -379,7 +379,7 @@ class BCEWithLogits(Function):
         sp(x)), sp = softplus without its linear branch (-w x without pos_weight)."""
         x, t = lift(ctx.inputs[0]), lift(ctx.inputs[1])
         weight, pos_weight = ctx.weights
-        gs = g * _scale(ctx.reduction, x.data.size)
+        gs = g * _scale(ctx.reduction, x._data.size)
         if weight is not None:
             gs = gs * lift(np.asarray(weight, x.dtype))
         if pos_weight is None:
@@ -521,7 +521,7 @@ def _index_targets(op: str, x: Tensor, target: Tensor, ignore_index: int,
     if target.shape != need:
         raise ValueError(f"{op}: target has shape {target.shape} but {x_name} {x.shape} "
                          f"needs {need}")
-    t = target.data
+    t = target._data
     c = x.shape[1] if x.ndim >= 2 else x.shape[0]
     bad = np.flatnonzero(((t < 0) | (t >= c)) & (t != ignore_index))
     if bad.size:
@@ -598,7 +598,7 @@ class CrossEntropy(Function):
         """g (softmax(x) - onehot(t)) per row, with nb.softmax of the input: differentiable
         again (the Hessian of each row is diag(p) - p p^T)."""
         x, t = lift(ctx.inputs[0]), ctx.inputs[1]
-        t = np.asarray(t.data if isinstance(t, Tensor) else t, dtype=np.int64)
+        t = np.asarray(t._data if isinstance(t, Tensor) else t, dtype=np.int64)
         n, c = x.shape
         d = softmax(x, axis=1) - lift(np.eye(c, dtype=x.dtype)[t])
         if ctx.reduction == "none":
@@ -683,7 +683,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     x = float_input("cross_entropy", input, "logits")
     ignore_index = _ignore_index("cross_entropy", ignore_index)
     if weight is None and label_smoothing == 0 and x.ndim == 2:
-        t = target.data if isinstance(target, Tensor) else np.asarray(target)
+        t = target._data if isinstance(target, Tensor) else np.asarray(target)
         if t.dtype.kind in "iu" and t.shape == (x.shape[0],):
             c = x.shape[1]
             out = (t < 0) | (t >= c)
@@ -711,7 +711,7 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
 
 
 def _plain_data(value):
-    return value.data if isinstance(value, Tensor) else value
+    return value._data if isinstance(value, Tensor) else value
 
 
 def _unbatched_target(target) -> bool:

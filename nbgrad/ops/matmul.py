@@ -183,7 +183,7 @@ def matmul(a: Any, b: Any) -> Tensor:
     broadcast along.
     """
     a, b = lift(a), lift(b)
-    x, y = a.data, b.data  # the checks read the arrays: a Tensor property is a call
+    x, y = a._data, b._data  # the checks read the arrays: a Tensor property is a call
     for name, t in (("a", x), ("b", y)):
         if t.dtype.kind != "f":
             raise TypeError(f"matmul: {name} has dtype {t.dtype} ({_shapes(a, b)}); matmul "

@@ -252,7 +252,7 @@ def _running(name: str, value: Any, channels: int) -> np.ndarray | None:
     """A running-statistics buffer as the float array that is updated in place."""
     if value is None:
         return None
-    array = value.data if isinstance(value, Tensor) else value
+    array = value._data if isinstance(value, Tensor) else value
     if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
         raise TypeError(f"batch_norm: {name} must be a float tensor or array, got "
                         f"{getattr(array, 'dtype', type(array).__name__)}")

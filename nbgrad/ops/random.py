@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, rng
+from ..device import check_device
 from ..tensor import FLOAT_DTYPES, Tensor, rand, randn
 from . import _args
 
@@ -25,11 +26,13 @@ _NUMBER_DTYPES = _INT_DTYPES + FLOAT_DTYPES
 
 def randint(low: int | None = None, high: int | None = None,
             size: Sequence[int] | None = None, *, generator: Any = None,
-            dtype: Any = np.int64, requires_grad: bool = False) -> Tensor:
+            dtype: Any = np.int64, requires_grad: bool = False,
+            device: Any = None) -> Tensor:
     """Integers drawn uniformly from ``low <= v < high`` (``high`` excluded), of shape
     ``size`` (a tuple): ``randint(high, size)`` or ``randint(low, high, size)``, as in
     PyTorch. ``dtype`` int64 (the default), int32, float32 or float64; the values do not
     depend on it. ``generator`` as for ``nb.randn``."""
+    check_device(device, "randint")
     low, high, size = _randint_bounds("randint", low, high, size)
     shape = _size("randint", size)
     dtype = _number_dtype("randint", dtype, _NUMBER_DTYPES)
@@ -40,9 +43,11 @@ def randint(low: int | None = None, high: int | None = None,
 
 
 def randperm(n: int, *, generator: Any = None, dtype: Any = np.int64,
-             requires_grad: bool = False) -> Tensor:
+             requires_grad: bool = False,
+             device: Any = None) -> Tensor:
     """A random permutation of ``0 .. n - 1`` (int64 unless ``dtype`` says otherwise);
     ``generator`` as for ``nb.randn``."""
+    check_device(device, "randperm")
     n = _count("randperm", "n", n)
     dtype = _number_dtype("randperm", dtype, _NUMBER_DTYPES)
     if n:
@@ -53,16 +58,20 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = np.int64,
 
 
 def randn_like(input: Any, *, generator: Any = None, dtype: Any = None,
-               requires_grad: bool = False) -> Tensor:
+               requires_grad: bool = False,
+               device: Any = None) -> Tensor:
     """``randn`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
+    check_device(device, "randn_like")
     shape, dtype = _like("randn_like", input, dtype, FLOAT_DTYPES)
     source = rng.resolve(generator, "randn_like")
     return randn(shape, generator=source, dtype=dtype, requires_grad=requires_grad)
 
 
 def rand_like(input: Any, *, generator: Any = None, dtype: Any = None,
-              requires_grad: bool = False) -> Tensor:
+              requires_grad: bool = False,
+              device: Any = None) -> Tensor:
     """``rand`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
+    check_device(device, "rand_like")
     shape, dtype = _like("rand_like", input, dtype, FLOAT_DTYPES)
     source = rng.resolve(generator, "rand_like")
     return rand(shape, generator=source, dtype=dtype, requires_grad=requires_grad)
@@ -70,9 +79,11 @@ def rand_like(input: Any, *, generator: Any = None, dtype: Any = None,
 
 def randint_like(input: Any, low: int | None = None, high: int | None = None, *,
                  generator: Any = None, dtype: Any = None,
-                 requires_grad: bool = False) -> Tensor:
+                 requires_grad: bool = False,
+                 device: Any = None) -> Tensor:
     """``randint`` of ``input``'s shape and (unless ``dtype`` is given) dtype:
     ``randint_like(x, high)`` or ``randint_like(x, low, high)``."""
+    check_device(device, "randint_like")
     shape, dtype = _like("randint_like", input, dtype, _NUMBER_DTYPES)
     if high is None:
         low, high = 0, low

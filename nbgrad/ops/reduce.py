@@ -264,7 +264,7 @@ def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick, result: type) -
     if x.ndim and x.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over the empty dim {dim} of a tensor of "
                          f"shape {x.shape}")
-    data = x.data.reshape(1) if x.ndim == 0 else x.data
+    data = x._data.reshape(1) if x.ndim == 0 else x._data
     idx = pick(data, axis=d)  # NumPy's argmax/argmin also stop at the first NaN
     grid = list(np.indices(idx.shape, sparse=True))
     grid.insert(d, idx)
@@ -477,7 +477,7 @@ class Norm(Function):
         x2, y = ctx.saved_tensors
         moved_shape, perm, kept, mode, p = ctx.layout
         x = ctx.inputs[0]
-        xd = x.data
+        xd = x._data
         dt = xd.dtype
         gk = g.reshape(kept)
         if mode in (reduce_kernels.P1, reduce_kernels.PINF, reduce_kernels.NINF,
@@ -528,7 +528,7 @@ def _arg_extremum(op: str, pick, x: Any, dim: Any, keepdim: Any, axis: Any,
     if x.dtype.kind == "b":
         raise TypeError(f"{op}: not supported for a bool tensor (shape {x.shape}), as in "
                         "PyTorch; convert it to an integer dtype first")
-    data = x.data
+    data = x._data
     if d is None:
         if data.size == 0:
             raise ValueError(f"{op}: cannot take the {op} of an empty tensor (shape "

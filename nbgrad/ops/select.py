@@ -80,7 +80,7 @@ def where(condition: Any, a: Any, b: Any) -> Tensor:
     """``a`` where ``condition`` holds, else ``b`` (``torch.where``), all three broadcast
     together; ``condition`` is a bool tensor or array. Backward: g to a where the
     condition holds, to b elsewhere (an exact 0 for the other operand)."""
-    mask = condition.data if isinstance(condition, Tensor) else np.asarray(condition)
+    mask = condition._data if isinstance(condition, Tensor) else np.asarray(condition)
     if mask.dtype != np.bool_:
         raise TypeError(f"where: condition must be a bool tensor, got {mask.dtype} "
                         f"(shape {mask.shape}); compare to make a mask, e.g. x > 0")

@@ -277,7 +277,7 @@ def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None =
             raise ValueError(f"concat: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; all dims but axis {ax} must match")
     dtype = promoted_dtype(*(t.dtype for t in ts))
-    ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
+    ts = [t if t.dtype == dtype or t.requires_grad else lift(t._data.astype(dtype))
           for t in ts]
     return Concat.apply(*ts, axis=ax)
 
@@ -326,7 +326,7 @@ def stack(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = 
     ax = dim_index("stack", given, first.ndim + 1, first.shape + (1,),
                    "dim" if axis is None else "axis")
     dtype = promoted_dtype(*(t.dtype for t in ts))
-    ts = [t if t.dtype == dtype or t.requires_grad else lift(t.data.astype(dtype))
+    ts = [t if t.dtype == dtype or t.requires_grad else lift(t._data.astype(dtype))
           for t in ts]
     return Stack.apply(*ts, axis=ax)
 
@@ -339,7 +339,7 @@ def normalize_index(index: Any, shape: tuple, op: str = "getitem") -> tuple:
     out = []
     for item in items:
         if isinstance(item, Tensor):
-            item = item.data
+            item = item._data
         if isinstance(item, list | bool | np.bool_):
             item = np.asarray(item)
             if item.size == 0:

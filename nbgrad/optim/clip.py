@@ -74,7 +74,7 @@ def _grads(parameters: TensorOrTensors) -> list[np.ndarray]:
         if not isinstance(p, Tensor):
             raise TypeError(f"clip_grad: parameters must be Tensors, but parameters[{i}] is "
                             f"a {type(p).__name__}")
-    return [p.grad.data for p in params if p.grad is not None]
+    return [p.grad._data for p in params if p.grad is not None]
 
 
 def _norm_kind(norm_type: float) -> int:

@@ -7,7 +7,7 @@ hyperparameter), ``defaults``, ``state``, ``zero_grad``, ``step(closure)``,
 
 The layout behind it (``FlatGroup``, one per param group and parameter dtype):
 
-* the parameters and a typed List of their flat views (``p.data.reshape(-1)``; a
+* the parameters and a typed List of their flat views (``p._data.reshape(-1)``; a
   parameter's array is made C-contiguous once if it is not), so the kernel updates each
   parameter's own array in place;
 * one flat buffer per kind of state (Adam: exp_avg, exp_avg_sq) for all of them, with
@@ -62,7 +62,7 @@ class FlatGroup:
         self.params = params
         self.dtype = params[0].dtype
         self.shapes = [p.shape for p in params]
-        self.sizes = np.array([p.data.size for p in params], np.int64)
+        self.sizes = np.array([p._data.size for p in params], np.int64)
         self.state_start = np.cumsum(self.sizes) - self.sizes
         total = int(self.sizes.sum())
         self.buffers = {name: np.full(total, fill.get(name, 0.0), self.dtype) for name in names}
@@ -82,14 +82,14 @@ class FlatGroup:
         """Record each parameter's array and make the typed List of their flat views."""
         for i, p in enumerate(self.params):
             _check_array(self.owner, p, self.shapes[i], self.dtype)
-        self.arrays = [p.data for p in self.params]
+        self.arrays = [p._data for p in self.params]
         self.views = kernels.array_list(self.arrays[0].reshape(-1))
         for a in self.arrays[1:]:
             kernels.append_array(self.views, a.reshape(-1))
 
     def refresh(self) -> None:
-        """Re-bind the views if code assigned a new array to some ``p.data``."""
-        if any(p.data is not a for p, a in zip(self.params, self.arrays)):
+        """Re-bind the views if code assigned a new array to some ``p._data``."""
+        if any(p._data is not a for p, a in zip(self.params, self.arrays)):
             self._bind_arrays()
 
     # -- a step -----------------------------------------------------------------------------
@@ -105,7 +105,7 @@ class FlatGroup:
             layout = self.layouts[key] = self._layout(np.array(key))
         active, grad_start, chunk_param, chunk_begin, chunk_end, size = layout
         flat = self.grad_buffer[:size]
-        np.concatenate([g.data.reshape(-1) for g in grads if g is not None], out=flat)
+        np.concatenate([g._data.reshape(-1) for g in grads if g is not None], out=flat)
         return Work(flat, grad_start, chunk_param, chunk_begin, chunk_end, active, size)
 
     def _layout(self, active: np.ndarray) -> tuple:
@@ -146,7 +146,7 @@ class Optimizer:
     ``params``: an iterable of Tensors, of ``(name, Tensor)`` pairs, or of param-group
     dicts (``{"params": [...], "lr": 1e-2}``) whose missing hyperparameters take the
     ``defaults``. Every parameter must be a float leaf tensor that requires grad, listed
-    once. The update is in place on each ``p.data``.
+    once. The update is in place on each ``p._data``.
     """
 
     _counts_steps = False  # whether per-parameter state holds a "step" count
@@ -175,7 +175,7 @@ class Optimizer:
         if compiles.started != compiled and type(self).__module__.startswith("nbgrad."):
             # a first use: the helper compiles the step while the forward pass goes on
             self._ahead = backward_ahead.submit_step(type(self).__name__, [
-                ([p.data for p in g["params"]],
+                ([p._data for p in g["params"]],
                  {k: v for k, v in g.items() if k not in ("params", "param_names")})
                 for g in self.param_groups])
 
@@ -252,7 +252,7 @@ class Optimizer:
     def _synced(self) -> list[list[FlatGroup]]:
         """The flat groups, rebuilt (keeping each parameter's state) where code changed a
         group's parameters or an option that changes the state kept (amsgrad, centered,
-        momentum on or off), and re-bound where it assigned a new ``p.data``."""
+        momentum on or off), and re-bound where it assigned a new ``p._data``."""
         layout = [self._layout_key(g) for g in self.param_groups]
         if layout != self._layout:
             owner = type(self).__name__
@@ -285,7 +285,7 @@ class Optimizer:
                     p.grad = None
                 else:
                     grad = p.grad.detach() if p.grad.requires_grad else p.grad
-                    grad.data.fill(0)
+                    grad._data.fill(0)
                     p.grad = grad
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -414,7 +414,7 @@ class Optimizer:
             if name == "step":
                 checked[name] = _step_count(owner, index, value)
                 continue
-            array = np.asarray(value.data if isinstance(value, Tensor) else value)
+            array = np.asarray(value._data if isinstance(value, Tensor) else value)
             if array.dtype.kind not in "fiu" or array.shape != p.shape:
                 raise ValueError(f"{owner}: state[{index}][{name!r}] is an array of shape "
                                  f"{array.shape} and dtype {array.dtype}; parameter {index} "
@@ -490,15 +490,15 @@ def _check_array(owner: str, p: Tensor, shape: tuple[int, ...], dtype: np.dtype)
     """The array of a parameter being stepped: its shape and dtype unchanged, writable,
     and C-contiguous (a copy is made its array if it is not), so that its flat view is a
     view."""
-    if p.data.shape != shape or p.data.dtype != dtype:
+    if p._data.shape != shape or p._data.dtype != dtype:
         raise ValueError(f"{owner}: a parameter's array changed from shape {shape} and dtype "
-                         f"{dtype} to {p.data.shape} and {p.data.dtype} after it was added; "
+                         f"{dtype} to {p._data.shape} and {p._data.dtype} after it was added; "
                          "its optimizer state no longer fits (make a new optimizer)")
-    if not p.data.flags.writeable:
+    if not p._data.flags.writeable:
         raise ValueError(f"{owner}: a parameter of shape {shape} has a read-only array; "
                          "the optimizer updates parameters in place")
-    if not p.data.flags.c_contiguous:
-        p.data = np.ascontiguousarray(p.data)
+    if not p._data.flags.c_contiguous:
+        p._data = np.ascontiguousarray(p._data)
 
 
 def _unpack(owner: str, state_dict: Any) -> tuple[list[dict], dict]:
@@ -524,7 +524,7 @@ def _index(owner: str, key: Any, where: str) -> int:
 
 
 def _step_count(owner: str, index: int, value: Any) -> float:
-    value = np.asarray(value.data if isinstance(value, Tensor) else value)
+    value = np.asarray(value._data if isinstance(value, Tensor) else value)
     if value.shape != () or value.dtype.kind not in "fiu" or not value >= 0:
         raise ValueError(f"{owner}: state[{index}]['step'] must be a number >= 0, got "
                          f"{value!r}")

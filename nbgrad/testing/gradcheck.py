@@ -70,7 +70,7 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
     tensors: list = []
     checked: list[int] = []
     for i, x in enumerate(inputs):
-        arr = x.data if isinstance(x, Tensor) else x
+        arr = x._data if isinstance(x, Tensor) else x
         if isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
             # C order, so that the flat view below perturbs the tensor itself
             tensors.append(Tensor(np.array(arr, dtype=np.float64, order="C"),
@@ -90,9 +90,9 @@ def gradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: float =
     reports = []
     with no_grad():
         for pos, t, g in zip(checked, wanted, analytic):
-            g = np.zeros(t.shape) if g is None else g.data
+            g = np.zeros(t.shape) if g is None else g._data
             numeric = np.empty(t.shape)
-            flat = t.data.reshape(-1)
+            flat = t._data.reshape(-1)
             for k in range(flat.size):
                 original = flat[k]
                 flat[k] = original + eps
@@ -110,7 +110,7 @@ def gradgradcheck_report(fn: Callable[..., Any], inputs: Sequence[Any], eps: flo
     """Check second derivatives: gradcheck of the map (inputs, v) -> vjp of ``fn`` at the
     inputs with cotangents v (random, one per floating-point output), where the vjp is
     ``nb.grad(..., create_graph=True)``. Reports cover the inputs, then the v's."""
-    arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+    arrays = [x._data if isinstance(x, Tensor) else x for x in inputs]
     floats = [i for i, a in enumerate(arrays) if isinstance(a, np.ndarray) and a.dtype.kind == "f"]
     with enable_grad():
         probe = [Tensor(arrays[i], np.float64) if i in floats else x
