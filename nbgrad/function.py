@@ -30,19 +30,17 @@ broadcast result: the engine sums it to the input's shape and casts it to its dt
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from itertools import count
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
-from .autograd import grad_mode
+from .autograd import grad_mode, versions
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
+from .autograd.versions import owner
 from .compile_ahead import backward_ahead, compiles
 from .tensor import Tensor
-
-_node_count = count()
 
 
 class Context:
@@ -66,10 +64,10 @@ class Context:
         self.input_arrays = input_arrays  # what forward received: gradients take their shapes
         self.params = params
         self.saved_tensors: tuple = ()
-        self.saved_versions: tuple = ()  # (counter, value, which) per saved tensor's storage
+        self.saved_versions: tuple = ()  # (counter, k, shape, dtype) per saved output k
         self.output_meta: tuple | None = None
         self.released = False
-        self.seq = next(_node_count)
+        self.seq = next(versions.clock)
         self.ahead = 0  # the ticket of this call's backward in the compile helper, if sent
 
     def save_for_backward(self, *arrays: Any) -> None:
@@ -162,21 +160,32 @@ class Function:
             if record:
                 ctx.creation_stack = user_stack()
         if isinstance(out, tuple):
-            if record:
-                ctx.output_meta = tuple([(o.shape, o.dtype) for o in out])
-                outs = tuple([Tensor._wrap(o, ctx, i) for i, o in enumerate(out)])
-            else:
-                outs = tuple([Tensor._wrap(o, None, 0) for o in out])
-        else:
-            outs = (Tensor._wrap(out, ctx if record else None, 0),)
-        for t in outs:
-            base = t._data.base
-            if base is not None and type(base) is np.ndarray:
-                _share_storage(t, inputs)
+            return _outputs(ctx, out, inputs, record)
+        t = Tensor._wrap(out, ctx if record else None, 0)
+        base = out.base
+        if base is not None and type(base) is np.ndarray:
+            _share_storage(t, inputs)
         if record and ctx.saved_tensors:
-            ctx.saved_versions = _saved_versions(ctx.saved_tensors, inputs, outs)
-        return outs if isinstance(out, tuple) else outs[0]
+            for s in ctx.saved_tensors:
+                if s is out:  # the output's counter, which only this node can reach
+                    ctx.saved_versions = ((t._version_counter(), 0, out.shape, out.dtype),)
+                    break
+        return t
 
+
+def _outputs(ctx: Context, out: tuple, inputs: tuple, record: bool) -> tuple:
+    """The tensors of an op with several outputs (``apply``'s tail for a tuple)."""
+    if record:
+        ctx.output_meta = tuple([(o.shape, o.dtype) for o in out])
+    outs = tuple([Tensor._wrap(o, ctx if record else None, i if record else 0)
+                  for i, o in enumerate(out)])
+    for t in outs:
+        base = t._data.base
+        if base is not None and type(base) is np.ndarray:
+            _share_storage(t, inputs)
+    if record and ctx.saved_tensors:
+        ctx.saved_versions = _saved_outputs(ctx.saved_tensors, outs)
+    return outs
 
 
 def _is_nbgrad_op(fn: type[Function]) -> bool:
@@ -185,56 +194,29 @@ def _is_nbgrad_op(fn: type[Function]) -> bool:
     return REGISTRY.get(fn.op_name) is fn and fn.__module__.startswith("nbgrad.")
 
 
-def _root(array: np.ndarray) -> np.ndarray:
-    """The array that owns ``array``'s memory (itself if it is not a view of another)."""
-    while type(array.base) is np.ndarray:
-        array = array.base
-    return array
-
-
 def _share_storage(out: Tensor, inputs: tuple) -> None:
     """Give an output that views an input's memory (reshape, transpose, basic indexing)
-    that input's version counter and base, as PyTorch's views have."""
-    root = _root(out._data)
+    that input's version counter and base, as PyTorch's views have. NumPy gives a view
+    the array that owns the memory as its base, so comparing with each input's array
+    and that array's base is enough."""
+    base = out._data.base
     for x in inputs:
-        if isinstance(x, Tensor) and _root(x._data) is root:
+        if isinstance(x, Tensor) and (x._data is base or x._data.base is base):
             out._counter = x._version_counter()
             out._base = x if x._base is None else x._base
             return
 
 
-def _saved_versions(saved: tuple, inputs: tuple, outs: tuple) -> tuple:
-    """``(counter, version, which, shape, dtype)`` for every saved array that is an
-    input's or an output's memory (or a view of it): what backward compares against, to
-    refuse gradients computed from an array overwritten in place since the forward."""
+def _saved_outputs(saved: tuple, outs: tuple) -> tuple:
+    """``(counter, k, shape, dtype)`` for every output k whose array (or a view of it)
+    the op saved: its counter, made now, by which backward sees later writes (saved
+    inputs it finds from the node's inputs; see ``autograd/versions.py``)."""
     found = []
     for s in saved:
-        if type(s) is not np.ndarray:
-            continue
-        for role, tensors in (("input", inputs), ("output", outs)):
-            i = _owner(s, tensors)
-            if i is not None:
-                counter = tensors[i]._version_counter()
-                found.append((counter, counter.value, f"{role} {i}", tensors[i].shape,
-                              tensors[i].dtype))
-                break
+        k = owner(s, outs) if type(s) is np.ndarray else None
+        if k is not None:
+            found.append((outs[k]._version_counter(), k, outs[k].shape, outs[k].dtype))
     return tuple(found)
-
-
-def _owner(array: np.ndarray, tensors: tuple) -> int | None:
-    """The position in ``tensors`` of the tensor whose array is ``array`` or whose memory
-    it views."""
-    for i, t in enumerate(tensors):
-        if isinstance(t, Tensor) and t._data is array:
-            return i
-    base = array.base
-    if base is not None and type(base) is np.ndarray:
-        root = _root(array)
-        for i, t in enumerate(tensors):
-            if isinstance(t, Tensor) and _root(t._data) is root:
-                return i
-    return None
-
 
 
 class Sample:

@@ -15,6 +15,7 @@ from . import dtypes, rng
 from .autograd import grad_mode, hooks
 from .autograd.engine import backward
 from .autograd.hooks import RemovableHandle
+from .autograd.versions import Version
 from .device import check_device
 
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -72,18 +73,6 @@ def _check_fits(arr: np.ndarray, dtype: np.dtype) -> None:
         bad = high if high > info.max else low
         raise OverflowError(f"tensor: the {arr.dtype} value {bad} does not fit {dtype} "
                             f"(range {info.min} to {info.max})")
-
-
-class Version:
-    """The version counter of one storage: in-place writes bump it, and a graph node
-    remembers the value each array it saved had, so that backward can tell that one
-    was overwritten (PyTorch's "modified by an inplace operation" error). Tensors that
-    view one storage share one counter."""
-
-    __slots__ = ("value",)
-
-    def __init__(self) -> None:
-        self.value = 0
 
 
 class Tensor:
@@ -182,7 +171,8 @@ class Tensor:
             if not isinstance(value, Tensor):
                 raise TypeError(f"grad: assigned grad must be a Tensor or None, got "
                                 f"{type(value).__name__}")
-            if value.shape != self.shape or value.dtype != self.dtype:
+            mine, theirs = self._data, value._data
+            if theirs.shape != mine.shape or theirs.dtype != mine.dtype:
                 raise RuntimeError(f"grad: assigned grad of shape {value.shape} and dtype "
                                    f"{value.dtype} to a tensor of shape {self.shape} and "
                                    f"dtype {self.dtype}")
@@ -308,7 +298,7 @@ class Tensor:
             raise RuntimeError(f"{op}: a tensor that requires grad cannot be modified in "
                                "place here while gradients are recorded; do it inside "
                                "`with nb.no_grad():`")
-        self._version_counter().value += 1
+        self._version_counter().bump()
         return self._data
 
     def backward(self, grad: Any = None, retain_graph: bool | None = None,

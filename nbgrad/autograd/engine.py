@@ -37,7 +37,7 @@ import numpy as np
 
 from ..compile_ahead import backward_ahead
 from ..kernels.broadcast_sum import sum_to_shape
-from . import hooks
+from . import hooks, versions
 from .anomaly import check_backward
 from .anomaly import state as anomaly
 from .grad_mode import enable_grad
@@ -49,16 +49,15 @@ def _freed_graph_error(node) -> RuntimeError:
         "backward; pass retain_graph=True to the first backward to go through it twice")
 
 
-def check_versions(node) -> None:
-    """Raise PyTorch's error if an array ``node`` saved was modified in place since."""
-    for counter, value, which, shape, dtype in node.saved_versions:
-        if counter.value != value:
-            raise RuntimeError(
-                f"one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: [{dtype} {list(shape)}], which is {which} of "
-                f"{node.name}Backward, is at version {counter.value}; "
-                f"expected version {value} instead. Clone it before changing it in place "
-                f"(or change it after backward).")
+class _InPlace:
+    """Whether an in-place op was ever recorded in a graph in this process
+    (``ops/inplace.py`` sets it): until then no tensor was made the output of a node
+    newer than its consumers, and backward skips looking for one."""
+
+    recorded = False
+
+
+in_place = _InPlace()
 
 
 def as_consumed(t, seq: int):
@@ -232,6 +231,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
 
         like = roots[0]
         run_hooks, check = hooks.any_registered, anomaly.enabled
+        rebased = in_place.recorded
         if not ready:
             finish(_END)  # the root is a leaf: no node runs
         while ready:
@@ -239,8 +239,8 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
-            if node.saved_versions:
-                check_versions(node)
+            if node.seq < versions.writes.last:  # a write since this node was made
+                versions.check(node)
             if run_hooks:
                 grads = hooks.run_output_hooks(node, grads, create_graph, like)
             if wanted_at:
@@ -262,8 +262,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 if g is None or not needs[position]:
                     continue
                 a = arrays[position]
-                child = t._node
-                if child is not None and child.seq > node.seq:
+                if rebased and t._node is not None and t._node.seq > node.seq:
                     t = as_consumed(t, node.seq)
                 if create_graph:
                     if not hasattr(g, "_node"):

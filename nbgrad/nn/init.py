@@ -19,7 +19,7 @@ def _fill(t: Tensor, values: np.ndarray) -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"init: expected a Tensor, got {type(t).__name__}")
     t._data[...] = values.astype(t.dtype, copy=False)
-    t._version_counter().value += 1  # an in-place write: a graph that saved t refuses it
+    t._version_counter().bump()  # an in-place write: a graph that saved t refuses it
     return t
 
 

@@ -263,7 +263,7 @@ class Module:
         with no_grad():
             for k in last.values():
                 own[k]._data[...] = values[k]
-                own[k]._version_counter().value += 1
+                own[k]._version_counter().bump()
         return IncompatibleKeys(missing, unexpected)
 
     def to(self, *args: Any, **kwargs: Any) -> Module:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd import grad_mode
+from ..autograd import engine, grad_mode
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from . import activation, elementwise
@@ -117,8 +117,9 @@ def _rebase(t: Tensor, old: Tensor, new: Tensor) -> None:
     """``t`` becomes ``new``: the output of the node that recorded the in-place op. The
     node keeps ``old``, the value it replaced: nodes made before the op consumed that one
     (``autograd/engine.py: as_consumed``)."""
-    t._version_counter().value += 1
+    t._version_counter().bump()
     new._node.replaced = old
+    engine.in_place.recorded = True
     t._node, t._index, t._requires_grad = new._node, new._index, True
 
 

@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import enable_grad
+from ..autograd.versions import Version
 from ..compile_ahead import backward_ahead, compiles
 from ..kernels import optim as kernels
 from ..tensor import FLOAT_DTYPES, Tensor
@@ -305,9 +306,9 @@ class Optimizer:
                 if self._counts_steps:
                     flat.steps[work.active] += 1
                 self._update(group, flat, work)
-                for p, stepped in zip(flat.params, work.active):
-                    if stepped:  # an in-place write: a graph that saved p refuses backward
-                        p._version_counter().value += 1
+                # in-place writes: a graph that saved a parameter refuses its backward
+                Version.bump_all([p._version_counter() for p, stepped
+                                  in zip(flat.params, work.active.tolist()) if stepped])
                 if self._counts_steps or flat.buffers:
                     flat.has_state[work.active] = True
         return loss

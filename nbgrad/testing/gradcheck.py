@@ -11,6 +11,7 @@ import numpy as np
 
 from ..autograd import enable_grad, no_grad
 from ..autograd import grad as autograd_grad
+from ..autograd.versions import saved_inputs
 from ..function import Function
 from ..tensor import FLOAT_DTYPES, Tensor
 
@@ -253,4 +254,7 @@ def saved_by(op_name: str) -> tuple[str, ...]:
         out = call(*inputs)
     first = out[0] if isinstance(out, tuple) else out
     node = first.grad_fn
-    return tuple(which for _, _, which, _, _ in node.saved_versions) if node else ()
+    if node is None:
+        return ()
+    return (tuple(f"input {i}" for i in sorted(saved_inputs(node)))
+            + tuple(f"output {k}" for _, k, _, _ in node.saved_versions))
