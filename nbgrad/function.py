@@ -38,7 +38,7 @@ from . import dtypes
 from .autograd import grad_mode, versions
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
-from .autograd.versions import owner
+from .autograd.versions import same_memory
 from .compile_ahead import backward_ahead, compiles
 from .tensor import Tensor
 
@@ -72,6 +72,17 @@ class Context:
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved_tensors = arrays
+
+    def watch_output(self, index: int, array: np.ndarray, counter: Any) -> None:
+        """Output ``index`` (whose array is ``array``) got its version ``counter``: keep
+        the counter if this node saved that array (or a view of it), so that backward
+        sees writes into it (``autograd/versions.py``)."""
+        if self.released:
+            return
+        for s in self.saved_tensors:
+            if type(s) is np.ndarray and same_memory(s, array):
+                self.saved_versions += ((counter, index, array.shape, array.dtype),)
+                return
 
     def output(self, array: np.ndarray, index: int = 0) -> Tensor:
         """Output ``index`` of this node as a Tensor in the graph, from the array forward
@@ -165,11 +176,6 @@ class Function:
         base = out.base
         if base is not None and type(base) is np.ndarray:
             _share_storage(t, inputs)
-        if record and ctx.saved_tensors:
-            for s in ctx.saved_tensors:
-                if s is out:  # the output's counter, which only this node can reach
-                    ctx.saved_versions = ((t._version_counter(), 0, out.shape, out.dtype),)
-                    break
         return t
 
 
@@ -183,8 +189,6 @@ def _outputs(ctx: Context, out: tuple, inputs: tuple, record: bool) -> tuple:
         base = t._data.base
         if base is not None and type(base) is np.ndarray:
             _share_storage(t, inputs)
-    if record and ctx.saved_tensors:
-        ctx.saved_versions = _saved_outputs(ctx.saved_tensors, outs)
     return outs
 
 
@@ -205,18 +209,6 @@ def _share_storage(out: Tensor, inputs: tuple) -> None:
             out._counter = x._version_counter()
             out._base = x if x._base is None else x._base
             return
-
-
-def _saved_outputs(saved: tuple, outs: tuple) -> tuple:
-    """``(counter, k, shape, dtype)`` for every output k whose array (or a view of it)
-    the op saved: its counter, made now, by which backward sees later writes (saved
-    inputs it finds from the node's inputs; see ``autograd/versions.py``)."""
-    found = []
-    for s in saved:
-        k = owner(s, outs) if type(s) is np.ndarray else None
-        if k is not None:
-            found.append((outs[k]._version_counter(), k, outs[k].shape, outs[k].dtype))
-    return tuple(found)
 
 
 class Sample:

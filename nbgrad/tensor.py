@@ -134,6 +134,8 @@ class Tensor:
         counter = self._counter
         if counter is None:
             counter = self._counter = Version()
+            if self._node is not None:  # the node may have saved this output
+                self._node.watch_output(self._index, self._data, counter)
         return counter
 
     @property

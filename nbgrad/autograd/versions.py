@@ -77,18 +77,18 @@ def _root(array: np.ndarray) -> np.ndarray:
     return array
 
 
+def same_memory(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` are one array or views of the memory of one."""
+    return a is b or _root(a) is _root(b)
+
+
 def owner(array: np.ndarray, tensors: tuple) -> int | None:
-    """The position in ``tensors`` of the tensor whose array is ``array`` or whose memory
-    ``array`` views (None if there is none; non-tensors are passed over)."""
+    """The position in ``tensors`` of the tensor whose array is ``array`` or shares its
+    memory (None if there is none; non-tensors are passed over)."""
     for i, t in enumerate(tensors):
-        if getattr(t, "_data", None) is array:
+        data = getattr(t, "_data", None)
+        if data is not None and same_memory(array, data):
             return i
-    if type(array.base) is np.ndarray:
-        root = _root(array)
-        for i, t in enumerate(tensors):
-            data = getattr(t, "_data", None)
-            if data is not None and _root(data) is root:
-                return i
     return None
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..autograd import enable_grad, no_grad
 from ..autograd import grad as autograd_grad
-from ..autograd.versions import saved_inputs
+from ..autograd.versions import same_memory, saved_inputs
 from ..function import Function
 from ..tensor import FLOAT_DTYPES, Tensor
 
@@ -252,9 +252,11 @@ def saved_by(op_name: str) -> tuple[str, ...]:
     call, inputs = sample_call(op_name)
     with enable_grad():
         out = call(*inputs)
-    first = out[0] if isinstance(out, tuple) else out
-    node = first.grad_fn
+    outs = out if isinstance(out, tuple) else (out,)
+    node = outs[0].grad_fn
     if node is None:
         return ()
+    saved = [s for s in node.saved_tensors if isinstance(s, np.ndarray)]
     return (tuple(f"input {i}" for i in sorted(saved_inputs(node)))
-            + tuple(f"output {k}" for _, k, _, _ in node.saved_versions))
+            + tuple(f"output {k}" for k, t in enumerate(outs)
+                    if any(same_memory(s, t._data) for s in saved)))
