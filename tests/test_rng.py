@@ -442,7 +442,7 @@ def test_random_sampler_with_replacement_and_more_samples_than_items():
     (lambda: nb.zeros(2, dtype=np.int64).uniform_(), TypeError,
      "uniform_: needs a float32 or float64 tensor, got int64"),
     (lambda: nb.zeros(2, requires_grad=True).normal_(), RuntimeError,
-     "normal_: .*requires grad cannot be modified in place"),
+     "normal_: a leaf Variable that requires grad is being used in an in-place"),
     (lambda: nb.dropout(nb.ones(3), generator="x"), TypeError, "dropout: generator must be"),
     (lambda: nn.init.normal_(nb.zeros(3), generator=2.0), TypeError, "init: generator must be"),
     (lambda: DataLoader(_dataset(), shuffle=True, generator=7), TypeError,
@@ -509,3 +509,16 @@ def test_draws_take_the_cpu_device_and_refuse_others(draw):
     assert draw("cpu").device == nb.device("cpu")
     with pytest.raises(RuntimeError, match="nbgrad runs on the CPU; got 'cuda'"):
         draw("cuda")
+
+
+def test_a_draw_in_place_on_a_tensor_in_the_graph_is_recorded_as_in_torch():
+    """The filled values are constants: the old value gets no gradient."""
+    torch = pytest.importorskip("torch")
+    grads = []
+    for lib in (nb, torch):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        y = x * 2.0
+        y.normal_()
+        (y + x * x).sum().backward()
+        grads.append(np.asarray(x.grad))
+    np.testing.assert_array_equal(grads[0], grads[1])

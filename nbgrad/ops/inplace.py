@@ -140,7 +140,7 @@ def _selection_shape(op: str, shape: tuple, index: tuple) -> tuple:
         raise IndexError(f"{op}: {e} (the tensor has shape {shape})") from None
 
 
-def _assign(op: str, t: Tensor, index: tuple, value: Any, accumulate: bool = False) -> Tensor:
+def assign(op: str, t: Tensor, index: tuple, value: Any, accumulate: bool = False) -> Tensor:
     """``t[index] = value`` (``+=`` with ``accumulate``) in place, recorded in the graph
     as ``IndexPut`` where it must be. The value is cast to ``t``'s dtype."""
     v = value if isinstance(value, Tensor) else lift(value, t)
@@ -174,7 +174,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     (ints, slices, ``...``, None, bool masks, integer arrays, lists and tensors, mixed),
     ``value`` a number, array or tensor broadcast to the selection and cast to ``t``'s
     dtype. Recorded in the graph as PyTorch records it (see the module docstring)."""
-    _assign("setitem", t, normalize_index(index, t.shape, "setitem"), value)
+    assign("setitem", t, normalize_index(index, t.shape, "setitem"), value)
 
 
 def _index_tensor(op: str, index: Any, name: str = "index") -> np.ndarray:
@@ -212,7 +212,7 @@ def _fill_value(op: str, value: Any) -> Any:
 def masked_fill_(t: Tensor, mask: Any, value: Any) -> Tensor:
     """``t`` with ``value`` where ``mask`` (bool, broadcast to ``t``'s shape) holds, in
     place."""
-    return _assign("masked_fill_", t, (_mask("masked_fill_", t, mask),),
+    return assign("masked_fill_", t, (_mask("masked_fill_", t, mask),),
                    _fill_value("masked_fill_", value))
 
 
@@ -223,7 +223,7 @@ def index_put_(t: Tensor, indices: tuple, values: Any, accumulate: bool = False)
         raise TypeError(f"index_put_: indices must be a tuple of tensors, got "
                         f"{type(indices).__name__}")
     index = normalize_index(tuple(indices), t.shape, "index_put_")
-    return _assign("index_put_", t, index, values, accumulate=bool(accumulate))
+    return assign("index_put_", t, index, values, accumulate=bool(accumulate))
 
 
 def index_fill_(t: Tensor, dim: int, index: Any, value: Any) -> Tensor:
@@ -233,7 +233,7 @@ def index_fill_(t: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     if positions.ndim > 1:
         raise ValueError(f"index_fill_: index must be 1-D, got shape {positions.shape}")
     where = (slice(None),) * dim + (positions.reshape(-1),)
-    return _assign("index_fill_", t, where, _fill_value("index_fill_", value))
+    return assign("index_fill_", t, where, _fill_value("index_fill_", value))
 
 
 def _dim(op: str, dim: Any, ndim: int) -> int:
@@ -287,7 +287,7 @@ def scatter_(t: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = N
         positions_shape = np.shape(where[dim])
         region = tuple(slice(0, n) for n in positions_shape)
         written = src if src.shape == positions_shape else src[region]
-    return _assign("scatter_", t, where, written, accumulate=reduce == "add")
+    return assign("scatter_", t, where, written, accumulate=reduce == "add")
 
 
 def scatter_add_(t: Tensor, dim: int, index: Any, src: Any) -> Tensor:
@@ -297,12 +297,12 @@ def scatter_add_(t: Tensor, dim: int, index: Any, src: Any) -> Tensor:
 
 def copy_(t: Tensor, src: Any) -> Tensor:
     """``src`` (broadcast to ``t``'s shape, cast to its dtype) copied into ``t``."""
-    return _assign("copy_", t, (Ellipsis,), src)
+    return assign("copy_", t, (Ellipsis,), src)
 
 
 def fill_(t: Tensor, value: Any) -> Tensor:
     """Every element of ``t`` set to ``value`` (a number or a 0-dim tensor)."""
-    return _assign("fill_", t, (Ellipsis,), _fill_value("fill_", value))
+    return assign("fill_", t, (Ellipsis,), _fill_value("fill_", value))
 
 
 def zero_(t: Tensor) -> Tensor:

@@ -18,7 +18,7 @@ import numpy as np
 from .. import dtypes, rng
 from ..device import check_device
 from ..tensor import FLOAT_DTYPES, Tensor, rand, randn
-from . import _args
+from . import _args, inplace
 
 _INT_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _NUMBER_DTYPES = _INT_DTYPES + FLOAT_DTYPES
@@ -104,25 +104,24 @@ def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
     std = _args.real("normal_", "std", std)
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
-    data = _float_target("normal_", self)
-    values = rng.resolve(generator, "normal_").standard_normal(data.shape)
-    data[...] = mean + std * values
-    return self
+    _check_float_target("normal_", self)
+    values = rng.resolve(generator, "normal_").standard_normal(self.shape)
+    return inplace.assign("normal_", self, (Ellipsis,), mean + std * values)
 
 
 def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *,
              generator: Any = None) -> Tensor:
     """Fill ``self`` in place with samples of the uniform distribution on [from_, to)
     (PyTorch's ``from``, a Python keyword; positional calls port unchanged). In place
-    under the usual rules: a tensor that requires grad only inside ``nb.no_grad()``."""
+    under the rules of every in-place op (a leaf that requires grad only inside
+    ``nb.no_grad()``; on a tensor in the graph, recorded: no gradient to the old value)."""
     low = _args.real("uniform_", "from_", from_)
     high = _args.real("uniform_", "to", to)
     if not low <= high:
         raise ValueError(f"uniform_: expects from_ <= to, got from_={low}, to={high}")
-    data = _float_target("uniform_", self)
-    values = rng.resolve(generator, "uniform_").random(data.shape)
-    data[...] = low + (high - low) * values
-    return self
+    _check_float_target("uniform_", self)
+    values = rng.resolve(generator, "uniform_").random(self.shape)
+    return inplace.assign("uniform_", self, (Ellipsis,), low + (high - low) * values)
 
 
 # -- argument checks -----------------------------------------------------------------------------
@@ -195,13 +194,13 @@ def _like(op: str, input: Any, dtype: Any,
     return input.shape, _number_dtype(op, input.dtype if dtype is None else dtype, allowed)
 
 
-def _float_target(op: str, t: Tensor) -> np.ndarray:
-    """The array an in-place fill of ``t`` writes (``Tensor._writable``'s rules)."""
+def _check_float_target(op: str, t: Tensor) -> None:
+    """An in-place fill takes a float tensor (and writes it under the rules of every
+    in-place op, ``ops/inplace.py``: recorded on a tensor in the graph)."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}")
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{op}: needs a float32 or float64 tensor, got {np.dtype(t.dtype)}")
-    return t._writable(op)
 
 
 def _tensor(values: np.ndarray, requires_grad: bool) -> Tensor:
