@@ -113,6 +113,13 @@ def _check_target(op: str, t: Tensor) -> None:
                            "base tensor instead (base[index] = value), or clone() the view")
 
 
+def check_target(op: str, t: Tensor) -> None:
+    """Raise now what an in-place op on ``t`` alone would raise (before the op draws
+    random numbers or does other work)."""
+    if _records(t):
+        _check_target(op, t)
+
+
 def _rebase(t: Tensor, old: Tensor, new: Tensor) -> None:
     """``t`` becomes ``new``: the output of the node that recorded the in-place op. The
     node keeps ``old``, the value it replaced: nodes made before the op consumed that one

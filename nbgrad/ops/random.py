@@ -201,6 +201,7 @@ def _check_float_target(op: str, t: Tensor) -> None:
         raise TypeError(f"{op}: expected a Tensor, got {type(t).__name__}")
     if t.dtype not in FLOAT_DTYPES:
         raise TypeError(f"{op}: needs a float32 or float64 tensor, got {np.dtype(t.dtype)}")
+    inplace.check_target(op, t)
 
 
 def _tensor(values: np.ndarray, requires_grad: bool) -> Tensor:
