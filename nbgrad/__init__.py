@@ -1,11 +1,13 @@
 """nbgrad: reverse-mode autodiff on NumPy arrays, every kernel a readable Numba loop nest."""
 
+import sys
+
 from . import startup
 
 startup.keep_freed_memory()
 startup.prefer_full_vectors()
 with startup.collector_paused():
-    from . import autograd, compiling, cuda, data, nn, optim, return_types, testing
+    from . import autograd, compiling, cuda, data, functional, nn, optim, return_types, testing
     from .autograd import (
         detect_anomaly,
         enable_grad,
@@ -81,6 +83,9 @@ with startup.collector_paused():
     )
     from .threads import get_num_threads, set_num_threads
 
+    # the functional API under PyTorch's path, torch.autograd.functional
+    autograd.functional = functional
+    sys.modules["nbgrad.autograd.functional"] = functional
     startup.ready_numba()
 
 __version__ = "0.1.0"

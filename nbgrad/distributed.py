@@ -318,8 +318,9 @@ _PACK_COLUMNS = 16  # columns per block of _pack
 def _pack(dst: np.ndarray, src: np.ndarray) -> None:
     """``dst[...] = src``. A Linear weight's gradient is the transposed view of
     ``x^T g``; NumPy copies such a matrix row by row of ``dst``, reading each row down a
-    column of the source array (1.3 ms for 768 x 1024 floats here). Blocks of 16 columns
-    read 16 whole source rows at a time instead: 0.54 ms."""
+    column of the source array, a cache line per value. Blocks of 16 columns read 16
+    whole source rows at a time instead, using every line they load (about 2.4x faster
+    for a 768 x 1024 weight)."""
     if src.ndim != 2 or src.flags.c_contiguous or not src.flags.f_contiguous:
         np.copyto(dst, src)
         return

@@ -1,5 +1,7 @@
 """Derivatives of functions rather than of tensors, with PyTorch's names and semantics
-(``torch.autograd.functional``): vjp, jvp, hvp, vhp, jacobian, hessian.
+(``torch.autograd.functional``): vjp, jvp, hvp, vhp, jacobian, hessian. Compositions of
+ops, so the module sits above ``ops/``; ``nbgrad.autograd.functional`` is this module
+under PyTorch's path.
 
 ``inputs`` is one Tensor or a tuple of Tensors, and results come back in the same form.
 Every function here is built on reverse mode: ``jvp`` by the double-vjp construction,
@@ -14,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .engine import grad
-from .grad_mode import enable_grad
+from .autograd.engine import grad
+from .autograd.grad_mode import enable_grad
+from .ops.shape import stack
 
 
 def _as_tuple(name: str, x: Any) -> tuple[tuple, bool]:
@@ -160,8 +163,6 @@ def jacobian(func: Callable[..., Any], inputs: Any, create_graph: bool = False) 
 def _stack_rows(parts: list, x: Any, out_shape: tuple, create_graph: bool) -> Any:
     """The rows d out[k] / d x (k row-major) as one tensor of shape out_shape + x.shape."""
     if create_graph and parts:
-        from ..ops.shape import stack  # ops sit above the engine: imported at call time
-
         return stack(parts).reshape(out_shape + x.shape)
     data = np.zeros((0,) + x.shape, x.dtype) if not parts else np.stack([p._data for p in parts])
     return type(x)._wrap(data.reshape(out_shape + x.shape), None, 0)

@@ -68,10 +68,11 @@ def _on_pool_threads(fn: Callable[[], None], threads: int) -> None:
 
 def _give_threads_arenas(threads: int) -> None:
     """Have each pool thread allocate a block now, so that glibc gives each an arena of
-    its own while arenas are still free. Measured on 2 cores, JAX imported after nbgrad
-    and run before the first kernel: a depthwise conv2d forward (8x64x56x56, the W5c
-    workload) took 1.50-1.59 ms in four processes of five (0.73 in the fifth) without
-    this, and 0.69-0.72 ms in five of five with it. The region costs about 1 ms."""
+    its own while arenas are still free. A pool thread that shares an arena with another
+    runtime's threads contends for its lock on every allocation; with JAX started after
+    nbgrad that doubled a depthwise conv's time in most processes
+    (docs/threads.md#malloc-arenas, docs/benchmarks.md#threads). It costs one parallel
+    region at import."""
     libc = ctypes.CDLL(None)
     libc.malloc.restype = ctypes.c_void_p
     libc.malloc.argtypes = [ctypes.c_size_t]
@@ -103,7 +104,7 @@ def get_num_threads() -> int:
     """Threads the parallel kernels use now (the calling thread's setting). The ops ask
     before every kernel call, so this reads it directly: ``numba.get_num_threads()``
     first checks, under a process-wide lock, that the pool has started, which it has since
-    import (about 1 us a call against 0.2)."""
+    import (a lock per call, several calls per op)."""
     return _numba_parallel._get_num_threads()
 
 

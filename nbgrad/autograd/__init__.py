@@ -1,5 +1,7 @@
-"""Reverse-mode autodiff: the backward engine, grad mode, and the functional API
-(``nbgrad.autograd.functional``: vjp, jvp, hvp, jacobian, hessian)."""
+"""Reverse-mode autodiff: the backward engine, grad mode, hooks, anomaly detection and
+version counters. The functional API (vjp, jvp, hvp, jacobian, hessian) composes ops, so
+it lives above them in ``nbgrad/functional.py``; ``nbgrad`` makes it reachable as
+``nbgrad.autograd.functional``, PyTorch's path."""
 
 from .anomaly import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
 from .engine import backward, grad

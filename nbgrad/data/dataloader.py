@@ -195,8 +195,8 @@ def _tensor_gather(dataset: Dataset) -> Callable[[np.ndarray], tuple[Tensor, ...
 
 def _rows(t: Tensor, indices: np.ndarray) -> Tensor:
     """t[indices] (valid rows, from the sampler): through the getitem op when t requires
-    grad, else a plain NumPy gather, which records nothing (a digits batch: 4.3 against
-    13.2 us for the two tensors)."""
+    grad, else a plain NumPy gather, which records nothing and skips the op's checks
+    (docs/benchmarks.md#the-python-layer)."""
     if t.requires_grad:
         return t[indices]
     return Tensor._wrap(t._data[indices], None, 0)

@@ -160,9 +160,9 @@ class KernelCache(caching.FunctionCache):
 
 class LazyKernelCache:
     """A ``KernelCache`` built when its kernel first compiles or loads. Building one looks
-    up the source file, creates the cache directory and test-writes to it: 0.2 ms per
-    kernel, 0.1 s for the 400-odd dispatchers that ``import nbgrad`` creates, most of
-    which a process never calls."""
+    up the source file, creates the cache directory and test-writes to it: file-system
+    work for each of the 400-odd dispatchers that ``import nbgrad`` creates, most of
+    which a process never calls (docs/benchmarks.md#the-python-layer)."""
 
     def __init__(self, py_func):
         self._py_func = py_func

@@ -58,20 +58,15 @@ PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy"
 
 # The serial/parallel policy (docs/threads.md). Below this many elements the element-wise,
 # broadcast, reduction, activation and loss kernels run serially: waking the threads
-# would cost more than the loop, and when another process holds a
-# core a parallel region waits for it (tanh on 16k float32: 18 us serial, 13 us in
-# parallel on a quiet machine, 2.5 ms in parallel with the machine busy).
+# would cost more than the loop, and when another process holds a core a parallel
+# region waits for it, which can cost a hundred times the loop
+# (docs/benchmarks.md#threads).
 PARALLEL_MIN = 1 << 17
 # Below this many multiply-adds the convolution, matmul and Gram-Schmidt kernels run
-# their serial form (``for_work(kernel, work, PARALLEL_WORK_MIN)``). Measured on this
-# 2-core machine while another process kept both cores busy, median wall time serial /
-# 2 threads:
-#   conv2d forward 16 -> 32 channels on 4x4 maps ('cols'): 147k MACs 32 / 1670 us,
-#   1.2M MACs 138 / 1050 us, 4.7M MACs 680 / 2550 us;
-#   implicit GEMM forward, 35M MACs (bench W5a): 3.3 / 1.8 ms.
-# So with a busy core parallel regions pay only past several million MACs. The machine
-# was never idle, so the idle cost of a region was not measured; taking the usual
-# 5-20 us, 1M MACs (~0.15 ms serial) is where a region costs about a tenth of the call.
+# their serial form (``for_work(kernel, work, PARALLEL_WORK_MIN)``). With a busy core,
+# parallel regions pay only past several million MACs; on an idle machine a region's
+# fixed cost is about a tenth of a 1M-MAC call, so 2^20 is where splitting starts to
+# pay (docs/benchmarks.md#threads).
 PARALLEL_WORK_MIN = 1 << 20
 # Elements per task of their parallel forms (fixed, so every partial sum is the same at
 # any thread count).

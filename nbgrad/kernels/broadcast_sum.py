@@ -243,9 +243,9 @@ def _lane_sums(op, u, v, out, n, r0, r1):
     adds them (a sum has its bits; a product or quotient can round differently, since
     LLVM vectorises each kernel's block sums on its own). The op is chosen once per call,
     each with its own loop nest, and every row summed here: calling ``_reduce_block`` for
-    each row cost about 130 ns a row (a sum over the last axis of [256, 64] took 35 us,
-    now 1.6), and choosing the op per block inside one loop nest kept LLVM from
-    vectorising the sums (8.5 us)."""
+    each row is a call per row that costs more than a short row's sum, and choosing the
+    op per block inside one loop nest kept LLVM from vectorising the sums
+    (docs/benchmarks.md#reductions)."""
     zero = out.dtype.type(0)
     if op == COPY:
         for r in range(r0, r1):
@@ -433,8 +433,9 @@ def _middle_sums(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, a: in
     """out[j] = scale * sum over i < a, l < n of f(u[i, j, l], v[i, j, l]) for flat
     C-contiguous u, v of [a, b, n]: each of the a b rows summed along its n lanes
     (``_lane_sums``), then the a rows of b sums added (``_bias_rows_sum``). Deterministic
-    at any thread count; the general plan adds the same terms in another order. A
-    per-channel scale's gradient, [16, 8, 8, 8] to [1, 8, 1, 1]: 42 -> 6 us."""
+    at any thread count; the general plan adds the same terms in another order. Used for
+    a per-channel scale's gradient ([16, 8, 8, 8] to [1, 8, 1, 1]), which the general
+    plan computes several times slower (docs/benchmarks.md#reductions)."""
     sums = np.empty(a * b, out.dtype)
     _rows_along_lanes(op, fu, fv, sums, n)
     return _bias_rows_sum(COPY, sums, sums, out, a, b, b, scale)
@@ -627,7 +628,7 @@ def sum_to_shape(g: np.ndarray, shape: tuple) -> np.ndarray:
     if (lead > 0 and shape and shape[-1] > 1 and g.shape[lead:] == shape
             and g.flags.c_contiguous and g.size):
         # a bias's gradient: g's leading axes summed, as reduce_term would, without its
-        # planning (which took 3.5 of the 5.3 us for g[256, 64])
+        # planning (most of the call's time for a small g)
         out = np.empty(shape, g.dtype)
         flat = g.reshape(-1)
         return _bias_rows_sum(COPY, flat, flat, out, g.size // out.size, out.size, out.size,

@@ -68,8 +68,8 @@ def pad_block(x, n0, nb, c0, Cg, ph, pw, Hp, Wp, xp):
 # row: with runs of 4 (4x4 maps) the serial forward and weight gradient took 1.2-1.5 times
 # as long by rows; with runs of 8 the two were within 5% (the rows ahead in the forward).
 # Their col2im is a gather too (each input position sums the taps that read it,
-# gather_input_grad): on 4x4 maps, a block of 16 images of 16 channels 17 us against 33 us
-# for the row runs and unpadding; on 8x8 the row runs won, 10.5 against 17.6 us.
+# gather_input_grad): on 4x4 maps it takes half the time of the row runs and
+# unpadding, on 8x8 the row runs win (docs/benchmarks.md#conv-paths).
 ROW_RUNS_MIN = 8
 
 
@@ -106,8 +106,8 @@ def gather_cols(xp, nb, Cg, KH, KW, sh, sw, dh, dw, Hp, Wp, OH, OW, cols, k_step
     the im2col matrix as [Kg, P] (k_step = P, j_step = 1) or as its transpose [P, Kg]
     (k_step = 1, j_step = Kg). [Kg, P]: every row of the map a run of OW copies without a
     branch, or below ROW_RUNS_MIN columns one run over the block's columns per tap. The
-    transpose: one row of cols per column (at 8x8, 16 channels, 4 images: 12.6 us against
-    16.9 us for the runs per tap; at 64 channels 31-35 against 60 us)."""
+    transpose: one row of cols per column, each a contiguous write of Kg values, which
+    measured faster than runs per tap (docs/benchmarks.md#conv-paths)."""
     # unsigned offsets: no fix-up for negative indices in either nest's copy loop
     ju = np.uint64(j_step)
     if k_step == 1 or OW < ROW_RUNS_MIN:

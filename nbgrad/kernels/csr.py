@@ -329,18 +329,9 @@ def _radius_tree(points, q, query, qq, r_q, scale, scaled_r2, loop):
 
 # The cell list tests the points of 3^d cells around each point, the k-d tree descends
 # about log N levels per point, so the tree wins as d grows and the cell list as N does.
-# Median milliseconds, cell list / tree, at 1 thread (uniform points in [0, 1]^d, radius
-# for ~10 neighbours per point; 7-9 alternating runs on a 2-core machine shared with
-# other jobs, so +-30%):
-#   d    N = 100     1000       5000      10^4       10^5
-#   1    0.28/0.26   0.81/0.88            5.6/10.9   67/142
-#   2    0.32/0.26   1.11/1.11            15/20      259/373
-#   3    0.22/0.17   1.36/1.10  6.9/7.0   24/29      282/396
-#   4    0.25/0.15   2.9/1.8    17/18     41/46      442/607
-#   5    0.53/0.27                        64/51      1063/882
-#   8    2.5/0.30                         587/352
-#   16   -/0.19                           -/774      (cells: 3^15 runs per point)
-# With 2 threads the cell list (parallel) gains and the tree (serial) does not.
+# The crossings below (d <= 2 always cells; d <= 4 cells from 5000 points) are where the
+# two met in one thread; with 2 threads the cell list (parallel) gains and the tree
+# (serial) does not (docs/benchmarks.md#radius-graph).
 _CELLS_MAX_D = 2        # the cell list at any N
 _CELLS_MAX_D_LARGE = 4  # the cell list from _CELLS_MIN_N points on
 _CELLS_MIN_N = 5000

@@ -19,10 +19,9 @@ caller computes it, so results do not depend on any thread count.
    of constant shape, which LLVM keeps in vector registers for the whole k loop (with
    AVX-512, 4 x 4 zmm): each step k costs NR/16 loads of b, MR broadcasts of a and
    MR*NR/16 fused multiply-adds (the BLIS micro-kernel, written as plain loops).
-   Four rows rather than six (float32, AVX-512, 2 threads, a build of each): the
-   shifted-planes input gradient's products over 64 images, [16, 288] 180-190 against
-   206-221 us, [12, 288] 145-151 against 154-161 us, [32, 576] 698-709 against
-   800-811 us; W5a 1.9-2.1 against 2.8 ms, W5b 11.2-12.4 against 12.8-13.4 ms.
+   Four rows rather than six: 16 accumulators plus the broadcasts and loads of b fit
+   AVX-512's 32 registers with room to spare, and the 4-row tile measured faster on
+   every conv shape tried (docs/benchmarks.md#matmul).
    Single-threaded (``SERIAL_FMA``): the convolutions call it inside a ``prange`` over
    images.
 

@@ -161,8 +161,8 @@ def _plan(operands: list, shape: tuple, dtype: np.dtype) -> tuple:
 
 def _flat_plan(operands: list, dtype: np.dtype, size: int) -> tuple:
     """``_plan`` when every operand given is C-contiguous of the full shape (``size``
-    elements): one row of them all (planning the general loop took 15 us of ``where``
-    on [64, 32])."""
+    elements): one row of them all (planning the general loop was most of a small
+    ``where``)."""
     flats = [np.zeros(1, np.bool_ if k == 0 else dtype) if x is None else x.reshape(-1)
              for k, x in enumerate(operands)]
     inner = np.array([0 if x is None else 1 for x in operands], np.int64)

@@ -4,8 +4,8 @@
 One row m (one decay rate) is the unit of work, in forward and backward. The serial
 drivers run the rows in order; the ``_parallel`` drivers give each prange iteration one
 row, so they are race-free and bitwise equal to the serial ones at any thread count (the
-ops pick them for large bases only: a 32 x 1024 basis is ~20 us of work, less than
-waking the threads costs). ``exp`` is the vectorisable one from ``fastmath`` (float32
+ops pick them for large bases only: a 32 x 1024 basis is less work than waking the
+threads costs). ``exp`` is the vectorisable one from ``fastmath`` (float32
 stays float32).
 """
 

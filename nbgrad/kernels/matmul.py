@@ -38,10 +38,9 @@ Packing, per task (a block of output tiles):
   a read transposed kc cache lines of MR values), so a copy would only add a pass over a
   per block. Only the last sliver, with fewer than MR rows left, is copied (rows past M
   are zeros, their sums discarded).
-* Against packing every sliver and panel, float32, alternating: 256^3 in one thread
-  348-352 -> 320-323 us, in two 204-209 -> 169-174 us (slivers); the conv GEMM
-  [32,144] @ [144,256] in one thread 32.2-32.5 -> 27.1-28.4 us, and the 'cols' forward of
-  16 -> 32 channels on 8x8 maps, batch 64, 325-333 -> 301-303 us (slivers and panels).
+* Reading slivers and row-major panels in place saves a pass over each operand per
+  block; it measured faster than packing every sliver and panel, for large products
+  and for the conv GEMMs alike (docs/benchmarks.md#matmul).
 * Serial products with one term per sum (an outer product), or one output row against a
   b that would be copied, skip the GEMM (``is_thin``, ``_thin_product``).
 * K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
@@ -51,8 +50,7 @@ Packing, per task (a block of output tiles):
 Work split: tasks are blocks of whole output tiles of one batch (as even as the shape
 allows), one per pool thread, all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN``
 multiply-adds one task per batch runs in a plain loop (every task packs its own partial
-slivers and panels, so extra tasks in one thread only repeat that work: 256x64 @ 64x64
-in one thread took 44 us as four tasks, 39 us as one, when every sliver was packed). A
+slivers and panels, so extra tasks in one thread would only repeat that work). A
 task owns its output block and no sum depends on the split, so results are bitwise
 identical at any thread count. Each thread packs into its own buffer.
 """
@@ -80,28 +78,23 @@ from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once
 from .gemm import data_pointer, stack_buffer
 
 VECTOR_BYTES = host_vector_bytes()
-# Rows of a per register tile. With AVX-512's 32 vector registers, four rows (16
-# accumulators, 8 broadcasts of a for two values of k, 2 vectors of b) against three, in
-# one process, alternating, float32, 2 threads, the same bits: 256^3 a^T @ g 193 -> 165
-# us, a @ b and g @ b^T within 2%, [64, 512] @ [512, 64]^T 37 -> 35 us, the 'cols' conv
-# forward of 16 -> 32 channels on 8x8 maps, batch 64, 288 -> 275 us. Sixteen registers
-# (AVX2) hold three rows.
+# Rows of a per register tile. AVX-512's 32 vector registers hold four rows (16
+# accumulators, 8 broadcasts of a for two values of k, 2 vectors of b); AVX2's sixteen
+# hold three. Four rows give the same bits and measured no slower than three anywhere
+# (docs/benchmarks.md#matmul).
 MR = 4 if VECTOR_BYTES == 64 else 3
 KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 512 k)
 # Columns of b per packed block (a multiple of every NR): 256 x depth values are 512 KB,
 # half of a Zen 4 core's L2. Each sliver of a is packed once per block, so a wider
-# block packs a less often: against 128, products with N = 384-1024 took 3-22% less
-# (float32, same process, alternating; N <= 128 is unchanged).
+# block packs a less often (docs/benchmarks.md#matmul).
 NC = 256
 # A row-major b is copied into panels where its block spans more than IN_PLACE_SPAN
 # bytes and at least PACK_MIN_ROWS rows of a (a task's) sweep each panel; else its
-# panels are read in place. On the Intel Xeon VM of 2026-11-28 (AVX-512, 48 KB L1, 2 MB
-# L2), one thread, float32, two builds in alternating processes, three runs each: copied
-# against in place, as ratios to PyTorch's time in the same process, 512^3 a @ b
-# 1.09-1.13 against 1.58-1.66 and a^T @ b 1.27-1.36 against 1.79-1.90 (span 1 MB), 256^3
-# (256 KB) 1.15-1.25 against 1.45-1.53; in place against copied, [64,512] @ [512,64]
-# (128 KB) 1.30-1.37 against 1.46-1.58, and the conv GEMMs of 32 rows: [32,144] @
-# [144,256] 14.4-18.6 against 18.0-21.7 us, [32,144] @ [144,512] 29-39 against 36-44 us.
+# panels are read in place. A panel read in place strides through a block of b as wide
+# as the span; past a few hundred KB its rows evict each other from L1 and L2, and with
+# many rows of a per panel a contiguous copy pays for itself. Below the span, or with
+# few rows (the 32-row conv GEMMs), the copy costs more than it saves
+# (docs/benchmarks.md#matmul).
 IN_PLACE_SPAN = np.uint64(128 << 10)
 PACK_MIN_ROWS = np.uint64(128)
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
@@ -166,10 +159,9 @@ def _tile_sums(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, col
     for r < rows, j < cols <= nr (k ascending): one MR x nr tile (nr a constant: NR, or
     one or two vectors, ``tile_cols``) of the product over a sliver of a (packed,
     a_step = MR and a_row = 1, or read in place) and a panel of b (packed, b_step = nr,
-    or read in place). a, bp and out are pointers (gemm.data_pointer): as
-    arrays, their reference counts took most of a tile's time when k is short ([144, 32]
-    @ [32, 256] in one thread, alternating: 34.2 -> 27.9 us; [48, 8] @ [8, 64] 1.71 ->
-    1.21 us; the same bits).
+    or read in place). a, bp and out are pointers (gemm.data_pointer): as arrays, their
+    atomic reference-count updates cost more than the tile's own work when k is short
+    (docs/benchmarks.md#matmul).
     ``first``: the tile starts from zero, else from the partial sums in ``out``.
 
     The j loop is innermost so that LLVM vectorises it (NR / lanes vectors of b times a
@@ -218,15 +210,12 @@ def _tile(a, a0, a_row, a_step, bp, b0, b_step, kc, out, o0, ldo, rows, cols, fi
 
 
 # The last panel of a b whose width is not a multiple of NR is computed by a tile of one
-# or two vectors per row where it is that narrow, instead of NR / lanes. One thread,
-# float32, the same bits: [32,256] @ [256,144] (144 = 2 NR + 16: the 'cols' conv weight
-# gradient's block, filters first) 32.8 -> 26.9 us, [64,64] @ [64,10] 5.8 -> 3.1 us (one
-# vector); [144,256] @ [256,32] (the same gradient, taps first) 43.6 -> 22.9 us,
-# [64,64] @ [64,32] 6.0 -> 3.6 us (two vectors); float64, [144,256] @ [256,16] 43.0 ->
-# 23.6 us (two); float32 with AVX2 code and 32-column panels, 23.3 -> 15.7 us (two).
+# or two vectors per row where it is that narrow, instead of NR / lanes: a full-width
+# tile over a last panel of 16 or 32 columns spends most of its FMAs on zero padding
+# (the same bits; the 'cols' conv weight gradient's blocks are such products).
 # LLVM vectorises a tile's j loop only from this many columns: a shorter one is unrolled
-# into scalar code first. Measured with 8-column tiles (float32 on AVX2, float64 on
-# AVX-512): [64,64] @ [64,8] 3.4 -> 5.6 us and the same in float64, against full tiles.
+# into scalar code first, and 8-column tiles measured slower than full ones
+# (docs/benchmarks.md#matmul).
 TILE_COLS_MIN = np.uint64(16)
 
 
@@ -293,9 +282,8 @@ def _pack_rows(y, y0, ldy, kc, j0, width, bp, p0):
 
 
 # Columns of a transposed panel packed together: each step of k then writes them as one
-# run (a cache line of float32) instead of one value per line of the panel. One thread,
-# float32, x [32, 256] @ y^T with y [144, 256]: 69 -> 55 us (y stored untransposed:
-# 41 us); 8 columns 63 us, 32 columns 60 us.
+# run (a cache line of float32) instead of one value per line of the panel; of 8, 16
+# and 32 columns, 16 measured best (docs/benchmarks.md#matmul).
 PACK_COLUMNS = np.uint64(16)
 
 
@@ -491,13 +479,9 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
 # third of each MR x NR register tile, and a GEMM that must copy b (a transposed or
 # partial panel) then spends more on the copy than on the product. Serial products with
 # K = 1, or with M = 1 and b read transposed or narrower than a panel, skip the GEMM
-# (``is_thin``, _thin_product). Measured, float32, one thread, thin against GEMM,
-# alternating: [1, 64] @ [64, 256] with b stored transposed 3.7 against 7.1 us,
-# [256, 1] @ [1, 64] 4.0 against 6.3 us, [1, 1000] @ [1000, 3] 7.0 against 10.2 us. A row
-# times a row-major b of whole panels goes better on the GEMM, which reads those panels in
-# place: [1, 256] @ [256, 64] 2.7 against 3.8 us, [1, 512] @ [512, 256] 9.7 against 11.2
-# us. Two rows or two terms already go better on the GEMM: [2, 256] @ [256, 64] 6.3
-# against 3.8 us, [256, 2] @ [2, 64] (b transposed) 8.6 against 7.0 us.
+# (``is_thin``, _thin_product). A row times a row-major b of whole panels stays on the
+# GEMM, which reads those panels in place without a copy; two rows or two terms already
+# fill enough of a tile for the GEMM to win (docs/benchmarks.md#thin-products).
 
 # Sums a thin product keeps in flight at once: an FMA's latency (4 cycles) times the two
 # FMAs a core starts per cycle.
@@ -570,12 +554,9 @@ def _thin_product(x, x_map, x_t, y, y_map, y_t, out, M, N, K):
 
 # How a product is cut into tasks. A row cut makes each task pack all of b again; a
 # column cut makes the tasks share every row of out, whose cache line at the cut (NumPy
-# aligns out to 16 bytes, not to a 64-byte line) both threads write. Measured, float32,
-# 2 threads, the two grids alternating in one process, row cuts over column cuts: 256^3
-# a @ b 0.92, a @ b^T 0.96, a^T @ b 0.92; 384 x 256 x 384 0.93-0.95; [512, 64] @
-# [64, 512] 0.81-0.83; 512^3 and 1024 x 256 x 1024 0.98-1.01; [256, 1024] @ [1024, 256]:
-# a @ b 0.985, a @ b^T 1.03 (b packed transposed twice), a^T @ b 0.97. The W4s 256 step
-# 0.98-0.99, the W4 step 0.96 (two runs of 25 block pairs).
+# aligns out to 16 bytes, not to a 64-byte line) both threads write. The line shared at
+# the cut costs more than repacking b, so a product as tall as wide or taller is cut
+# into rows (docs/benchmarks.md#matmul).
 
 
 def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, int]:
@@ -602,8 +583,8 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
     from ``_jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread;
     the bits are the same either way. An output with far fewer whole register tiles as
-    its transpose is computed transposed (``computed_transposed``; a matrix times a
-    vector: 256x64 @ 64x1 took 37 us as given, 15 us transposed)."""
+    its transpose is computed transposed (``computed_transposed``: a matrix times a
+    vector fills one column of each tile as given, whole tile rows transposed)."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]
@@ -634,7 +615,7 @@ def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, nr: int,
           threads: int, parallel: bool | None) -> tuple[bool, bool, bool, int, int]:
     """How ``product`` computes an [M, K] @ [K, N] product with nr-column panels:
     (swapped: as its transpose, parallel, thin: ``_thin_product``, row parts, column
-    parts). Kept per arguments: working it out took about a microsecond of each call."""
+    parts). Kept per arguments: working it out in Python is a noticeable part of a small product."""
     swapped = computed_transposed(M, N, K, nr)
     if swapped:
         M, N, y_t = N, M, not x_t
@@ -655,9 +636,9 @@ def is_thin(M: int, N: int, K: int, y_t: bool, nr: int) -> bool:
 
 
 # What copying one element of a transposed result costs, in multiply-adds of the register
-# tile: np.ascontiguousarray of a transposed float32 [64, 64] took 0.46 ns per element,
-# of [1024, 256] 1.4 ns, against 0.035-0.07 ns per multiply-add of the GEMM on this
-# machine.
+# tile: a strided copy moves about one element per cache line it touches while the tile
+# retires several FMAs a cycle, so one copied element is worth about 16 multiply-adds
+# (docs/benchmarks.md#thin-products).
 TRANSPOSE_COPY_MACS = 16
 
 

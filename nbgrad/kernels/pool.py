@@ -57,9 +57,8 @@ def max_pool2d_forward(x, KH, KW, sh, sw, ph, pw, dh, dw, OH, OW):
 
 # The max-pool kernels run over the windows of this many consecutive planes' worth
 # (whole planes, at least one) in one loop: a few dozen windows rather than a loop per
-# output row (two windows on 4x4 maps). Serially, the 2x2 forward took 69 against 78 us
-# on [64, 16, 8, 8] and 35 against 54 us on [64, 32, 4, 4]; the backward 13 against 19
-# and 9 against 22 us.
+# output row (two windows on 4x4 maps), so the loop's fixed cost is paid per run of
+# planes instead of per short row (docs/benchmarks.md#pooling).
 WINDOW_RUN = 64
 
 
@@ -145,9 +144,8 @@ def max_of_windows(xf, x0, yf, y0, jf, count, start, at, W):
 
 
 # Output rows of at least this many windows go row by row (max_of_rows), whose loop over
-# a row vectorises; the table of max_of_windows pays on shorter rows. Forward on
-# [16, 64, 64, 64] (32 windows per row), 2 threads: by rows 0.57-0.70 ms, through the
-# table 3.1-3.4 ms.
+# a row vectorises; the table of max_of_windows pays on shorter rows
+# (docs/benchmarks.md#pooling).
 WINDOW_ROW_MIN = 8
 
 

@@ -56,10 +56,9 @@ _larger, _smaller = _extremum_of_two(True), _extremum_of_two(False)
 # Rows of at least VECTOR_MIN elements take the vectorised path of ``_extremum``. LLVM
 # runs its maxnum loop 64 float32 values a pass (four vectors, four running maxima) and
 # the values left over one at a time, so that loop takes whole blocks of VECTOR_BLOCK
-# values and a plain loop compares the rest. ``extremum_rows`` of float32 [256, n], one
-# thread, against the scalar loop (separate processes, two runs each): n = 64 16.8-18.0
-# -> 12.0-12.3 us, 96 23.0-24.2 -> 19.0-20.3 us, 128 29.5-34.4 -> 13.7-14.2 us,
-# [16, 4096] 66-70 -> 9.1 us; 32 (no whole block) 4.4 against 9.4 us in a loop of its own.
+# values and a plain loop compares the rest. From one whole block (64) on, this beats
+# the scalar loop, whose NaN branch per element keeps LLVM from vectorising it; a
+# shorter row has no whole block and stays scalar (docs/benchmarks.md#reductions).
 VECTOR_MIN = 64
 VECTOR_BLOCK = np.uint64(64)
 

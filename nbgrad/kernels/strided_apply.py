@@ -104,8 +104,8 @@ def binary_rows(op, out, u, v, rows, n, us, vs):
     row that every row reads, e.g. a bias).
 
     The op is chosen once, outside the row loop: chosen per row, as ``binary_block`` would
-    be, it kept short rows from vectorising (a bias add on [256, 64] took 11 us instead
-    of 2.2). Only the common ops have a row loop: one for each of the ten made every
+    be, it keeps short rows from vectorising (docs/benchmarks.md#element-wise). Only
+    the common ops have a row loop: one for each of the ten made every
     kernel that inlines it two to four times slower to compile.
     """
     if op == ADD:
@@ -204,7 +204,8 @@ def _apply_column(op, u, c, out, n, column_first, r0, r1):
     """out[r, j] = f(u[r, j], c[r]) for r0 <= r < r1, or f(c[r], u[r, j]) when
     ``column_first``, for an op in ROW_OPS: u and out flat [rows, n], c one value per row
     (a [rows, 1] operand, such as a row's mean or norm). Without the general plan's
-    offsets and lane buffers: [256, 64] - [256, 1] took 40-47 us through it."""
+    offsets and lane buffers, which cost more than the row's work on short rows
+    (docs/benchmarks.md#element-wise)."""
     for r in range(r0, r1):
         a, o, s = u[r * n:(r + 1) * n], out[r * n:(r + 1) * n], c[r]
         if op == ADD:
@@ -336,7 +337,8 @@ def leading_rows_nest(full_shape: tuple, shapes: tuple) -> tuple | None:
     [rows, n] (or [n] when every operand is full), strides [n, 1] for a full operand and
     [0, 1] for a trailing one. None for other shapes, or when rows or n is 1 (the plan
     of a bias broadcast over rows, or of equal shapes, without the general planning).
-    Kept per shapes (it took 1.4 us of a 13 us bias add); callers must not modify it."""
+    Kept per shapes (working it out is a tenth of a small bias add); callers must not
+    modify it."""
     nd = len(full_shape)
     tail = nd
     for shape in shapes:
@@ -388,7 +390,7 @@ def broadcast_shapes(op_name: str, a: tuple, b: tuple) -> tuple:
 @functools.lru_cache(maxsize=1024)
 def _broadcast_of(a: tuple, b: tuple) -> tuple | None:
     """The broadcast of shapes a and b, or None if they do not broadcast. Kept per pair of
-    shapes: every binary op asks, and working it out took about 1 of the 4.4 us of a bias
+    shapes: every binary op asks, and working it out is about a quarter of a small bias
     add ([64, 64] + [64])."""
     n = max(len(a), len(b))
     out = []

@@ -425,13 +425,14 @@ def _rows_last(a: np.ndarray, axis: int) -> np.ndarray:
     """``a`` with ``axis`` moved last, as a C-contiguous [rows, a.shape[axis]] array."""
     if a.ndim == 0:
         a = a.reshape(1)
-    moved = a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)  # (moveaxis: 3 us)
+    moved = a if axis == a.ndim - 1 else np.moveaxis(a, axis, -1)  # moveaxis is costly
     return np.ascontiguousarray(moved).reshape(_n_rows(moved.shape), moved.shape[-1])
 
 
 def _n_rows(shape: tuple) -> int:
     """Rows of an array of ``shape`` seen as [rows, shape[-1]] (explicit, so that a
-    zero-length last axis still reshapes; math.prod, where np.prod of a tuple took 4 us)."""
+    zero-length last axis still reshapes; math.prod, since np.prod of a tuple first
+    builds an array)."""
     return math.prod(shape[:-1])
 
 

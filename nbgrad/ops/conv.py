@@ -28,37 +28,29 @@ IntPair = int | tuple[int, int]
 # The implicit GEMM pays once a group's dot products are long enough (C/groups*KH*KW
 # taps) and there are a few filters per group to share each column; otherwise (depthwise,
 # tiny groups) the direct kernels are faster. With stride 1 the padded-plane span kernels
-# stay ahead up to more filters and taps (measured at 1 thread on W5-like shapes: e.g.
-# 16 -> 8 filters k3 span 1.0 ms vs GEMM 1.4 ms; 8 -> 32 filters k3 span 2.3 vs 1.6 ms).
+# read every tap as a contiguous run and stay ahead up to more filters and taps
+# (docs/benchmarks.md#conv-paths).
 GEMM_MIN_TAPS = 16
 GEMM_MIN_FILTERS = 4
 S1_GEMM_MIN_TAPS = 64
 S1_GEMM_MIN_FILTERS = 16
 # Output maps of at most COLS_MAX_MAP positions take the GEMM over blocks of images
 # (kernels/conv_cols.py) instead of the per-image implicit GEMM, whose NR-wide panels
-# such a map leaves mostly empty; a block holds about COLS_BLOCK output columns. Measured
-# at 1 thread (thread CPU time, serial forms, 16 -> 32 filters k3 p1, forward + both
-# gradients): 64 images 4x4 cols 2.0 ms vs GEMM 5.2 ms; 8x8 cols 6.2 vs 15 ms; 32 images
-# 12x12 cols 8.7 vs 8.1 ms, 16x16 13.1 vs 13.7 ms (even); blocks of 128 / 256 / 512
-# columns on 4x4: 2.4 / 2.0 / 2.4 ms.
+# such a map leaves mostly empty; a block holds about COLS_BLOCK output columns, a
+# whole number of panels. Past about 10x10 maps the two paths are even
+# (docs/benchmarks.md#conv-paths).
 COLS_MAX_MAP = 100
 COLS_BLOCK = 256
 # The 'cols' kernels share their blocks out over the threads from this many multiply-adds
-# (with one block, or below it, the calling thread runs them all). Measured forward +
-# both gradients, 2 threads against 1, on a quiet machine: 1 -> 16 channels on 8x8, batch
-# 16 (147k MACs, 4 blocks) 115 against 94 us, batch 32 (295k) 108 against 145 us,
-# batch 64 (590k) 167 against 255 us; 3 -> 16 on 8x8, batch 16 (442k) 109 against 151 us.
+# (with one block, or below it, the calling thread runs them all): below about 2^18
+# multiply-adds, waking the second thread costs more than it saves
+# (docs/benchmarks.md#threads).
 COLS_PARALLEL_MIN = 1 << 18
-# With stride 1 the span kernels ('s1') kept small maps with few taps until the 'cols'
-# GEMM got faster. Measured with 16-64 filters k3 p1 on 4x4-10x10 maps, batch 32-256
-# (2 threads, float32, the two paths alternating in one process), 'cols' time over 's1'
-# time: forward 0.42-1.16 on maps of up to 8x8 (10x10: 1.3); gradients 0.4-0.7 from 3
-# channels up, 0.45-1.6 with 1-2 channels (slower at batch 32-64 on 8x8: one channel,
-# batch 64, 129 against 87 us; faster at batch 128-256 and on 4x4). So stride-1 layers
-# of 16 filters or more on maps of up to COLS_S1_MAX_MAP positions take 'cols' whatever
-# their taps; a model's layers then share one kernel family instead of compiling two
-# (a cold digits CNN step, whose first layer has one channel: 13.3-14.9 against
-# 15.2-16.5 s).
+# Stride-1 layers of 16 filters or more on maps of up to COLS_S1_MAX_MAP positions take
+# the 'cols' GEMM rather than the span kernels ('s1') whatever their taps: the GEMM is
+# as fast or faster there except for one or two input channels at small batches, and a
+# model's layers then share one kernel family instead of compiling two (a shorter cold
+# first step; docs/benchmarks.md#conv-paths).
 COLS_S1_MAX_MAP = 64
 # A 'cols' forward whose weight gradient will be taken keeps its im2col matrices, up to
 # this many bytes, so that the weight gradient reads them instead of padding and
@@ -68,14 +60,11 @@ COLS_KEEP_MAX_BYTES = 16 << 20
 # The input gradient of a stride-1, one-group layer whose output is as wide as its input
 # takes one product per image over column-shifted copies of g (kernels/conv_shift.py)
 # on maps of up to SHIFT_MAX_MAP positions, a whole number of NR-wide panels, where
-# padding C to whole micro-tiles adds at most an eighth. Measured k3 p1, 2 threads,
-# float32, against the 'cols' (8x8) and 'gemm' (16x16) kernels, alternating in one
-# process: batch 64 on 8x8, 16 -> 16 channels 139 against 235 us, 16 -> 32 290 against
-# 381 us, 32 -> 64 827 against 1056 us; batch 256, 16 -> 32 1.00 against 1.32 ms; batch
-# 32 on 16x16, 16 -> 16 237 against 371 us, 16 -> 32 437 against 625 us, 64 -> 64 3.1
-# against 4.1 ms. Only for the dtypes in SHIFT_DTYPES: the product's register tile
-# (4 x 64 sums) fits the vector registers in float32, not in float64 (16 -> 32 on 8x8,
-# batch 64: 0.71 against 0.60 ms).
+# padding C to whole micro-tiles adds at most an eighth. It sums F KH KW terms per
+# input element with no col2im scatter, and measured faster than the 'cols' and 'gemm'
+# input gradients on every such shape (docs/benchmarks.md#conv-paths). Only for the
+# dtypes in SHIFT_DTYPES: the product's register tile (4 x 64 sums) fits the vector
+# registers in float32, not in float64, where it is slower.
 SHIFT_MAX_MAP = 256
 SHIFT_DTYPES = (np.float32,)
 
@@ -254,28 +243,22 @@ def _block(batch: int, out_hw: tuple[int, int]) -> int:
     return max(1, min(batch, COLS_BLOCK // (out_hw[0] * out_hw[1])))
 
 
-# How the 'cols' weight gradient computes each block's part (kernels/conv_cols.py), from
-# measurements of the three forms (float32, AVX-512, 2 threads, batch 64 unless noted,
-# us):
+# How the 'cols' weight gradient computes each block's part (kernels/conv_cols.py):
 # * dot products (conv_cols.DOTS) for parts of fewer than COLS_DOTS_PART sums, where a
-#   GEMM's per-block packing and tiles cost more than they save: 8x8 maps, 1 -> 16
-#   channels (144 sums) DOTS 25, GEMM 35 at best; 3 -> 16 at batch 32 (432) 33 / 34;
-#   8 -> 16 (1152) 151 / 130;
+#   GEMM's per-block packing and tiles cost more than they save;
 # * else the GEMM orientation that tiles to fewer elements (kernels/matmul.py:
-#   tiled_size), taps first on a tie: 8x8 maps, 16 -> 32 (taps first 4608 against
-#   filters first 4752 with 3-row tiles, 4608 each with 4) TF 320, FF 345; 64 -> 64 at
-#   batch 32 979 / 1040; 8 -> 16 130 / 144;
+#   tiled_size: the zero padding of partial tiles is wasted work), taps first on a tie;
 # * but filters first on maps narrower than conv_cols.ROW_RUNS_MIN, where the taps-first
-#   [Kg, P] gather has no row runs: 4x4 maps, FF against TF, 16 -> 32 104 / 109,
-#   32 -> 64 292 / 309, 32 -> 16 146 / 165, 64 -> 16 290 / 324, 16 -> 8 62 / 83.
+#   [Kg, P] gather has no row runs.
+# The measurements behind each rule: docs/benchmarks.md#conv-weight-gradient.
 COLS_DOTS_PART = 512
 
 
 @functools.lru_cache(maxsize=1024)
 def _weight_grad_form(w_shape: tuple, groups: int, dtype: np.dtype, out_w: int) -> int:
     """How the 'cols' weight gradient computes each part (kernels/conv_cols.py) for
-    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes: asked twice per
-    layer and step, it took 1.35 us a call, 0.1 kept."""
+    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes: it is asked twice
+    per layer and step, and working it out costs more than a cache lookup."""
     F, Cg, KH, KW = w_shape
     Fg, Kg = F // groups, Cg * KH * KW
     if Fg * Kg < COLS_DOTS_PART:
@@ -414,7 +397,7 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
 
 def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
     """db[F] = g summed over the batch and the map (memory-bound, so parallel from
-    _jit.PARALLEL_MIN elements: [64, 32, 8, 8] float32 8.0 us against 12.4 serial)."""
+    _jit.PARALLEL_MIN elements, where two cores' bandwidth pays for the region)."""
     return for_work(conv.conv2d_bias_grad, g.size)(_contig(g))
 
 

@@ -109,10 +109,8 @@ def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
 
 # Strided views (a transpose, a slice) of at most this many elements are copied into C
 # order before an element-wise op, which then takes a flat kernel: below this size
-# planning the strided loop costs more than the copy. x.T * 2 and x.T + y, float32, one
-# thread, strided against copied: 2048 elements 16.7-18.4 against 2.5-2.8 us, 8192 23-25
-# against 5.6-6.0 us, 32768 59-63 against 44-45 us (a column slice: 29-32 against 9 us);
-# at 131072 the strided kernel is faster (99 against 173 us).
+# planning the strided loop (in Python, once per call) costs more than the copy; from
+# about 128K elements the strided kernel is faster (docs/benchmarks.md#element-wise).
 COPY_VIEW_MAX = 1 << 15
 
 
@@ -137,8 +135,8 @@ def _with_one_value(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.n
     """f(u, v) where u or v is one value repeated (its own shape broadcasting to
     ``shape``): f of that value and the other operand at the other operand's own shape,
     then repeated over ``shape``. Each element is the same IEEE operation as over the
-    broadcast, without planning a strided loop over a 0-stride operand (``[16, 8, 8, 8]
-    * [1, 8, 1, 1]``'s gradient of x took 20 us that way, the kernel 7.5 of them)."""
+    broadcast, without planning a strided loop over a 0-stride operand (the gradient a
+    full ``sum`` hands its input is such a value; docs/benchmarks.md#element-wise)."""
     ones = (1,) * len(shape)
     if _one_value(u):
         u = u[(0,) * u.ndim].reshape(ones)
@@ -178,8 +176,8 @@ def _mul_grads_same(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None
     Below ``PARALLEL_MIN`` elements these are NumPy's two products (the engine runs
     backward with NumPy's warnings off): from 16K elements its two vectorised passes
     take as long as one fused serial pass, and below that a call costs less than the
-    fused kernel's checks and allocations (W9's [64] products: 0.56 against 1.2 us
-    alone, a 3-4% shorter step). Larger contiguous operands take one parallel pass."""
+    fused kernel's checks and allocations (docs/benchmarks.md#element-wise). Larger
+    contiguous operands take one parallel pass."""
     if not g.dtype == a.dtype == b.dtype:
         return None
     if g.size < PARALLEL_MIN:
@@ -365,8 +363,8 @@ class Div(Function):
 def _squares(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a ** b`` is ``a`` squared: a float ``a`` and a single exponent 2 of its
     dtype that does not add dims. Computed as a * a, with gradient g * (a + a) (both
-    exact doublings), as PyTorch computes it, instead of pow per element: [256, 64]
-    float32 forward and backward took 227 us against PyTorch's 50."""
+    exact doublings), as PyTorch computes it, instead of pow per element: pow costs a
+    logarithm and an exponential per element, a square one multiply."""
     return (a.dtype.kind == "f" and b.dtype == a.dtype and b.size == 1
             and b.ndim <= a.ndim and b.reshape(-1)[0] == 2)
 

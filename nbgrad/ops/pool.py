@@ -66,10 +66,8 @@ def _batched(x: np.ndarray) -> np.ndarray:
 
 
 # A pooling kernel runs in parallel from this many elements: of x read (forward), of dx
-# written (backward). Measured on the max-pool kernels, 2 threads against 1 on a quiet
-# machine: the 2x2 forward on 16k elements 13.5 against 18.5 us, on 8k 10.3 against
-# 10.0 us; the backward on 32k elements of dx 5.6 against 7.5 us, on 16k 3.8 against
-# 3.8 us, on 4k 2.7 against 1.8 us.
+# written (backward): about where two threads start to beat one on the max-pool
+# kernels (docs/benchmarks.md#pooling).
 POOL_PARALLEL_MIN = 1 << 14
 
 
