@@ -40,6 +40,7 @@ from .compile_ahead import backward_ahead
 from .nn.module import Module
 from .nn.parameter import Parameter
 from .tensor import Tensor
+from .world import job
 
 _DEFAULT_TIMEOUT = 1800.0  # seconds: torch.distributed's default of 30 minutes
 # Busy polling of a collective before _wait sleeps between polls: longer than the
@@ -102,6 +103,7 @@ def init(timeout: timedelta | float = _DEFAULT_TIMEOUT,
         raise ImportError("nbgrad.distributed needs mpi4py and an MPI library: "
                           "pip install nbgrad[mpi]") from error
     _World.mpi, _World.comm = MPI, MPI.COMM_WORLD
+    job.size, job.rank = _World.comm.Get_size(), _World.comm.Get_rank()
     backward_ahead.enabled = False  # the ranks have the cores: no compile helpers
     if _World.comm.Get_size() > 1:
         sys.excepthook = _aborting_hook(sys.excepthook)

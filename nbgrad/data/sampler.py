@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from .. import rng
+from ..world import job
 from .dataset import check_generator, check_seed
 
 
@@ -90,7 +91,8 @@ class DistributedSampler:
     is padded with its own first indices (``drop_last=False``) or cut
     (``drop_last=True``) so every rank has ``len(self)`` indices.
 
-    ``num_replicas`` and ``rank`` default to ``nbgrad.distributed``'s world size and rank.
+    ``num_replicas`` and ``rank`` default to the job's world size and rank, which
+    ``nbgrad.distributed.init()`` records (``nbgrad/world.py``).
     Call ``set_epoch(epoch)`` before each epoch, as in PyTorch: otherwise every epoch has
     epoch 0's order.
     """
@@ -140,13 +142,11 @@ class DistributedSampler:
 
 def _replicas_and_rank(num_replicas: int | None, rank: int | None) -> tuple[int, int]:
     if num_replicas is None or rank is None:
-        from .. import distributed
-
-        if not distributed.is_initialized():
+        if job.size is None:
             raise RuntimeError("DistributedSampler: pass num_replicas and rank, or call "
                                "nbgrad.distributed.init() first")
-        num_replicas = distributed.world_size() if num_replicas is None else num_replicas
-        rank = distributed.rank() if rank is None else rank
+        num_replicas = job.size if num_replicas is None else num_replicas
+        rank = job.rank if rank is None else rank
     for name, value in (("num_replicas", num_replicas), ("rank", rank)):
         if isinstance(value, bool) or not isinstance(value, int | np.integer):
             raise TypeError(f"DistributedSampler: {name} must be an int, got "
