@@ -95,6 +95,38 @@ def progress(total: int, enabled: bool, unit: str = "step") -> Any:
     return tqdm(total=total, unit=unit, leave=False)
 
 
+def train_epoch(model: Any, loader: Iterable, optimizer: Any, loss_fn: Callable,
+                scheduler: Any = None, bar: Any = None,
+                loss_format: str = ".4f") -> list[float]:
+    """One pass over ``loader`` (batches of inputs and targets) minimising
+    ``loss_fn(model(x), y)``, the scheduler (if any) stepped after every step and the
+    bar advanced; the loss of every step. Every example trains through this loop."""
+    model.train()
+    losses = []
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
+        losses.append(loss.item())
+        if bar is not None:
+            bar.update(1)
+            bar.set_postfix(loss=f"{losses[-1]:{loss_format}}")
+    return losses
+
+
+def predict(model: Any, inputs: np.ndarray, batch_size: int = 100) -> np.ndarray:
+    """``model`` on ``inputs`` in eval mode, without a graph, ``batch_size`` at a time."""
+    model.eval()
+    with nb.no_grad():
+        out = [model(nb.tensor(inputs[i:i + batch_size])).numpy()
+               for i in range(0, len(inputs), batch_size)]
+    model.train()
+    return np.concatenate(out)
+
+
 def report(bar: Any, line: str) -> None:
     """Print ``line`` above the bar (or plainly, without one), on the main process."""
     if not is_main_process():

@@ -23,6 +23,7 @@ from nbgrad import nn
 from nbgrad.data import DataLoader, TensorDataset
 from nbgrad.datasets import heat1d
 from nbgrad.datasets.heat import grid_points
+from nbgrad.examples import _common
 from nbgrad.examples._common import (
     losses_axis,
     metric_table,
@@ -65,20 +66,8 @@ def mse(prediction: np.ndarray, truth: np.ndarray) -> float:
 
 def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any,
                 bar: Any = None) -> list[float]:
-    """One pass over ``loader`` on the MSE loss, the scheduler stepped after every
-    step; the loss of every step."""
-    losses = []
-    for x, y in loader:
-        loss = nb.mse_loss(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.2e}")
-    return losses
+    """One pass over ``loader`` on the MSE loss (``_common.train_epoch``)."""
+    return _common.train_epoch(model, loader, optimizer, nb.mse_loss, scheduler, bar, ".2e")
 
 
 def fit(model: nn.Module, data: dict, epochs: int, batch_size: int = 20, lr: float = 1e-2,

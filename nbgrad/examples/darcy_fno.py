@@ -24,9 +24,11 @@ import nbgrad as nb
 from nbgrad import nn
 from nbgrad.data import DataLoader, TensorDataset
 from nbgrad.datasets import darcy2d
+from nbgrad.examples import _common
 from nbgrad.examples._common import (
     field_example_main,
     losses_axis,
+    predict,
     progress,
     pyplot,
     relative_l2,
@@ -74,34 +76,10 @@ def relative_l2_loss(prediction: nb.Tensor, target: nb.Tensor) -> nb.Tensor:
     return (nb.norm(prediction - target, dim=dims) / nb.norm(target, dim=dims)).mean()
 
 
-def predict(model: nn.Module, inputs: np.ndarray, batch_size: int = 100) -> np.ndarray:
-    """``model`` on ``inputs`` in eval mode, without a graph, ``batch_size`` at a time."""
-    model.eval()
-    with nb.no_grad():
-        out = [model(nb.tensor(inputs[i:i + batch_size])).numpy()
-               for i in range(0, len(inputs), batch_size)]
-    model.train()
-    return np.concatenate(out)
-
-
 def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any = None,
                 bar: Any = None) -> list[float]:
-    """One pass over ``loader`` (batches of inputs and targets) on the relative L2 loss,
-    the scheduler stepped after every step; the loss of every step."""
-    model.train()
-    losses = []
-    for x, y in loader:
-        loss = relative_l2_loss(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
-    return losses
+    """One pass over ``loader`` on the relative L2 loss (``_common.train_epoch``)."""
+    return _common.train_epoch(model, loader, optimizer, relative_l2_loss, scheduler, bar)
 
 
 def fit(model: nn.Module, data: dict, epochs: int, batch_size: int = 20, lr: float = 1e-3,

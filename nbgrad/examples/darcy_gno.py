@@ -23,11 +23,13 @@ from nbgrad import nn
 from nbgrad.data import TensorDataset
 from nbgrad.datasets import darcy2d
 from nbgrad.distributed import DistributedDataParallel
+from nbgrad.examples import _common
 from nbgrad.examples._common import (
     field_example_main,
     init_distributed,
     losses_axis,
     mean_over_ranks,
+    predict,
     progress,
     pyplot,
     relative_l2,
@@ -166,34 +168,11 @@ def relative_l2_loss(prediction: nb.Tensor, target: nb.Tensor) -> nb.Tensor:
     return (diff / (target ** 2).sum(dim=1)).sqrt().mean()
 
 
-def predict(model: nn.Module, inputs: np.ndarray, batch_size: int = 100) -> np.ndarray:
-    model.eval()
-    with nb.no_grad():
-        out = [model(nb.tensor(inputs[i:i + batch_size])).numpy()
-               for i in range(0, len(inputs), batch_size)]
-    model.train()
-    return np.concatenate(out)
-
-
 def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any = None,
                 bar: Any = None) -> list[float]:
-    """One pass over ``loader`` (batches of inputs ``[B, N, 3]`` and targets ``[B, N]``)
-    on the relative L2 loss, the scheduler stepped after every step; the loss of every
-    step."""
-    model.train()
-    losses = []
-    for x, y in loader:
-        loss = relative_l2_loss(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if scheduler is not None:
-            scheduler.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
-    return losses
+    """One pass over ``loader`` (inputs ``[B, N, 3]``, targets ``[B, N]``) on the
+    relative L2 loss (``_common.train_epoch``)."""
+    return _common.train_epoch(model, loader, optimizer, relative_l2_loss, scheduler, bar)
 
 
 def build_model(resolution: int = 16, radius_cells: float = RADIUS_CELLS,

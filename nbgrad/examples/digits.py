@@ -22,6 +22,7 @@ from nbgrad import nn
 from nbgrad.data import TensorDataset
 from nbgrad.datasets import split_digits
 from nbgrad.distributed import DistributedDataParallel
+from nbgrad.examples import _common
 from nbgrad.examples._common import (
     init_distributed,
     is_main_process,
@@ -73,19 +74,8 @@ def accuracy(model: nn.Module, images: np.ndarray, labels: np.ndarray) -> float:
 
 def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any,
                 bar: Any = None) -> list[float]:
-    """One pass over ``loader``; the loss of every step."""
-    model.train()
-    losses = []
-    for x, y in loader:
-        loss = nb.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
-    return losses
+    """One pass over ``loader`` on the cross-entropy (``_common.train_epoch``)."""
+    return _common.train_epoch(model, loader, optimizer, nb.cross_entropy, bar=bar)
 
 
 def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,

@@ -38,6 +38,7 @@ from nbgrad import nn
 from nbgrad.data import DataLoader, TensorDataset
 from nbgrad.datasets import heat_trajectories
 from nbgrad.datasets.heat import grid_points
+from nbgrad.examples import _common
 from nbgrad.examples._common import (
     losses_axis,
     metric_table,
@@ -100,20 +101,8 @@ def rollout(model: nn.Module, u0: np.ndarray, steps: int) -> np.ndarray:
 
 def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any,
                 bar: Any = None) -> list[float]:
-    """One pass over ``loader`` on the one-step MSE, the scheduler stepped after every
-    step; the loss of every step."""
-    losses = []
-    for x, y in loader:
-        loss = nb.mse_loss(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:.2e}")
-    return losses
+    """One pass over ``loader`` on the one-step MSE (``_common.train_epoch``)."""
+    return _common.train_epoch(model, loader, optimizer, nb.mse_loss, scheduler, bar, ".2e")
 
 
 def evaluate(model: nn.Module, data: dict) -> dict:
