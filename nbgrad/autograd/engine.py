@@ -231,7 +231,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
 
         like = roots[0]
         run_hooks, check = hooks.any_registered, anomaly.enabled
-        rebased = in_place.recorded
+        rebased, writes = in_place.recorded, versions.writes
         if not ready:
             finish(_END)  # the root is a leaf: no node runs
         while ready:
@@ -239,7 +239,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
-            if node.seq < versions.writes.last:  # a write since this node was made
+            if node.seq < writes.last:  # a write since this node was made (or during the pass)
                 versions.check(node)
             if run_hooks:
                 grads = hooks.run_output_hooks(node, grads, create_graph, like)
