@@ -45,8 +45,8 @@ with startup.collector_paused():
     from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
     from .ops.elementwise import *  # noqa: F403
+    from .ops.gno import *  # noqa: F403
     from .ops.gram_schmidt import *  # noqa: F403
-    from .ops.graph import *  # noqa: F403
     from .ops.indexing import *  # noqa: F403
     from .ops.inplace import *  # noqa: F403
     from .ops.laplace import *  # noqa: F403

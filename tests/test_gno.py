@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.kernels import gemm
 from nbgrad.kernels import gno as K
-from nbgrad.ops.graph import _mlp_params
+from nbgrad.ops.gno import _mlp_params
 from nbgrad.testing import gradcheck
 from nbgrad.testing.strategies_graph import point_clouds, random_graphs
 

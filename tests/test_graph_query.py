@@ -20,7 +20,7 @@ from test_graph import (
 
 import nbgrad as nb
 from nbgrad.kernels import gno as K
-from nbgrad.ops.graph import _mlp_params
+from nbgrad.ops.gno import _mlp_params
 from nbgrad.testing import gradcheck
 from nbgrad.testing.strategies_graph import point_clouds, radii, wide_point_clouds, wide_radii
 

@@ -42,7 +42,7 @@ for all B. Each node then has B*F_in features per entry, enough for the per-node
 and the products with V to run as register-tiled matrix products
 (``_batched_forward``, ``_batched_backward``;
 docs/derivations.md#rectangular-graphs-and-batches); the forward's sums give the
-backward's dV (ops/graph.py keeps them when V or b_v needs a gradient).
+backward's dV (ops/gno.py keeps them when V or b_v needs a gradient).
 
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed

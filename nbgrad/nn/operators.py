@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph
+from ..ops.gno import gno
 from ..ops.gram_schmidt import gram_schmidt
-from ..ops.graph import gno
 from ..ops.laplace import lno_decode, lno_encode
 from ..ops.shape import concat
 from ..tensor import Tensor, lift
