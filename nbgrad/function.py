@@ -173,8 +173,7 @@ class Function:
         if isinstance(out, tuple):
             return _outputs(ctx, out, inputs, record)
         t = Tensor._wrap(out, ctx if record else None, 0)
-        base = out.base
-        if base is not None and type(base) is np.ndarray:
+        if type(out.base) is np.ndarray:  # a view: of an input's memory, perhaps
             _share_storage(t, inputs)
         return t
 
@@ -186,8 +185,7 @@ def _outputs(ctx: Context, out: tuple, inputs: tuple, record: bool) -> tuple:
     outs = tuple([Tensor._wrap(o, ctx if record else None, i if record else 0)
                   for i, o in enumerate(out)])
     for t in outs:
-        base = t._data.base
-        if base is not None and type(base) is np.ndarray:
+        if type(t._data.base) is np.ndarray:
             _share_storage(t, inputs)
     return outs
 

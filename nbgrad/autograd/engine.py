@@ -49,17 +49,6 @@ def _freed_graph_error(node) -> RuntimeError:
         "backward; pass retain_graph=True to the first backward to go through it twice")
 
 
-class _InPlace:
-    """Whether an in-place op was ever recorded in a graph in this process
-    (``ops/inplace.py`` sets it): until then no tensor was made the output of a node
-    newer than its consumers, and backward skips looking for one."""
-
-    recorded = False
-
-
-in_place = _InPlace()
-
-
 def as_consumed(t, seq: int):
     """``t`` as the node numbered ``seq`` consumed it. A node's inputs are older than it,
     unless an in-place op recorded later made the tensor the output of a newer node
@@ -231,7 +220,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
 
         like = roots[0]
         run_hooks, check = hooks.any_registered, anomaly.enabled
-        rebased, writes = in_place.recorded, versions.writes
+        writes = versions.writes
         if not ready:
             finish(_END)  # the root is a leaf: no node runs
         while ready:
@@ -239,7 +228,10 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
             grads = node_grads.pop(node)
             if node.released:
                 raise _freed_graph_error(node)
-            if node.seq < writes.last:  # a write since this node was made (or during the pass)
+            # A write since this node was made: a saved tensor may have changed, and an
+            # input may have become the output of a newer (in-place) node.
+            stale = node.seq < writes.last
+            if stale:
                 versions.check(node)
             if run_hooks:
                 grads = hooks.run_output_hooks(node, grads, create_graph, like)
@@ -262,7 +254,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 if g is None or not needs[position]:
                     continue
                 a = arrays[position]
-                if rebased and t._node is not None and t._node.seq > node.seq:
+                if stale and t._node is not None and t._node.seq > node.seq:
                     t = as_consumed(t, node.seq)
                 if create_graph:
                     if not hasattr(g, "_node"):

@@ -39,7 +39,7 @@ from ..dtypes import default_numpy
 from ..kernels.strided_apply import broadcast_shapes
 from ..tensor import Tensor, lift
 from ._args import axes, dim_arg, keepdim_arg, real
-from .shape import promoted_dtype
+from .shape import promoted
 
 
 # -- operands --------------------------------------------------------------------------------
@@ -52,18 +52,12 @@ def _pair(op: str, a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     return ta._data, tb._data
 
 
-def _promoted(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y in their common dtype the PyTorch way (no copy where they have it)."""
-    dtype = promoted_dtype(x.dtype, y.dtype)
-    return x.astype(dtype, copy=False), y.astype(dtype, copy=False)
-
-
 def _comparable(op: str, a: Any, b: Any) -> tuple[Any, Any]:
     """The two operands of a comparison in their promoted dtype; a Python int that does
     not fit its integer tensor's dtype stays a Python int, which NumPy compares exactly
     with an integer array (a bool array is widened to int64 for that)."""
     try:
-        return _promoted(*_pair(op, a, b))
+        return promoted(*_pair(op, a, b))
     except OverflowError:
         x, y = (v._data if isinstance(v, Tensor) else v for v in (a, b))
         x, y = (v.astype(np.int64) if isinstance(v, np.ndarray) and v.dtype.kind == "b"
@@ -122,7 +116,7 @@ def equal(a: Any, b: Any) -> bool:
     no broadcasting; dtypes promote; any NaN makes it False)."""
     x = lift(a, like=b if isinstance(b, Tensor) else None)
     y = lift(b, like=x)
-    return x.shape == y.shape and bool(np.array_equal(*_promoted(x._data, y._data)))
+    return x.shape == y.shape and bool(np.array_equal(*promoted(x._data, y._data)))
 
 
 def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
@@ -134,7 +128,7 @@ def isclose(a: Any, b: Any, rtol: float = 1e-05, atol: float = 1e-08,
     if not (rtol >= 0 and atol >= 0):
         raise ValueError(f"isclose: rtol and atol must be >= 0, got rtol={rtol} and "
                          f"atol={atol}")
-    x, y = _promoted(*_pair("isclose", a, b))
+    x, y = promoted(*_pair("isclose", a, b))
     close = x == y
     if equal_nan and x.dtype.kind == "f":
         close |= np.isnan(x) & np.isnan(y)

@@ -9,7 +9,7 @@ the graph (or one whose value requires grad: ``buf[0] = w``) is recorded instead
 * the tensor then becomes the output of the new node, so the overwritten region gets no
   gradient from the old value and the assigned value gets its gradient;
 * the version counter is bumped, so a node that saved the old value refuses to run its
-  backward (``autograd/engine.py: check_versions``).
+  backward (``autograd/versions.py: check``).
 
 Assignments (``x[index] = value``, ``masked_fill_``, ``index_put_``, ``index_fill_``,
 ``scatter_``, ``copy_``, ``fill_``) are one op, ``IndexPut``, whose backward needs nothing
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd import engine, grad_mode
+from ..autograd import grad_mode
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from . import activation, elementwise
@@ -126,7 +126,6 @@ def _rebase(t: Tensor, old: Tensor, new: Tensor) -> None:
     (``autograd/engine.py: as_consumed``)."""
     t._version_counter().bump()
     new._node.replaced = old
-    engine.in_place.recorded = True
     t._node, t._index, t._requires_grad = new._node, new._index, True
 
 

@@ -26,8 +26,7 @@ _NUMBER_DTYPES = _INT_DTYPES + FLOAT_DTYPES
 
 def randint(low: int | None = None, high: int | None = None,
             size: Sequence[int] | None = None, *, generator: Any = None,
-            dtype: Any = np.int64, requires_grad: bool = False,
-            device: Any = None) -> Tensor:
+            dtype: Any = np.int64, requires_grad: bool = False, device: Any = None) -> Tensor:
     """Integers drawn uniformly from ``low <= v < high`` (``high`` excluded), of shape
     ``size`` (a tuple): ``randint(high, size)`` or ``randint(low, high, size)``, as in
     PyTorch. ``dtype`` int64 (the default), int32, float32 or float64; the values do not
@@ -43,8 +42,7 @@ def randint(low: int | None = None, high: int | None = None,
 
 
 def randperm(n: int, *, generator: Any = None, dtype: Any = np.int64,
-             requires_grad: bool = False,
-             device: Any = None) -> Tensor:
+             requires_grad: bool = False, device: Any = None) -> Tensor:
     """A random permutation of ``0 .. n - 1`` (int64 unless ``dtype`` says otherwise);
     ``generator`` as for ``nb.randn``."""
     check_device(device, "randperm")
@@ -58,8 +56,7 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = np.int64,
 
 
 def randn_like(input: Any, *, generator: Any = None, dtype: Any = None,
-               requires_grad: bool = False,
-               device: Any = None) -> Tensor:
+               requires_grad: bool = False, device: Any = None) -> Tensor:
     """``randn`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
     check_device(device, "randn_like")
     shape, dtype = _like("randn_like", input, dtype, FLOAT_DTYPES)
@@ -68,8 +65,7 @@ def randn_like(input: Any, *, generator: Any = None, dtype: Any = None,
 
 
 def rand_like(input: Any, *, generator: Any = None, dtype: Any = None,
-              requires_grad: bool = False,
-              device: Any = None) -> Tensor:
+              requires_grad: bool = False, device: Any = None) -> Tensor:
     """``rand`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
     check_device(device, "rand_like")
     shape, dtype = _like("rand_like", input, dtype, FLOAT_DTYPES)
@@ -79,8 +75,7 @@ def rand_like(input: Any, *, generator: Any = None, dtype: Any = None,
 
 def randint_like(input: Any, low: int | None = None, high: int | None = None, *,
                  generator: Any = None, dtype: Any = None,
-                 requires_grad: bool = False,
-                 device: Any = None) -> Tensor:
+                 requires_grad: bool = False, device: Any = None) -> Tensor:
     """``randint`` of ``input``'s shape and (unless ``dtype`` is given) dtype:
     ``randint_like(x, high)`` or ``randint_like(x, low, high)``."""
     check_device(device, "randint_like")

@@ -28,21 +28,15 @@ from ..function import Function, Sample, register
 from ..kernels import indexing as kernels
 from ..kernels.strided_apply import broadcast_shapes
 from ..tensor import Tensor, lift
-from .shape import promoted_dtype
+from .shape import promoted
 
 
 def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """a and b as Tensors; a Python number takes the other operand's dtype (``lift``).
     Each keeps its own dtype here: forward computes in the promoted dtype
-    (``_promoted``) and the engine casts each gradient back to its operand's dtype."""
+    (``promoted``) and the engine casts each gradient back to its operand's dtype."""
     a = lift(a, like=b if isinstance(b, Tensor) else None)
     return a, lift(b, like=a)
-
-
-def _promoted(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """a and b in their promoted dtype (no copy where they already have it)."""
-    dtype = promoted_dtype(a.dtype, b.dtype)
-    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
 
 
 # -- where ------------------------------------------------------------------------------------
@@ -57,7 +51,7 @@ def _where_samples(rng):
 class Where(Function):
     @staticmethod
     def forward(ctx, condition, a, b):
-        a, b = _promoted(a, b)
+        a, b = promoted(a, b)
         shape = broadcast_shapes("where", broadcast_shapes("where", condition.shape, a.shape),
                                  b.shape)
         return kernels.select(kernels.WHERE, condition, a, b, shape)
@@ -104,7 +98,7 @@ class _Extremum(Function):
 
     @classmethod
     def forward(cls, ctx, a, b):
-        a, b = _promoted(a, b)
+        a, b = promoted(a, b)
         ctx.save_for_backward(a, b)
         shape = broadcast_shapes(cls.op_name, a.shape, b.shape)
         return kernels.select(cls.op, None, a, b, shape)

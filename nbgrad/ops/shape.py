@@ -60,6 +60,12 @@ def promoted_dtype(*dtypes: np.dtype) -> np.dtype:
     return np.result_type(*floats) if floats else np.result_type(*dtypes)
 
 
+def promoted(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """a and b in their common dtype (``promoted_dtype``; no copy where they have it)."""
+    dtype = promoted_dtype(a.dtype, b.dtype)
+    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+
+
 # -- reshape ----------------------------------------------------------------------------
 def _reshape_samples(rng):
     yield Sample(rng.standard_normal((3, 4)), shape=(2, 6), label="2-D to 2-D")
