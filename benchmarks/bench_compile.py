@@ -72,7 +72,7 @@ start = time.perf_counter()
 import numpy as np
 import nbgrad as nb
 from nbgrad import nn
-from nbgrad.compiling import recording_compiles
+from nbgrad.runtime.notices import recording_compiles
 imported = time.perf_counter() - start
 start = time.perf_counter()
 with recording_compiles() as rec:

@@ -2,7 +2,7 @@
 
 import sys
 
-from . import startup
+from .runtime import startup
 
 startup.keep_freed_memory()
 startup.prefer_full_vectors()
@@ -69,6 +69,8 @@ with startup.collector_paused():
         seed,
         set_rng_state,
     )
+    from .runtime import notices  # noqa: F401  (registers the notice of a long compile)
+    from .runtime.threads import get_num_threads, set_num_threads
     from .serialization import CheckpointError, CheckpointVersionError, load, save
     from .tensor import (
         Tensor,
@@ -81,7 +83,6 @@ with startup.collector_paused():
         zeros,
         zeros_like,
     )
-    from .threads import get_num_threads, set_num_threads
 
     # the functional API under PyTorch's path, torch.autograd.functional
     autograd.functional = functional

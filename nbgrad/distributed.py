@@ -36,9 +36,9 @@ from typing import Any
 import numpy as np
 
 from .autograd.grad_mode import no_grad
-from .compile_ahead import backward_ahead
 from .nn.module import Module
 from .nn.parameter import Parameter
+from .runtime.compile_ahead import compile_hook
 from .tensor import Tensor
 from .world import job
 
@@ -104,7 +104,7 @@ def init(timeout: timedelta | float = _DEFAULT_TIMEOUT,
                           "pip install nbgrad[mpi]") from error
     _World.mpi, _World.comm = MPI, MPI.COMM_WORLD
     job.size, job.rank = _World.comm.Get_size(), _World.comm.Get_rank()
-    backward_ahead.enabled = False  # the ranks have the cores: no compile helpers
+    compile_hook.enabled = False  # the ranks have the cores: no compile helpers
     if _World.comm.Get_size() > 1:
         sys.excepthook = _aborting_hook(sys.excepthook)
 

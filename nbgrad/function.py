@@ -39,7 +39,7 @@ from .autograd import grad_mode, versions
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
 from .autograd.versions import same_memory
-from .compile_ahead import backward_ahead, compiles
+from .runtime.compile_ahead import compile_hook
 from .tensor import Tensor
 
 
@@ -149,7 +149,7 @@ class Function:
                 needs.append(False)
         record = True in needs
         ctx = Context(cls, inputs if record else (), tuple(needs), arrays, params)
-        compiled = compiles.started
+        compiled = compile_hook.compiles.started
         try:
             out = cls.forward(ctx, *arrays, **params)
         except (NotImplementedError, TypeError) as err:
@@ -157,15 +157,14 @@ class Function:
             raise
         # (``done < sent`` first: a plain comparison while the helper has nothing pending,
         # where a method call and a lookup cost W9 5% of its forward pass)
-        if (record and (compiles.started != compiled
-                        or (backward_ahead.done < backward_ahead.sent
-                            and backward_ahead.busy_with(cls.op_name)))
+        if (record and (compile_hook.compiles.started != compiled
+                        or (compile_hook.done < compile_hook.sent
+                            and compile_hook.busy_with(cls.op_name)))
                 and _is_nbgrad_op(cls)):
             # a first use (or a call like one the helper is still on, whose forward kernels
             # this call reused but whose backward may need others): the helper compiles this
             # backward while the forward goes on
-            ctx.ahead = backward_ahead.submit(cls.op_name, arrays, ctx.needs_input_grad,
-                                              params)
+            ctx.ahead = compile_hook.submit(cls.op_name, arrays, ctx.needs_input_grad, params)
         if anomaly.enabled:
             check_forward(ctx.name, arrays, out if isinstance(out, tuple) else (out,))
             if record:

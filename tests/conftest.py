@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 # The tests count the compiles of this process, so the helper that compiles backward
-# passes alongside (nbgrad.compile_ahead.BackwardAhead) stays off; test_compiling.py runs it
+# passes alongside (nbgrad.runtime.compile_ahead.BackwardAhead) stays off; test_compiling.py runs it
 # in subprocesses of its own.
 os.environ["NBGRAD_COMPILE_AHEAD"] = "0"
 

@@ -351,7 +351,7 @@ def test_one_and_two_threads_give_the_same_bits(name, fn):
 def test_serial_and_parallel_forms_give_the_same_bits(name, fn):
     """Below PARALLEL_MIN elements the kernels run their serial form: the rows of a large
     input, taken 100 at a time (serial), give the bits of the whole (parallel)."""
-    from nbgrad.kernels._jit import PARALLEL_MIN
+    from nbgrad.runtime.jit import PARALLEL_MIN
     rng = np.random.default_rng(9)
     x = (rng.standard_normal((500, 389)) * 3).astype(np.float32)
     assert x.size >= PARALLEL_MIN > 100 * 389

@@ -1,11 +1,11 @@
-"""The kernels' disk cache (docs/cache.md, nbgrad/kernels/_cache.py): where it goes when
+"""The kernels' disk cache (docs/cache.md, nbgrad/runtime/cache.py): where it goes when
 nbgrad is installed read-only, what invalidates it, and damaged or mismatched files.
 
 Every case runs fresh Python processes on a copy of nbgrad installed with pip
 (non-editable) into a temporary directory (made read-only where the test is about where
 the cache goes), with the cache in a temporary directory, so the cache of this session
 and of the source tree is never touched. Each process compiles at most two small
-kernels: ``_jit.vector_sum`` and ``softmax._exp_shifted_sum`` (which inlines
+kernels: ``basics.vector_sum`` and ``softmax._exp_shifted_sum`` (which inlines
 ``vector_sum`` from another file).
 """
 
@@ -25,12 +25,13 @@ import numba.core.caching
 import pytest
 
 import nbgrad  # noqa: F401  (imports every kernel module)
-from nbgrad.kernels import _cache, _jit
+from nbgrad.kernels import basics
+from nbgrad.runtime import cache as _cache
 
 REPO = Path(__file__).resolve().parents[1]
-# The cache files of _jit.vector_sum (nbgrad names them nbgrad-_jit.vector_sum-<line>...;
+# The cache files of basics.vector_sum (nbgrad names them nbgrad-basics.vector_sum-<line>...;
 # the pattern matches Numba's own naming too, so that these tests check behaviour).
-SUM = "*_jit.vector_sum-*"
+SUM = "*basics.vector_sum-*"
 
 # Runs in the child: calls the kernels named in argv, prints what happened as JSON.
 # "reread" counts the hits of a fresh dispatcher of each kernel called, which reads the
@@ -40,11 +41,11 @@ import json, sys
 import numpy as np
 import numba
 import nbgrad
-from nbgrad.kernels import _jit, softmax
+from nbgrad.kernels import basics, softmax
 
 CALLS = {
-    "sum": (_jit.vector_sum, lambda k: float(k(np.arange(4.0)))),
-    "sum_int": (_jit.vector_sum, lambda k: int(k(np.arange(4)))),
+    "sum": (basics.vector_sum, lambda k: float(k(np.arange(4.0)))),
+    "sum_int": (basics.vector_sum, lambda k: int(k(np.arange(4)))),
     "exp_sum": (softmax._exp_shifted_sum, lambda k: float(k(np.zeros(3), 0.0, np.empty(3)))),
 }
 values, hits, misses, reread = {}, 0, 0, 0
@@ -181,20 +182,20 @@ def _record_row(path: str, content: bytes) -> str:
 @pytest.mark.parametrize("rewrite_record", [True, False], ids=["upgrade", "edit"])
 def test_a_changed_kernel_file_recompiles_its_kernels_and_their_callers(tmp_path, site,
                                                                       rewrite_record):
-    """vector_sum's file (_jit.py) changes, as an upgrade does it (pip rewrites the
+    """vector_sum's file (basics.py) changes, as an upgrade does it (pip rewrites the
     RECORD) or as an edit of a source checkout (no RECORD changes); softmax.py does not,
     but _exp_shifted_sum inlines vector_sum, so it must recompile too (Numba's stamp of
     softmax.py alone would keep the old vector_sum in it)."""
     before = _probe(tmp_path, site, "sum", "exp_sum")
     assert (before["values"], before["misses"]) == ({"sum": 6.0, "exp_sum": 3.0}, 2)
-    jit = site / "nbgrad" / "kernels" / "_jit.py"
+    jit = site / "nbgrad" / "kernels" / "basics.py"
     source = jit.read_text()
     assert source.count("s = a.dtype.type(0)") == 1
     jit.write_text(source.replace("s = a.dtype.type(0)", "s = a.dtype.type(1)"))
     if rewrite_record:
         record = next(site.glob("nbgrad-*.dist-info")) / "RECORD"
-        rows = [_record_row("nbgrad/kernels/_jit.py", jit.read_bytes())
-                if row.startswith("nbgrad/kernels/_jit.py,") else row
+        rows = [_record_row("nbgrad/kernels/basics.py", jit.read_bytes())
+                if row.startswith("nbgrad/kernels/basics.py,") else row
                 for row in record.read_text().splitlines()]
         record.write_text("\n".join(rows) + "\n")
     after = _probe(tmp_path, site, "sum", "exp_sum")
@@ -274,8 +275,8 @@ def test_every_cached_nbgrad_kernel_has_the_checked_cache():
         for obj in vars(module).values() if isinstance(obj, numba.core.dispatcher.Dispatcher)
         for k in (obj, getattr(obj, "serial", None)) if k is not None
     ]
-    assert len(kernels) > 50 and _jit.vector_sum in kernels
+    assert len(kernels) > 50 and basics.vector_sum in kernels
     assert all(isinstance(k._cache, _cache.LazyKernelCache) for k in kernels)
-    assert isinstance(_jit.vector_sum._cache.cache, _cache.KernelCache)
+    assert isinstance(basics.vector_sum._cache.cache, _cache.KernelCache)
     other = numba.njit(cache=True)(_identity)
     assert type(other._cache) is numba.core.caching.FunctionCache

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import nbgrad as nb
-from nbgrad.compiling import compile_twins, recording_compiles, warm_op, warmup
+from nbgrad.compiling import compile_twins, warm_op, warmup
 from nbgrad.demo import ops_in_graph
+from nbgrad.runtime.notices import recording_compiles
 
 
 def _run(code: str, cache: str, **env: str) -> subprocess.CompletedProcess:
@@ -48,7 +49,7 @@ def test_user_functions_without_a_module_still_compile():
     compile counter nbgrad listens with must take it, and keep counting nbgrad's own."""
     from numba import njit
 
-    from nbgrad.compile_ahead import compiles
+    from nbgrad.runtime.compile_ahead import compiles
 
     namespace: dict = {}
     exec("def twice(x):\n    return 2 * x\n", namespace)
@@ -110,7 +111,7 @@ def test_warmup_command_in_workers_fills_the_cache_for_a_later_process(tmp_path)
     assert done.returncode == 0, done.stderr
     assert "compiled the kernels of 2 ops for float32" in done.stdout
     code = ("import numpy as np, nbgrad as nb\n"
-            "from nbgrad.compiling import recording_compiles\n"
+            "from nbgrad.runtime.notices import recording_compiles\n"
             "x = nb.tensor(np.ones(5, np.float32), requires_grad=True)\n"
             "with recording_compiles() as rec:\n"
             "    nb.relu(x).backward(nb.tensor(np.ones(5, np.float32)))\n"
@@ -181,7 +182,8 @@ _AHEAD_SCRIPT = """
 import sys
 import numpy as np
 import nbgrad as nb
-from nbgrad.compiling import backward_ahead, recording_compiles
+from nbgrad.runtime.compile_ahead import compile_hook as backward_ahead
+from nbgrad.runtime.notices import recording_compiles
 
 with open(sys.argv[1], "a") as runs:
     runs.write("ran\\n")
@@ -228,7 +230,8 @@ def _check_compiled_ahead(lines: list[str], ahead: str, stage: str, kernel: str)
 _STEP_AHEAD_SCRIPT = """
 import numpy as np
 import nbgrad as nb
-from nbgrad.compiling import backward_ahead, recording_compiles
+from nbgrad.runtime.compile_ahead import compile_hook as backward_ahead
+from nbgrad.runtime.notices import recording_compiles
 
 w = nb.tensor(np.linspace(-1.0, 1.0, 6).reshape(2, 3), requires_grad=True)
 b = nb.tensor(np.zeros(2), requires_grad=True)
@@ -253,7 +256,7 @@ def test_the_helper_compiles_the_optimizer_step_of_a_new_optimizer(tmp_path, ahe
 _HELPER_ENDS_SCRIPT = """
 import numpy as np
 import nbgrad as nb
-from nbgrad.compiling import backward_ahead
+from nbgrad.runtime.compile_ahead import compile_hook as backward_ahead
 
 x = nb.tensor(np.linspace(-2.0, 2.0, 7), requires_grad=True)
 y = nb.tanh(x)
@@ -291,8 +294,8 @@ def _state(pid: int) -> str:
 
 
 def test_the_helper_skips_what_it_cannot_send():
-    from nbgrad.compile_ahead import BackwardAhead
     from nbgrad.function import REGISTRY, _is_nbgrad_op
+    from nbgrad.runtime.compile_ahead import BackwardAhead, compiles
 
     class Twice(nb.Function):  # not registered: a fresh interpreter would not know it
         @staticmethod
@@ -300,7 +303,7 @@ def test_the_helper_skips_what_it_cannot_send():
             return 2 * x
 
     assert not _is_nbgrad_op(Twice) and _is_nbgrad_op(REGISTRY["tanh"])
-    helper = BackwardAhead()
+    helper = BackwardAhead(compiles)
     helper.enabled = True
     assert helper.submit("tanh", [np.ones(3)], (True,), {"unpicklable": lambda: 0}) == 0
     assert helper.sent == 0 and helper.process is None
@@ -312,14 +315,14 @@ def test_a_call_like_one_the_helper_is_still_on_is_sent_too(monkeypatch):
     compiles) but needs an input gradient the first did not: while the helper has not
     finished a call of an op, later calls of that op go to it too; after that, none do."""
     from nbgrad import function
-    from nbgrad.compile_ahead import BackwardAhead
+    from nbgrad.runtime.compile_ahead import BackwardAhead, compiles
 
     x = nb.tensor(np.ones(3), requires_grad=True)
     nb.tanh(x), nb.sin(x)  # compiled before the helper is watched
-    helper = BackwardAhead()
+    helper = BackwardAhead(compiles)
     sent = []
     monkeypatch.setattr(helper, "_send", lambda call: sent.append(call[1]) or len(sent))
-    monkeypatch.setattr(function, "backward_ahead", helper)
+    monkeypatch.setattr(function, "compile_hook", helper)
     nb.tanh(x)
     assert sent == []
     # the helper is on a tanh call: one call sent, none done
@@ -347,8 +350,8 @@ def test_only_nbgrad_optimizers_are_sent_to_the_helper(monkeypatch):
             return self.reads
 
     sent = []
-    monkeypatch.setattr(optimizer, "compiles", MovingCount())
-    monkeypatch.setattr(optimizer.backward_ahead, "submit_step",
+    monkeypatch.setattr(optimizer.compile_hook, "compiles", MovingCount())
+    monkeypatch.setattr(optimizer.compile_hook, "submit_step",
                         lambda name, groups: sent.append((name, groups)) or len(sent))
 
     class OwnSGD(nb.optim.SGD):

@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels import broadcast_sum, strided_apply
-from nbgrad.kernels._jit import PARALLEL_MIN
+from nbgrad.runtime.jit import PARALLEL_MIN
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 

@@ -116,7 +116,7 @@ def test_import_and_the_digits_load_leave_the_pde_solvers_alone():
 
 @pytest.mark.parametrize("collector", ["enabled", "disabled"])
 def test_import_readies_numba_and_leaves_the_garbage_collector_as_it_found_it(collector):
-    """The import pauses the cyclic collector while it readies Numba (nbgrad/startup.py),
+    """The import pauses the cyclic collector while it readies Numba (nbgrad/runtime/startup.py),
     then restores the user's setting, whichever it was."""
     code = ("import gc\n"
             f"gc.{collector[:-1]}()\n"
@@ -141,7 +141,7 @@ def test_the_lazy_data_set_names_resolve():
 GLIBC = (getattr(os, "confstr", None) is not None
          and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"))
 FRESH_PAGES = ("import resource, numpy as np, nbgrad\n"
-               "from nbgrad import startup\n"
+               "from nbgrad.runtime import startup\n"
                "def faults():\n"
                "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
                "np.ones(1 << 20, np.float32)\n"  # 4 MiB, written to every page
@@ -158,7 +158,7 @@ def test_import_has_malloc_reuse_freed_arrays_unless_the_environment_says(enviro
     would unmap it, and the next array's 1,024 pages fault in afresh: about 500 faults
     per array on the development machine); a user's own malloc
     setting (here the default top pad, which turns glibc's adaptive thresholds off)
-    is left to govern (nbgrad/startup.py: keep_freed_memory)."""
+    is left to govern (nbgrad/runtime/startup.py: keep_freed_memory)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     if environment != "default":
@@ -195,7 +195,7 @@ def test_import_has_llvm_vectorise_with_512_bit_registers_unless_told_otherwise(
     """On an AVX-512 CPU, code compiled after ``import nbgrad`` uses the zmm registers
     (LLVM's tuning for Intel cores would use 256-bit ymm); a CPU the environment names,
     or a code generator that exists already, is left as it is
-    (nbgrad/startup.py: prefer_full_vectors)."""
+    (nbgrad/runtime/startup.py: prefer_full_vectors)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
     if environment == "user's NUMBA_CPU_FEATURES":
         env["NUMBA_CPU_FEATURES"] = get_host_cpu_features()
@@ -216,7 +216,7 @@ WORKER_TARGET = ("import os\n"
                  "import nbgrad\n"
                  "from numba.core import config\n"
                  "from numba.core.codegen import get_host_cpu_features\n"
-                 "from nbgrad import startup\n"
+                 "from nbgrad.runtime import startup\n"
                  "from nbgrad.compiling import map_in_workers\n"
                  "mine = config.CPU_FEATURES or get_host_cpu_features()\n"
                  "os.environ['NUMBA_OPT'] = '3'  # as a compile reloads Numba's configuration:\n"
@@ -233,7 +233,7 @@ def test_worker_processes_compile_for_the_cpu_this_process_compiles_for(environm
     """Numba's cache keys kernels by CPU features, so the warmup's workers and the
     compile-ahead helper are started with this process's features, whatever
     ``prefer_full_vectors`` chose here, and after a reload of Numba's configuration has
-    reset ``config.CPU_FEATURES`` (nbgrad/startup.py: numba_target_env); the environment
+    reset ``config.CPU_FEATURES`` (nbgrad/runtime/startup.py: numba_target_env); the environment
     is as it was afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU_")}
     if environment != "default":

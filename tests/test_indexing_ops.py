@@ -11,8 +11,8 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels import indexing as K
-from nbgrad.kernels._jit import PARALLEL_MIN
 from nbgrad.nn.sparse import Embedding
+from nbgrad.runtime.jit import PARALLEL_MIN
 from nbgrad.testing import gradcheck, gradgradcheck
 
 shapes = hnp.array_shapes(min_dims=1, max_dims=4, min_side=1, max_side=4)

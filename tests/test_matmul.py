@@ -18,7 +18,7 @@ from numba.core.errors import TypingError
 
 import nbgrad as nb
 from nbgrad.kernels import matmul as km
-from nbgrad.kernels._jit import PARALLEL_WORK_MIN
+from nbgrad.runtime.jit import PARALLEL_WORK_MIN
 from nbgrad.testing import gradcheck
 from nbgrad.testing import strategies as nbst
 
@@ -499,7 +499,7 @@ def test_empty_dims(sa, sb, dtype):
 
 
 # A new process whose first kernels are loaded from the cache and call C functions by
-# their symbol names (kernels/_jit.py: compiled_once): the GEMM block from the product,
+# their symbol names (runtime/jit.py: compiled_once): the GEMM block from the product,
 # and the 'cols' convolution's slot body, itself a C function calling the block. Each
 # symbol must be known to the JIT linker before machine code naming it loads, or LLVM
 # aborts the process.
@@ -567,6 +567,6 @@ def _block_on_int_arrays(x):
 
 
 def test_a_c_function_exists_only_for_float32_and_float64():
-    # the cache provides the symbols of those two dtypes only (kernels/_jit.py)
+    # the cache provides the symbols of those two dtypes only (runtime/jit.py)
     with pytest.raises(TypingError, match="_call_block: takes"):
         _block_on_int_arrays(np.arange(8))

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
-from nbgrad.kernels._jit import PARALLEL_MIN
+from nbgrad.runtime.jit import PARALLEL_MIN
 from nbgrad.testing import gradcheck, gradgradcheck
 
 MODES = ["constant", "reflect", "replicate", "circular"]

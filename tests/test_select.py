@@ -10,7 +10,7 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad.kernels import indexing as K
-from nbgrad.kernels._jit import PARALLEL_MIN
+from nbgrad.runtime.jit import PARALLEL_MIN
 from nbgrad.testing import gradcheck, gradgradcheck
 from nbgrad.testing import strategies as nbst
 

@@ -35,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from ..compile_ahead import backward_ahead
 from ..kernels.broadcast_sum import sum_to_shape
+from ..runtime.compile_ahead import compile_hook
 from . import hooks, versions
 from .anomaly import check_backward
 from .anomaly import state as anomaly
@@ -95,7 +95,7 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
                  for g, (shape, dtype) in zip(grads, node.output_meta)]
     if not create_graph:
         if node.ahead:
-            backward_ahead.join(node.ahead)
+            compile_hook.join(node.ahead)
         in_grads = node.fn.backward(node, *grads)
     else:
         if not node.fn.has_vjp():

@@ -8,7 +8,7 @@ LLVM vectorises, so the result does not depend on the thread count.
 
 Every constant is converted to the array's dtype (``t(0.5)`` with ``t = x.dtype.type``);
 transcendentals come from ``fastmath`` (vectorised float32). The kernels compile with
-``PARALLEL_IEEE_DIV_FMA`` (kernels/_jit.py): IEEE division and fused multiply-adds in
+``PARALLEL_IEEE_DIV_FMA`` (runtime/jit.py): IEEE division and fused multiply-adds in
 both the vector body and the scalar tail (so the bits stay independent of the thread
 count); no other fast-math flag, so inf/NaN semantics hold.
 
@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
+from ..runtime.jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
 from .fastmath import erf, exp, exp_nonpositive, expm1, log1p, tanh
 
 

@@ -29,7 +29,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._jit import (
+from ..runtime.jit import (
     CHUNK,
     PARALLEL_IEEE_DIV,
     PARALLEL_MIN,
@@ -102,7 +102,7 @@ def _accumulate(op, acc, u, v):
 def _sum_nsz(x):
     """Sum of a short contiguous block, compiled like ``_reduce_block`` (whose COPY case
     it is): reassociated so that LLVM vectorises it (the order is fixed at compile time,
-    so the result does not depend on the thread count) and, unlike ``_jit.vector_sum``,
+    so the result does not depend on the thread count) and, unlike ``basics.vector_sum``,
     with ``nsz`` (the sign of a zero sum is not significant) and no FMA contraction."""
     s = x.dtype.type(0)
     for i in range(x.size):

@@ -20,7 +20,7 @@ needs nothing extra. Input positions no output reads (trailing rows when the str
 does not divide the span) get a zero gradient.
 
 Five implementations (ops/conv.py picks one per call, and the serial or the parallel
-form of it by its work; kernels/_jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
+form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
 ``*_cols`` kernels have one form, run in one slot or several):
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
   reference, and the path for strided convolutions with few channels per group.
@@ -55,7 +55,8 @@ db[f]. So no result depends on the thread count.
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial, vector_sum
+from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
+from .basics import vector_sum
 
 
 @njit(**SERIAL)
@@ -233,7 +234,7 @@ def planes_from_pitch(yq, Fg, pitch, b, f0, y_n):
 @njit(**SERIAL_REASSOC)
 def plane_sum(plane):
     """Sum of a 2-D plane: each row summed (reassociated so that LLVM vectorises it, as in
-    ``_jit.vector_sum``), then the row sums in order."""
+    ``basics.vector_sum``), then the row sums in order."""
     total = plane.dtype.type(0)
     for i in range(plane.shape[0]):
         row = plane.dtype.type(0)
@@ -269,7 +270,7 @@ def column_sums(a, start, step, rows, cols):
 @njit_with_serial(**PARALLEL)
 def conv2d_bias_grad(g):
     """db[f] = sum over the map positions m of sum_n g[n, f, m] (n in order, then m
-    reassociated as in ``_jit.vector_sum``), for C-contiguous g. Parallel over f."""
+    reassociated as in ``basics.vector_sum``), for C-contiguous g. Parallel over f."""
     N, F, OH, OW = g.shape
     M = OH * OW
     flat = g.reshape(-1)

@@ -29,7 +29,8 @@ kernel once.
 import numpy as np
 from numba import njit, prange, types
 
-from ._jit import PARALLEL, SERIAL, compiled_once, dot, plain
+from ..runtime.jit import PARALLEL, SERIAL, compiled_once, plain
+from .basics import dot
 from .conv_gemm import group_filters, zeros2
 from .matmul import matrix_product
 
@@ -276,7 +277,7 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
                 dst[d0 + m] = src[s0 + m] + bf
 
 
-# The slot bodies are C functions (kernels/_jit.py: compiled_once), each compiled once
+# The slot bodies are C functions (runtime/jit.py: compiled_once), each compiled once
 # per dtype rather than again inside its kernel's parallel region and single-slot call.
 def slot_signature(*arrays, scalars: int):
     """signature_of(dt) of a slot body: (s, slots, the arrays, ``scalars`` int64s) -> None,
@@ -451,7 +452,7 @@ def filters_major(total, groups, Fg, Kg, form):
 
 @njit(**SERIAL)
 def part_dots(gb, cols, part, Fg, Kg, P, used):
-    """part[fl*Kg + k] = sum_{j < used} gb[fl*P + j] cols[k*P + j] (_jit.dot)."""
+    """part[fl*Kg + k] = sum_{j < used} gb[fl*P + j] cols[k*P + j] (basics.dot)."""
     for fl in range(Fg):
         for k in range(Kg):
             part[fl * Kg + k] = dot(gb[fl * P:], cols[k * P:], used)

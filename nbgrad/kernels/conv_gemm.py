@@ -28,7 +28,8 @@ each with private buffers); results do not depend on the thread count or the slo
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, copy_into, njit_with_serial
+from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial
+from .basics import copy_into
 from .conv import out_range, planes_from_pitch, row_gather
 from .gemm import MR, NR, offset_gemm, round_up
 

@@ -23,7 +23,8 @@ share a malloc arena (docs/threads.md#malloc-arenas).
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, copy_into, dot, njit_with_serial, plain
+from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial, plain
+from .basics import copy_into, dot
 from .conv import plane_sum, planes_from_pitch
 from .gemm import SPAN, offset_gemv, round_up
 

@@ -32,7 +32,7 @@ plus zeros times w (ops/conv.py sends a non-finite w to the direct kernel).
 import numpy as np
 from numba import njit, prange, types
 
-from ._jit import PARALLEL, SERIAL, compiled_once, plain
+from ..runtime.jit import PARALLEL, SERIAL, compiled_once, plain
 from .conv_cols import slot_signature
 from .conv_gemm import strided_rows
 from .gemm import MR, NR, offset_gemm, round_up

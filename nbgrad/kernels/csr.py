@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, for_work, njit_with_serial
+from ..runtime.jit import PARALLEL, SERIAL, for_work, njit_with_serial
 
 # -- validation ------------------------------------------------------------------------
 

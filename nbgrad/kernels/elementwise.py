@@ -7,8 +7,8 @@ division (``div(..., rounding_mode='trunc'|'floor')``).
 
 Binary op codes and their formulas are those of ``strided_apply.binary_block``;
 broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
-run arrays below ``_jit.PARALLEL_MIN`` elements serially (thread start-up would cost more
-than the loop), larger ones in fixed chunks of ``_jit.CHUNK`` elements (the ``_parallel``
+run arrays below ``jit.PARALLEL_MIN`` elements serially (thread start-up would cost more
+than the loop), larger ones in fixed chunks of ``jit.CHUNK`` elements (the ``_parallel``
 kernels). Derivatives: docs/derivations.md#element-wise-arithmetic.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial, plain
+from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial, plain
 from .fastmath import erf, exp, log
 from .strided_apply import BLOCK, binary_block
 

@@ -7,7 +7,7 @@ edges), so LLVM turns a loop over them into packed AVX code. Call them from ``@n
 code on scalars; one name serves float32 and float64 (``numba.extending.overload``
 dispatches on the argument type)::
 
-    from nbgrad.kernels._jit import SERIAL
+    from nbgrad.runtime.jit import SERIAL
     from nbgrad.kernels.fastmath import exp, tanh
 
     @njit(**SERIAL)

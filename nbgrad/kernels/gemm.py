@@ -52,17 +52,17 @@ from numba import carray, njit, prange, types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
-from ._jit import (
+from ..runtime.jit import (
     PARALLEL,
     PARALLEL_WORK_MIN,
     SERIAL,
     SERIAL_FMA,
     SERIAL_FUSED,
-    copy_into,
     for_work,
     njit_with_serial,
     plain,
 )
+from .basics import copy_into
 
 MR = 4  # rows of a per micro-tile (four beat six: the module doc)
 NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)

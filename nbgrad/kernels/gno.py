@@ -47,7 +47,7 @@ backward's dV (ops/gno.py keeps them when V or b_v needs a gradient).
 Every parallel loop owns its output rows (gather form through the cached transposed CSR
 or edge-id grouping of the Graph) or writes one partial per fixed chunk of rows, summed
 in chunk order, so results are bitwise identical at any thread count. The dense kernels
-compile with ``SERIAL_FUSED`` / ``PARALLEL_FUSED`` (kernels/_jit.py): FMA and
+compile with ``SERIAL_FUSED`` / ``PARALLEL_FUSED`` (runtime/jit.py): FMA and
 reassociated sums, which let LLVM vectorise the dot products and keep the register tiles
 of ``gemm_tn_acc``; the order of every sum is fixed by the compiled loops and the row
 chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled loops, so
@@ -57,7 +57,8 @@ chunks. Outputs and per-entry rows are allocated by NumPy outside the compiled l
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, copy_into, dot, plain
+from ..runtime.jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, plain
+from .basics import copy_into, dot
 from .gemm import gemm_tn_acc
 from .matmul import matrix_product
 

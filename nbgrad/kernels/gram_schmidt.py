@@ -29,7 +29,7 @@ The forms:
   needs a barrier per step; ``mgs_sweep_beside_product`` gives the second thread a
   matrix product instead.
 
-Compile options: ``SERIAL_REASSOC`` / ``PARALLEL_REASSOC`` (kernels/_jit.py), i.e.
+Compile options: ``SERIAL_REASSOC`` / ``PARALLEL_REASSOC`` (runtime/jit.py), i.e.
 reassociation so that LLVM vectorises the dot products, in an order fixed at compile
 time, and no FMA contraction: every product is rounded before it is added, in every
 form, so the forms round alike wherever they do the same operations (``mgs_panels`` is
@@ -39,14 +39,15 @@ bitwise ``mgs``).
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, PARALLEL_REASSOC, SERIAL, SERIAL_REASSOC, copy_into
+from ..runtime.jit import PARALLEL, PARALLEL_REASSOC, SERIAL, SERIAL_REASSOC
+from .basics import copy_into
 from .gemm import offset_gemm, padded_operands
 
 
 @njit(**SERIAL_REASSOC)
 def _dot_no_fma(a, b):
     """sum_p a[p] * b[p], reassociated (vectorised) but without FMA contraction, unlike
-    ``_jit.dot``: every product is rounded before it is added, as in the other kernels
+    ``basics.dot``: every product is rounded before it is added, as in the other kernels
     of this module."""
     s = a.dtype.type(0)
     for p in range(a.shape[0]):

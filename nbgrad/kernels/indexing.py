@@ -43,7 +43,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, for_work, njit_with_serial
+from ..runtime.jit import PARALLEL, SERIAL, for_work, njit_with_serial
 from .strided_apply import coalesce, flat_operand
 
 WHERE, MAXIMUM, MINIMUM = range(3)

@@ -12,7 +12,7 @@ stays float32).
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, SERIAL_REASSOC
+from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC
 from .fastmath import exp
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
+from ..runtime.jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
 from .activation import _sigmoid
 from .fastmath import exp, log1p
 from .softmax import ROW_BLOCK, log_softmax_terms_block, softmax_grad_row

@@ -48,7 +48,7 @@ Packing, per task (a block of output tiles):
   unchanged), so every element is still one FMA chain over k in ascending order.
 
 Work split: tasks are blocks of whole output tiles of one batch (as even as the shape
-allows), one per pool thread, all in one ``prange``; below ``_jit.PARALLEL_WORK_MIN``
+allows), one per pool thread, all in one ``prange``; below ``runtime.jit.PARALLEL_WORK_MIN``
 multiply-adds one task per batch runs in a plain loop (every task packs its own partial
 slivers and panels, so extra tasks in one thread would only repeat that work). A
 task owns its output block and no sum depends on the split, so results are bitwise
@@ -72,12 +72,17 @@ from numba import (
 from numba.core import cgutils
 from numba.extending import intrinsic, overload, register_jitable
 
-from ..startup import host_vector_bytes
-from ..threads import get_num_threads
-from ._jit import PARALLEL, PARALLEL_WORK_MIN, SERIAL, SERIAL_FMA, compiled_once, plain
+from ..runtime.jit import (
+    PARALLEL,
+    PARALLEL_WORK_MIN,
+    SERIAL,
+    SERIAL_FMA,
+    VECTOR_BYTES,
+    compiled_once,
+    plain,
+)
 from .gemm import data_pointer, stack_buffer
 
-VECTOR_BYTES = host_vector_bytes()
 # Rows of a per register tile. AVX-512's 32 vector registers hold four rows (16
 # accumulators, 8 broadcasts of a for two values of k, 2 vectors of b); AVX2's sixteen
 # hold three. Four rows give the same bits and measured no slower than three anywhere
@@ -379,7 +384,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
 #
 # Each kernel that called ``_block`` directly carried, and compiled, its own copy of the
 # packing and the register tile (docs/compiling.md); ``_call_block`` is compiled once per
-# dtype as a C function (kernels/_jit.py: compiled_once) that every kernel calls by name.
+# dtype as a C function (runtime/jit.py: compiled_once) that every kernel calls by name.
 
 
 def _block_signature(dt):
@@ -577,11 +582,13 @@ def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, i
 
 
 def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
-            x_t: bool, y_t: bool, parallel: bool | None = None) -> np.ndarray:
+            x_t: bool, y_t: bool, threads: int = 1, parallel: bool | None = None
+            ) -> np.ndarray:
     """``out[i] = op(x[x_map[i]]) @ op(y[y_map[i]])`` for C-contiguous stacks x[Bx, ., .],
     y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
-    from ``_jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread;
+    from ``runtime.jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread,
+    ``threads`` (the pool's size) how many parts the output is split into;
     the bits are the same either way. An output with far fewer whole register tiles as
     its transpose is computed transposed (``computed_transposed``: a matrix times a
     vector fills one column of each tile as given, whole tile rows transposed)."""
@@ -592,7 +599,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     if K == 0:
         return np.zeros((batches, M, N), x.dtype)
     swapped, parallel, thin, row_parts, col_parts = _plan(
-        batches, M, N, K, x_t, y_t, panel_cols(x), get_num_threads(), parallel)
+        batches, M, N, K, x_t, y_t, panel_cols(x), threads, parallel)
     if swapped:
         # out^T = op(y)^T op(x)^T: the same terms summed in the same order (so the same
         # bits), with the short side of out on the tile's MR rows rather than across its

@@ -20,7 +20,7 @@ takes its channel sums in one serial pass over the rows instead, then gives each
 iteration whole rows. The block counts depend on the shape alone, so every result is
 bitwise the same at any thread count.
 
-Row sums are taken in the array's dtype by the reassociated helpers of ``_jit``
+Row sums are taken in the array's dtype by the reassociated helpers of ``kernels/basics.py``
 (vectorised, in an order fixed by the vector width). Batch norm accumulates a channel in
 float64 (the per-image sums, or the values themselves when S = 1), because a channel may
 hold millions of values.
@@ -31,15 +31,15 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ._jit import (
+from ..runtime.jit import (
     PARALLEL_IEEE_DIV_FMA,
     SERIAL,
     SERIAL_FMA,
     SERIAL_FUSED,
     SERIAL_IEEE_DIV,
     njit_with_serial,
-    vector_sum,
 )
+from .basics import vector_sum
 
 # Most row blocks (hence partial dw, db rows) of the layer norm backward: enough tasks for
 # the threads, few enough that adding the partials costs little next to the rows.

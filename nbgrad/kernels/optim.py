@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange, typed
 
-from ._jit import (
+from ..runtime.jit import (
     CHUNK,
     PARALLEL_IEEE_DIV,
     PARALLEL_REASSOC,

@@ -16,7 +16,7 @@ Derivations: docs/derivations.md#pooling.
 import numpy as np
 from numba import njit, prange
 
-from ._jit import PARALLEL, SERIAL, njit_with_serial, plain
+from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial, plain
 from .conv import out_range
 
 

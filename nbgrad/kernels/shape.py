@@ -14,7 +14,7 @@ docs/derivations.md#shape-ops-and-indexing.
 
 import numpy as np
 
-from ._jit import for_work
+from ..runtime.jit import for_work
 from .indexing import scatter_add_along
 
 

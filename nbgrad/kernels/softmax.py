@@ -22,14 +22,13 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ._jit import (
+from ..runtime.jit import (
     PARALLEL_IEEE_DIV_FMA,
     SERIAL_IEEE_DIV,
     SERIAL_IEEE_DIV_FMA,
-    dot,
     njit_with_serial,
-    vector_sum,
 )
+from .basics import dot, vector_sum
 from .fastmath import _f32_from_bits, exp, exp_nonpositive, log
 
 ROW_BLOCK = 32  # rows per prange iteration in the row kernels that need scratch

@@ -37,7 +37,8 @@ import rocket_fft  # noqa: F401  (loads DUCC0 and the Numba overloads before any
 from numba import prange
 from rocket_fft import c2c, c2r, r2c
 
-from ._jit import PARALLEL_FUSED, copy_into, njit_with_serial
+from ..runtime.jit import PARALLEL_FUSED, njit_with_serial
+from .basics import copy_into
 
 # The axes arguments of DUCC's transforms on a block of grids [s, H, W] (global arrays
 # are frozen into the compiled kernels as constants).

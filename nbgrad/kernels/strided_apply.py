@@ -16,7 +16,7 @@ contiguous inner "lane" loop processed in blocks of ``BLOCK`` elements. A lane w
 stride is not 1 is gathered into a small private buffer first (``lanes``), so the
 arithmetic loops (``binary_block``) always run over contiguous slices and vectorise.
 
-The kernels use NumPy's error model (``SERIAL_IEEE_DIV``, kernels/_jit.py): x / 0 is
+The kernels use NumPy's error model (``SERIAL_IEEE_DIV``, runtime/jit.py): x / 0 is
 inf or NaN as in NumPy and PyTorch. Each parallel task owns a fixed run of output rows,
 so results do not depend on the thread count. Derivations of the op codes' gradients:
 docs/derivations.md#element-wise-arithmetic.
@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ._jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
+from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
 from .fastmath import log
 
 # Op codes: out = f(u, v) elementwise (v is ignored by COPY).

@@ -28,9 +28,9 @@ from .. import dtypes
 from ..function import Function, Sample, register
 from ..kernels import activation as activation_kernels
 from ..kernels import softmax as softmax_kernels
-from ..kernels._jit import for_work
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import broadcast_shapes
+from ..runtime.jit import for_work
 from ..tensor import FLOAT_DTYPES, Tensor, lift
 from . import _args
 from .elementwise import exp, to

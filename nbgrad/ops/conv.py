@@ -17,10 +17,10 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import conv, conv_cols, conv_gemm, conv_s1, conv_shift, gemm
-from ..kernels._jit import PARALLEL_WORK_MIN, for_work
 from ..kernels.matmul import panel_cols, tiled_size
+from ..runtime.jit import PARALLEL_WORK_MIN, for_work
+from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
-from ..threads import get_num_threads
 from ._args import float_operands, int_tuple
 
 IntPair = int | tuple[int, int]
@@ -196,7 +196,7 @@ def _exact_path(path: str, w: np.ndarray) -> str:
 
 # The kernels by path and role ('shift': the shifted-planes input gradient that
 # conv2d_input_grad takes on the GEMM paths where it fits). Each but the 'cols' and
-# 'shift' kernels has a serial form (kernels/_jit.py: njit_with_serial), run below
+# 'shift' kernels has a serial form (runtime/jit.py: njit_with_serial), run below
 # PARALLEL_WORK_MIN multiply-adds; those two run one slot in the calling thread below
 # COLS_PARALLEL_MIN.
 _KERNELS = {
@@ -397,12 +397,12 @@ def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
 
 def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
     """db[F] = g summed over the batch and the map (memory-bound, so parallel from
-    _jit.PARALLEL_MIN elements, where two cores' bandwidth pays for the region)."""
+    jit.PARALLEL_MIN elements, where two cores' bandwidth pays for the region)."""
     return for_work(conv.conv2d_bias_grad, g.size)(_contig(g))
 
 
 def add_channel_bias(y: np.ndarray, b: np.ndarray) -> None:
-    """y[n, f] += b[f] in place (parallel from _jit.PARALLEL_MIN elements, as
+    """y[n, f] += b[f] in place (parallel from jit.PARALLEL_MIN elements, as
     ``conv2d_bias_grad``)."""
     for_work(conv.add_channel_bias, y.size)(y, b)
 

@@ -37,7 +37,7 @@ from ..dtypes import default_numpy, to_numpy
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import elementwise as elementwise_kernels
-from ..kernels._jit import PARALLEL_MIN, for_work
+from ..runtime.jit import PARALLEL_MIN, for_work
 from ..tensor import FLOAT_DTYPES, Tensor, lift
 from . import _args
 from .table import flat as _flat

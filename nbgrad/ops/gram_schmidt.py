@@ -20,7 +20,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import gemm
 from ..kernels import gram_schmidt as gram_schmidt_kernels
-from ..kernels._jit import PARALLEL_WORK_MIN
+from ..runtime.jit import PARALLEL_WORK_MIN
 from ..tensor import Tensor, lift
 from ._recompute import recompute_vjp
 from .shape import stack

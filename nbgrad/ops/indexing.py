@@ -30,7 +30,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import indexing as kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from .shape import dim_index, getitem, is_int, reshape
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import loss as loss_kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_input, real
 from .activation import log_softmax, sigmoid, softmax, softplus

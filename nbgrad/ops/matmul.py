@@ -27,6 +27,7 @@ from ..function import Function, Sample, register
 from ..kernels import matmul as matmul_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import ADD, broadcast_apply
+from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
 
 
@@ -74,7 +75,7 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     if x.ndim == y.ndim == 2:
         xs, tx = _c_stack(x, tx)
         ys, ty = _c_stack(y, ty)
-        return matmul_kernels.product(xs, ys, _ONE, _ONE, tx, ty).reshape(m, n)
+        return matmul_kernels.product(xs, ys, _ONE, _ONE, tx, ty, get_num_threads()).reshape(m, n)
     bx, by = x.shape[:-2], y.shape[:-2]
     if not by and bx and not tx:
         # y is one matrix: x's batch folds into the rows of a single product.
@@ -82,7 +83,8 @@ def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
     batch = bx if bx == by else np.broadcast_shapes(bx, by)
     xs, tx = _c_stack(x, tx)
     ys, ty = _c_stack(y, ty)
-    out = matmul_kernels.product(xs, ys, _batch_map(bx, batch), _batch_map(by, batch), tx, ty)
+    out = matmul_kernels.product(xs, ys, _batch_map(bx, batch), _batch_map(by, batch), tx, ty,
+                                  get_num_threads())
     return out.reshape(batch + (m, n))
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from .. import rng
 from ..function import Function, Sample, register
 from ..kernels import norm as norm_kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from . import _args
 from .elementwise import sqrt

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import pool as pool_kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
 from .conv import IntPair, _check_rank, _contig
@@ -73,7 +73,7 @@ POOL_PARALLEL_MIN = 1 << 14
 
 def _sized(kernel, work: int):
     """The pooling kernel's parallel form for ``work`` at or above POOL_PARALLEL_MIN,
-    else its serial form (kernels/_jit.py)."""
+    else its serial form (runtime/jit.py)."""
     return for_work(kernel, work, POOL_PARALLEL_MIN)
 
 

@@ -35,7 +35,7 @@ from ..dtypes import default_numpy
 from ..function import Function, Sample, register
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import reduce as reduce_kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import axes, dim_arg, float_input, keepdim_arg, one_axis, real
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import spectral as kernels
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands
 

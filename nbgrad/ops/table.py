@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels._jit import for_work
+from ..runtime.jit import for_work
 from ..tensor import Tensor
 from . import _args
 

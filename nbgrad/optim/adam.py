@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from ..kernels._jit import for_work
 from ..kernels.optim import adam_step
+from ..runtime.jit import for_work
 from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
 
 

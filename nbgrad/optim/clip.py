@@ -13,7 +13,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..kernels._jit import for_work
 from ..kernels.optim import (
     NORM_COUNT,
     NORM_MAX,
@@ -22,6 +21,7 @@ from ..kernels.optim import (
     chunk_norm_partials,
     chunk_work,
 )
+from ..runtime.jit import for_work
 from ..tensor import Tensor, tensor
 
 TensorOrTensors = Tensor | Iterable[Tensor]

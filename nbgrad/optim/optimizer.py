@@ -33,8 +33,8 @@ import numpy as np
 
 from ..autograd import enable_grad
 from ..autograd.versions import Version
-from ..compile_ahead import backward_ahead, compiles
 from ..kernels import optim as kernels
+from ..runtime.compile_ahead import compile_hook
 from ..tensor import FLOAT_DTYPES, Tensor
 
 ParamsT = Iterable[Tensor] | Iterable[dict[str, Any]] | Iterable[tuple[str, Tensor]]
@@ -169,13 +169,14 @@ class Optimizer:
             raise ValueError(f"{owner}: got an empty parameter list")
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
-        compiled = compiles.started
+        compiled = compile_hook.compiles.started
         for group in groups:
             self.add_param_group(group)
         self._ahead = 0
-        if compiles.started != compiled and type(self).__module__.startswith("nbgrad."):
+        if (compile_hook.compiles.started != compiled
+                and type(self).__module__.startswith("nbgrad.")):
             # a first use: the helper compiles the step while the forward pass goes on
-            self._ahead = backward_ahead.submit_step(type(self).__name__, [
+            self._ahead = compile_hook.submit_step(type(self).__name__, [
                 ([p._data for p in g["params"]],
                  {k: v for k, v in g.items() if k not in ("params", "param_names")})
                 for g in self.param_groups])
@@ -297,7 +298,7 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        backward_ahead.join(self._ahead)
+        compile_hook.join(self._ahead)
         for group, flats in zip(self.param_groups, self._synced()):
             for flat in flats:
                 work = flat.gather()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..kernels._jit import for_work
 from ..kernels.optim import rmsprop_step
+from ..runtime.jit import for_work
 from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
 
 

@@ -2,8 +2,9 @@
 ``BackwardAhead``, which hands an op's first-use calls, and a new optimiser's first step,
 to a helper process that compiles their backward and step kernels
 (docs/compiling.md#the-backward-compiled-ahead; the helper's own loop is
-``nbgrad.compiling._compile_backwards``). Imports nothing of nbgrad, so that
-``function`` and the autograd engine can use it."""
+``nbgrad.compiling._compile_backwards``). The core (``Function.apply``, the autograd engine,
+``Optimizer``) reaches it through one object, ``compile_hook``; like the rest of
+``runtime`` it imports nothing of nbgrad above it."""
 
 from __future__ import annotations
 
@@ -74,7 +75,8 @@ class BackwardAhead:
     ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up and check workers, and under
     ``nbgrad.distributed`` (its ranks fill the cores)."""
 
-    def __init__(self) -> None:
+    def __init__(self, compiles: CompileCount) -> None:
+        self.compiles = compiles  # Function.apply and Optimizer read compiles.started
         self.enabled = (os.environ.get("NBGRAD_COMPILE_AHEAD", "1") != "0"
                         and default_jobs() > 1)
         self.process: subprocess.Popen | None = None
@@ -137,7 +139,8 @@ class BackwardAhead:
             return self.finished.wait_for(lambda: self.done >= self.sent, timeout)
 
     def _start(self) -> None:
-        package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        package_root = os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))
         path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = dict(os.environ, NBGRAD_COMPILE_AHEAD="0", NBGRAD_COMPILE_NOTICE_SECONDS="-1",
                    PYTHONPATH=os.pathsep.join(path), **startup.numba_target_env())
@@ -168,5 +171,6 @@ class BackwardAhead:
             self.finished.notify_all()
 
 
-#: The helper of this process.
-backward_ahead = BackwardAhead()
+#: The helper of this process, and the compile count it holds: the core's one hook into
+#: the compiler.
+compile_hook = BackwardAhead(compiles)

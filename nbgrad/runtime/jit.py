@@ -31,11 +31,15 @@ from numba import types as nb_types
 from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
-from . import _cache
+from . import cache
+from .startup import host_vector_bytes
 
 # Before the first ``njit(cache=True)`` of nbgrad, since every kernel module imports its
-# preset from here (tests/test_cache.py checks every cached dispatcher of nbgrad).
-_cache.install()
+# preset from here (tests/testcache.py checks every cached dispatcher of nbgrad).
+cache.install()
+
+#: The width of the host's vector registers, which the kernels compile for (runtime/startup.py).
+VECTOR_BYTES = host_vector_bytes()
 
 FMA = {"contract"}
 REASSOC = {"reassoc"}
@@ -73,15 +77,6 @@ PARALLEL_WORK_MIN = 1 << 20
 CHUNK = 1 << 16
 
 
-@njit(**SERIAL_FUSED)
-def dot(a, b, n):
-    """sum_{j < n} a[j] * b[j], reassociated so that LLVM vectorises it (the summation
-    order depends on the machine's vector width, never on the thread count), with FMA."""
-    acc = a.dtype.type(0)
-    for j in range(n):
-        acc += a[j] * b[j]
-    return acc
-
 
 @intrinsic
 def plain(typingctx, value):
@@ -97,22 +92,6 @@ def plain(typingctx, value):
     return to(value), codegen
 
 
-@njit(**SERIAL)
-def copy_into(dst, src):
-    """dst[j] = src[j] for j < src.size (1-D arrays, dst at least as long). A loop, not a slice
-    assignment, whose shape check compiles Numba's error message (string formatting)
-    into the kernel: seconds of a cold start per pair of dimensions."""
-    for j in range(src.size):
-        dst[j] = src[j]
-
-
-@njit(**SERIAL_FUSED)
-def vector_sum(a):
-    """sum of a 1-D array in a's dtype, reassociated like ``dot``."""
-    s = a.dtype.type(0)
-    for j in range(a.size):
-        s += a[j]
-    return s
 
 
 def njit_with_serial(**preset) -> Callable:
@@ -152,7 +131,7 @@ def compiled_once(signature_of: Callable, **preset) -> Callable:
     optimises and emits all of it again, once per caller (the parallel region's body
     and the kernel are two). A C function is optimised once; callers only name its
     symbol, which the JIT linker resolves (in a fresh process through the cache's
-    check, ``_cache.provide_symbol``). Arrays are passed as Numba's array structures,
+    check, ``cache.provide_symbol``). Arrays are passed as Numba's array structures,
     so the function body is the plain jitted code. The dtype (float32 or float64, the
     ones whose symbols the cache knows) is that of the first array argument of a call;
     Numba casts the other arguments to the signature's types."""
@@ -169,7 +148,7 @@ def compiled_once(signature_of: Callable, **preset) -> Callable:
 
         dtypes = (nb_types.float32, nb_types.float64)
         for dtype in dtypes:
-            _cache.provide_symbol(symbol(dtype), functools.partial(provide, dtype))
+            cache.provide_symbol(symbol(dtype), functools.partial(provide, dtype))
 
         @intrinsic
         def call(typingctx, *args):

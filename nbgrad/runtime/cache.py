@@ -18,23 +18,23 @@ it gets wrong, and this module fixes for nbgrad's kernels only:
   float64 arrays and returns garbage. Here every data file records what it was compiled
   for (the index key, the source stamp and the Numba version) and is used only for that.
 * The source stamp covers the kernel's own file only, but kernels inline kernels of other
-  files (``_jit.dot`` into ``conv_s1``): an upgrade or an edit that changes only
-  ``_jit.py`` kept the old ``dot`` in every caller. Here the stamp also covers every
+  files (``basics.dot`` into ``conv_s1``): an upgrade or an edit that changes only
+  ``basics.py`` kept the old ``dot`` in every caller. Here the stamp also covers every
   kernel source file and the installed distribution.
 
 And one thing Numba has no notion of: a kernel that calls a C function of nbgrad by its
-symbol name (kernels/_jit.py: compiled_once) can be loaded only once the JIT linker
+symbol name (runtime/jit.py: compiled_once) can be loaded only once the JIT linker
 knows that symbol, so a data file that names one first loads the C function
 (``provide_symbol``).
 
 How it is wired in: ``Dispatcher.enable_caching`` (what ``njit(cache=True)`` calls) builds
 its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dispatcher``'s
 module globals at that moment (``cfunc(cache=True)`` likewise in ``numba.core.ccallback``'s).
-``install`` rebinds that name once in both (from ``_jit``, which
+``install`` rebinds that name once in both (from ``runtime.jit``, which
 nbgrad imports before any other kernel module) to a function that gives functions of
 nbgrad's modules a ``KernelCache`` (built on first use, ``LazyKernelCache``) and every
 other function Numba's own ``FunctionCache``.
-The kernel modules keep calling ``numba.njit`` with the presets of ``_jit``.
+The kernel modules keep calling ``numba.njit`` with the presets of ``runtime.jit``.
 tests/test_cache.py pins the wiring and the behaviour on damaged files.
 """
 
@@ -56,13 +56,15 @@ FILE_PREFIX = "nbgrad"
 @cache
 def install_stamp() -> str:
     """What identifies the kernels of this nbgrad: the sha256 of the source files of
-    ``nbgrad/kernels`` (every file a kernel is compiled from), and of the RECORD of the
+    ``nbgrad/kernels`` (every file a kernel is compiled from) and of ``runtime/jit.py``
+    (the presets and ``compiled_once``), and of the RECORD of the
     installed distribution (it lists the sha256 of every installed file, so any upgrade
     or reinstall changes it) or its version when the installer wrote no RECORD. The
     sources' digest is what tracks the edits of a source checkout or an editable install,
     whose RECORD does not change."""
     sources = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    package = Path(__file__).parents[1]
+    for path in [*sorted((package / "kernels").glob("*.py")), package / "runtime" / "jit.py"]:
         sources.update(path.read_bytes())
     site = str(Path(__file__).resolve().parents[2])
     for dist in importlib.metadata.distributions(name="nbgrad", path=[site]):
@@ -73,7 +75,7 @@ def install_stamp() -> str:
     return sources.hexdigest()
 
 
-# External symbols that kernels call by name (the C functions of kernels/_jit.py:
+# External symbols that kernels call by name (the C functions of runtime/jit.py:
 # compiled_once), each with what makes it known to the JIT linker. A kernel's cached machine
 # code names the symbols it calls, and the linker must know them before the code loads.
 _symbol_providers: dict[bytes, Callable[[], object]] = {}
