@@ -39,7 +39,7 @@ Methods (float32, every constant float32 so the loop stays float32):
 
 Accuracy, float32: error in units of the float32 result's ulp against the exact value
 (float64 NumPy/SciPy), on a dense sweep (every 61st float32 of the range, 1.2e7 to
-3.5e7 points per function; tests/test_fastmath.py repeats it on a coarser sweep):
+3.5e7 points per function; tests/kernels/test_fastmath.py repeats it on a coarser sweep):
 
     function  range swept                  max error (ulp)
     exp       [-104, 88.7]                 0.98
@@ -50,7 +50,7 @@ Accuracy, float32: error in units of the float32 result's ulp against the exact 
     tanh      [-20, 20]                    1.50
 
 The same bounds hold when the caller compiles with ``fastmath={"contract"}`` (FMA), as
-the activation kernels do (tests/test_fastmath.py checks both). Only ``contract`` is
+the activation kernels do (tests/kernels/test_fastmath.py checks both). Only ``contract`` is
 safe: ``reassoc`` would fold exp's rounding trick (t + 1.5 2^23) - 1.5 2^23 away, and
 ``nnan``/``ninf`` would break the edge handling.
 

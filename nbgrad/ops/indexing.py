@@ -259,7 +259,7 @@ def _embedding_samples(rng):
     rows = np.array([0, 2, 2, 4, 1, 2])
     yield Sample(weight, rows=rows, padding_idx=None, label="repeated rows")
     # a padding row that is read gets 0 by design, not its derivative: the sample's
-    # padding row is not read (tests/test_indexing_ops.py checks the masking)
+    # padding row is not read (tests/ops/test_indexing_ops.py checks the masking)
     yield Sample(weight, rows=rows, padding_idx=3, label="padding row 3")
 
 

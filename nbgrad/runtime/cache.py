@@ -35,7 +35,7 @@ nbgrad imports before any other kernel module) to a function that gives function
 nbgrad's modules a ``KernelCache`` (built on first use, ``LazyKernelCache``) and every
 other function Numba's own ``FunctionCache``.
 The kernel modules keep calling ``numba.njit`` with the presets of ``runtime.jit``.
-tests/test_cache.py pins the wiring and the behaviour on damaged files.
+tests/runtime/test_cache.py pins the wiring and the behaviour on damaged files.
 """
 
 import hashlib

@@ -13,7 +13,7 @@ import pytest
 from llvmlite import binding as llvm
 from numba.core.codegen import get_host_cpu_features
 
-ROOT = Path(__file__).resolve().parent.parent / "nbgrad"
+ROOT = Path(__file__).resolve().parents[2] / "nbgrad"
 
 
 def _module_name(path: Path) -> str:

@@ -28,7 +28,7 @@ import nbgrad  # noqa: F401  (imports every kernel module)
 from nbgrad.kernels import basics
 from nbgrad.runtime import cache as _cache
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # The cache files of basics.vector_sum (nbgrad names them nbgrad-basics.vector_sum-<line>...;
 # the pattern matches Numba's own naming too, so that these tests check behaviour).
 SUM = "*basics.vector_sum-*"

@@ -2,11 +2,9 @@
 references, the adjoint identities, direct vs fast kernels, PyTorch oracle, threads,
 bad input."""
 
-from contextlib import contextmanager
-
 import numpy as np
 import pytest
-from conftest import assert_same_bits, at_threads
+from conftest import PATHS, assert_same_bits, at_threads, kernel_form, kernel_path
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -20,25 +18,6 @@ from nbgrad.testing.strategies_conv import (
     conv2d_configs,
     conv_transpose2d_configs,
 )
-
-PATHS = ["direct", "s1", "gemm", "cols"]
-
-
-@contextmanager
-def kernel_path(path):
-    """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
-    kernels (where the stride is 1, else direct), the implicit GEMM or the GEMM over
-    blocks of images, for the input gradient too (never the shifted planes of
-    kernels/conv_shift.py, which tests/test_conv_shift.py covers)."""
-    saved = conv_ops._kernel_path, conv_ops.SHIFT_DTYPES
-
-    def forced(w_shape, geom, out_hw):
-        return "direct" if path == "s1" and geom[:2] != (1, 1) else path
-    conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = forced, ()
-    try:
-        yield
-    finally:
-        conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = saved
 
 
 def _pad4(padding):
@@ -784,19 +763,6 @@ def test_conv2d_hessian_vector_product_is_bilinear():
 
 
 # -- serial and parallel forms, small maps, empty batch -------------------------------------
-@contextmanager
-def kernel_form(form):
-    """Force the ops onto the parallel kernels ('parallel': thresholds 0) or their serial
-    forms ('serial': thresholds above any test's work; the 'cols' kernels in one slot)."""
-    saved = conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN
-    threshold = 0 if form == "parallel" else 1 << 62
-    conv_ops.PARALLEL_WORK_MIN = conv_ops.COLS_PARALLEL_MIN = threshold
-    try:
-        yield
-    finally:
-        conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN = saved
-
-
 # digits-like small maps: 1 -> 16 channels on 8x8, 16 -> 32 on 4x4 (padding 1), and a
 # strided 16 -> 8 on 6x6; batches that leave a partial block of images
 SMALL_MAPS = [((37, 1, 8, 8), (16, 1, 3, 3), dict(padding=1)),

@@ -344,7 +344,7 @@ def test_avg_pool2d_gradcheck(cfg, include, divisor):
 
 
 def test_registered_samples_cover_the_new_arguments():
-    """tests/test_pool.py gradchecks and gradgradchecks every registered sample; these
+    """tests/ops/test_pool.py gradchecks and gradgradchecks every registered sample; these
     must include ceil_mode windows and divisor_override."""
     rng = np.random.default_rng(0)
     for name in ("max_pool2d", "max_pool2d_grad", "avg_pool2d", "avg_pool2d_grad"):

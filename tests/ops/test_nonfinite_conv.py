@@ -21,9 +21,9 @@ from contextlib import ExitStack
 
 import numpy as np
 import pytest
+from conftest import PATHS, kernel_form, kernel_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_conv import PATHS, kernel_form, kernel_path
 
 import nbgrad as nb
 from nbgrad.testing.strategies_conv import (
@@ -245,7 +245,7 @@ CONV_OPS = ("conv2d", "conv1d", "conv_transpose2d")
 
 def _empty_cases():
     """(op, axis, path, form): the convolutions on every kernel path in its serial and
-    parallel forms (tests/test_pool.py covers the pooling forms on an empty batch)."""
+    parallel forms (tests/ops/test_pool.py covers the pooling forms on an empty batch)."""
     for op, (_, _, axes) in EMPTY_CASES.items():
         for axis in axes:
             if op not in CONV_OPS:
@@ -271,7 +271,7 @@ def test_empty_axis_errors_or_zeros_as_torch(op, axis, path, form):
     """An error where PyTorch raises (naming the op), else PyTorch's shapes and values:
     empty outputs and input gradients, zero weight and bias gradients (never
     uninitialised memory). conv2d/conv1d with no input channels are the exception (see
-    tests/test_conv.py: test_no_input_channels_gives_the_bias): PyTorch returns an empty
+    tests/ops/test_conv.py: test_no_input_channels_gives_the_bias): PyTorch returns an empty
     [N, 0, ...] output, nbgrad the bias in the shape of the definition."""
     torch = pytest.importorskip("torch")
     inputs, kwargs = _with_empty_axis(op, axis)
