@@ -60,18 +60,36 @@ SERIAL_IEEE_DIV_FMA = {"cache": True, "error_model": "numpy", "fastmath": FMA}
 PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy",
                          "fastmath": FMA}
 
-# The serial/parallel policy (docs/threads.md). Below this many elements the element-wise,
-# broadcast, reduction, activation and loss kernels run serially: waking the threads
-# would cost more than the loop, and when another process holds a core a parallel
-# region waits for it, which can cost a hundred times the loop
-# (docs/benchmarks.md#threads).
+# The serial/parallel policy, in one place (docs/threads.md): a kernel with a serial and a
+# parallel form runs the parallel one from a minimum amount of work, in the unit its
+# family counts. Below it waking the threads costs more than the loop, and when another
+# process holds a core a parallel region waits for it, which can cost a hundred times the
+# loop (docs/benchmarks.md#threads).
+#
+# Elements of the element-wise, broadcast, reduction, activation and loss kernels.
 PARALLEL_MIN = 1 << 17
-# Below this many multiply-adds the convolution, matmul and Gram-Schmidt kernels run
-# their serial form (``for_work(kernel, work, PARALLEL_WORK_MIN)``). With a busy core,
-# parallel regions pay only past several million MACs; on an idle machine a region's
-# fixed cost is about a tenth of a 1M-MAC call, so 2^20 is where splitting starts to
-# pay (docs/benchmarks.md#threads).
+# Multiply-adds of the convolution, matmul and Gram-Schmidt kernels. With a busy core,
+# parallel regions pay only past several million; on an idle machine a region's fixed
+# cost is about a tenth of a 1M-MAC call, so 2^20 is where splitting starts to pay.
 PARALLEL_WORK_MIN = 1 << 20
+# Multiply-adds of the 'cols' convolution kernels, which share blocks of images out over
+# the threads: below about 2^18 waking the second thread costs more than it saves.
+COLS_PARALLEL_MIN = 1 << 18
+# Elements of x read (forward) or dx written (backward) by a pooling kernel: about where
+# two threads start to beat one on the max-pool kernels (docs/benchmarks.md#pooling).
+POOL_PARALLEL_MIN = 1 << 14
+# Grid points of a slice (FFT) or complex multiply-adds (mode mixing) of the spectral
+# kernels.
+SPECTRAL_PARALLEL_MIN = 1 << 15
+# Basis elements of the Laplace-operator kernels (row-parallel).
+LAPLACE_PARALLEL_MIN = 1 << 18
+
+
+def runs_parallel(work: int, minimum: int = PARALLEL_MIN) -> bool:
+    """Whether ``work`` (in the unit ``minimum`` counts) is enough for the parallel form."""
+    return work >= minimum
+
+
 # Elements per task of their parallel forms (fixed, so every partial sum is the same at
 # any thread count).
 CHUNK = 1 << 16
