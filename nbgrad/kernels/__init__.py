@@ -1,1 +1,2 @@
-"""Numba loop nests: ndarrays in, ndarrays out. Nothing here imports from outside kernels/."""
+"""Numba loop nests: ndarrays in, ndarrays out. A kernel module imports other kernels and
+``nbgrad.runtime.jit`` (the compile presets) only (docs/architecture.md)."""
