@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 
-from nbgrad.ops import conv as conv_ops
+import nbgrad as nb
+from nbgrad.ops import conv_plan
 
 # The tests count the compiles of this process, so the helper that compiles backward
 # passes alongside (nbgrad.runtime.compile_ahead.BackwardAhead) stays off; test_compiling.py runs it
@@ -51,30 +52,53 @@ PATHS = ["direct", "s1", "gemm", "cols"]
 
 
 @contextmanager
+def _planning_with(name, chooser):
+    """The conv plans made inside the block choose with ``chooser`` instead of
+    ``conv_plan.<name>`` (ops/conv_plan.py)."""
+    saved = getattr(conv_plan, name)
+    setattr(conv_plan, name, chooser)
+    try:
+        yield
+    finally:
+        setattr(conv_plan, name, saved)
+
+
 def kernel_path(path):
     """Force the ops onto one kernel family: the direct loop nests, the stride-1 span
     kernels (where the stride is 1, else direct), the implicit GEMM or the GEMM over
     blocks of images, for the input gradient too (never the shifted planes of
     kernels/conv_shift.py, which tests/kernels/test_conv_shift.py covers)."""
-    saved = conv_ops._kernel_path, conv_ops.SHIFT_DTYPES
-
-    def forced(w_shape, geom, out_hw):
-        return "direct" if path == "s1" and geom[:2] != (1, 1) else path
-    conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = forced, ()
-    try:
-        yield
-    finally:
-        conv_ops._kernel_path, conv_ops.SHIFT_DTYPES = saved
+    def forced(w_shape, geometry, in_hw, dtype):
+        family = "direct" if path == "s1" and (geometry.sh, geometry.sw) != (1, 1) else path
+        return conv_plan.Paths(family, family)
+    return _planning_with("choose_paths", forced)
 
 
-@contextmanager
 def kernel_form(form):
-    """Force the ops onto the parallel kernels ('parallel': thresholds 0) or their serial
-    forms ('serial': thresholds above any test's work; the 'cols' kernels in one slot)."""
-    saved = conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN
-    threshold = 0 if form == "parallel" else 1 << 62
-    conv_ops.PARALLEL_WORK_MIN = conv_ops.COLS_PARALLEL_MIN = threshold
-    try:
-        yield
-    finally:
-        conv_ops.PARALLEL_WORK_MIN, conv_ops.COLS_PARALLEL_MIN = saved
+    """Force the ops onto the parallel kernels ('parallel') or their serial forms
+    ('serial'; the 'cols' and shifted-planes kernels in one slot)."""
+    return _planning_with("parallel_from", lambda family, work: form == "parallel")
+
+
+def draw_conv_operands(cfg, seed=0, dtype=np.float64):
+    """x, w and (if cfg["bias"]) b for a config of nbgrad.testing.strategies_conv;
+    transposed configs have output_padding and F = w.shape[1] * groups output channels."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(cfg["x_shape"]).astype(dtype)
+    w = rng.standard_normal(cfg["w_shape"]).astype(dtype)
+    F = w.shape[1] * cfg["groups"] if "output_padding" in cfg else w.shape[0]
+    b = rng.standard_normal(F).astype(dtype) if cfg["bias"] else None
+    return x, w, b
+
+
+def pair(v):
+    """An int or a pair as a pair."""
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+def conv_all_grads(fn, x, w, b, g):
+    """y and the gradients of x, w and b of ``fn(x, w, b)`` for the upstream gradient g."""
+    xt, wt, bt = (nb.tensor(a, requires_grad=True) for a in (x, w, b))
+    y = fn(xt, wt, bt)
+    y.backward(g)
+    return y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()

@@ -19,9 +19,12 @@ implied by the output size (OH, OW), so asymmetric padding ('same' with an even 
 needs nothing extra. Input positions no output reads (trailing rows when the stride
 does not divide the span) get a zero gradient.
 
-Five implementations (ops/conv.py picks one per call, and the serial or the parallel
-form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
-``*_cols`` kernels have one form, run in one slot or several):
+Five implementations (ops/conv_plan.py picks one per role, and the serial or the
+parallel form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN;
+the ``*_cols`` kernels have one form, run in one slot or several). Each family's module
+has the same entry points, which ops/conv.py calls: ``forward(x, w, b, geometry, run)``,
+``input_grad(g, w, dx, geometry, run)`` and ``weight_grad(x, g, geometry, run)`` (those
+it has), with ``geometry`` a ``ConvGeometry`` and ``run`` a ``KernelRun``:
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
   reference, and the path for strided convolutions with few channels per group.
 * ``*_s1`` (kernels/conv_s1.py): stride 1 on zero-padded planes (long contiguous
@@ -37,9 +40,10 @@ form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN; the
 The tests compare ``*_s1``, ``*_gemm``, ``*_cols`` and ``*_shift`` with ``*_direct``.
 The fast forms multiply implicit zeros (padding, scratch columns, tile padding) by the
 other operand, so they are exact only for finite operands (0 * inf = NaN); ``*_direct``
-forms only the products of the definition. ops/conv.py sends a forward or input gradient
-whose w holds an inf or NaN to ``*_direct``, and recomputes a weight gradient there when
-the fast form's result is not all finite (``all_finite``; docs/derivations.md#non-finite-operands).
+forms only the products of the definition. The plan (ops/conv_plan.py) sends a forward or
+input gradient whose w holds an inf or NaN to ``*_direct``, and ops/conv.py recomputes a
+weight gradient there when the fast form's result is not all finite (``all_finite``;
+docs/derivations.md#non-finite-operands).
 
 Each parallel kernel opens one parallel region per call: fills and reductions outside
 its ``prange`` loop are serial helpers (an array expression or np.zeros in a
@@ -52,11 +56,67 @@ order; cols: one per block of images, summed in block order); the bias gradient 
 db[f]. So no result depends on the thread count.
 """
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
 from .basics import vector_sum
+
+
+class ConvGeometry(NamedTuple):
+    """One convolution's scalars, as every kernel family's entry point takes them:
+    stride, top/left padding, dilation, groups, kernel size and output size (the input
+    size is that of x, or of the dx the caller passes)."""
+
+    sh: int
+    sw: int
+    ph: int
+    pw: int
+    dh: int
+    dw: int
+    groups: int
+    KH: int
+    KW: int
+    OH: int
+    OW: int
+
+    @property
+    def scalars(self) -> tuple:
+        """sh, sw, ph, pw, dh, dw, groups: the loop nests' scalar arguments."""
+        return self[:7]
+
+    @property
+    def stride1_scalars(self) -> tuple:
+        """ph, pw, dh, dw, groups: those of the stride-1 kernels (kernels/conv_s1.py)."""
+        return self[2:7]
+
+    @property
+    def kernel_hw(self) -> tuple[int, int]:
+        return self.KH, self.KW
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        return self.OH, self.OW
+
+
+class KernelRun(NamedTuple):
+    """How one kernel call runs: the parallel form or the serial one (``njit_with_serial``),
+    the slots of scratch its tasks share out over, and for the 'cols' kernels the images
+    per block, the weight gradient's form of the parts and the forward's kept im2col
+    matrices (kernels/conv_cols.py; None for none)."""
+
+    parallel: bool
+    slots: int
+    block: int = 1
+    part_form: int = 0
+    kept: np.ndarray | None = None
+
+    def form_of(self, kernel: Callable) -> Callable:
+        """``kernel`` (an ``njit_with_serial`` kernel) or its serial form."""
+        return kernel if self.parallel else kernel.serial
 
 
 @njit(**SERIAL)
@@ -127,12 +187,29 @@ def row_fma(acc, a, src, lo, hi, stride, offset):
 
 
 # -- direct loop nests (reference) ---------------------------------------------------------
+@njit(**SERIAL)
+def tap_spans(KH, KW, sh, sw, ph, pw, dh, dw, H, W, OH, OW):
+    """Per tap t = kh*KW + kw: the outputs [oh_lo, oh_hi) x [ow_lo, ow_hi) whose tap lies
+    inside the H x W input, and the offsets kh*dh - ph and kw*dw - pw of the input row
+    oh*sh + kh*dh - ph and column ow*sw + kw*dw - pw it reads, as spans[t, 0:6]."""
+    spans = np.empty((KH * KW, 6), np.int64)
+    for kh in range(KH):
+        oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
+        for kw in range(KW):
+            ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
+            t = kh * KW + kw
+            spans[t, 0], spans[t, 1], spans[t, 2], spans[t, 3] = oh_lo, oh_hi, ow_lo, ow_hi
+            spans[t, 4], spans[t, 5] = kh * dh - ph, kw * dw - pw
+    return spans
+
+
 @njit_with_serial(**PARALLEL)
 def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
     """y[N, F, OH, OW]; ``b`` has F entries (zeros for no bias). Parallel over (n, f)."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
+    spans = tap_spans(KH, KW, sh, sw, ph, pw, dh, dw, H, W, OH, OW)
     y = np.empty((N, F, OH, OW), x.dtype)
     for nf in prange(N * F):
         n = nf // F
@@ -142,15 +219,12 @@ def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
         out[:, :] = b[f]
         for cl in range(Cg):
             xc = x[n, c0 + cl]
-            for kh in range(KH):
-                oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-                for kw in range(KW):
-                    ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                    wv = w[f, cl, kh, kw]
-                    for oh in range(oh_lo, oh_hi):
-                        ih = oh * sh + kh * dh - ph
-                        # out[oh, ow] += wv * xc[ih, ow*sw + kw*dw - pw]
-                        row_axpy(out[oh], wv, xc[ih], ow_lo, ow_hi, sw, kw * dw - pw)
+            for t in range(KH * KW):
+                wv = w[f, cl, t // KW, t % KW]
+                for oh in range(spans[t, 0], spans[t, 1]):
+                    # out[oh, ow] += wv * xc[oh*sh + kh*dh - ph, ow*sw + kw*dw - pw]
+                    row_axpy(out[oh], wv, xc[oh * sh + spans[t, 4]], spans[t, 2], spans[t, 3],
+                             sw, spans[t, 5])
     return y
 
 
@@ -164,6 +238,7 @@ def conv2d_input_grad_direct(g, w, dx, sh, sw, ph, pw, dh, dw, groups):
     _, Cg, KH, KW = w.shape
     _, C, H, W = dx.shape
     Fg = F // groups
+    spans = tap_spans(KH, KW, sh, sw, ph, pw, dh, dw, H, W, OH, OW)
     for nc in prange(N * C):
         n = nc // C
         c = nc % C
@@ -174,15 +249,12 @@ def conv2d_input_grad_direct(g, w, dx, sh, sw, ph, pw, dh, dw, groups):
         for fl in range(Fg):
             f = gi * Fg + fl
             gp = g[n, f]
-            for kh in range(KH):
-                oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-                for kw in range(KW):
-                    ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                    wv = w[f, cl, kh, kw]
-                    for oh in range(oh_lo, oh_hi):
-                        ih = oh * sh + kh * dh - ph
-                        # plane[ih, ow*sw + kw*dw - pw] += wv * gp[oh, ow]
-                        row_scatter(plane[ih], wv, gp[oh], ow_lo, ow_hi, sw, kw * dw - pw)
+            for t in range(KH * KW):
+                wv = w[f, cl, t // KW, t % KW]
+                for oh in range(spans[t, 0], spans[t, 1]):
+                    # plane[oh*sh + kh*dh - ph, ow*sw + kw*dw - pw] += wv * gp[oh, ow]
+                    row_scatter(plane[oh * sh + spans[t, 4]], wv, gp[oh], spans[t, 2],
+                                spans[t, 3], sw, spans[t, 5])
     return dx
 
 
@@ -191,28 +263,23 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
     """dw[F, C/groups, KH, KW]. Parallel over (f, cl); the batch is summed inside, in order."""
     N, C, H, W = x.shape
     _, F, OH, OW = g.shape
-    Cg = C // groups
-    Fg = F // groups
+    Cg, Fg = C // groups, F // groups
+    spans = tap_spans(KH, KW, sh, sw, ph, pw, dh, dw, H, W, OH, OW)
     dwt = np.empty((F, Cg, KH, KW), x.dtype)
     for fc in prange(F * Cg):
         f = fc // Cg
         cl = fc % Cg
         c = (f // Fg) * Cg + cl
-        # acc[kh, kw, ow]: partial sums along the output row, summed once at the end.
-        acc = np.zeros((KH, KW, OW), x.dtype)
+        # acc[t, ow]: partial sums along the output row, summed once at the end.
+        acc = np.zeros((KH * KW, OW), x.dtype)
         for n in range(N):
-            for kh in range(KH):
-                oh_lo, oh_hi = out_range(kh * dh - ph, sh, H, OH)
-                for kw in range(KW):
-                    ow_lo, ow_hi = out_range(kw * dw - pw, sw, W, OW)
-                    for oh in range(oh_lo, oh_hi):
-                        ih = oh * sh + kh * dh - ph
-                        # acc[kh, kw, ow] += g[n, f, oh, ow] * x[n, c, ih, ow*sw + kw*dw - pw]
-                        row_fma(acc[kh, kw], g[n, f, oh], x[n, c, ih], ow_lo, ow_hi, sw,
-                                kw * dw - pw)
-        for kh in range(KH):
-            for kw in range(KW):
-                dwt[f, cl, kh, kw] = acc[kh, kw].sum()
+            for t in range(KH * KW):
+                for oh in range(spans[t, 0], spans[t, 1]):
+                    # acc[t, ow] += g[n, f, oh, ow] * x[n, c, oh*sh + kh*dh - ph, ow*sw + ...]
+                    row_fma(acc[t], g[n, f, oh], x[n, c, oh * sh + spans[t, 4]], spans[t, 2],
+                            spans[t, 3], sw, spans[t, 5])
+        for t in range(KH * KW):
+            dwt[f, cl, t // KW, t % KW] = acc[t].sum()
     return dwt
 
 
@@ -290,3 +357,20 @@ def add_channel_bias(y, b):
         for i in range(H):
             for j in range(W):
                 plane[i, j] += bias
+
+
+# -- the direct family's entry points (ops/conv.py) -----------------------------------------
+def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
+            run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_forward_direct)(x, w, b, *geometry.scalars, *geometry.out_hw)
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_input_grad_direct)(g, w, dx, *geometry.scalars)
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_weight_grad_direct)(x, g, *geometry.kernel_hw,
+                                                  *geometry.scalars)

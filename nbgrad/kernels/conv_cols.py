@@ -19,11 +19,11 @@ with k = (cl*KH + kh)*KW + kw (w's order) and c = gi*Cg + cl. Then (each product
                  block order
 
 with gb[fl, j] = g[n0 + b, gi*Fg + fl, oh, ow]. The block size B comes from the shapes
-alone (ops/conv.py), so every sum has the same order at any thread count. Slot s (one
-per thread, with private buffers) takes blocks s, s + slots, ...: in one parallel region,
-or in the calling thread when ops/conv.py gives one slot to a small call. One compiled
-form serves both, so a model whose small and large layers take this path compiles each
-kernel once.
+alone (ops/conv_plan.py), so every sum has the same order at any thread count. Slot s
+(one per thread, with private buffers) takes blocks s, s + slots, ...: in one parallel
+region, or in the calling thread when the plan gives one slot to a small call. One
+compiled form serves both, so a model whose small and large layers take this path
+compiles each kernel once.
 """
 
 import numpy as np
@@ -31,6 +31,7 @@ from numba import njit, prange, types
 
 from ..runtime.jit import PARALLEL, SERIAL, compiled_once, plain
 from .basics import dot
+from .conv import ConvGeometry, KernelRun
 from .conv_gemm import group_filters, zeros2
 from .matmul import matrix_product
 
@@ -290,6 +291,21 @@ def slot_signature(*arrays, scalars: int):
     return signature_of
 
 
+@njit(**SERIAL)
+def block_layout(Cg, KH, KW, OH, OW, sh, sw, dh, dw, B):
+    """(Kg, P, Hp, Wp): the taps per group, the columns of a full block of B images (a
+    partial block's extra ones are discarded) and the padded planes' extent."""
+    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    return Cg * KH * KW, B * OH * OW, Hp, Wp
+
+
+@njit(**SERIAL)
+def block_images(blk, B, N):
+    """(n0, nb): the first image of block blk and its number of images."""
+    n0 = blk * B
+    return n0, min(B, N - n0)
+
+
 @compiled_once(slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=10), **SERIAL)
 def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
                    B, keep):
@@ -300,12 +316,9 @@ def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph,
     N, C = x.shape[:2]
     groups = w_flat.shape[0]
     Cg, Fg, OH, OW = C // groups, y.shape[1] // groups, y.shape[2], y.shape[3]
-    Kg = Cg * KH * KW
-    P = B * OH * OW
-    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    Kg, P, Hp, Wp = block_layout(Cg, KH, KW, OH, OW, sh, sw, dh, dw, B)
     for blk in range(s, (N + B - 1) // B, slots):
-        n0 = blk * B
-        nb = min(B, N - n0)
+        n0, nb = block_images(blk, B, N)
         for gi in range(groups):
             c = cols[blk * groups + gi if keep else 0]
             pad_block(x, n0, nb, gi * Cg, Cg, ph, pw, Hp, Wp, xp)
@@ -354,12 +367,9 @@ def input_grad_blocks(s, slots, g, w_flat, dx, gb, dcols, dxp, ptr, at, KH, KW, 
     N, F, OH, OW = g.shape
     groups = w_flat.shape[0]
     Cg, Fg = dx.shape[1] // groups, F // groups
-    Kg = Cg * KH * KW
-    P = B * OH * OW
-    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    Kg, P, Hp, Wp = block_layout(Cg, KH, KW, OH, OW, sh, sw, dh, dw, B)
     for blk in range(s, (N + B - 1) // B, slots):
-        n0 = blk * B
-        nb = min(B, N - n0)
+        n0, nb = block_images(blk, B, N)
         for gi in range(groups):
             gather_grad(g, n0, nb, gi * Fg, Fg, gb, P, plain(1))
             matrix_product(w_flat[gi], True, gb, False, dcols, Kg, P, Fg)
@@ -429,7 +439,7 @@ def sum_parts(parts):
     return total
 
 
-# How the weight gradient computes each block's part (ops/conv.py picks the form:
+# How the weight gradient computes each block's part (ops/conv_plan.py picks the form:
 # COLS_DOTS_PART): as [Kg, Fg] = cols [Kg, P] @ gb [P, Fg] (TAPS_FIRST), as [Fg, Kg] =
 # gb [Fg, P] @ cols [P, Kg] (FILTERS_FIRST), or as Fg*Kg dot products of rows of P
 # (DOTS, laid out as FILTERS_FIRST), for parts too small to fill the register tiles.
@@ -467,17 +477,14 @@ def weight_grad_blocks(s, slots, x, g, parts, xp, cols, gb, KH, KW, sh, sw, ph, 
     N, C = x.shape[:2]
     _, F, OH, OW = g.shape
     Cg, Fg = C // groups, F // groups
-    Kg = Cg * KH * KW
-    P = B * OH * OW
-    Hp, Wp = padded_extent(OH, OW, KH, KW, sh, sw, dh, dw)
+    Kg, P, Hp, Wp = block_layout(Cg, KH, KW, OH, OW, sh, sw, dh, dw, B)
     # the layouts: cols [P, Kg] for FILTERS_FIRST, else [Kg, P]; gb [P, Fg] for TAPS_FIRST,
     # else [Fg, P]
     k_step, j_step = (1, Kg) if form == FILTERS_FIRST else (P, 1)
     f_step, i_step = (1, Fg) if form == TAPS_FIRST else (P, 1)
     M, Nc = (Kg, Fg) if form == TAPS_FIRST else (Fg, Kg)
     for blk in range(s, (N + B - 1) // B, slots):
-        n0 = blk * B
-        nb = min(B, N - n0)
+        n0, nb = block_images(blk, B, N)
         used = nb * OH * OW
         for gi in range(groups):
             c = cols[blk * groups + gi if kept else 0]
@@ -528,3 +535,26 @@ def conv2d_weight_grad_cols(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups, B, slo
                                kept if have else cols[s:s + 1], gb[s], KH, KW, sh, sw, ph,
                                pw, dh, dw, groups, B, form, have)
     return filters_major(sum_parts(parts), groups, Fg, Kg, form).reshape(F, Cg, KH, KW)
+
+
+# -- the family's entry points (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) -----
+def _kept(run: KernelRun, like: np.ndarray) -> np.ndarray:
+    """The kernels' ``kept`` argument: the run's im2col matrices, or [0, 0] for none."""
+    return np.empty((0, 0), like.dtype) if run.kept is None else run.kept
+
+
+def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
+            run: KernelRun) -> np.ndarray:
+    return conv2d_forward_cols(x, w, b, *geometry.scalars, *geometry.out_hw, run.block,
+                               run.slots, _kept(run, x))
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    return conv2d_input_grad_cols(g, w, dx, *geometry.scalars, run.block, run.slots)
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    return conv2d_weight_grad_cols(x, g, *geometry.kernel_hw, *geometry.scalars, run.block,
+                                   run.slots, run.part_form, _kept(run, x))

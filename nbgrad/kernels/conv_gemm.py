@@ -30,7 +30,7 @@ from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial
 from .basics import copy_into
-from .conv import out_range, planes_from_pitch, row_gather
+from .conv import ConvGeometry, KernelRun, out_range, planes_from_pitch, row_gather
 from .gemm import MR, NR, offset_gemm, round_up
 
 
@@ -331,3 +331,21 @@ def sum_image_parts(parts, Kg, Fg):
             for fl in range(Fg):
                 dw3[gi, fl, k] = total[gi, k, fl]
     return dw3
+
+
+# -- the family's entry points (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) -----
+def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
+            run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_forward_gemm)(x, w, b, *geometry.scalars, *geometry.out_hw,
+                                            run.slots)
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_input_grad_gemm)(g, w, dx, *geometry.scalars, run.slots)
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_weight_grad_gemm)(x, g, *geometry.kernel_hw, *geometry.scalars,
+                                                run.slots)

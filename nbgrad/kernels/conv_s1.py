@@ -25,7 +25,7 @@ from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial, plain
 from .basics import copy_into, dot
-from .conv import plane_sum, planes_from_pitch
+from .conv import ConvGeometry, KernelRun, plane_sum, planes_from_pitch
 from .gemm import SPAN, offset_gemv, round_up
 
 
@@ -75,6 +75,28 @@ def span_taps(KH, KW, dh, dw, Wp):
         for kw in range(KW):
             offs[kh * KW + kw] = kh * dh * Wp + kw * dw
     return offs
+
+
+@njit(**SERIAL)
+def span_layout(OH, OW, KH, KW, dh, dw):
+    """(Hp, Wp, offs): the rows and the pitch of the zero-padded planes, and the taps'
+    flat offsets on that pitch (span_taps)."""
+    Hp = OH + dh * (KH - 1)
+    Wp = OW + dw * (KW - 1)
+    return Hp, Wp, span_taps(KH, KW, dh, dw, Wp)
+
+
+@njit(**SERIAL)
+def input_grad_layout(w, groups, Hp, Wp, offs):
+    """(margin, R, rows, wt) of the input gradient on the padded planes: the zero margin in
+    front of each output-gradient plane (>= every tap offset, keeping the planes 64-byte
+    aligned), the planes' pitch R in gq, the span starts of every (plane, tap) pair read
+    backwards, and the weights by input channel (taps_by_channel)."""
+    F, Cg, KH, KW = w.shape
+    margin = round_up(offs[-1], 16)
+    R = margin + round_up(Hp * Wp, SPAN)
+    rows = shifted_rows(F // groups, R, offs, plain(-1), margin)
+    return margin, R, rows, taps_by_channel(w.reshape(F, Cg, KH * KW), groups)
 
 
 @njit(**SERIAL)
@@ -141,12 +163,10 @@ def input_grad_group(gq, rows, wt, dxp, dx_n, c0, ph, pw, Hp, Wp):
 def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots):
     """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group) tasks: the
     group's planes are padded once for its Fg filters."""
-    N, C, H, W = x.shape
+    N = x.shape[0]
     F, Cg, KH, KW = w.shape
     Fg = F // groups
-    Hp = OH + dh * (KH - 1)
-    Wp = OW + dw * (KW - 1)
-    offs = span_taps(KH, KW, dh, dw, Wp)
+    Hp, Wp, offs = span_layout(OH, OW, KH, KW, dh, dw)
     rows = shifted_rows(Cg, Hp * Wp, offs, plain(1), plain(0))
     w2 = w.reshape(F, Cg * KH * KW)
     P = round_up((OH - 1) * Wp + OW, SPAN)
@@ -171,13 +191,8 @@ def conv2d_input_grad_s1(g, w, dx, ph, pw, dh, dw, groups, slots):
     N, F, OH, OW = g.shape
     _, Cg, KH, KW = w.shape
     Fg = F // groups
-    Hp = OH + dh * (KH - 1)
-    Wp = OW + dw * (KW - 1)
-    offs = span_taps(KH, KW, dh, dw, Wp)
-    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
-    R = margin + round_up(Hp * Wp, SPAN)
-    rows = shifted_rows(Fg, R, offs, plain(-1), margin)
-    wt = taps_by_channel(w.reshape(F, Cg, KH * KW), groups)
+    Hp, Wp, offs = span_layout(OH, OW, KH, KW, dh, dw)
+    margin, R, rows, wt = input_grad_layout(w, groups, Hp, Wp, offs)
     gqs = np.empty((slots, Fg * R), g.dtype)
     dxp = np.empty((slots, Cg, R - margin), g.dtype)
     for s in prange(slots):
@@ -197,10 +212,8 @@ def conv2d_weight_grad_s1(x, g, KH, KW, ph, pw, dh, dw, groups, slots):
     _, F, OH, OW = g.shape
     Cg = C // groups
     Fg = F // groups
-    Hp = OH + dh * (KH - 1)
-    Wp = OW + dw * (KW - 1)
+    Hp, Wp, offs = span_layout(OH, OW, KH, KW, dh, dw)
     L = (OH - 1) * Wp + OW
-    offs = span_taps(KH, KW, dh, dw, Wp)
     dwt = np.empty((F, Cg, KH * KW), x.dtype)
     acc = np.empty((slots, KH * KW), x.dtype)
     part = np.empty((slots, KH * KW), x.dtype)
@@ -232,14 +245,9 @@ def conv2d_backward_s1(x, g, w, ph, pw, dh, dw, groups, need_dx, slots):
     _, Cg, KH, KW = w.shape
     Fg = F // groups
     T = KH * KW
-    Hp = OH + dh * (KH - 1)
-    Wp = OW + dw * (KW - 1)
+    Hp, Wp, offs = span_layout(OH, OW, KH, KW, dh, dw)
     L = (OH - 1) * Wp + OW
-    offs = span_taps(KH, KW, dh, dw, Wp)
-    margin = round_up(offs[-1], 16)  # >= every tap offset; keeps gq planes 64-byte aligned
-    R = margin + round_up(Hp * Wp, SPAN)
-    rows = shifted_rows(Fg, R, offs, plain(-1), margin)
-    wt = taps_by_channel(w.reshape(F, Cg, T), groups)
+    margin, R, rows, wt = input_grad_layout(w, groups, Hp, Wp, offs)
     dx = np.empty((N if need_dx else 0, C, H, W), x.dtype)
     parts = np.empty((N, F, Cg, T), x.dtype)
     sums = np.empty((N, F), x.dtype)
@@ -279,3 +287,28 @@ def sum_batch_parts(parts, sums):
                 for t in range(T):
                     dwt[f, cl, t] += parts[n, f, cl, t]
     return dwt, db
+
+
+# -- the family's entry points (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) -----
+def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
+            run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_forward_s1)(x, w, b, *geometry.stride1_scalars,
+                                          *geometry.out_hw, run.slots)
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_input_grad_s1)(g, w, dx, *geometry.stride1_scalars, run.slots)
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    return run.form_of(conv2d_weight_grad_s1)(x, g, *geometry.kernel_hw,
+                                              *geometry.stride1_scalars, run.slots)
+
+
+def backward(x: np.ndarray, g: np.ndarray, w: np.ndarray, geometry: ConvGeometry,
+             run: KernelRun, need_dx: bool) -> tuple:
+    """(dx, dw, db) in one pass (``conv2d_backward_s1``; dx empty unless need_dx)."""
+    return run.form_of(conv2d_backward_s1)(x, g, w, *geometry.stride1_scalars, need_dx,
+                                           run.slots)

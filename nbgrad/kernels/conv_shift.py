@@ -26,13 +26,14 @@ Needs ph <= (KH-1) dh (T >= 0: g's rows fit inside the planes) and pw < W (a col
 of less than a row). The rows of G outside g are zeroed once per slot: the copies never
 write them. Each image is one task of ``slots`` (private buffers), so no result depends
 on the slots or the thread count. Exact for finite w, the products of the definition
-plus zeros times w (ops/conv.py sends a non-finite w to the direct kernel).
+plus zeros times w (ops/conv_plan.py sends a non-finite w to the direct kernel).
 """
 
 import numpy as np
 from numba import njit, prange, types
 
 from ..runtime.jit import PARALLEL, SERIAL, compiled_once, plain
+from .conv import ConvGeometry, KernelRun
 from .conv_cols import slot_signature
 from .conv_gemm import strided_rows
 from .gemm import MR, NR, offset_gemm, round_up
@@ -135,3 +136,10 @@ def conv2d_input_grad_shift(g, w, dx, ph, pw, dh, dw, slots):
         shift_images(np.int64(s), slots, g, a, a_rows, b_rows, dx, G[s], out[s], KW, pw,
                      dw, T, Hg)
     return dx
+
+
+# -- the family's entry point (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) ------
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    return conv2d_input_grad_shift(g, w, dx, geometry.ph, geometry.pw, geometry.dh,
+                                   geometry.dw, run.slots)

@@ -5,68 +5,25 @@ gradient (which is the transposed convolution) and its weight gradient
 (docs/derivations.md#convolution-adjoints).
 conv1d is conv2d with H = 1; conv_transpose2d is the input gradient of the conv2d whose
 weight it shares, so its backward is that conv2d's forward and weight gradient.
+Which kernel family serves each of them, and how, is the node's plan (ops/conv_plan.py),
+made once in its forward and kept as ``ctx.plan``; every family's entry points take the
+plan's ConvGeometry and a step's KernelRun (kernels/conv.py).
 Second derivatives: the weight gradient is an op too (conv2d_weight_grad), so every vjp
 is written with conv2d, conv_transpose2d and conv2d_weight_grad, each differentiable again.
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import conv, conv_cols, conv_gemm, conv_s1, conv_shift, gemm
-from ..kernels.matmul import panel_cols, tiled_size
-from ..runtime.jit import PARALLEL_WORK_MIN, for_work
-from ..runtime.threads import get_num_threads
+from ..kernels import conv, conv_cols, conv_gemm, conv_s1, conv_shift
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
+from .conv_plan import ConvPlan, Step, conv_geometry, exact_step, finite, plan_conv
 
 IntPair = int | tuple[int, int]
-
-# The implicit GEMM pays once a group's dot products are long enough (C/groups*KH*KW
-# taps) and there are a few filters per group to share each column; otherwise (depthwise,
-# tiny groups) the direct kernels are faster. With stride 1 the padded-plane span kernels
-# read every tap as a contiguous run and stay ahead up to more filters and taps
-# (docs/benchmarks.md#conv-paths).
-GEMM_MIN_TAPS = 16
-GEMM_MIN_FILTERS = 4
-S1_GEMM_MIN_TAPS = 64
-S1_GEMM_MIN_FILTERS = 16
-# Output maps of at most COLS_MAX_MAP positions take the GEMM over blocks of images
-# (kernels/conv_cols.py) instead of the per-image implicit GEMM, whose NR-wide panels
-# such a map leaves mostly empty; a block holds about COLS_BLOCK output columns, a
-# whole number of panels. Past about 10x10 maps the two paths are even
-# (docs/benchmarks.md#conv-paths).
-COLS_MAX_MAP = 100
-COLS_BLOCK = 256
-# The 'cols' kernels share their blocks out over the threads from this many multiply-adds
-# (with one block, or below it, the calling thread runs them all): below about 2^18
-# multiply-adds, waking the second thread costs more than it saves
-# (docs/benchmarks.md#threads).
-COLS_PARALLEL_MIN = 1 << 18
-# Stride-1 layers of 16 filters or more on maps of up to COLS_S1_MAX_MAP positions take
-# the 'cols' GEMM rather than the span kernels ('s1') whatever their taps: the GEMM is
-# as fast or faster there except for one or two input channels at small batches, and a
-# model's layers then share one kernel family instead of compiling two (a shorter cold
-# first step; docs/benchmarks.md#conv-paths).
-COLS_S1_MAX_MAP = 64
-# A 'cols' forward whose weight gradient will be taken keeps its im2col matrices, up to
-# this many bytes, so that the weight gradient reads them instead of padding and
-# gathering x again (TAPS_FIRST and DOTS parts, which read them in the forward's [Kg, P]
-# layout): docs/memory.md.
-COLS_KEEP_MAX_BYTES = 16 << 20
-# The input gradient of a stride-1, one-group layer whose output is as wide as its input
-# takes one product per image over column-shifted copies of g (kernels/conv_shift.py)
-# on maps of up to SHIFT_MAX_MAP positions, a whole number of NR-wide panels, where
-# padding C to whole micro-tiles adds at most an eighth. It sums F KH KW terms per
-# input element with no col2im scatter, and measured faster than the 'cols' and 'gemm'
-# input gradients on every such shape (docs/benchmarks.md#conv-paths). Only for the
-# dtypes in SHIFT_DTYPES: the product's register tile (4 x 64 sums) fits the vector
-# registers in float32, not in float64, where it is slower.
-SHIFT_MAX_MAP = 256
-SHIFT_DTYPES = (np.float32,)
 
 
 # -- argument handling --------------------------------------------------------------------
@@ -106,6 +63,27 @@ def _check_bias(op: str, b: Tensor | None, channels: int) -> None:
     if b is not None and b.shape != (channels,):
         raise ValueError(f"{op}: b must have shape ({channels},) (one per output channel), "
                          f"got {b.shape}")
+
+
+def _operands(op: str, x, w, b, x_layout: str, w_layout: str,
+              transposed: bool = False) -> tuple[Tensor, Tensor, Tensor | None]:
+    """x, w, b lifted to tensors and checked (floating; x batched or unbatched, of the
+    rank of w or one less; then b one per output channel, w.shape[0], and the sizes).
+    ``transposed``: w is [C, F/groups, ...] and b is left to the caller, which knows the
+    groups."""
+    x, w = lift(x), lift(w)
+    b = None if b is None else lift(b)
+    float_operands(op, x=x, w=w, b=b)
+    rank = w_layout.count(",") + 1  # w's axes, as its layout names them
+    _check_rank(op, "x", x, (rank - 1, rank), x_layout)
+    _check_rank(op, "w", w, (rank,), w_layout)
+    channels = {"output channels": w.shape[0]}
+    if transposed:
+        channels = {"input channels": w.shape[0], "output channels": w.shape[1]}
+    else:
+        _check_bias(op, b, w.shape[0])
+    _check_sizes(op, x, w, rank - 2, channels)
+    return x, w, b
 
 
 def _out_size(op: str, size: tuple[int, int], pad: tuple[int, int, int, int],
@@ -161,238 +139,45 @@ def _contig(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a)
 
 
-def _kernel_path(w_shape: tuple, geom: tuple, out_hw: tuple[int, int]) -> str:
-    """'gemm' (implicit GEMM on phase planes) when a group's dot products are long and
-    shared by a few filters, or 'cols' (GEMM over blocks of images) for those on small
-    output maps; else 's1' (padded-plane spans) for stride 1, or 'direct' (the loop
-    nests)."""
-    F, Cg, KH, KW = w_shape
-    taps, filters = Cg * KH * KW, F // geom[-1]
-    positions = out_hw[0] * out_hw[1]
-    big = "cols" if positions <= COLS_MAX_MAP else "gemm"
-    if geom[:2] == (1, 1):
-        if positions <= COLS_S1_MAX_MAP and filters >= S1_GEMM_MIN_FILTERS:
-            return "cols"
-        return big if taps >= S1_GEMM_MIN_TAPS and filters >= S1_GEMM_MIN_FILTERS else "s1"
-    return big if taps >= GEMM_MIN_TAPS and filters >= GEMM_MIN_FILTERS else "direct"
+# The kernel families by the names the plan gives them (ops/conv_plan.py); each module's
+# entry points take the arrays, the plan's ConvGeometry and the step's KernelRun.
+FAMILIES = {"direct": conv, "s1": conv_s1, "gemm": conv_gemm, "cols": conv_cols,
+            "shift": conv_shift}
 
 
-def _finite(a: np.ndarray) -> bool:
-    """Whether every element of ``a`` is finite (one vectorised pass, kernels/conv.py)."""
-    return conv.all_finite(a.reshape(-1))
-
-
-def _exact_path(path: str, w: np.ndarray) -> str:
-    """``path``, or 'direct' if the weight ``w`` of a forward or input gradient holds an
-    inf or a NaN. The fast paths multiply implicit zeros (padding, zero-stuffed rows,
-    rows and columns that round a tile up) by w, and 0 * inf is NaN; the direct loop
-    nests form only the products of the definition, so padding contributes exactly
-    nothing (docs/derivations.md#non-finite-operands). Products of those zeros with
-    non-finite x (forward) or g (input gradient) only reach outputs that are dropped.
-    w is small, so the scan costs little; the weight gradient, whose zeros meet x and g,
-    is checked on its (small) result instead (``conv2d_weight_grad``)."""
-    return path if path == "direct" or _finite(w) else "direct"
-
-
-# The kernels by path and role ('shift': the shifted-planes input gradient that
-# conv2d_input_grad takes on the GEMM paths where it fits). Each but the 'cols' and
-# 'shift' kernels has a serial form (runtime/jit.py: njit_with_serial), run below
-# PARALLEL_WORK_MIN multiply-adds; those two run one slot in the calling thread below
-# COLS_PARALLEL_MIN.
-_KERNELS = {
-    ("direct", "forward"): conv.conv2d_forward_direct,
-    ("direct", "input_grad"): conv.conv2d_input_grad_direct,
-    ("direct", "weight_grad"): conv.conv2d_weight_grad_direct,
-    ("s1", "forward"): conv_s1.conv2d_forward_s1,
-    ("s1", "input_grad"): conv_s1.conv2d_input_grad_s1,
-    ("s1", "weight_grad"): conv_s1.conv2d_weight_grad_s1,
-    ("s1", "backward"): conv_s1.conv2d_backward_s1,
-    ("gemm", "forward"): conv_gemm.conv2d_forward_gemm,
-    ("gemm", "input_grad"): conv_gemm.conv2d_input_grad_gemm,
-    ("gemm", "weight_grad"): conv_gemm.conv2d_weight_grad_gemm,
-    ("cols", "forward"): conv_cols.conv2d_forward_cols,
-    ("cols", "input_grad"): conv_cols.conv2d_input_grad_cols,
-    ("cols", "weight_grad"): conv_cols.conv2d_weight_grad_cols,
-    ("shift", "input_grad"): conv_shift.conv2d_input_grad_shift,
-}
-
-
-def _macs(batch: int, w_shape: tuple, out_hw: tuple[int, int]) -> int:
-    """Multiply-adds of the convolution (and of each of its gradients)."""
-    F, Cg, KH, KW = w_shape
-    return batch * F * out_hw[0] * out_hw[1] * Cg * KH * KW
-
-
-def _kernel(path: str, role: str, work: int, units: int):
-    """(kernel, slots): the parallel kernel or its serial form by ``work``, and the
-    number of independent buffers the kernels with scratch use (one per thread over
-    ``units`` images, blocks or tasks; 1 for the serial form)."""
-    parallel = _KERNELS[path, role]
-    if path in ("cols", "shift"):
-        threads = get_num_threads() if work >= COLS_PARALLEL_MIN else 1
-        return parallel, max(1, min(units, threads))
-    kernel = for_work(parallel, work, PARALLEL_WORK_MIN)
-    if kernel is not parallel:
-        return kernel, 1
-    return kernel, max(1, min(units, get_num_threads()))
-
-
-def _block(batch: int, out_hw: tuple[int, int]) -> int:
-    """Images per block of the 'cols' kernels: about COLS_BLOCK output columns (a
-    function of the shapes only, so the weight gradient's sum order is fixed)."""
-    return max(1, min(batch, COLS_BLOCK // (out_hw[0] * out_hw[1])))
-
-
-# How the 'cols' weight gradient computes each block's part (kernels/conv_cols.py):
-# * dot products (conv_cols.DOTS) for parts of fewer than COLS_DOTS_PART sums, where a
-#   GEMM's per-block packing and tiles cost more than they save;
-# * else the GEMM orientation that tiles to fewer elements (kernels/matmul.py:
-#   tiled_size: the zero padding of partial tiles is wasted work), taps first on a tie;
-# * but filters first on maps narrower than conv_cols.ROW_RUNS_MIN, where the taps-first
-#   [Kg, P] gather has no row runs.
-# The measurements behind each rule: docs/benchmarks.md#conv-weight-gradient.
-COLS_DOTS_PART = 512
-
-
-@functools.lru_cache(maxsize=1024)
-def _weight_grad_form(w_shape: tuple, groups: int, dtype: np.dtype, out_w: int) -> int:
-    """How the 'cols' weight gradient computes each part (kernels/conv_cols.py) for
-    output maps ``out_w`` wide: see COLS_DOTS_PART. Kept per shapes: it is asked twice
-    per layer and step, and working it out costs more than a cache lookup."""
-    F, Cg, KH, KW = w_shape
-    Fg, Kg = F // groups, Cg * KH * KW
-    if Fg * Kg < COLS_DOTS_PART:
-        return conv_cols.DOTS
-    nr = panel_cols(np.empty(0, dtype))
-    if out_w < conv_cols.ROW_RUNS_MIN or tiled_size(Fg, Kg, nr) < tiled_size(Kg, Fg, nr):
-        return conv_cols.FILTERS_FIRST
-    return conv_cols.TAPS_FIRST
-
-
-def _geometry(stride, pad, dilation, groups) -> tuple:
-    """The scalar kernel arguments sh, sw, ph, pw, dh, dw, groups (top/left padding)."""
-    return (stride[0], stride[1], pad[0], pad[2], dilation[0], dilation[1], groups)
-
-
-def _no_cols(x: np.ndarray) -> np.ndarray:
-    """The 'cols' kernels' argument for "no kept im2col matrices"."""
-    return np.empty((0, 0), x.dtype)
-
-
-def cols_to_keep(x: np.ndarray, w: np.ndarray, geom: tuple,
-                 out_hw: tuple[int, int]) -> np.ndarray | None:
-    """A buffer for the im2col matrices of the 'cols' forward of x and w, for the weight
-    gradient to reuse (``conv2d_weight_grad``'s ``kept``): [blocks * groups, Kg * P], or
-    None where the forward does not take the 'cols' kernels, the weight gradient would
-    not read them in their layout, or they exceed COLS_KEEP_MAX_BYTES."""
-    _, Cg, KH, KW = w.shape
-    groups = geom[-1]
-    if _exact_path(_kernel_path(w.shape, geom, out_hw), w) != "cols":
-        return None
-    if _weight_grad_form(w.shape, groups, x.dtype, out_hw[1]) == conv_cols.FILTERS_FIRST:
-        return None
-    N = x.shape[0]
-    B = _block(N, out_hw)
-    shape = (-(-N // B) * groups, Cg * KH * KW * B * out_hw[0] * out_hw[1])
-    if shape[0] * shape[1] * x.itemsize > COLS_KEEP_MAX_BYTES:
-        return None
-    return np.empty(shape, x.dtype)
-
-
-def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, geom: tuple,
-                   out_hw: tuple[int, int], kept: np.ndarray | None = None) -> np.ndarray:
-    """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias). ``kept``: a
-    ``cols_to_keep`` buffer that the 'cols' kernels fill with their im2col matrices (one
-    exists only where they run, so its path is not worked out again)."""
+def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan,
+                   step: Step) -> np.ndarray:
+    """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias), by ``step`` of
+    ``plan`` (its forward, or the direct loop nests: ``exact_step``)."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
-    N = x.shape[0]
-    path = "cols" if kept is not None else _exact_path(_kernel_path(w.shape, geom, out_hw), w)
-    work = _macs(N, w.shape, out_hw)
-    if path == "cols":
-        B = _block(N, out_hw)
-        kernel, slots = _kernel(path, "forward", work, -(-N // B))
-        return kernel(x, w, bias, *geom, *out_hw, B, slots,
-                      _no_cols(x) if kept is None else kept)
-    kernel, slots = _kernel(path, "forward", work, N * geom[-1] if path == "s1" else N)
-    if path == "s1":
-        return kernel(x, w, bias, *geom[2:], *out_hw, slots)
-    if path == "gemm":
-        return kernel(x, w, bias, *geom, *out_hw, slots)
-    return kernel(x, w, bias, *geom, *out_hw)
+    return FAMILIES[step.family].forward(x, w, bias, plan.geometry, step.run)
 
 
-def _shifted_input_grad(w_shape: tuple, geom: tuple, in_hw: tuple[int, int],
-                        dtype: np.dtype) -> bool:
-    """Whether the input gradient of a layer on the GEMM paths ('cols', 'gemm') takes
-    kernels/conv_shift.py instead (SHIFT_MAX_MAP)."""
-    _, C, KH, KW = w_shape
-    sh, sw, ph, pw, dh, dw, groups = geom
-    positions = in_hw[0] * in_hw[1]
-    return (dtype in SHIFT_DTYPES and groups == 1 and (sh, sw) == (1, 1)
-            and 2 * pw == (KW - 1) * dw and pw < in_hw[1] and ph <= (KH - 1) * dh
-            and positions <= SHIFT_MAX_MAP and positions % gemm.NR == 0
-            and -(-C // gemm.MR) * gemm.MR * 8 <= C * 9)
+def conv2d_input_grad(g: np.ndarray, w: np.ndarray, plan: ConvPlan,
+                      step: Step) -> np.ndarray:
+    """dx[N, C, H, W] (the transposed convolution of g with w), by ``step`` of ``plan``."""
+    dx = np.empty((g.shape[0], w.shape[1] * plan.geometry.groups, *plan.in_hw), g.dtype)
+    return FAMILIES[step.family].input_grad(g, w, dx, plan.geometry, step.run)
 
 
-def conv2d_input_grad(g: np.ndarray, w: np.ndarray, in_hw: tuple[int, int],
-                      geom: tuple) -> np.ndarray:
-    """dx[N, C, H, W] (the transposed convolution of g with w)."""
-    N, out_hw = g.shape[0], g.shape[2:]
-    dx = np.empty((N, w.shape[1] * geom[-1], *in_hw), g.dtype)  # every kernel fills it
-    path = _exact_path(_kernel_path(w.shape, geom, out_hw), w)
-    work = _macs(N, w.shape, out_hw)
-    if path in ("cols", "gemm") and _shifted_input_grad(w.shape, geom, in_hw, g.dtype):
-        # a slot per COLS_BLOCK positions of dx at most, as the 'cols' kernels' blocks
-        kernel, slots = _kernel("shift", "input_grad", work,
-                                N * in_hw[0] * in_hw[1] // COLS_BLOCK)
-        return kernel(g, w, dx, *geom[2:6], slots)
-    if path == "cols":
-        B = _block(N, out_hw)
-        kernel, slots = _kernel(path, "input_grad", work, -(-N // B))
-        return kernel(g, w, dx, *geom, B, slots)
-    kernel, slots = _kernel(path, "input_grad", work, N * geom[-1] if path == "s1" else N)
-    if path == "s1":
-        return kernel(g, w, dx, *geom[2:], slots)
-    if path == "gemm":
-        return kernel(g, w, dx, *geom, slots)
-    return kernel(g, w, dx, *geom)
-
-
-def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, w_shape: tuple, geom: tuple,
-                       kept: np.ndarray | None = None) -> np.ndarray:
-    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed. ``kept``: the
-    im2col matrices of x that the 'cols' forward kept (``cols_to_keep``), or None.
+def conv2d_weight_grad(x: np.ndarray, g: np.ndarray, plan: ConvPlan) -> np.ndarray:
+    """dw[F, C/groups, KH, KW] = correlation of x with g, the batch summed, by the plan's
+    weight gradient (which may read the im2col matrices its 'cols' forward kept).
 
     A fast path adds products of its zeros (padding, scratch columns, tile padding) with
     x and g to the exact sum: +-0 for finite values, NaN for an inf or NaN. So where its
     dw is all finite it is the exact sum (to rounding); otherwise the direct loop nests
     recompute it (docs/derivations.md#non-finite-operands). Checking dw, the size of w,
     replaces a scan of x and g on every call."""
-    path = _kernel_path(w_shape, geom, g.shape[2:])
-    dw = _weight_grad_on(path, x, g, w_shape, geom, kept)
-    if path != "direct" and not _finite(dw):
-        dw = _weight_grad_on("direct", x, g, w_shape, geom)
-    return dw
+    step = plan.weight_grad
+    dw = FAMILIES[step.family].weight_grad(x, g, plan.geometry, step.run)
+    return dw if step.family == "direct" else _exact_weight_grad(dw, x, g, plan)
 
 
-def _weight_grad_on(path: str, x: np.ndarray, g: np.ndarray, w_shape: tuple,
-                    geom: tuple, kept: np.ndarray | None = None) -> np.ndarray:
-    """conv2d_weight_grad by the kernels of ``path``."""
-    N, out_hw = x.shape[0], g.shape[2:]
-    work = _macs(N, w_shape, out_hw)
-    if path == "cols":
-        B = _block(N, out_hw)
-        kernel, slots = _kernel(path, "weight_grad", work, -(-N // B))
-        form = _weight_grad_form(w_shape, geom[-1], x.dtype, out_hw[1])
-        return kernel(x, g, *w_shape[2:], *geom, B, slots, form,
-                      _no_cols(x) if kept is None else kept)
-    units = w_shape[0] * w_shape[1] if path == "s1" else N  # s1: (f, cl) tasks
-    kernel, slots = _kernel(path, "weight_grad", work, units)
-    if path == "s1":
-        return kernel(x, g, *w_shape[2:], *geom[2:], slots)
-    if path == "gemm":
-        return kernel(x, g, *w_shape[2:], *geom, slots)
-    return kernel(x, g, *w_shape[2:], *geom)
+def _exact_weight_grad(dw: np.ndarray, x: np.ndarray, g: np.ndarray,
+                       plan: ConvPlan) -> np.ndarray:
+    """dw of a fast path, or the direct loop nests' if it is not all finite."""
+    return dw if finite(dw) else conv.weight_grad(x, g, plan.geometry, plan.direct.run)
 
 
 def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
@@ -408,22 +193,18 @@ def add_channel_bias(y: np.ndarray, b: np.ndarray) -> None:
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
-    """(dx, dw, db) of a 4-D conv2d whose forward saved x, w and set ctx.geom."""
+    """(dx, dw, db) of a 4-D conv2d whose forward saved x, w and its plan."""
     x, w = ctx.saved_tensors
     g = _contig(g)
+    plan = ctx.plan
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
-    path = _kernel_path(w.shape, ctx.geom, g.shape[2:])
-    if need_w and path == "s1" and (not need_x or _finite(w)):
-        # one pass over the batch for all three (the planes are padded once); dx is exact
-        # for finite w, dw is checked as in conv2d_weight_grad
-        work = _macs(x.shape[0], w.shape, g.shape[2:]) * (2 + need_x)
-        kernel, slots = _kernel("s1", "backward", work, x.shape[0] * ctx.geom[-1])
-        dx, dw, db = kernel(x, g, w, *ctx.geom[2:], need_x, slots)
-        if not _finite(dw):
-            dw = _weight_grad_on("direct", x, g, w.shape, ctx.geom)
+    if plan.backward is not None:
+        # the s1 kernels' one pass for all three; dw is checked as in conv2d_weight_grad
+        dx, dw, db = conv_s1.backward(x, g, w, plan.geometry, plan.backward.run, need_x)
+        dw = _exact_weight_grad(dw, x, g, plan)
         return (dx if need_x else None), dw, (db if need_b else None)
-    dx = conv2d_input_grad(g, w, x.shape[2:], ctx.geom) if need_x else None
-    dw = conv2d_weight_grad(x, g, w.shape, ctx.geom, ctx.kept_cols) if need_w else None
+    dx = conv2d_input_grad(g, w, plan, plan.input_grad) if need_x else None
+    dw = conv2d_weight_grad(x, g, plan) if need_w else None
     db = conv2d_bias_grad(g) if need_b else None
     return dx, dw, db
 
@@ -452,21 +233,31 @@ def _conv2d_to(x: Tensor, w: Tensor, out_hw: tuple, params: dict) -> Tensor:
     return y
 
 
-def _conv2d_vjp(ctx, x: Tensor, w: Tensor, g: Tensor) -> tuple:
-    """(dx, dw, db) of y = conv2d(x, w, b), x 3-D or 4-D, in differentiable ops."""
+def _vjp(ctx, x: Tensor, g: Tensor, input_grad, weight_grad) -> tuple:
+    """(dx, dw, db) of a conv node with input x (3-D or 4-D) and upstream gradient g, in
+    differentiable ops: ``input_grad(x4, g4)`` and ``weight_grad(x4, g4)`` of the 4-D
+    forms; db sums g over the batch and the map."""
     batched = x.ndim == 4
     x4, g4 = _batch1(x, batched), _batch1(g, batched)
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
-    p = _geom_params(ctx.params)
     dx = dw = db = None
     if need_x:
-        dx = ConvTranspose2d.apply(g4, w, None, out_hw=tuple(x4.shape[2:]), **p)
+        dx = input_grad(x4, g4)
         dx = dx if batched else dx.reshape(x.shape)
     if need_w:
-        dw = Conv2dWeightGrad.apply(x4, g4, w_shape=tuple(w.shape), **p)
+        dw = weight_grad(x4, g4)
     if need_b:
         db = g4.sum((0, 2, 3))
     return dx, dw, db
+
+
+def _conv2d_vjp(ctx, x: Tensor, w: Tensor, g: Tensor) -> tuple:
+    """(dx, dw, db) of y = conv2d(x, w, b), x 3-D or 4-D, in differentiable ops."""
+    p = _geom_params(ctx.params)
+    return _vjp(ctx, x, g,
+                lambda x4, g4: ConvTranspose2d.apply(g4, w, None, out_hw=tuple(x4.shape[2:]),
+                                                     **p),
+                lambda x4, g4: Conv2dWeightGrad.apply(x4, g4, w_shape=tuple(w.shape), **p))
 
 
 def _weight_grad_samples(rng):
@@ -499,17 +290,21 @@ class Conv2dWeightGrad(Function):
     @staticmethod
     def forward(ctx, x, g, stride, padding, dilation, groups, w_shape):
         x, g = _contig(x), _contig(g)
-        ctx.geom = _geometry(stride, padding, dilation, groups)
+        geometry = conv_geometry(stride, padding, dilation, groups, w_shape[2:], g.shape[2:])
+        ctx.plan = plan_conv(x.shape[0], x.shape[2:], tuple(w_shape), geometry, x.dtype)
         ctx.save_for_backward(x, g)
-        return conv2d_weight_grad(x, g, tuple(w_shape), ctx.geom)
+        return conv2d_weight_grad(x, g, ctx.plan)
 
     @staticmethod
     def backward(ctx, h):
+        # h stands where conv2d's w does: its inf or NaN sends a call to the loop nests
         x, g = ctx.saved_tensors
-        h = _contig(h)
+        h, plan = _contig(h), ctx.plan
         need_x, need_g = ctx.needs_input_grad[:2]
-        dx = conv2d_input_grad(g, h, x.shape[2:], ctx.geom) if need_x else None
-        dg = conv2d_forward(x, h, None, ctx.geom, g.shape[2:]) if need_g else None
+        dx = (conv2d_input_grad(g, h, plan, exact_step(plan, plan.input_grad, h))
+              if need_x else None)
+        dg = (conv2d_forward(x, h, None, plan, exact_step(plan, plan.forward, h))
+              if need_g else None)
         return dx, dg
 
     @staticmethod
@@ -551,12 +346,12 @@ class Conv2d(Function):
         ctx.unbatched = x.ndim == 3
         x = _contig(x[None] if ctx.unbatched else x)
         w = _contig(w)
-        ctx.geom = _geometry(stride, padding, dilation, groups)
         out_hw = _out_size("conv2d", x.shape[2:], padding, w.shape[2:], stride, dilation)
+        geometry = conv_geometry(stride, padding, dilation, groups, w.shape[2:], out_hw)
+        ctx.plan = plan_conv(x.shape[0], x.shape[2:], w.shape, geometry, x.dtype, w,
+                             grads=tuple(ctx.needs_input_grad[:2]))
         ctx.save_for_backward(x, w)
-        ctx.kept_cols = (cols_to_keep(x, w, ctx.geom, out_hw) if ctx.needs_input_grad[1]
-                         else None)
-        y = conv2d_forward(x, w, b, ctx.geom, out_hw, ctx.kept_cols)
+        y = conv2d_forward(x, w, b, ctx.plan, ctx.plan.forward)
         return y[0] if ctx.unbatched else y
 
     @staticmethod
@@ -591,13 +386,8 @@ def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,
     (y is then b, shaped [N, F, H', W'], where PyTorch returns an empty [N, 0, H', W']);
     any other empty axis is an error, as in PyTorch.
     """
-    x, w = lift(x), lift(w)
-    b = None if b is None else lift(b)
-    float_operands("conv2d", x=x, w=w, b=b)
-    _check_rank("conv2d", "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
-    _check_rank("conv2d", "w", w, (4,), "[F, C/groups, KH, KW]")
-    _check_bias("conv2d", b, w.shape[0])
-    _check_sizes("conv2d", x, w, 2, {"output channels": w.shape[0]})
+    x, w, b = _operands("conv2d", x, w, b, "[N, C, H, W] or unbatched [C, H, W]",
+                        "[F, C/groups, KH, KW]")
     params = _conv2d_params("conv2d", x.shape, w.shape, stride, padding, dilation, groups)
     return Conv2d.apply(x, w, b, **params)
 
@@ -629,7 +419,7 @@ def _conv1d_samples(rng):
 class Conv1d(Function):
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
-        ctx.x_shape = x.shape
+        ctx.input_shape = x.shape
         x4 = x.reshape(x.shape[:-1] + (1, x.shape[-1]))
         w4 = w.reshape(w.shape[:2] + (1, w.shape[2]))
         y = Conv2d.forward(ctx, x4, w4, b, stride, padding, dilation, groups)
@@ -639,7 +429,7 @@ class Conv1d(Function):
     def backward(ctx, g):
         g4 = g.reshape(g.shape[:-1] + (1, g.shape[-1]))
         dx, dw, db = Conv2d.backward(ctx, g4)
-        dx = None if dx is None else dx.reshape(ctx.x_shape)
+        dx = None if dx is None else dx.reshape(ctx.input_shape)
         dw = None if dw is None else dw.reshape(dw.shape[:2] + (dw.shape[3],))
         return dx, dw, db
 
@@ -663,13 +453,8 @@ def conv1d(x, w, b=None, stride: int = 1, padding: int | str = 0, dilation: int 
     L' = (L + 2p - d(K-1) - 1) // s + 1; padding may be 'valid' or 'same' (stride 1).
     Runs as conv2d with H = 1.
     """
-    x, w = lift(x), lift(w)
-    b = None if b is None else lift(b)
-    float_operands("conv1d", x=x, w=w, b=b)
-    _check_rank("conv1d", "x", x, (2, 3), "[N, C, L] or unbatched [C, L]")
-    _check_rank("conv1d", "w", w, (3,), "[F, C/groups, K]")
-    _check_bias("conv1d", b, w.shape[0])
-    _check_sizes("conv1d", x, w, 1, {"output channels": w.shape[0]})
+    x, w, b = _operands("conv1d", x, w, b, "[N, C, L] or unbatched [C, L]",
+                        "[F, C/groups, K]")
     params = _conv1d_params(x.shape, w.shape, stride, padding, dilation, groups)
     return Conv1d.apply(x, w, b, **params)
 
@@ -723,9 +508,11 @@ class ConvTranspose2d(Function):
         ctx.unbatched = x.ndim == 3
         x = _contig(x[None] if ctx.unbatched else x)
         w = _contig(w)
-        ctx.geom = _geometry(stride, padding, dilation, groups)
+        # the input gradient of the conv2d from out_hw maps to x's, whose w it shares
+        geometry = conv_geometry(stride, padding, dilation, groups, w.shape[2:], x.shape[2:])
+        ctx.plan = plan_conv(x.shape[0], out_hw, w.shape, geometry, x.dtype, w)
         ctx.save_for_backward(x, w)
-        y = conv2d_input_grad(x, w, out_hw, ctx.geom)
+        y = conv2d_input_grad(x, w, ctx.plan, ctx.plan.input_grad)
         if b is not None:
             add_channel_bias(y, _contig(b))
         return y[0] if ctx.unbatched else y
@@ -735,8 +522,8 @@ class ConvTranspose2d(Function):
         x, w = ctx.saved_tensors
         g = _contig(g[None] if ctx.unbatched else g)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        dx = conv2d_forward(g, w, None, ctx.geom, x.shape[2:]) if need_x else None
-        dw = conv2d_weight_grad(g, x, w.shape, ctx.geom) if need_w else None
+        dx = conv2d_forward(g, w, None, ctx.plan, ctx.plan.forward) if need_x else None
+        dw = conv2d_weight_grad(g, x, ctx.plan) if need_w else None
         db = conv2d_bias_grad(g) if need_b else None
         if ctx.unbatched and dx is not None:
             dx = dx[0]
@@ -745,19 +532,9 @@ class ConvTranspose2d(Function):
     @staticmethod
     def vjp(ctx, u):
         x, w = lift(ctx.inputs[0]), lift(ctx.inputs[1])
-        batched = x.ndim == 4
-        x4, u4 = _batch1(x, batched), _batch1(u, batched)
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
         p = _geom_params(ctx.params)
-        dx = dw = db = None
-        if need_x:
-            dx = _conv2d_to(u4, w, tuple(x4.shape[2:]), p)
-            dx = dx if batched else dx.reshape(x.shape)
-        if need_w:
-            dw = Conv2dWeightGrad.apply(u4, x4, w_shape=tuple(w.shape), **p)
-        if need_b:
-            db = u4.sum((0, 2, 3))
-        return dx, dw, db
+        return _vjp(ctx, x, u, lambda x4, u4: _conv2d_to(u4, w, tuple(x4.shape[2:]), p),
+                    lambda x4, u4: Conv2dWeightGrad.apply(u4, x4, w_shape=tuple(w.shape), **p))
 
 
 def conv_transpose2d(x, w, b=None, stride: IntPair = 1, padding: IntPair = 0,
@@ -773,12 +550,8 @@ def conv_transpose2d(x, w, b=None, stride: IntPair = 1, padding: IntPair = 0,
     (smaller than stride or dilation) only adds rows/columns at the bottom/right.
     """
     op = "conv_transpose2d"
-    x, w = lift(x), lift(w)
-    b = None if b is None else lift(b)
-    float_operands(op, x=x, w=w, b=b)
-    _check_rank(op, "x", x, (3, 4), "[N, C, H, W] or unbatched [C, H, W]")
-    _check_rank(op, "w", w, (4,), "[C, F/groups, KH, KW]")
-    _check_sizes(op, x, w, 2, {"input channels": w.shape[0], "output channels": w.shape[1]})
+    x, w, b = _operands(op, x, w, b, "[N, C, H, W] or unbatched [C, H, W]",
+                        "[C, F/groups, KH, KW]", transposed=True)
     params = _conv_transpose2d_params(x.shape, w.shape, stride, padding, output_padding,
                                       groups, dilation)
     _check_bias(op, b, w.shape[1] * params["groups"])

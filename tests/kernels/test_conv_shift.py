@@ -1,6 +1,6 @@
 """The input gradient over column-shifted copies of g (kernels/conv_shift.py): the kernel
 against the direct loop nests over drawn geometries, slots and threads, inf and NaN, where
-ops/conv.py takes it, and the ops through it (gradchecks, PyTorch oracle)."""
+the plan takes it (ops/conv_plan.py), and the ops through it (gradchecks, PyTorch oracle)."""
 
 from contextlib import contextmanager
 
@@ -14,6 +14,7 @@ import nbgrad as nb
 from nbgrad.kernels import conv as K
 from nbgrad.kernels import conv_shift
 from nbgrad.ops import conv as conv_ops
+from nbgrad.ops import conv_plan
 from nbgrad.testing import gradcheck, gradgradcheck
 
 
@@ -107,7 +108,7 @@ def test_inf_and_nan_in_g_reach_the_positions_the_definition_gives(value):
     np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-13, atol=1e-13)
 
 
-# -- where ops/conv.py takes it --------------------------------------------------------------
+# -- where the plan takes it ----------------------------------------------------------------
 SAME_3X3 = (1, 1, 1, 1, 1, 1, 1)  # stride, padding, dilation (per axis), groups
 
 
@@ -128,30 +129,40 @@ SAME_3X3 = (1, 1, 1, 1, 1, 1, 1)  # stride, padding, dilation (per axis), groups
     ((32, 1, 3, 3), SAME_3X3, (8, 8), np.float32, False),
 ])
 def test_the_ops_take_the_shifted_planes_where_they_fit(w_shape, geom, in_hw, dtype, takes):
-    assert conv_ops._shifted_input_grad(w_shape, geom, in_hw, np.dtype(dtype)) == takes
+    assert conv_plan.shifted_input_grad(w_shape, _geometry(geom, w_shape, in_hw), in_hw,
+                                        np.dtype(dtype)) == takes
+
+
+def _geometry(geom, w_shape, in_hw):
+    """The ConvGeometry of a conv2d of in_hw maps (padding geom[2:4] on both sides)."""
+    sh, sw, ph, pw, dh, dw, _ = geom
+    KH, KW = w_shape[2:]
+    out_hw = ((in_hw[0] + 2 * ph - dh * (KH - 1) - 1) // sh + 1,
+              (in_hw[1] + 2 * pw - dw * (KW - 1) - 1) // sw + 1)
+    return K.ConvGeometry(*geom, KH, KW, *out_hw)
 
 
 @contextmanager
 def shifted_in(*dtypes):
     """Let the ops take the shifted planes for ``dtypes`` (float64 for the gradchecks)."""
-    saved = conv_ops.SHIFT_DTYPES
-    conv_ops.SHIFT_DTYPES = dtypes
+    saved = conv_plan.SHIFT_DTYPES
+    conv_plan.SHIFT_DTYPES = dtypes
     try:
         yield
     finally:
-        conv_ops.SHIFT_DTYPES = saved
+        conv_plan.SHIFT_DTYPES = saved
 
 
 @pytest.fixture
 def shift_calls(monkeypatch):
     """The dx shapes of every call of the kernel while the test runs."""
     calls = []
-    kernel = conv_shift.conv2d_input_grad_shift
+    entry = conv_shift.input_grad
 
-    def counted(g, w, dx, *args):
+    def counted(g, w, dx, geometry, run):
         calls.append(dx.shape)
-        return kernel(g, w, dx, *args)
-    monkeypatch.setitem(conv_ops._KERNELS, ("shift", "input_grad"), counted)
+        return entry(g, w, dx, geometry, run)
+    monkeypatch.setattr(conv_shift, "input_grad", counted)
     return calls
 
 
@@ -209,7 +220,9 @@ def test_conv_transpose2d_forward_through_the_shifted_planes_matches_torch():
     rng = np.random.default_rng(5)
     x = rng.standard_normal((3, 16, 8, 8)).astype(np.float32)
     w = rng.standard_normal((16, 12, 3, 3)).astype(np.float32)
-    assert conv_ops._shifted_input_grad((16, 12, 3, 3), SAME_3X3, (8, 8), np.dtype(np.float32))
+    assert conv_plan.shifted_input_grad((16, 12, 3, 3), _geometry(SAME_3X3, (16, 12, 3, 3),
+                                                                   (8, 8)),
+                                        (8, 8), np.dtype(np.float32))
     ours = nb.conv_transpose2d(x, w, padding=1).numpy()
     theirs = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), padding=1)
     np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-4, atol=1e-4)
@@ -219,12 +232,20 @@ def test_non_finite_w_takes_the_direct_kernel(monkeypatch):
     """A w with an inf goes to the direct loop nests (0 * inf is NaN in the planes'
     zeros): the shifted kernel is not called, and dx is NaN only where the definition
     gives NaN."""
-    monkeypatch.setitem(conv_ops._KERNELS, ("shift", "input_grad"), None)
+    monkeypatch.setattr(conv_shift, "input_grad", None)
     rng = np.random.default_rng(6)
     g = rng.standard_normal((2, 16, 8, 8)).astype(np.float32)
     w = rng.standard_normal((16, 12, 3, 3)).astype(np.float32)
     w[1, 2, 0, 0] = np.inf
-    dx = conv_ops.conv2d_input_grad(g, w, (8, 8), SAME_3X3)
+    geometry = _geometry(SAME_3X3, w.shape, (8, 8))
+    by_shapes = conv_plan.plan_conv(2, (8, 8), w.shape, geometry, w.dtype)
+    assert by_shapes.input_grad.family == "shift"
     expected = _direct(g, w, (2, 16, 12, 8, 8, 3, 3, 1, 1, 1, 1))
-    np.testing.assert_array_equal(np.isnan(dx), np.isnan(expected))
-    assert np.isinf(dx[:, 2]).any() and np.isfinite(dx[:, :2]).all()
+    # w known to the plan (conv2d, conv_transpose2d), or checked by the call
+    # (conv2d_weight_grad's backward)
+    with_w = conv_plan.plan_conv(2, (8, 8), w.shape, geometry, w.dtype, w)
+    for plan, step in [(with_w, with_w.input_grad),
+                       (by_shapes, conv_plan.exact_step(by_shapes, by_shapes.input_grad, w))]:
+        dx = conv_ops.conv2d_input_grad(g, w, plan, step)
+        np.testing.assert_array_equal(np.isnan(dx), np.isnan(expected))
+        assert np.isinf(dx[:, 2]).any() and np.isfinite(dx[:, :2]).all()
