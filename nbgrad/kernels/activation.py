@@ -46,6 +46,21 @@ def _sigmoid(z, one):
     return (one if z >= 0 else e) / (one + e)
 
 
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _within(v, big):
+    """v clamped to [-big, big] (NaN stays NaN)."""
+    v = big if v > big else v
+    return -big if v < -big else v
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _swish_slope(z, one):
+    """d/dz of z sigmoid(z), s (1 + z (1 - s)) with s = sigmoid(z): silu's derivative, and
+    gelu_quick's at z = 1.702 x."""
+    s = _sigmoid(z, one)
+    return s * (one + z * (one - s))
+
+
 # -- tanh, sigmoid -----------------------------------------------------------------------
 
 
@@ -163,6 +178,19 @@ def _erfcx_f32(a):
     return t * p
 
 
+_INV_SQRT2PI_F32 = np.float32(0.3989422804014327)
+
+
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _cdf_f32(v):
+    """(Phi(v), e^(-v^2/2)) for float32 v: Phi = erfc(-v / sqrt 2) / 2 = 1 - tail or tail,
+    with tail = Phi(-|v|) = e^(-v^2/2) erfcx(|v| / sqrt 2) / 2."""
+    half = np.float32(0.5)
+    e = exp_nonpositive(-half * v * v)
+    tail = half * e * _erfcx_f32(abs(v) * np.float32(0.7071067811865476))
+    return (np.float32(1) - tail if v > 0 else tail), e
+
+
 # -- gelu family, silu ----------------------------------------------------------------------
 
 
@@ -199,29 +227,19 @@ def gelu_backward(g, x, out):
 def gelu_forward_f32(x, out):
     """float32 fast path: Phi = erfc(-x / sqrt 2) / 2 = 1 - tail or tail, with
     tail = e^(-x^2/2) erfcx(|x| / sqrt 2) / 2."""
-    half = np.float32(0.5)
-    one = np.float32(1)
-    inv_sqrt2 = np.float32(0.7071067811865476)
     for i in prange(x.size):
         v = x[i]
-        tail = half * exp_nonpositive(-half * v * v) * _erfcx_f32(abs(v) * inv_sqrt2)
-        out[i] = v * (one - tail if v > 0 else tail)
+        out[i] = v * _cdf_f32(v)[0]
     return out
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def gelu_backward_f32(g, x, out):
     """float32 fast path: Phi(x) + x phi(x), one exp for both (see gelu_forward_f32)."""
-    half = np.float32(0.5)
-    one = np.float32(1)
-    inv_sqrt2 = np.float32(0.7071067811865476)
-    inv_sqrt2pi = np.float32(0.3989422804014327)
     for i in prange(x.size):
         v = x[i]
-        e = exp_nonpositive(-half * v * v)
-        tail = half * e * _erfcx_f32(abs(v) * inv_sqrt2)
-        cdf = one - tail if v > 0 else tail
-        out[i] = g[i] * (cdf + v * (e * inv_sqrt2pi))
+        cdf, e = _cdf_f32(v)
+        out[i] = g[i] * (cdf + v * (e * _INV_SQRT2PI_F32))
     return out
 
 
@@ -231,17 +249,11 @@ def gelu_forward_grad_f32(x, out, dout):
     value gelu_backward_f32 computes, bit for bit): the forward is compute-bound, so the
     extra store is nearly free, and the backward becomes one multiply, g * dout
     (``mul_saved``), instead of a second exp and erfcx."""
-    half = np.float32(0.5)
-    one = np.float32(1)
-    inv_sqrt2 = np.float32(0.7071067811865476)
-    inv_sqrt2pi = np.float32(0.3989422804014327)
     for i in prange(x.size):
         v = x[i]
-        e = exp_nonpositive(-half * v * v)                       # e = e^(-x^2/2)
-        tail = half * e * _erfcx_f32(abs(v) * inv_sqrt2)         # Phi(-|x|)
-        cdf = one - tail if v > 0 else tail                      # Phi(x)
+        cdf, e = _cdf_f32(v)
         out[i] = v * cdf                                         # y = x Phi(x)
-        dout[i] = cdf + v * (e * inv_sqrt2pi)                    # Phi(x) + x phi(x)
+        dout[i] = cdf + v * (e * _INV_SQRT2PI_F32)               # Phi(x) + x phi(x)
     return out, dout
 
 
@@ -284,9 +296,7 @@ def gelu_tanh_backward(g, x, out):
     for i in prange(x.size):
         # beyond |x| = 20, tanh(v) is +-1 exactly and the derivative exactly 1 or 0; the
         # clamp keeps x^2 finite so that (1 - tanh^2) * x^2 is never 0 * inf
-        v = x[i]
-        v = big if v > big else v
-        v = -big if v < -big else v
+        v = _within(x[i], big)
         th = tanh(k * (v + c * v * v * v))
         d = half * (one + th) + half * v * (one - th * th) * k * (one + c3 * v * v)
         out[i] = g[i] * d
@@ -314,11 +324,8 @@ def gelu_quick_backward(g, x, out):
         # s(1 + a x (1 - s)) through s, never ggml's (..)/(1 + e)^2 (inf/inf below -49.5);
         # beyond |x| = 1e4 the derivative is exactly 0 or 1 in float32 and float64 (s
         # underflows to 0 or rounds to 1) and the clamp keeps a x finite
-        v = x[i]
-        v = big if v > big else v
-        v = -big if v < -big else v
-        s = _sigmoid(a * v, one)
-        out[i] = g[i] * (s * (one + a * v * (one - s)))
+        v = _within(x[i], big)
+        out[i] = g[i] * _swish_slope(a * v, one)
     return out
 
 
@@ -335,9 +342,7 @@ def silu_forward(x, out):
 def silu_backward(g, x, out):
     one = x.dtype.type(1)
     for i in prange(x.size):
-        v = x[i]
-        s = _sigmoid(v, one)
-        out[i] = g[i] * (s * (one + v * (one - s)))
+        out[i] = g[i] * _swish_slope(x[i], one)
     return out
 
 

@@ -1,7 +1,7 @@
 """Element-wise kernels on flat contiguous arrays: unary ops (exp, log, sqrt, abs, neg)
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
 shape, or an array with a scalar; and both gradients of a same-shape product in one
-parallel pass (smaller products are NumPy's: ``ops/elementwise.py: _mul_grads_same``).
+parallel pass (smaller products are NumPy's: ``ops/binary.py: _mul_grads_same``).
 Also the point-wise table's sin, cos, erf, square (forward and backward) and rounded
 division (``div(..., rounding_mode='trunc'|'floor')``).
 
@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial, plain
+from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial
 from .fastmath import erf, exp, log
 from .strided_apply import BLOCK, binary_block
 
@@ -202,36 +202,21 @@ def _trig_fixup(x, g, want_cos, sign, out):
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV)
-def sin_forward(x, out):
+def trig_forward(x, cosine, out):
+    """sin(x), or cos(x) when ``cosine``."""
     for i in prange(x.size):
-        out[i] = _trig(x[i], False)
-    _trig_fixup(x, x[:1], plain(False), 1.0, out)
+        out[i] = _trig(x[i], cosine)
+    _trig_fixup(x, x[:1], cosine, 1.0, out)
     return out
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV)
-def sin_backward(g, x, out):
-    """g cos(x)."""
+def trig_backward(g, x, cosine, out):
+    """sin's g cos(x), or cos's -(g sin(x)) when ``cosine``."""
     for i in prange(x.size):
-        out[i] = g[i] * _trig(x[i], True)
-    _trig_fixup(x, g, plain(True), 1.0, out)
-    return out
-
-
-@njit_with_serial(**PARALLEL_IEEE_DIV)
-def cos_forward(x, out):
-    for i in prange(x.size):
-        out[i] = _trig(x[i], True)
-    _trig_fixup(x, x[:1], plain(True), 1.0, out)
-    return out
-
-
-@njit_with_serial(**PARALLEL_IEEE_DIV)
-def cos_backward(g, x, out):
-    """-g sin(x)."""
-    for i in prange(x.size):
-        out[i] = -(g[i] * _trig(x[i], False))
-    _trig_fixup(x, g, plain(False), -1.0, out)
+        v = g[i] * _trig(x[i], not cosine)
+        out[i] = -v if cosine else v
+    _trig_fixup(x, g, not cosine, -1.0 if cosine else 1.0, out)
     return out
 
 

@@ -14,39 +14,44 @@ bools are errors, as in PyTorch. ``add``/``sub`` take PyTorch's ``alpha`` (a + a
 ``div`` takes ``rounding_mode='trunc'|'floor'`` (integers: exact integer division, and a
 zero divisor is a ZeroDivisionError; floats: +-inf/NaN at 0; zero gradient).
 
-sin, cos, erf (float32 or float64; an integer or bool input gives float32, as PyTorch)
-and square (integers stay integers, bool gives int64, as PyTorch) are ``pointwise``
-table entries (``ops/table.py``); kernels in ``kernels/elementwise.py``.
+Every op here is an entry of the op table (``ops/table.py``): add, sub, mul, div (and its
+rounded form, ``div_rounded``) and pow are ``broadcasting`` entries (forward, what it
+saves, each operand's gradient rule and vjp); neg, exp, log, sqrt, abs, sin, cos, erf and
+square are ``pointwise`` entries. What an entry cannot declare (alpha, rounding_mode,
+Python numbers, integer inputs) is the public function's. sin, cos, erf (float32 or
+float64; an integer or bool input gives float32, as PyTorch) and square (integers stay
+integers, bool gives int64, as PyTorch) have their kernels in ``kernels/elementwise.py``;
+the array-level evaluation of the op-coded ops is ``ops/binary.py``.
 
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
-axes (``kernels/broadcast_sum.py``): fused, so mul's ``grad_a = sum(g * b)`` never
-materialises ``g * b``, and a 0-stride upstream ``g`` (from ``sum().backward()``) is read
-in place. When both operands of mul need a gradient and one is broadcast over the
-other's leading axes, both gradients come from one pass over the full-size operand
-(``kernels/broadcast_sum.py: mul_grads``). div's and pow's less common gradient terms
-materialise one full-size array.
+axes (``ops/binary.py: grad``, ``kernels/broadcast_sum.py``): fused, so mul's
+``grad_a = sum(g * b)`` never materialises ``g * b``, and a 0-stride upstream ``g`` (from
+``sum().backward()``) is read in place. When both operands of mul need a gradient and one
+is broadcast over the other's leading axes, both gradients come from one pass over the
+full-size operand (``ops/binary.py: mul_grads``). div's and pow's less common gradient
+terms materialise one full-size array.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..dtypes import default_numpy, to_numpy
 from ..function import Function, Sample, register
-from ..kernels import broadcast_sum, strided_apply
 from ..kernels import elementwise as elementwise_kernels
-from ..runtime.jit import PARALLEL_MIN, for_work
+from ..kernels import strided_apply
+from ..runtime.jit import for_work
 from ..tensor import FLOAT_DTYPES, Tensor, lift
-from . import _args
+from . import _args, binary
+from .table import broadcasting, pointwise
 from .table import flat as _flat
-from .table import pointwise
 
 _F64 = np.dtype(np.float64)
 
 
-# -- helpers -------------------------------------------------------------------------------
 def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     """Both operands as Tensors; a Python number takes the other operand's dtype."""
     if isinstance(a, Tensor):
@@ -54,181 +59,6 @@ def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:
     if isinstance(b, Tensor):
         return lift(a, like=b), b
     return lift(a), lift(b)
-
-
-def _float_dtype(da: np.dtype, db: np.dtype) -> np.dtype:
-    """The dtype a binary op with at least one float operand computes in: the wider float
-    (PyTorch)."""
-    if da.kind == "f":
-        return da if db.kind != "f" or da.itemsize >= db.itemsize else db
-    return db
-
-
-def _same(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """f(u, v) for operands of one shape and float dtype: the flat kernels when both
-    are contiguous, else the broadcasting kernel, which reads strided and 0-stride views
-    in place."""
-    if not (u.flags.c_contiguous and v.flags.c_contiguous):
-        u, v = _c_order(u), _c_order(v)
-        if not (u.flags.c_contiguous and v.flags.c_contiguous):
-            return strided_apply.broadcast_apply(op, u, v, u.shape)
-    out = np.empty(u.shape, u.dtype)
-    flat = out
-    if u.ndim != 1:
-        u, v, flat = u.reshape(-1), v.reshape(-1), out.reshape(-1)
-    (elementwise_kernels.binary if u.size < PARALLEL_MIN
-     else elementwise_kernels.binary_parallel)(op, u, v, flat)
-    return out
-
-
-def _with_scalar(op: int, x: np.ndarray, s: np.ndarray, scalar_first: bool) -> np.ndarray:
-    """f(x, s) (or f(s, x)) for contiguous ``x`` and a one-element ``s``."""
-    out = np.empty(x.shape, x.dtype)
-    (elementwise_kernels.binary_scalar if x.size < PARALLEL_MIN
-     else elementwise_kernels.binary_scalar_parallel)(
-        op, x.reshape(-1), s.reshape(-1)[0], out.reshape(-1), scalar_first)
-    return out
-
-
-def _binary(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
-    """f(u, v) over the broadcast ``shape`` (u, v of one float dtype): the flat kernels
-    for equal shapes or a scalar operand, else the broadcasting kernel."""
-    if not (u.flags.c_contiguous and v.flags.c_contiguous):
-        if _one_value(u) or _one_value(v):
-            return _with_one_value(op, u, v, shape)
-        u, v = _c_order(u), _c_order(v)
-    if u.shape == shape:
-        if v.shape == shape:
-            return _same(op, u, v)
-        if v.size == 1 and u.size and u.flags.c_contiguous:
-            return _with_scalar(op, u, v, False)
-    elif v.shape == shape and u.size == 1 and v.size and v.flags.c_contiguous:
-        return _with_scalar(op, v, u, True)
-    return strided_apply.broadcast_apply(op, u, v, shape)
-
-
-# Strided views (a transpose, a slice) of at most this many elements are copied into C
-# order before an element-wise op, which then takes a flat kernel: below this size
-# planning the strided loop (in Python, once per call) costs more than the copy; from
-# about 128K elements the strided kernel is faster (docs/benchmarks.md#element-wise).
-COPY_VIEW_MAX = 1 << 15
-
-
-def _c_order(a: np.ndarray) -> np.ndarray:
-    """``a``, or a C-order copy of it when it is a small strided view that repeats no
-    value (a broadcast is read in place: copying it would write every repeat)."""
-    if a.flags.c_contiguous or a.size > COPY_VIEW_MAX:
-        return a
-    for n, stride in zip(a.shape, a.strides):
-        if stride == 0 and n > 1:
-            return a
-    return np.ascontiguousarray(a)
-
-
-def _one_value(a: np.ndarray) -> bool:
-    """Whether ``a`` is one value repeated (every stride 0, more than one element): the
-    gradient a full sum or mean hands its input (a 0-stride view)."""
-    return a.size > 1 and not any(a.strides)
-
-
-def _with_one_value(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
-    """f(u, v) where u or v is one value repeated (its own shape broadcasting to
-    ``shape``): f of that value and the other operand at the other operand's own shape,
-    then repeated over ``shape``. Each element is the same IEEE operation as over the
-    broadcast, without planning a strided loop over a 0-stride operand (the gradient a
-    full ``sum`` hands its input is such a value; docs/benchmarks.md#element-wise)."""
-    ones = (1,) * len(shape)
-    if _one_value(u):
-        u = u[(0,) * u.ndim].reshape(ones)
-    else:
-        v = v[(0,) * v.ndim].reshape(ones)
-    part = _binary(op, u, v, np.broadcast_shapes(u.shape, v.shape))
-    return part if part.shape == shape else np.array(np.broadcast_to(part, shape), order="C")
-
-
-def _unary(op: int, x: np.ndarray) -> np.ndarray:
-    if not x.flags.c_contiguous:
-        x = np.array(x, order="C")
-    out = np.empty(x.shape, x.dtype)
-    if x.size >= PARALLEL_MIN:
-        elementwise_kernels.unary_parallel(op, x.reshape(-1), out.reshape(-1))
-    else:
-        elementwise_kernels.unary(op, x.reshape(-1), out.reshape(-1))
-    return out
-
-
-def _grad(op: int, g: np.ndarray, w: np.ndarray | None, x: np.ndarray,
-          scale: float = 1.0) -> np.ndarray:
-    """Gradient of input ``x``: scale * f(g, w) summed over the axes ``x`` was broadcast
-    along (f = COPY ignores ``w``), in ``x``'s dtype."""
-    if w is not None and w.dtype != g.dtype:
-        w = w.astype(g.dtype)
-    if x.shape == g.shape and scale == 1.0:
-        r = g if w is None else _binary(op, g, w, g.shape)
-    else:
-        r = broadcast_sum.reduce_term(op, g, w, x.shape, scale, g.shape)
-    return r if r.dtype == x.dtype else r.astype(x.dtype)
-
-
-def _mul_grads_same(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None:
-    """(g * b, g * a) when g, a, b share one shape and one dtype; None otherwise.
-
-    Below ``PARALLEL_MIN`` elements these are NumPy's two products (the engine runs
-    backward with NumPy's warnings off): from 16K elements its two vectorised passes
-    take as long as one fused serial pass, and below that a call costs less than the
-    fused kernel's checks and allocations (docs/benchmarks.md#element-wise). Larger
-    contiguous operands take one parallel pass."""
-    if not g.dtype == a.dtype == b.dtype:
-        return None
-    if g.size < PARALLEL_MIN:
-        return g * b, g * a
-    if not (g.flags.c_contiguous and a.flags.c_contiguous and b.flags.c_contiguous):
-        return None
-    grad_a = np.empty(g.shape, g.dtype)
-    grad_b = np.empty(g.shape, g.dtype)
-    elementwise_kernels.mul_grads_parallel(g.reshape(-1), a.reshape(-1), b.reshape(-1),
-                                           grad_a.reshape(-1), grad_b.reshape(-1))
-    return grad_a, grad_b
-
-
-def _negated(g: np.ndarray, shape: tuple) -> np.ndarray:
-    """-g summed to ``shape`` in one pass (the engine casts the dtype)."""
-    if g.shape == shape and g.flags.c_contiguous:
-        return _unary(elementwise_kernels.NEG, g)
-    return broadcast_sum.reduce_term(strided_apply.COPY, g, None, shape, -1.0, g.shape)
-
-
-def _forward_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype == b.dtype and a.dtype.kind == "f":
-        if a.shape == b.shape:
-            return _same(op, a, b)
-        return _binary(op, a, b, strided_apply.broadcast_shapes(name, a.shape, b.shape))
-    shape = strided_apply.broadcast_shapes(name, a.shape, b.shape)
-    if op == strided_apply.SUB and "b" in (a.dtype.kind, b.dtype.kind):
-        raise TypeError(f"sub: subtraction with a bool operand ({a.dtype} - {b.dtype}) is "
-                        "not supported (as in PyTorch); use logical operations on masks")
-    if a.dtype.kind == "f" or b.dtype.kind == "f":
-        dt = _float_dtype(a.dtype, b.dtype)
-        return _binary(op, a.astype(dt, copy=False), b.astype(dt, copy=False), shape)
-    if op == strided_apply.DIV:  # true division: float64 quotient in the default dtype
-        return _binary(op, a.astype(_F64), b.astype(_F64), shape).astype(default_numpy())
-    return _integer_pair(name, op, a, b)
-
-
-_INTEGER_UFUNCS = {strided_apply.ADD: np.add, strided_apply.SUB: np.subtract,
-                   strided_apply.MUL: np.multiply, strided_apply.POW: np.power}
-
-
-def _integer_pair(name: str, op: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """f(a, b) for integer or bool operands, in integers (wrapping on overflow, as
-    PyTorch), in NumPy's result dtype."""
-    if op == strided_apply.POW:
-        if a.dtype.kind == b.dtype.kind == "b":
-            raise TypeError(f"{name}: not supported for two bool operands (as in PyTorch)")
-        if b.size and b.min() < 0:
-            raise ValueError(f"{name}: integers to negative integer powers are not allowed "
-                             f"(the exponent holds {b.min()}); use a float base or exponent")
-    return np.asarray(_INTEGER_UFUNCS[op](a, b))
 
 
 # -- samples -------------------------------------------------------------------------------
@@ -270,94 +100,46 @@ def _unary_samples(rng, positive: bool = False):
         yield Sample(x, label=str(shape))
 
 
-# -- binary ops ------------------------------------------------------------------------------
-@register("add", samples=_pair_samples)
-class Add(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        return _forward_pair("add", strided_apply.ADD, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        return g, g  # the engine sums each over its operand's broadcast axes
-
-    @staticmethod
-    def vjp(ctx, g):
-        return g, g
+# -- binary ops: broadcasting table entries (ops/table.py) ------------------------------------
+def _upstream(g: Any, a: Any, b: Any) -> Any:
+    """g itself (add's gradients, sub's of a; the engine sums it over the operand's
+    broadcast axes)."""
+    return g
 
 
-@register("sub", samples=_pair_samples)
-class Sub(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        return _forward_pair("sub", strided_apply.SUB, a, b)
+Add = broadcasting(
+    "add", forward=binary.forward_of("add", strided_apply.ADD),
+    saves="nothing", grads=(_upstream, _upstream), vjps=(_upstream, _upstream),
+    samples=_pair_samples)
 
-    @staticmethod
-    def backward(ctx, g):
-        return g, _negated(g, ctx.input_arrays[1].shape) if ctx.needs_input_grad[1] else None
+Sub = broadcasting(
+    "sub", forward=binary.forward_of("sub", strided_apply.SUB),
+    saves="nothing", grads=(_upstream, lambda g, a, b: binary.negated(g, b.shape)),
+    vjps=(_upstream, lambda g, a, b: -g), samples=_pair_samples)
 
-    @staticmethod
-    def vjp(ctx, g):
-        return g, -g
-
-
-@register("mul", samples=_pair_samples)
-class Mul(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        return _forward_pair("mul", strided_apply.MUL, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        if need_a and need_b:
-            # both gradients in one pass: over same-shape operands, or over the full-size
-            # operand when the other is broadcast over its leading axes (a bias, a scale)
-            if a.shape == b.shape == g.shape:
-                fused = _mul_grads_same(g, a, b)
-            else:
-                fused = broadcast_sum.mul_grads(g, a, b)
-                if fused is None:
-                    swapped = broadcast_sum.mul_grads(g, b, a)
-                    fused = None if swapped is None else swapped[::-1]
-            if fused is not None:
-                return fused
-        return (_grad(strided_apply.MUL, g, b, a) if need_a else None,
-                _grad(strided_apply.MUL, g, a, b) if need_b else None)
-
-    @staticmethod
-    def vjp(ctx, g):
-        a, b = ctx.inputs
-        return g * b, g * a
+Mul = broadcasting(
+    "mul", forward=binary.forward_of("mul", strided_apply.MUL),
+    saves="inputs", both=binary.mul_grads,
+    grads=(lambda g, a, b: binary.grad(strided_apply.MUL, g, b, a),
+           lambda g, a, b: binary.grad(strided_apply.MUL, g, a, b)),
+    vjps=(lambda g, a, b: g * b, lambda g, a, b: g * a), samples=_pair_samples)
 
 
-@register("div", samples=_div_samples)
-class Div(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        out = _forward_pair("div", strided_apply.DIV, a, b)
-        ctx.save_for_backward(a, b, out)
-        return out
+def _div_grad_b(g: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """d(a/b)/db = -a/b^2 = -(a/b)/b, summed over b's broadcast axes."""
+    bg = b.astype(g.dtype, copy=False)
+    return binary.grad(strided_apply.MUL, g,
+                       strided_apply.broadcast_apply(strided_apply.DIV, out, bg, g.shape), b,
+                       -1.0)
 
-    @staticmethod
-    def backward(ctx, g):
-        # d(a/b)/da = 1/b; d(a/b)/db = -a/b^2 = -(a/b)/b, summed over broadcast axes
-        a, b, out = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        bg = b.astype(g.dtype, copy=False)
-        ga = _grad(strided_apply.DIV, g, bg, a) if need_a else None
-        gb = None
-        if need_b:
-            gb = _grad(strided_apply.MUL, g,
-                       strided_apply.broadcast_apply(strided_apply.DIV, out, bg, g.shape), b, -1.0)
-        return ga, gb
 
-    @staticmethod
-    def vjp(ctx, g):
-        a, b = ctx.inputs
-        return g / b, -(g * a) / (b * b)
+Div = broadcasting(
+    "div", forward=binary.forward_of("div", strided_apply.DIV),
+    saves="inputs and output",
+    grads=(lambda g, a, b, out: binary.grad(strided_apply.DIV, g,
+                                            b.astype(g.dtype, copy=False), a),
+           _div_grad_b),
+    vjps=(lambda g, a, b: g / b, lambda g, a, b: -(g * a) / (b * b)), samples=_div_samples)
 
 
 def _squares(a: np.ndarray, b: np.ndarray) -> bool:
@@ -369,47 +151,40 @@ def _squares(a: np.ndarray, b: np.ndarray) -> bool:
             and b.ndim <= a.ndim and b.reshape(-1)[0] == 2)
 
 
-@register("pow", samples=_pow_samples)
-class Pow(Function):
-    @staticmethod
-    def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
-        if _squares(a, b):
-            return _same(strided_apply.MUL, a, a)
-        return _forward_pair("pow", strided_apply.POW, a, b)
+_pow = binary.forward_of("pow", strided_apply.POW)
 
-    @staticmethod
-    def backward(ctx, g):
-        # d(a^b)/da = b a^(b-1) (0 where b == 0); d(a^b)/db = a^b log(a) (0 where a == 0
-        # and b >= 0, as PyTorch); each a full-size array, then summed over broadcast axes
-        a, b = ctx.saved_tensors
-        need_a, need_b = ctx.needs_input_grad
-        a2 = a.astype(g.dtype, copy=False)
-        b2 = b.astype(g.dtype, copy=False)
-        if need_a and _squares(a, b):
-            ga = _grad(strided_apply.MUL, g, _same(strided_apply.ADD, a2, a2), a)
-        elif need_a:
-            ga = _grad(strided_apply.MUL, g, strided_apply.broadcast_apply(
-                strided_apply.POW_DBASE, a2, b2, g.shape), a)
-        else:
-            ga = None
-        gb = _grad(strided_apply.MUL, g,
-                   strided_apply.broadcast_apply(strided_apply.POW_DEXP, a2, b2, g.shape), b) \
-            if need_b else None
-        return ga, gb
 
-    @staticmethod
-    def vjp(ctx, g):
-        # where a == 0 the base is shifted to 1 in the terms that would be 0 * inf: the
-        # conventions above (0 where b == 0; 0 where a == 0 and b >= 0) then hold
-        a, b = ctx.inputs
-        a0 = a._data == 0
-        ga = gb = None
-        if ctx.needs_input_grad[0]:
-            ga = g * b * (a + lift(a0 & (b._data == 0))) ** (b - 1)
-        if ctx.needs_input_grad[1]:
-            gb = g * a ** b * log(a + lift(a0 & (b._data >= 0)))
-        return ga, gb
+def _pow_forward(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    if _squares(a, b):
+        return binary.same_shape(strided_apply.MUL, a, a)
+    return _pow(a, b)
+
+
+def _pow_grad_a(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """d(a^b)/da = b a^(b-1) (0 where b == 0), a full-size array summed over a's
+    broadcast axes; a * a's is a + a."""
+    a2 = a.astype(g.dtype, copy=False)
+    if _squares(a, b):
+        return binary.grad(strided_apply.MUL, g, binary.same_shape(strided_apply.ADD, a2, a2), a)
+    return binary.grad(strided_apply.MUL, g, strided_apply.broadcast_apply(
+        strided_apply.POW_DBASE, a2, b.astype(g.dtype, copy=False), g.shape), a)
+
+
+def _pow_grad_b(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """d(a^b)/db = a^b log(a) (0 where a == 0 and b >= 0, as PyTorch), a full-size array
+    summed over b's broadcast axes."""
+    return binary.grad(strided_apply.MUL, g, strided_apply.broadcast_apply(
+        strided_apply.POW_DEXP, a.astype(g.dtype, copy=False), b.astype(g.dtype, copy=False),
+        g.shape), b)
+
+
+# The vjps shift the base to 1 where a == 0 in the terms that would be 0 * inf: the
+# conventions above (0 where b == 0; 0 where a == 0 and b >= 0) then hold.
+Pow = broadcasting(
+    "pow", forward=_pow_forward, saves="inputs", grads=(_pow_grad_a, _pow_grad_b),
+    vjps=(lambda g, a, b: g * b * (a + lift((a._data == 0) & (b._data == 0))) ** (b - 1),
+          lambda g, a, b: g * a ** b * log(a + lift((a._data == 0) & (b._data >= 0)))),
+    samples=_pow_samples)
 
 
 def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
@@ -431,7 +206,7 @@ def _scaled_operand(name: str, a: Tensor, b: Tensor, alpha: Any) -> Tensor:
     if alpha == 1:
         return b
     if floating and b.dtype.kind != "f":
-        b = lift(b._data.astype(_float_dtype(a.dtype, b.dtype)))
+        b = lift(b._data.astype(binary.float_dtype(a.dtype, b.dtype)))
     if a.dtype.kind == b.dtype.kind == "b":
         return b if alpha else lift(np.zeros_like(b._data))  # bool: alpha is truthiness
     return mul(b, alpha)
@@ -451,33 +226,30 @@ def _rounded_samples(rng):
             yield Sample(a, b, mode=mode, label=f"{sa} // {sb} {mode}")
 
 
-@register("div_rounded", samples=_rounded_samples)
-class DivRounded(Function):
-    """div(a, b, rounding_mode=...): piecewise constant, so both gradients are zero."""
+def _rounded_quotient(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+    shape = strided_apply.broadcast_shapes("div", a.shape, b.shape)
+    if a.dtype.kind != "f" and b.dtype.kind != "f":
+        return _integer_rounded_div(mode, a, b, shape)
+    dt = binary.float_dtype(a.dtype, b.dtype)
+    out = np.empty(shape, dt)
+    kernel = elementwise_kernels.div_floor if mode == "floor" else elementwise_kernels.div_trunc
+    for_work(kernel, out.size)(_flat(np.broadcast_to(a.astype(dt, copy=False), shape)),
+                               _flat(np.broadcast_to(b.astype(dt, copy=False), shape)),
+                               out.reshape(-1))
+    return out
 
-    @staticmethod
-    def forward(ctx, a, b, mode):
-        shape = strided_apply.broadcast_shapes("div", a.shape, b.shape)
-        if a.dtype.kind != "f" and b.dtype.kind != "f":
-            return _integer_rounded_div(mode, a, b, shape)
-        dt = _float_dtype(a.dtype, b.dtype)
-        out = np.empty(shape, dt)
-        kernel = elementwise_kernels.div_floor if mode == "floor" \
-            else elementwise_kernels.div_trunc
-        for_work(kernel, out.size)(_flat(np.broadcast_to(a.astype(dt, copy=False), shape)),
-                                   _flat(np.broadcast_to(b.astype(dt, copy=False), shape)),
-                                   out.reshape(-1))
-        return out
 
-    @staticmethod
-    def backward(ctx, g):
-        return tuple(np.zeros(x.shape, x.dtype) if need else None
-                     for x, need in zip(ctx.input_arrays, ctx.needs_input_grad))
+def _zeros(x: np.ndarray) -> np.ndarray:
+    return np.zeros(x.shape, x.dtype)
 
-    @staticmethod
-    def vjp(ctx, g):
-        return tuple(lift(np.zeros(x.shape, x.dtype)) if need else None
-                     for x, need in zip(ctx.input_arrays, ctx.needs_input_grad))
+
+# div(a, b, rounding_mode=...): piecewise constant, so both gradients are zero
+DivRounded = broadcasting(
+    "div_rounded", cls_name="DivRounded", forward=_rounded_quotient, params=True,
+    saves="nothing",
+    grads=(lambda g, a, b: _zeros(a), lambda g, a, b: _zeros(b)),
+    vjps=(lambda g, a, b: lift(_zeros(a._data)), lambda g, a, b: lift(_zeros(b._data))),
+    samples=_rounded_samples)
 
 
 def _integer_rounded_div(mode: str, a: np.ndarray, b: np.ndarray, shape: tuple) -> np.ndarray:
@@ -555,99 +327,44 @@ def _unary_forward(op: int, x: np.ndarray) -> np.ndarray:
     sqrt, and keeps its dtype for neg and abs (computed in integers; bool is refused, as
     in PyTorch)."""
     if x.dtype.kind == "f":
-        return _unary(op, x)
+        return binary.unary(op, x)
     if op == elementwise_kernels.NEG or op == elementwise_kernels.ABS:
         name = "neg" if op == elementwise_kernels.NEG else "abs"
         if x.dtype.kind == "b":
             raise TypeError(f"{name}: not supported for a bool tensor (shape {x.shape}), as "
                             "in PyTorch; use logical_not / ~ to invert a mask")
         return np.asarray(np.negative(x) if op == elementwise_kernels.NEG else np.abs(x))
-    return _unary(op, x.astype(_F64)).astype(default_numpy())
+    return binary.unary(op, x.astype(_F64)).astype(default_numpy())
 
 
-@register("neg", samples=_unary_samples)
-class Neg(Function):
-    @staticmethod
-    def forward(ctx, x):
-        return _unary_forward(elementwise_kernels.NEG, x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _negated(g, g.shape)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return -g
+def _unary_entry(name: str, op: int, saves: str, backward: Callable, vjp: Callable,
+                 samples: Callable = _unary_samples) -> type[Function]:
+    """The point-wise table entry of the op-coded unary op ``name`` (any input dtype:
+    ``_unary_forward``); its public function calls the class."""
+    return pointwise(name, forward=lambda x: _unary_forward(op, x), backward=backward,
+                     saves=saves, vjp=vjp, samples=samples, on_arrays=True,
+                     doc=f"{name}: see ``nbgrad.{name}``.").function
 
 
-@register("exp", samples=_unary_samples)
-class Exp(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = _unary_forward(elementwise_kernels.EXP, x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _binary(strided_apply.MUL, g, y, y.shape)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return g * ctx.output(ctx.saved_tensors[0])
+def _positive_samples(rng):
+    return _unary_samples(rng, positive=True)
 
 
-@register("log", samples=lambda rng: _unary_samples(rng, positive=True))
-class Log(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _unary_forward(elementwise_kernels.LOG, x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _binary(strided_apply.DIV, g, x, x.shape)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return g / ctx.inputs[0]
-
-
-@register("sqrt", samples=lambda rng: _unary_samples(rng, positive=True))
-class Sqrt(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = _unary_forward(elementwise_kernels.SQRT, x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _binary(strided_apply.HALF_DIV, g, y, y.shape)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return g / (2 * ctx.output(ctx.saved_tensors[0]))
-
-
-@register("abs", samples=_unary_samples)
-class Abs(Function):
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return _unary_forward(elementwise_kernels.ABS, x)
-
-    @staticmethod
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return _binary(strided_apply.SIGN_MUL, g, x, x.shape)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return g * lift(np.sign(ctx.inputs[0]._data))  # piecewise linear: |x|'' = 0
+Neg = _unary_entry("neg", elementwise_kernels.NEG, "nothing",
+                   backward=lambda g: binary.negated(g, g.shape), vjp=lambda g, x, y: -g)
+Exp = _unary_entry("exp", elementwise_kernels.EXP, "output",
+                   backward=lambda g, y: binary.apply(strided_apply.MUL, g, y, y.shape),
+                   vjp=lambda g, x, y: g * y)
+Log = _unary_entry("log", elementwise_kernels.LOG, "input",
+                   backward=lambda g, x: binary.apply(strided_apply.DIV, g, x, x.shape),
+                   vjp=lambda g, x, y: g / x, samples=_positive_samples)
+Sqrt = _unary_entry("sqrt", elementwise_kernels.SQRT, "output",
+                    backward=lambda g, y: binary.apply(strided_apply.HALF_DIV, g, y, y.shape),
+                    vjp=lambda g, x, y: g / (2 * y), samples=_positive_samples)
+# piecewise linear: |x|'' = 0, so the vjp's sign(x) is a constant
+Abs = _unary_entry("abs", elementwise_kernels.ABS, "input",
+                   backward=lambda g, x: binary.apply(strided_apply.SIGN_MUL, g, x, x.shape),
+                   vjp=lambda g, x, y: g * lift(np.sign(x._data)))
 
 
 def neg(x: Any) -> Tensor:
@@ -686,14 +403,14 @@ def _smooth_samples(rng):
 _TWO_OVER_SQRT_PI = 1.1283791670955126
 
 _sin = pointwise(
-    "sin", cls_name="Sin", forward=elementwise_kernels.sin_forward,
-    backward=elementwise_kernels.sin_backward, saves="input",
+    "sin", cls_name="Sin", forward=elementwise_kernels.trig_forward,
+    backward=elementwise_kernels.trig_backward, kernel_args=(False,), saves="input",
     derivative=lambda x, y: cos(x), samples=_smooth_samples,
     doc="sin(x); derivative cos(x).")
 
 _cos = pointwise(
-    "cos", cls_name="Cos", forward=elementwise_kernels.cos_forward,
-    backward=elementwise_kernels.cos_backward, saves="input",
+    "cos", cls_name="Cos", forward=elementwise_kernels.trig_forward,
+    backward=elementwise_kernels.trig_backward, kernel_args=(True,), saves="input",
     derivative=lambda x, y: -sin(x), samples=_smooth_samples,
     doc="cos(x); derivative -sin(x).")
 

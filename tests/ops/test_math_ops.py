@@ -269,7 +269,7 @@ def test_var_std_arguments():
         nb.std(t, dim=0, axis=0)
     with pytest.raises(TypeError, match="var: x must be float32 or float64, got nbgrad.int64"):
         nb.var(nb.tensor(np.array([1, 2, 3])))
-    with pytest.raises(ValueError, match="std: axis 2 is out of range"):
+    with pytest.raises(ValueError, match=r"std: axis=2 is out of range for x of shape \(4, 3\)"):
         nb.std(t, 2)
     with pytest.raises(TypeError, match="correction must be a real number"):
         nb.var(t, correction="1")
@@ -417,7 +417,7 @@ def test_argmax_argmin_errors():
     with pytest.raises(ValueError, match="argmax: cannot reduce over the empty dim 0"):
         nb.argmax(nb.tensor(np.zeros((0, 3))), 0)
     assert nb.argmax(nb.tensor(np.zeros((0, 3))), 1).shape == (0,)
-    with pytest.raises(ValueError, match="argmax: axis 2 is out of range"):
+    with pytest.raises(ValueError, match=r"argmax: dim=2 is out of range for x of shape \(2, 3\)"):
         nb.argmax(nb.tensor(np.zeros((2, 3))), 2)
     assert nb.tensor(np.array([1.0, 3.0])).argmax().item() == 1
 
