@@ -19,7 +19,7 @@ from test_graph import (
 )
 
 import nbgrad as nb
-from nbgrad.kernels import gno as K
+from nbgrad.kernels import gno_reference as R
 from nbgrad.ops.gno import _mlp_params
 from nbgrad.testing import gradcheck
 from nbgrad.testing.strategies_graph import point_clouds, radii, wide_point_clouds, wide_radii
@@ -331,14 +331,14 @@ def test_rectangular_gno_matches_reference_loops_and_unfused():
     graph = nb.radius_graph(rng.random((40, 2)), 0.3, query=rng.random((25, 2)))
     args = gno_args(rng, graph, 3, 2, 5, 2)
     ids = (graph.row_ptr, graph.col, graph.edge_id)
-    want = K.reference_forward(*args, *ids, 2, False)
+    want = R.reference_forward(*args, *ids, 2, False)
     np.testing.assert_allclose(nb.gno(*args, graph).numpy(), want, rtol=1e-12, atol=1e-12)
     unfused = nb.gno_aggregate(args[0], nb.gno_kernel(*args[1:], 2, 3), graph)
     np.testing.assert_allclose(unfused.numpy(), want, rtol=1e-12, atol=1e-12)
     tensors = [nb.tensor(a, requires_grad=True) for a in args]
     g = rng.standard_normal((25, 2))
     grads = nb.grad(nb.gno(*tensors, graph), tensors, grad_outputs=g)
-    for got, ref in zip(grads, K.reference_backward(g, *args, *ids, 2, False)):
+    for got, ref in zip(grads, R.reference_backward(g, *args, *ids, 2, False)):
         np.testing.assert_allclose(got.numpy(), ref, rtol=1e-10, atol=1e-12)
 
 

@@ -12,7 +12,8 @@ docs/derivations.md#broadcasting-and-the-reduction-of-gradients).
   ``g * u`` and accumulates the partial sums of ``g * w``.
 
 The operands are planned as in kernels/strided_apply.py (flat buffers, per-dimension
-strides, coalesced dimensions, contiguous lane blocks).
+strides, coalesced dimensions, contiguous lane blocks); this module chooses the loop nest
+and the chunks, kernels/broadcast_sum_loops.py holds the loop nests.
 
 Reductions are race-free and deterministic: each parallel task owns a block of output
 elements, or, when there are too few output elements to share out, a private partial
@@ -27,14 +28,23 @@ import functools
 import math
 
 import numpy as np
-from numba import njit, prange
 
-from ..runtime.jit import (
-    CHUNK,
-    PARALLEL_IEEE_DIV,
-    PARALLEL_MIN,
-    SERIAL_IEEE_DIV,
-    SERIAL_IEEE_DIV_REASSOC_NSZ,
+from ..runtime.jit import CHUNK, runs_parallel
+from .broadcast_sum_loops import (
+    combine,
+    lane_sums,
+    lane_sums_parallel,
+    mul_grads_rows,
+    mul_grads_rows_parallel,
+    reduce_flat,
+    reduce_flat_parallel,
+    reduce_kept_lane,
+    reduce_kept_lane_parallel,
+    reduce_lane,
+    reduce_lane_parallel,
+    reduce_rows,
+    reduce_rows_parallel,
+    scale_in_place,
 )
 from .strided_apply import (
     BLOCK,
@@ -44,347 +54,20 @@ from .strided_apply import (
     broadcast_shapes,
     coalesce,
     flat_operand,
-    lanes,
     leading_rows_nest,
-    operand_offsets,
 )
 
 MAX_CHUNKS = 16      # reduction partials at most (fixed: independent of threads)
-TASK_GROUPS = 64     # reduction tasks are handed to threads in at most this many
-                     # runs (each run allocates its lane buffers once; every task
-                     # still owns its outputs, so results do not depend on it)
 
-
-# -- inner loops over contiguous slices ----------------------------------------------------
-
-@njit(**SERIAL_IEEE_DIV, inline="always")
-def _accumulate_rows(op, acc, u, v, rows, us, vs):
-    """acc[l] += f(u[r, l], v[r, l]) for rows r < rows in order, for the reduction ops
-    COPY (u), MUL (u v), DIV (u / v): u, v flat with row strides us, vs (0 for one row
-    that every row reads) and rows as long as acc. The op is chosen once per call, not per
-    row as ``_accumulate`` would (``strided_apply.binary_rows``)."""
-    n = acc.size
-    if op == COPY:
-        for r in range(rows):
-            a = u[r * us:r * us + n]
-            for i in range(n):
-                acc[i] += a[i]
-    elif op == MUL:
-        for r in range(rows):
-            a, b = u[r * us:r * us + n], v[r * vs:r * vs + n]
-            for i in range(n):
-                acc[i] += a[i] * b[i]
-    else:
-        for r in range(rows):
-            a, b = u[r * us:r * us + n], v[r * vs:r * vs + n]
-            for i in range(n):
-                acc[i] += a[i] / b[i]
-
-
-@njit(**SERIAL_IEEE_DIV, inline="always")
-def _accumulate(op, acc, u, v):
-    """acc[l] += f(u[l], v[l]) for the reduction ops COPY (u), MUL (u v), DIV (u / v).
-    Its own loops rather than ``_accumulate_rows`` of one row: the row loops, inlined
-    into every reduction kernel, made them slower to compile (as ``binary_rows`` says)."""
-    n = acc.size
-    if op == COPY:
-        for i in range(n):
-            acc[i] += u[i]
-    elif op == MUL:
-        for i in range(n):
-            acc[i] += u[i] * v[i]
-    else:
-        for i in range(n):
-            acc[i] += u[i] / v[i]
-
-
-@njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
-def _sum_nsz(x):
-    """Sum of a short contiguous block, compiled like ``_reduce_block`` (whose COPY case
-    it is): reassociated so that LLVM vectorises it (the order is fixed at compile time,
-    so the result does not depend on the thread count) and, unlike ``basics.vector_sum``,
-    with ``nsz`` (the sign of a zero sum is not significant) and no FMA contraction."""
-    s = x.dtype.type(0)
-    for i in range(x.size):
-        s += x[i]
-    return s
-
-
-@njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
-def _reduce_block(op, u, v):
-    """Sum of f(u[l], v[l]) over a short block for COPY, MUL, DIV (as ``_sum_nsz``)."""
-    if op == COPY:
-        return _sum_nsz(u)
-    s = u.dtype.type(0)
-    if op == MUL:
-        for i in range(u.size):
-            s += u[i] * v[i]
-    else:
-        for i in range(u.size):
-            s += u[i] / v[i]
-    return s
-
-
-# -- reductions over broadcast axes ------------------------------------------------------
-
-@njit(**SERIAL_IEEE_DIV)
-def _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                      rows_per_chunk, t0, t1):
-    """Tasks t0..t1 when the lane axis is kept: part[c, ko*n + j] = sum over the reduced
-    rows of chunk c of f(u, v) at (kept outer ko, lane j). A task owns one lane block of
-    one kept row in one chunk, so no two tasks write the same element."""
-    nblk = (n + BLOCK - 1) // BLOCK
-    nko = part.shape[1] // n
-    rows = 1
-    for d in range(rshape.size):
-        rows *= rshape[d]
-    ubuf = np.empty(BLOCK, part.dtype)
-    vbuf = np.empty(BLOCK, part.dtype)
-    acc = np.empty(BLOCK, part.dtype)
-    for t in range(t0, t1):
-        c = t // (nko * nblk)
-        rest = t - c * (nko * nblk)
-        ko = rest // nblk
-        j0 = (rest - ko * nblk) * BLOCK
-        m = min(BLOCK, n - j0)
-        a = acc[:m]
-        for i in range(m):
-            a[i] = 0
-        ku, kv = operand_offsets(ko, kshape, kstr)
-        for r in range(c * rows_per_chunk, min(rows, (c + 1) * rows_per_chunk)):
-            ru, rv = operand_offsets(r, rshape, rstr)
-            _accumulate(op, a, lanes(u, ku + ru, us, j0, m, ubuf),
-                        lanes(v, kv + rv, vs, j0, m, vbuf))
-        o = ko * n + j0
-        for i in range(m):
-            part[c, o + i] = a[i]
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _reduce_rows(op, u, v, out, rows, us, vs):
-    """out[j] = sum over the rows r of f(u[r, j], v[r, j]) in row order, for u, v flat
-    [rows, n] (n = out.size) where an operand of row stride 0 (``us`` / ``vs``) is one
-    row that every row reads: a bias's gradient, without the general plan."""
-    for j in range(out.size):
-        out[j] = 0
-    _accumulate_rows(op, out, u, v, rows, us, vs)
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _reduce_rows_parallel(op, u, v, part, rows, us, vs, rows_per_chunk):
-    """part[c, j] = sum over the rows of chunk c (``rows_per_chunk`` each, in order) of
-    f(u[r, j], v[r, j]): one prange iteration per chunk and block of BLOCK lanes."""
-    n = part.shape[1]
-    blocks = (n + BLOCK - 1) // BLOCK
-    for t in prange(part.shape[0] * blocks):
-        c = t // blocks
-        j0 = (t - c * blocks) * BLOCK
-        r0 = c * rows_per_chunk
-        acc = part[c, j0:min(n, j0 + BLOCK)]
-        for j in range(acc.size):
-            acc[j] = 0
-        _accumulate_rows(op, acc, u[r0 * us + j0:], v[r0 * vs + j0:],
-                         min(rows, r0 + rows_per_chunk) - r0, us, vs)
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                 rows_per_chunk, lanes_per_chunk, t0, t1):
-    """Tasks t0..t1 when the lane axis is reduced: part[c, k] = sum of f(u, v) over the
-    rows and lanes of chunk c for kept element k (one task per (chunk, k))."""
-    nk = part.shape[1]
-    rows = 1
-    for d in range(rshape.size):
-        rows *= rshape[d]
-    nlc = (n + lanes_per_chunk - 1) // lanes_per_chunk
-    ubuf = np.empty(BLOCK, part.dtype)
-    vbuf = np.empty(BLOCK, part.dtype)
-    for t in range(t0, t1):
-        c = t // nk
-        k = t - c * nk
-        cr = c // nlc
-        cl = c - cr * nlc
-        ku, kv = operand_offsets(k, kshape, kstr)
-        s = part.dtype.type(0)
-        for r in range(cr * rows_per_chunk, min(rows, (cr + 1) * rows_per_chunk)):
-            ru, rv = operand_offsets(r, rshape, rstr)
-            for j0 in range(cl * lanes_per_chunk, min(n, (cl + 1) * lanes_per_chunk), BLOCK):
-                m = min(BLOCK, n - j0, (cl + 1) * lanes_per_chunk - j0)
-                s += _reduce_block(op, lanes(u, ku + ru, us, j0, m, ubuf),
-                                   lanes(v, kv + rv, vs, j0, m, vbuf))
-        part[c, k] = s
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _reduce_kept_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                               rows_per_chunk):
-    ntasks = part.shape[0] * (part.shape[1] // n) * ((n + BLOCK - 1) // BLOCK)
-    per = (ntasks + TASK_GROUPS - 1) // TASK_GROUPS
-    for grp in prange((ntasks + per - 1) // per):
-        _reduce_kept_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                          rows_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _reduce_lane_parallel(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                          rows_per_chunk, lanes_per_chunk):
-    ntasks = part.shape[0] * part.shape[1]
-    per = (ntasks + TASK_GROUPS - 1) // TASK_GROUPS
-    for grp in prange((ntasks + per - 1) // per):
-        _reduce_lane(op, u, v, part, kshape, kstr, rshape, rstr, n, us, vs,
-                     rows_per_chunk, lanes_per_chunk, grp * per, min(ntasks, (grp + 1) * per))
-
-
-@njit(**SERIAL_IEEE_DIV_REASSOC_NSZ)
-def _lane_sums(op, u, v, out, n, r0, r1):
-    """out[r] = sum over the n lanes of row r of f(u[r, :], v[r, :]) for r0 <= r < r1,
-    for u and v flat C-contiguous [rows, n]: blocks of BLOCK lanes, each summed like
-    ``_reduce_block`` (reassociated at compile time), added in order, as ``_reduce_lane``
-    adds them (a sum has its bits; a product or quotient can round differently, since
-    LLVM vectorises each kernel's block sums on its own). The op is chosen once per call,
-    each with its own loop nest, and every row summed here: calling ``_reduce_block`` for
-    each row is a call per row that costs more than a short row's sum, and choosing the
-    op per block inside one loop nest kept LLVM from vectorising the sums
-    (docs/benchmarks.md#reductions)."""
-    zero = out.dtype.type(0)
-    if op == COPY:
-        for r in range(r0, r1):
-            total = zero
-            for j0 in range(r * n, (r + 1) * n, BLOCK):
-                a = u[j0:min(j0 + BLOCK, (r + 1) * n)]
-                s = zero
-                for i in range(a.size):
-                    s += a[i]
-                total += s
-            out[r] = total
-    elif op == MUL:
-        for r in range(r0, r1):
-            total = zero
-            for j0 in range(r * n, (r + 1) * n, BLOCK):
-                j1 = min(j0 + BLOCK, (r + 1) * n)
-                a, b = u[j0:j1], v[j0:j1]
-                s = zero
-                for i in range(a.size):
-                    s += a[i] * b[i]
-                total += s
-            out[r] = total
-    else:
-        for r in range(r0, r1):
-            total = zero
-            for j0 in range(r * n, (r + 1) * n, BLOCK):
-                j1 = min(j0 + BLOCK, (r + 1) * n)
-                a, b = u[j0:j1], v[j0:j1]
-                s = zero
-                for i in range(a.size):
-                    s += a[i] / b[i]
-                total += s
-            out[r] = total
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _lane_sums_parallel(op, u, v, out, n, rows_per_run):
-    """``_lane_sums`` in fixed runs of ``rows_per_run`` rows, one prange iteration each."""
-    for c in prange((out.size + rows_per_run - 1) // rows_per_run):
-        r0 = c * rows_per_run
-        _lane_sums(op, u, v, out, n, r0, min(out.size, r0 + rows_per_run))
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _flat_chunk(op, u, v, c):
-    s = c * CHUNK
-    e = min(u.size, s + CHUNK)
-    return _reduce_block(op, u[s:e], v[s:e])
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _ordered_total(part, scale, out):
-    total = part[0]
-    for c in range(1, part.size):
-        total += part[c]
-    out[0] = total * scale
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _reduce_flat(op, u, v, scale, out):
-    """out[0] = scale * sum of f(u, v) over contiguous 1-D u, v (size >= 1): partial sums
-    over fixed chunks of CHUNK elements, added in chunk order."""
-    part = np.empty((u.size + CHUNK - 1) // CHUNK, out.dtype)
-    for c in range(part.size):
-        part[c] = _flat_chunk(op, u, v, c)
-    _ordered_total(part, scale, out)
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _reduce_flat_parallel(op, u, v, scale, out):
-    """``_reduce_flat`` with the chunks shared among threads (same chunks, same order)."""
-    part = np.empty((u.size + CHUNK - 1) // CHUNK, out.dtype)
-    for c in prange(part.size):
-        part[c] = _flat_chunk(op, u, v, c)
-    _ordered_total(part, scale, out)
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _combine(part, out, scale):
-    """out[k] = scale * sum over chunks c (in order) of part[c, k]."""
-    one = out.dtype.type(1)
-    for k in range(out.size):
-        s = part[0, k]
-        for c in range(1, part.shape[0]):
-            s += part[c, k]
-        out[k] = s if scale == one else s * scale
-
-
-@njit(**SERIAL_IEEE_DIV)
-def _scale(x, scale):
-    for i in range(x.size):
-        x[i] *= scale
-
-
-# -- mul's backward, both gradients in one pass --------------------------------------------
-
-@njit(**SERIAL_IEEE_DIV)
-def _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c0, c1):
-    """Chunks c0..c1 of mul's backward for a vector ``a[n]`` broadcast over the rows of
-    ``b[rows, n]`` (both flat, contiguous), upstream ``g`` full-size (``full_g``) or the
-    scalar ``g[0]`` of a 0-stride broadcast:
-
-        gb[r, j]      = g[r, j] * a[j]                 (grad_b, chunk c owns its rows)
-        part[c, j]    = sum over rows r of chunk c of g[r, j] * b[r, j]   (grad_a partial)
-
-    For a scalar g the partial is the plain sum of b (g is applied by ``_combine``), as
-    in ``reduce_term``, so the two paths agree bit for bit."""
-    n = a.size
-    rows = b.size // n
-    for c in range(c0, c1):
-        acc = part[c]
-        for j in range(n):
-            acc[j] = 0
-        for r in range(c * rows_per_chunk, min(rows, (c + 1) * rows_per_chunk)):
-            o = r * n
-            br = b[o:o + n]
-            gr = gb[o:o + n]
-            if full_g:
-                ur = g[o:o + n]
-                for j in range(n):
-                    gr[j] = ur[j] * a[j]
-                    acc[j] += ur[j] * br[j]
-            else:
-                s = g[0]
-                for j in range(n):
-                    gr[j] = s * a[j]
-                    acc[j] += br[j]
-
-
-@njit(**PARALLEL_IEEE_DIV)
-def _mul_grads_rows_parallel(g, full_g, a, b, gb, part, rows_per_chunk):
-    for c in prange(part.shape[0]):
-        _mul_grads_rows(g, full_g, a, b, gb, part, rows_per_chunk, c, c + 1)
-
-
-# -- planning (Python) ------------------------------------------------------------------
 
 def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def _chunks_wanted(total: int) -> int:
+    """How many partials a reduction of ``total`` terms may cut its rows into: one per
+    CHUNK terms, at most MAX_CHUNKS."""
+    return min(MAX_CHUNKS, max(1, total // CHUNK))
 
 
 def _row_chunks(rows: int, tasks: int, want: int) -> tuple[int, int]:
@@ -432,7 +115,7 @@ def _middle_sums(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, a: in
                  n: int, scale: float) -> np.ndarray:
     """out[j] = scale * sum over i < a, l < n of f(u[i, j, l], v[i, j, l]) for flat
     C-contiguous u, v of [a, b, n]: each of the a b rows summed along its n lanes
-    (``_lane_sums``), then the a rows of b sums added (``_bias_rows_sum``). Deterministic
+    (``lane_sums``), then the a rows of b sums added (``_bias_rows_sum``). Deterministic
     at any thread count; the general plan adds the same terms in another order. Used for
     a per-channel scale's gradient ([16, 8, 8, 8] to [1, 8, 1, 1]), which the general
     plan computes several times slower (docs/benchmarks.md#reductions)."""
@@ -443,12 +126,12 @@ def _middle_sums(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, a: in
 
 def _rows_along_lanes(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray,
                       n: int) -> None:
-    """``_lane_sums`` of every row of flat C-contiguous [out.size, n] u and v into flat
+    """``lane_sums`` of every row of flat C-contiguous [out.size, n] u and v into flat
     ``out``, in parallel runs of rows from PARALLEL_MIN elements."""
-    if out.size * n >= PARALLEL_MIN:
-        _lane_sums_parallel(op, fu, fv, out, n, max(1, CHUNK // n))
+    if runs_parallel(out.size * n):
+        lane_sums_parallel(op, fu, fv, out, n, max(1, CHUNK // n))
     else:
-        _lane_sums(op, fu, fv, out, n, 0, out.size)
+        lane_sums(op, fu, fv, out, n, 0, out.size)
 
 
 def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -> tuple:
@@ -480,18 +163,18 @@ def _bias_rows_sum(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, row
     plan's kept-lane reduction cuts them, each summed row by row."""
     n = out.size
     flat_out = out.reshape(-1)
-    want = min(MAX_CHUNKS, max(1, rows * n // CHUNK))
-    if want == 1:  # fewer than 2 CHUNK = PARALLEL_MIN elements: one chunk, this thread
-        _reduce_rows(op, fu, fv, flat_out, rows, us, vs)
+    want = _chunks_wanted(rows * n)
+    if want == 1:  # fewer than 2 CHUNK elements: one chunk, this thread
+        reduce_rows(op, fu, fv, flat_out, rows, us, vs)
     else:
         nchunks, rpc = _row_chunks(rows, _ceil_div(n, BLOCK), want)
         part = flat_out.reshape(1, n) if nchunks == 1 else np.empty((nchunks, n), out.dtype)
-        _reduce_rows_parallel(op, fu, fv, part, rows, us, vs, rpc)
+        reduce_rows_parallel(op, fu, fv, part, rows, us, vs, rpc)
         if nchunks > 1:
-            _combine(part, flat_out, out.dtype.type(scale))
+            combine(part, flat_out, out.dtype.type(scale))
             return out
     if scale != 1:
-        _scale(flat_out, out.dtype.type(scale))
+        scale_in_place(flat_out, out.dtype.type(scale))
     return out
 
 
@@ -522,7 +205,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
             and shape.count(1) == len(shape)):
         # everything summed into one element: a flat chunked reduction, no planning
         out = np.empty(shape, u.dtype)
-        (_reduce_flat if u.size < PARALLEL_MIN else _reduce_flat_parallel)(
+        (reduce_flat_parallel if runs_parallel(u.size) else reduce_flat)(
             op, u.reshape(-1), v.reshape(-1), u.dtype.type(scale), out.reshape(-1))
         return out
     nd = len(full_shape)
@@ -548,7 +231,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
             flat_out = out.reshape(-1)
             _rows_along_lanes(op, u.reshape(-1), v.reshape(-1), flat_out, n)
             if scale != 1:
-                _scale(flat_out, out.dtype.type(scale))
+                scale_in_place(flat_out, out.dtype.type(scale))
             return out
         middle = _middle_block(full_shape, pshape)
         if middle:
@@ -576,19 +259,19 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     total = rows * nk * (1 if lane_kept else n)
     flat_out = out.reshape(-1)
     scale = out.dtype.type(scale)
-    parallel = total >= PARALLEL_MIN
+    parallel = runs_parallel(total)
     # chunk the reduced rows (and, if the lane axis is reduced, the lanes) only when there
     # are too few output tasks to keep the threads busy; counts depend on shapes only
-    want = min(MAX_CHUNKS, max(1, total // CHUNK))
+    want = _chunks_wanted(total)
     if lane_kept:
         tasks = (nk // n) * ((n + BLOCK - 1) // BLOCK)
         nchunks, rpc = _row_chunks(rows, tasks, want)
         part = flat_out.reshape(1, nk) if nchunks == 1 else np.empty((nchunks, nk), out.dtype)
         if parallel:
-            _reduce_kept_lane_parallel(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
+            reduce_kept_lane_parallel(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
                                        su[-1], sv[-1], rpc)
         else:
-            _reduce_kept_lane(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
+            reduce_kept_lane(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
                               su[-1], sv[-1], rpc, 0, nchunks * tasks)
     else:
         if nk >= MAX_CHUNKS // 2:
@@ -603,15 +286,15 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
         nchunks = crow * clane
         part = flat_out.reshape(1, nk) if nchunks == 1 else np.empty((nchunks, nk), out.dtype)
         if parallel:
-            _reduce_lane_parallel(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
+            reduce_lane_parallel(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
                                   su[-1], sv[-1], rpc, lpc)
         else:
-            _reduce_lane(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
+            reduce_lane(op, fu, fv, part, kshape, kstr, rshape, rstr, n,
                          su[-1], sv[-1], rpc, lpc, 0, nchunks * nk)
     if nchunks > 1:
-        _combine(part, flat_out, scale)
+        combine(part, flat_out, scale)
     elif scale != 1:
-        _scale(flat_out, scale)
+        scale_in_place(flat_out, scale)
     return out
 
 
@@ -672,22 +355,19 @@ def mul_grads(g: np.ndarray, u: np.ndarray, w: np.ndarray
         g = np.full(1, scale, g.dtype)
     # the chunking of reduce_term's kept-lane path (shapes only, never the thread count)
     total = rows * n
-    want = min(MAX_CHUNKS, max(1, total // CHUNK))
-    nchunks = 1 if _ceil_div(n, BLOCK) >= MAX_CHUNKS // 2 else min(rows, want)
-    rpc = _ceil_div(rows, nchunks)
-    nchunks = _ceil_div(rows, rpc)
+    nchunks, rpc = _row_chunks(rows, _ceil_div(n, BLOCK), _chunks_wanted(total))
     gu = np.empty(u.shape, u.dtype)
     gw = np.empty(shape, w.dtype)
     flat_gu = gu.reshape(-1)
     part = flat_gu.reshape(1, n) if nchunks == 1 else np.empty((nchunks, n), u.dtype)
     args = (g.reshape(-1), full_g, u.reshape(-1), w.reshape(-1), gw.reshape(-1), part, rpc)
-    if total >= PARALLEL_MIN:
-        _mul_grads_rows_parallel(*args)
+    if runs_parallel(total):
+        mul_grads_rows_parallel(*args)
     else:
-        _mul_grads_rows(*args, 0, nchunks)
+        mul_grads_rows(*args, 0, nchunks)
     scale = u.dtype.type(scale)
     if nchunks > 1:
-        _combine(part, flat_gu, scale)
+        combine(part, flat_gu, scale)
     elif scale != 1:
-        _scale(flat_gu, scale)
+        scale_in_place(flat_gu, scale)
     return gu, gw

@@ -1,7 +1,8 @@
 """CSR graphs: construction by radius search (a cell list, or SciPy's k-d tree in higher
 dimensions), between one point cloud and itself or from a query cloud to an input cloud,
 k-nearest search and pruning, grouping of the entries by a key (CSR transposes,
-edge-id groups), and index validation. The aggregation over a graph is in kernels/gno.py.
+edge-id groups), and index validation. The aggregation over a graph is in
+kernels/gno_aggregate.py and, fused with the kernel MLP, kernels/gno.py.
 
 A CSR graph here is ``row_ptr[N+1]`` and ``col[nnz]`` (int64): row ``i`` lists the
 columns ``col[row_ptr[i]:row_ptr[i+1]]``. Edge ids ``edge_id[nnz]`` name the edge

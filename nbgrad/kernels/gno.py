@@ -1,36 +1,30 @@
-"""Graph neural operator kernels (derivations: docs/derivations.md#graph-neural-operator).
+"""The graph neural operator, fused (derivations: docs/derivations.md#graph-neural-operator).
 
 Notation: a CSR graph (``row_ptr``, ``col``, ``edge_id``); entry ``p`` of row ``i`` is an
-edge ``j = col[p] -> i`` with features ``x[e]``, ``e = edge_id[p]``. Per edge id
+edge ``j = col[p] -> i`` with features ``x[e]``, ``e = edge_id[p]``; the kernel of edge
+id e is ``kappa_e = V relu(U x_e + b_u) + b_v`` as an ``[F_out, F_in]`` matrix
+(kernels/gno_mlp.py), and the aggregation is
+``m_i = sum_{p in row i} kappa_{e(p)} @ h_{col[p]}`` (divided by the row length for
+``mean``; empty rows give 0).
 
-    pre_e = U x_e + b_u,   hidden_e = relu(pre_e),   kappa_e = V hidden_e + b_v
+The unfused pair, ``gno_kernel`` and ``gno_aggregate``, builds every kappa
+(``[E, F_out, F_in]``: kernels/gno_mlp.py, kernels/gno_aggregate.py);
+kernels/gno_reference.py is the per-edge loop the tests compare both with. This module
+is the fused and re-associated ``gno`` (``gno_forward`` / ``gno_backward``). With
+``V3[o, f, k] = V[o*F_in + f, k]``,
 
-with ``kappa_e`` read as an ``[F_out, F_in]`` matrix (row-major: ``V[o*F_in + f, k]``),
-and the aggregation is ``m_i = sum_{p in row i} kappa_{e(p)} @ h_{col[p]}`` (divided by
-the row length for ``mean``; empty rows give 0).
+    m_i[o] = sum_{f,k} V3[o, f, k] W_i[f, k] + sum_f b_v[o*F_in + f] Hs_i[f],
+    W_i[f, k] = sum_{p in row i} h_j[f] hidden_e[k],   Hs_i[f] = sum_{p in row i} h_j[f]
 
-Three implementations:
-
-* ``reference_forward`` / ``reference_backward``: the per-edge loop, serial, building
-  every kappa; the tests compare the fast paths with it.
-* ``kernel_forward/backward`` + ``aggregate_forward/backward``: the unfused pair
-  (kappa materialised as ``[E, F_out, F_in]``); the kernel MLP's products are
-  register-tiled loop nests (``gemm.gemm_tn_acc``) over fixed row chunks, not BLAS calls.
-* ``gno_forward`` / ``gno_backward``: fused and re-associated. With ``V3[o, f, k] =
-  V[o*F_in + f, k]``,
-
-      m_i[o] = sum_{f,k} V3[o, f, k] W_i[f, k] + sum_f b_v[o*F_in + f] Hs_i[f],
-      W_i[f, k] = sum_{p in row i} h_j[f] hidden_e[k],   Hs_i[f] = sum_{p in row i} h_j[f]
-
-  so an edge costs F_in*H multiply-adds (an outer product into its row's W_i) instead of
-  F_out*F_in*H, V meets each node's sums once, and no kappa is built. Each row is one
-  task: hidden_e is recomputed per entry (2*H*d flops) and W_i lives in a chunk-local
-  buffer, so the forward allocates nothing beyond m and the backward rebuilds W_i instead
-  of keeping an [N, F_in*H] array. The backward contracts the upstream G_i with V once
-  per row (``R_i``) and takes every gradient in the same row pass (see ``gno_backward``).
-  Extra memory: O(nnz*(d + F_in)) per-entry rows and a few parameter-sized partials.
-  Everything runs in Numba loops on one thread pool (no BLAS call, whose own pool would
-  fight Numba's).
+so an edge costs F_in*H multiply-adds (an outer product into its row's W_i) instead of
+F_out*F_in*H, V meets each node's sums once, and no kappa is built. Each row is one
+task: hidden_e is recomputed per entry (2*H*d flops) and W_i lives in a chunk-local
+buffer, so the forward allocates nothing beyond m and the backward rebuilds W_i instead
+of keeping an [N, F_in*H] array. The backward contracts the upstream G_i with V once
+per row (``R_i``) and takes every gradient in the same row pass (see ``gno_backward``).
+Extra memory: O(nnz*(d + F_in)) per-entry rows and a few parameter-sized partials.
+Everything runs in Numba loops on one thread pool (no BLAS call, whose own pool would
+fight Numba's).
 
 Rectangular graphs (``num_source_nodes != num_nodes``): h has one row per source node
 (the columns), m one per target node (the rows); nothing else changes.
@@ -58,14 +52,10 @@ import numpy as np
 from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, PARALLEL_FUSED, SERIAL, SERIAL_FUSED, plain
-from .basics import copy_into, dot
+from .basics import dot
 from .gemm import gemm_tn_acc
+from .gno_mlp import CHUNKS, GRAD_CHUNKS, chunk_sum
 from .matmul import matrix_product
-
-CHUNKS = 256  # parallel loops split their rows into this many fixed chunks
-GRAD_CHUNKS = 16  # parameter gradients: one partial per chunk of rows, summed in order
-ROW_BLOCK = 64  # rows of a chunk whose products share the partial's tiles in cache
-
 
 # -- small dense products ------------------------------------------------------------------
 
@@ -99,183 +89,6 @@ def _dots(v, S, n, out, i0, o):
         _dots4(v, S, t0, out, i0 + t0, o)
     for t in range(full, n):
         out[i0 + t, o] = dot(v, S[t], v.shape[0])
-
-
-# -- kernel MLP ------------------------------------------------------------------------
-
-
-def hidden_forward(x, U, b_u):
-    """``hidden[E, H] = relu(x @ U.T + b_u)`` (relu(NaN) = NaN and relu'(0) = 0, as in
-    PyTorch; the backward's mask ``hidden > 0`` is 0 at a NaN, unlike nb.relu's:
-    docs/derivations.md#graph-neural-operator)."""
-    hidden = np.zeros((x.shape[0], U.shape[0]), dtype=x.dtype)
-    _hidden_forward(x, U, b_u, hidden)
-    return hidden
-
-
-@njit(**PARALLEL)
-def _hidden_forward(x, U, b_u, hidden):
-    n, d = x.shape
-    H = U.shape[0]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * n // chunks, (c + 1) * n // chunks):
-            for k in range(H):
-                s = b_u[k]
-                for a in range(d):
-                    s += U[k, a] * x[e, a]
-                if not s <= 0:  # NaN stays
-                    hidden[e, k] = s
-
-
-def kernel_forward(x, U, b_u, V, b_v):
-    """``(kappa[E, F_out*F_in], hidden[E, H])``: kappa = relu(x U^T + b_u) V^T + b_v."""
-    hidden = hidden_forward(x, U, b_u)
-    kappa = np.empty((x.shape[0], V.shape[0]), dtype=x.dtype)
-    _bias_plus_product(hidden, np.ascontiguousarray(V.T), b_v, kappa)
-    return kappa, hidden
-
-
-@njit(**PARALLEL_FUSED)
-def _bias_plus_product(A, B, bias, out):
-    """``out[e] = bias + sum_k A[e, k] B[k]`` for every row e, by fixed row chunks (each a
-    product of register tiles, ``gemm_tn_acc``)."""
-    n = A.shape[0]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        lo = c * n // chunks
-        hi = (c + 1) * n // chunks
-        for e in range(lo, hi):
-            copy_into(out[e], bias)
-        gemm_tn_acc(A[lo:hi].T, B, out[lo:hi])
-
-
-def chunk_sum(parts):
-    """parts[0] + parts[1] + ...: the row chunks' partial gradients added in chunk order,
-    where inf + -inf gives NaN without a warning, as in PyTorch."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        return parts.sum(axis=0)
-
-
-def kernel_backward(g, x, hidden, U, V):
-    """Gradients ``(dx, dU, db_u, dV, db_v)`` of the kernel MLP for upstream
-    ``g[E, F_out*F_in]``: gh = (g V) * [pre > 0], then the per-edge accumulations as
-    products, dx = gh U, dU = gh^T x, db_u = sum_e gh, dV = g^T hidden, db_v = sum_e g
-    (the sums over edges as GRAD_CHUNKS partials, added in chunk order)."""
-    E, H = hidden.shape
-    grad_hidden = np.empty_like(hidden)
-    _bias_plus_product(g, V, np.zeros(H, dtype=g.dtype), grad_hidden)
-    chunks = max(1, min(E, GRAD_CHUNKS))
-    dx = np.empty_like(x)
-    dUt_c = np.zeros((chunks, x.shape[1], H), dtype=g.dtype)
-    dbu_c = np.zeros((chunks, H), dtype=g.dtype)
-    dV_c = np.zeros((chunks, *V.shape), dtype=g.dtype)
-    dbv_c = np.zeros((chunks, V.shape[0]), dtype=g.dtype)
-    _mlp_backward_rows(g, grad_hidden, hidden, x, np.ascontiguousarray(U.T), dx, dUt_c,
-                       dbu_c, dV_c, dbv_c)
-    return (dx, np.ascontiguousarray(chunk_sum(dUt_c).T), chunk_sum(dbu_c), chunk_sum(dV_c),
-            chunk_sum(dbv_c))
-
-
-@njit(**PARALLEL_FUSED)
-def _mlp_backward_rows(g, gh, hidden, x, Ut, dx, dUt_c, dbu_c, dV_c, dbv_c):
-    """Over the edge rows of fixed chunk c, ROW_BLOCK rows at a time: the relu backward
-    ``gh *= [hidden > 0]``, ``dx[e, a] = sum_k U[k, a] gh[e, k]`` and chunk c's partials
-    ``dUt_c[c] += x^T gh``, ``dbu_c[c] += sum_e gh[e]``, ``dV_c[c] += g^T hidden``,
-    ``dbv_c[c] += sum_e g[e]``."""
-    n = g.shape[0]
-    chunks = dV_c.shape[0]
-    for c in prange(chunks):
-        for lo in range(c * n // chunks, (c + 1) * n // chunks, ROW_BLOCK):
-            hi = min(lo + ROW_BLOCK, (c + 1) * n // chunks)
-            for e in range(lo, hi):
-                for k in range(gh.shape[1]):
-                    if not hidden[e, k] > 0:
-                        gh[e, k] = 0
-                    dbu_c[c, k] += gh[e, k]
-                for a in range(Ut.shape[0]):
-                    dx[e, a] = dot(Ut[a], gh[e], Ut.shape[1])
-                for r in range(g.shape[1]):
-                    dbv_c[c, r] += g[e, r]
-            gemm_tn_acc(x[lo:hi], gh[lo:hi], dUt_c[c])
-            gemm_tn_acc(g[lo:hi], hidden[lo:hi], dV_c[c])
-
-
-# -- aggregation with materialised kernels ----------------------------------------------
-
-
-def aggregate_forward(h, kappa, row_ptr, col, edge_id):
-    """``m[i, o] = sum_{p in row i} sum_f kappa[edge_id[p], o, f] h[col[p], f]``."""
-    m = np.zeros((row_ptr.shape[0] - 1, kappa.shape[1]), dtype=h.dtype)
-    _aggregate_forward(h, kappa, row_ptr, col, edge_id, m)
-    return m
-
-
-@njit(**PARALLEL)
-def _aggregate_forward(h, kappa, row_ptr, col, edge_id, m):
-    n = row_ptr.shape[0] - 1
-    f_out, f_in = kappa.shape[1], kappa.shape[2]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for i in range(c * n // chunks, (c + 1) * n // chunks):
-            for p in range(row_ptr[i], row_ptr[i + 1]):
-                j = col[p]
-                e = edge_id[p]
-                for o in range(f_out):
-                    s = m[i, o]
-                    for f in range(f_in):
-                        s += kappa[e, o, f] * h[j, f]
-                    m[i, o] = s
-
-
-def aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos):
-    """``dh[j, f] = sum_{p: col[p] = j} sum_o kappa[edge_id[p], o, f] g[row[p], o]``,
-    gathered through the transposed CSR (each j owns its row of dh)."""
-    dh = np.zeros((t_ptr.shape[0] - 1, kappa.shape[2]), dtype=g.dtype)
-    _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh)
-    return dh
-
-
-@njit(**PARALLEL)
-def _aggregate_grad_h(g, kappa, row, edge_id, t_ptr, t_pos, dh):
-    n = t_ptr.shape[0] - 1
-    f_out, f_in = kappa.shape[1], kappa.shape[2]
-    chunks = min(n, CHUNKS)
-    for c in prange(chunks):
-        for j in range(c * n // chunks, (c + 1) * n // chunks):
-            for q in range(t_ptr[j], t_ptr[j + 1]):
-                p = t_pos[q]
-                i = row[p]
-                e = edge_id[p]
-                for o in range(f_out):
-                    go = g[i, o]
-                    for f in range(f_in):
-                        dh[j, f] += kappa[e, o, f] * go
-
-
-def aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos):
-    """``dkappa[e, o, f] = sum_{p: edge_id[p] = e} g[row[p], o] h[col[p], f]``, gathered
-    by edge id (entries sharing an id add up in CSR order; unused ids get 0)."""
-    dk = np.zeros((e_ptr.shape[0] - 1, g.shape[1], h.shape[1]), dtype=g.dtype)
-    _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk)
-    return dk
-
-
-@njit(**PARALLEL)
-def _aggregate_grad_kappa(g, h, row, col, e_ptr, e_pos, dk):
-    num_e = e_ptr.shape[0] - 1
-    f_out, f_in = g.shape[1], h.shape[1]
-    chunks = min(num_e, CHUNKS)
-    for c in prange(chunks):
-        for e in range(c * num_e // chunks, (c + 1) * num_e // chunks):
-            for q in range(e_ptr[e], e_ptr[e + 1]):
-                p = e_pos[q]
-                i = row[p]
-                j = col[p]
-                for o in range(f_out):
-                    go = g[i, o]
-                    for f in range(f_in):
-                        dk[e, o, f] += go * h[j, f]
 
 
 # -- fused, re-associated graph neural operator -------------------------------------------
@@ -744,102 +557,4 @@ def gno_backward(G, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, by_edge_id, tra
         dh = np.zeros_like(hf)
         _gather_groups(C, *transpose(), dh)
         dh = unfold_batch(dh, hf.shape[0], nbatch, f_in, h.ndim == 3)
-    return dh, dx, dU, db_u, dV, db_v
-
-
-# -- reference: the per-edge loop ----------------------------------------------------------
-
-
-@njit(**SERIAL)
-def reference_forward(h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
-    """``m[N, F_out]`` by building kappa for every CSR entry and multiplying it with h_j."""
-    n = row_ptr.shape[0] - 1
-    f_in = h.shape[1]
-    H, d = U.shape
-    m = np.zeros((n, f_out), dtype=h.dtype)
-    hidden = np.zeros(H, dtype=h.dtype)
-    kappa = np.zeros(f_out * f_in, dtype=h.dtype)
-    zero = h.dtype.type(0)
-    for i in range(n):
-        for p in range(row_ptr[i], row_ptr[i + 1]):
-            j = col[p]
-            e = edge_id[p]
-            for k in range(H):
-                s = b_u[k]
-                for a in range(d):
-                    s += U[k, a] * x[e, a]
-                hidden[k] = zero if s <= 0 else s
-            for r in range(f_out * f_in):
-                s = b_v[r]
-                for k in range(H):
-                    s += V[r, k] * hidden[k]
-                kappa[r] = s
-            for o in range(f_out):
-                for f in range(f_in):
-                    m[i, o] += kappa[o * f_in + f] * h[j, f]
-        if mean and row_ptr[i + 1] > row_ptr[i]:
-            for o in range(f_out):
-                m[i, o] /= row_ptr[i + 1] - row_ptr[i]
-    return m
-
-
-@njit(**SERIAL)
-def reference_backward(g, h, x, U, b_u, V, b_v, row_ptr, col, edge_id, f_out, mean):
-    """Gradients ``(dh, dx, dU, db_u, dV, db_v)`` by per-edge accumulation:
-    with g_kappa = g_i h_j^T for the entry: db_v += g_kappa; dV += g_kappa hidden^T;
-    gh = (V^T g_kappa) * [pre > 0]; db_u += gh; dU += gh x_e^T; dx_e += U^T gh;
-    dh_j += kappa^T g_i."""
-    n = row_ptr.shape[0] - 1
-    f_in = h.shape[1]
-    H, d = U.shape
-    F = f_out * f_in
-    dh = np.zeros_like(h)
-    dx = np.zeros_like(x)
-    dU = np.zeros_like(U)
-    db_u = np.zeros_like(b_u)
-    dV = np.zeros_like(V)
-    db_v = np.zeros_like(b_v)
-    pre = np.zeros(H, dtype=h.dtype)
-    hidden = np.zeros(H, dtype=h.dtype)
-    kappa = np.zeros(F, dtype=h.dtype)
-    gk = np.zeros(F, dtype=h.dtype)
-    gi = np.zeros(f_out, dtype=h.dtype)
-    zero = h.dtype.type(0)
-    for i in range(n):
-        deg = row_ptr[i + 1] - row_ptr[i]
-        if deg == 0:
-            continue
-        for o in range(f_out):
-            gi[o] = g[i, o] / deg if mean else g[i, o]
-        for p in range(row_ptr[i], row_ptr[i + 1]):
-            j = col[p]
-            e = edge_id[p]
-            for k in range(H):
-                s = b_u[k]
-                for a in range(d):
-                    s += U[k, a] * x[e, a]
-                pre[k] = s
-                hidden[k] = zero if s <= 0 else s
-            for r in range(F):
-                s = b_v[r]
-                for k in range(H):
-                    s += V[r, k] * hidden[k]
-                kappa[r] = s
-            for o in range(f_out):
-                for f in range(f_in):
-                    gk[o * f_in + f] = gi[o] * h[j, f]
-                    dh[j, f] += kappa[o * f_in + f] * gi[o]
-            for r in range(F):
-                db_v[r] += gk[r]
-                for k in range(H):
-                    dV[r, k] += gk[r] * hidden[k]
-            for k in range(H):
-                if pre[k] > 0:
-                    s = zero
-                    for r in range(F):
-                        s += V[r, k] * gk[r]
-                    db_u[k] += s
-                    for a in range(d):
-                        dU[k, a] += s * x[e, a]
-                        dx[e, a] += U[k, a] * s
     return dh, dx, dU, db_u, dV, db_v

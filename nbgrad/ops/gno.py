@@ -1,5 +1,6 @@
-"""Graphs and the graph neural operator (GNO): ``radius_graph``, ``Graph``, ``gno_kernel``,
-``gno_aggregate`` and the fused ``gno``.
+"""Graphs and the graph neural operator (GNO): ``radius_graph``, ``knn_graph``, ``Graph``,
+``gno_kernel``, ``gno_aggregate`` and the fused ``gno`` (the point-cloud checks of the two
+graph builders are in ops/graph_build.py).
 
 Edge features are indexed by edge id: ``edge_feats[e]`` (and ``kernels[e]``) belong to
 every CSR entry ``p`` with ``graph.edge_id[p] == e``. For ``radius_graph`` and
@@ -13,129 +14,23 @@ gno_kernel(x, ...), graph)``.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..function import Function, Sample, register
 from ..graph import Graph
-from ..kernels import csr
+from ..kernels import csr, gno_mlp
 from ..kernels import gno as gno_kernels
+from ..kernels import gno_aggregate as aggregation
 from ..tensor import Tensor, lift
 from ._args import float_operands
 from ._recompute import recompute_vjp
+from .graph_build import batches, by_example, cloud, loop_flag, positive_int, query_cloud
 from .shape import stack
 
 # -- radius graph and k nearest neighbours ---------------------------------------------------
-
-
-def _cloud(op: str, name: str, value: Any) -> np.ndarray:
-    """A point cloud ``[N, d]`` as a fresh C-contiguous float64 array (errors name ``op``,
-    ``name`` and the shape; coordinates must be finite)."""
-    pts = np.asarray(value._data if isinstance(value, Tensor) else value)
-    if pts.dtype.kind not in "fiu":
-        raise TypeError(f"{op}: {name} must be a real array, got dtype {pts.dtype}")
-    if pts.ndim != 2 or pts.shape[1] < 1:
-        raise ValueError(f"{op}: {name} must have shape [N, d] with d >= 1, got {pts.shape}")
-    pts = np.ascontiguousarray(pts, dtype=np.float64)
-    if not np.all(np.isfinite(pts)):
-        bad = np.argwhere(~np.isfinite(pts))[0]
-        raise ValueError(f"{op}: {name}[{bad[0]}, {bad[1]}] = {pts[tuple(bad)]} is not "
-                         f"finite ({name} shape {pts.shape})")
-    return pts
-
-
-def _query_cloud(op: str, query: Any, points: np.ndarray) -> np.ndarray | None:
-    if query is None:
-        return None
-    q = _cloud(op, "query", query)
-    if q.shape[1] != points.shape[1]:
-        raise ValueError(f"{op}: query has shape {q.shape} but points has shape "
-                         f"{points.shape}: both clouds need the same dimension d")
-    return q
-
-
-def _batch_vector(op: str, name: str, value: Any, cloud: str, shape: tuple) -> np.ndarray:
-    """The example index of every point of ``cloud`` (``shape`` [N, d]): a sorted
-    (non-decreasing) int vector [N] of indices >= 0, PyTorch Geometric's ``batch``."""
-    arr = np.asarray(value._data if isinstance(value, Tensor) else value)
-    if arr.dtype.kind not in "iu" and not (arr.size == 0 and arr.dtype.kind == "f"):
-        raise TypeError(f"{op}: {name} must be an integer array, got dtype {arr.dtype}")
-    if arr.shape != (shape[0],):
-        raise ValueError(f"{op}: {name} has shape {arr.shape} but {cloud} has shape {shape}: "
-                         f"{name} needs one example index per point, shape ({shape[0]},)")
-    arr = arr.astype(np.int64)
-    if arr.size and arr[0] < 0:
-        raise ValueError(f"{op}: {name}[0] = {arr[0]} is negative (example indices are >= 0)")
-    bad = csr.first_decrease(arr)
-    if bad >= 0:
-        raise ValueError(f"{op}: {name} must be sorted (non-decreasing), but {name}[{bad}] = "
-                         f"{arr[bad]} < {name}[{bad - 1}] = {arr[bad - 1]}")
-    return arr
-
-
-def _batches(op: str, points: np.ndarray, query: np.ndarray | None, batch: Any,
-             query_batch: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """``(batch, query_batch)`` validated; for a graph on one cloud ``query_batch`` is
-    ``batch``. With a query cloud both or neither must be given."""
-    if query is None:
-        if query_batch is not None:
-            raise ValueError(f"{op}: query_batch was given without query")
-        if batch is None:
-            return None, None
-        batch = _batch_vector(op, "batch", batch, "points", points.shape)
-        return batch, batch
-    if (batch is None) != (query_batch is None):
-        given, missing = ("batch", "query_batch") if query_batch is None else \
-            ("query_batch", "batch")
-        raise ValueError(f"{op}: {given} was given without {missing}: with a query cloud, "
-                         f"give the example index of the points (batch) and of the query "
-                         f"points (query_batch), or neither")
-    if batch is None:
-        return None, None
-    return (_batch_vector(op, "batch", batch, "points", points.shape),
-            _batch_vector(op, "query_batch", query_batch, "query", query.shape))
-
-
-def _by_example(build, points: np.ndarray, query: np.ndarray | None,
-                batch: np.ndarray | None, query_batch: np.ndarray | None
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR ``(row_ptr, col)`` from ``build(points, query) -> (row_ptr, col)`` run on each
-    example's slice of the clouds (the batch vectors are sorted, so an example is a run
-    of consecutive points), the columns shifted to global indices: no edge joins two
-    examples. One call without a batch."""
-    if batch is None:
-        return build(points, query)
-    rows = points.shape[0] if query is None else query.shape[0]
-    ids = np.union1d(batch, query_batch)
-    lo, hi = (np.searchsorted(batch, ids, side) for side in ("left", "right"))
-    q_lo, q_hi = (np.searchsorted(query_batch, ids, side) for side in ("left", "right"))
-    lengths = np.zeros(rows, dtype=np.int64)
-    cols = [np.empty(0, dtype=np.int64)]
-    for a, b, qa, qb in zip(lo, hi, q_lo, q_hi):
-        if qb > qa:
-            row_ptr, col = build(points[a:b], None if query is None else query[qa:qb])
-            lengths[qa:qb] = np.diff(row_ptr)
-            cols.append(col + a)
-    row_ptr = np.zeros(rows + 1, dtype=np.int64)
-    np.cumsum(lengths, out=row_ptr[1:])
-    return row_ptr, np.concatenate(cols)
-
-
-def _check_loop(op: str, loop: Any) -> bool:
-    if not isinstance(loop, bool | np.bool_):
-        raise TypeError(f"{op}: loop must be a bool, got {type(loop).__name__} (the query "
-                        f"cloud is the keyword argument query=)")
-    return bool(loop)
-
-
-def _positive_int(op: str, name: str, value: Any, allow_none: bool = False) -> int | None:
-    if value is None and allow_none:
-        return None
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"{op}: {name} must be {'None or ' if allow_none else ''}an integer "
-                         f">= 1, got {value!r}")
-    return int(value)
 
 
 def radius_graph(points: Any, radius: float, loop: bool = True,
@@ -173,15 +68,15 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
     (``kernels/csr.py:radius_search`` has the measurements). Both give the same graph.
     """
     op = "radius_graph"
-    pts = _cloud(op, "points", points)
-    loop = _check_loop(op, loop)
+    pts = cloud(op, "points", points)
+    loop = loop_flag(op, loop)
     if not isinstance(radius, numbers.Real) or not np.isfinite(radius) or radius < 0:
         raise ValueError(f"{op}: radius must be a finite number >= 0, got {radius!r}")
-    max_neighbors = _positive_int(op, "max_neighbors", max_neighbors, allow_none=True)
-    qry = _query_cloud(op, query, pts)
-    batch, query_batch = _batches(op, pts, qry, batch, query_batch)
+    max_neighbors = positive_int(op, "max_neighbors", max_neighbors, allow_none=True)
+    qry = query_cloud(op, query, pts)
+    batch, query_batch = batches(op, pts, qry, batch, query_batch)
     radius = float(radius)
-    row_ptr, col = _by_example(lambda p, q: csr.radius_csr(p, radius, loop, q), pts, qry,
+    row_ptr, col = by_example(lambda p, q: csr.radius_csr(p, radius, loop, q), pts, qry,
                                batch, query_batch)
     if max_neighbors is not None:
         row_ptr, col = csr.prune_rows(pts if qry is None else qry, pts, row_ptr, col,
@@ -205,12 +100,12 @@ def knn_graph(points: Any, k: int, loop: bool = False, *, query: Any = None,
     ``batch``/``query_batch``: example indices, sorted, as in ``radius_graph``.
     """
     op = "knn_graph"
-    pts = _cloud(op, "points", points)
-    loop = _check_loop(op, loop)
-    k = _positive_int(op, "k", k)
-    qry = _query_cloud(op, query, pts)
-    batch, query_batch = _batches(op, pts, qry, batch, query_batch)
-    row_ptr, col = _by_example(lambda p, q: csr.knn_csr(p, k, loop, q), pts, qry, batch,
+    pts = cloud(op, "points", points)
+    loop = loop_flag(op, loop)
+    k = positive_int(op, "k", k)
+    qry = query_cloud(op, query, pts)
+    batch, query_batch = batches(op, pts, qry, batch, query_batch)
+    row_ptr, col = by_example(lambda p, q: csr.knn_csr(p, k, loop, q), pts, qry, batch,
                                query_batch)
     return Graph(row_ptr, col, num_source_nodes=pts.shape[0])
 
@@ -264,6 +159,21 @@ def _lift_optional(x: Any) -> Tensor | None:
 def _mean_divisor(graph: Graph, dtype: np.dtype) -> np.ndarray:
     """Row lengths as a column of ``dtype``, with empty rows counted as 1 (their sum is 0)."""
     return np.maximum(graph.degree, 1).astype(dtype)[:, None]
+
+
+def _aggregate(graph: Graph, h: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """``m[i] = sum_{p in row i} kernels[edge_id[p]] @ h[col[p]]`` (the sum)."""
+    return aggregation.aggregate_forward(h, kernels, graph.row_ptr, graph.col, graph.edge_id)
+
+
+def _aggregate_grad_h(graph: Graph, g: np.ndarray, kernels: np.ndarray) -> np.ndarray:
+    """``dh[j] = sum_{p: col[p] = j} kernels[edge_id[p]]^T g[row[p]]``."""
+    return aggregation.aggregate_grad_h(g, kernels, graph.row, graph.edge_id, *graph.transpose)
+
+
+def _aggregate_grad_kernels(graph: Graph, g: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """``dk[e] = sum_{p: edge_id[p] = e} g[row[p]] h[col[p]]^T``."""
+    return aggregation.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
 
 
 def _contiguous(*arrays: np.ndarray | None) -> list:
@@ -347,7 +257,7 @@ class GnoKernel(Function):
         x, U, b_u, V, b_v = _contiguous(x, U, b_u, V, b_v)
         b_u = _zeros_if_none(b_u, U.shape[0], x)
         b_v = _zeros_if_none(b_v, V.shape[0], x)
-        kappa, hidden = gno_kernels.kernel_forward(x, U, b_u, V, b_v)
+        kappa, hidden = gno_mlp.kernel_forward(x, U, b_u, V, b_v)
         ctx.save_for_backward(x, hidden, U, V)
         return kappa.reshape(x.shape[0], f_out, f_in)
 
@@ -355,7 +265,7 @@ class GnoKernel(Function):
     def backward(ctx, g):
         x, hidden, U, V = ctx.saved_tensors
         g = np.ascontiguousarray(g).reshape(x.shape[0], V.shape[0])
-        return gno_kernels.kernel_backward(g, x, hidden, U, V)
+        return gno_mlp.kernel_backward(g, x, hidden, U, V)
 
     @staticmethod
     def vjp(ctx, g):
@@ -387,7 +297,7 @@ class GnoAggregate(Function):
     @staticmethod
     def forward(ctx, h, kernels, graph, reduce="sum"):
         h, kernels = _contiguous(h, kernels)
-        m = gno_kernels.aggregate_forward(h, kernels, graph.row_ptr, graph.col, graph.edge_id)
+        m = _aggregate(graph, h, kernels)
         if reduce == "mean":
             m /= _mean_divisor(graph, m.dtype)
         ctx.save_for_backward(h, kernels)
@@ -403,10 +313,9 @@ class GnoAggregate(Function):
         g = np.ascontiguousarray(g)
         dh = dk = None
         if ctx.needs_input_grad[0]:
-            dh = gno_kernels.aggregate_grad_h(g, kernels, graph.row, graph.edge_id,
-                                              *graph.transpose)
+            dh = _aggregate_grad_h(graph, g, kernels)
         if ctx.needs_input_grad[1]:
-            dk = gno_kernels.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
+            dk = _aggregate_grad_kernels(graph, g, h)
         return dh, dk
 
     @staticmethod
@@ -449,71 +358,65 @@ def _common(*arrays: np.ndarray) -> list:
     return [np.ascontiguousarray(a, dtype=dtype) for a in arrays]
 
 
-@register("gno_aggregate_grad_h", samples=_grad_h_samples)
-class GnoAggregateGradH(Function):
-    """gno_aggregate's gradient in h for upstream g[N, F_out]: the transposed aggregation
-    ``dh[j] = sum_{p: col[p] = j} kernels[edge_id[p]]^T g[row[p]]`` -> [N, F_in]."""
+class _AggregateGradient(Function):
+    """One of gno_aggregate's gradient maps, ``y = B(g, a)`` for upstream g[N, F_out]
+    and the other operand ``a`` of the aggregation (kernels for the gradient in h, h for
+    the gradient in the kernels). A subclass gives ``gradient(graph, g, a)``, ``partner``
+    (the other map) and ``output_is_h``. For upstream u (shaped like y), B's gradients
+    are ``dg = A(u, a)`` (the aggregation, u in y's place) and ``da = partner(g, u)``."""
+
+    gradient: Callable[[Graph, np.ndarray, np.ndarray], np.ndarray]
+    partner: type[_AggregateGradient]
+    output_is_h: bool
 
     @staticmethod
-    def forward(ctx, g, kernels, graph):
-        g, kernels = _common(g, kernels)
-        ctx.save_for_backward(g, kernels)
+    def forward(ctx, g, a, graph):
+        g, a = _common(g, a)
+        ctx.save_for_backward(g, a)
         ctx.graph = graph
-        return gno_kernels.aggregate_grad_h(g, kernels, graph.row, graph.edge_id, *graph.transpose)
+        return ctx.fn.gradient(graph, g, a)
 
     @staticmethod
     def backward(ctx, u):
-        g, kernels = ctx.saved_tensors
-        graph = ctx.graph
+        g, a = ctx.saved_tensors
         u = np.ascontiguousarray(u, dtype=g.dtype)
-        dg = dk = None
-        if ctx.needs_input_grad[0]:
-            dg = gno_kernels.aggregate_forward(u, kernels, graph.row_ptr, graph.col, graph.edge_id)
-        if ctx.needs_input_grad[1]:
-            dk = gno_kernels.aggregate_grad_kappa(g, u, graph.row, graph.col, *graph.by_edge_id)
-        return dg, dk
+        need = ctx.needs_input_grad
+        h, kernels = (u, a) if ctx.fn.output_is_h else (a, u)
+        dg = _aggregate(ctx.graph, h, kernels) if need[0] else None
+        da = ctx.fn.partner.gradient(ctx.graph, g, u) if need[1] else None
+        return dg, da
 
     @staticmethod
     def vjp(ctx, u):
-        g, kernels = (lift(a) for a in ctx.inputs)
+        g, a = (lift(x) for x in ctx.inputs)
         need = ctx.needs_input_grad
-        dg = GnoAggregate.apply(u, kernels, graph=ctx.graph, reduce="sum") if need[0] else None
-        dk = GnoAggregateGradKernels.apply(g, u, graph=ctx.graph) if need[1] else None
-        return dg, dk
+        h, kernels = (u, a) if ctx.fn.output_is_h else (a, u)
+        dg = GnoAggregate.apply(h, kernels, graph=ctx.graph, reduce="sum") if need[0] else None
+        da = ctx.fn.partner.apply(g, u, graph=ctx.graph) if need[1] else None
+        return dg, da
+
+
+@register("gno_aggregate_grad_h", samples=_grad_h_samples)
+class GnoAggregateGradH(_AggregateGradient):
+    """gno_aggregate's gradient in h for upstream g[N, F_out]: the transposed aggregation
+    ``dh[j] = sum_{p: col[p] = j} kernels[edge_id[p]]^T g[row[p]]`` -> [N, F_in]."""
+
+    gradient = staticmethod(_aggregate_grad_h)
+    output_is_h = True
 
 
 @register("gno_aggregate_grad_kernels", samples=_grad_kernels_samples)
-class GnoAggregateGradKernels(Function):
+class GnoAggregateGradKernels(_AggregateGradient):
     """gno_aggregate's gradient in the kernels for upstream g[N, F_out]: per-edge outer
     products ``dk[e] = sum_{p: edge_id[p] = e} g[row[p]] h[col[p]]^T`` ->
     [num_edge_ids, F_out, F_in]."""
 
-    @staticmethod
-    def forward(ctx, g, h, graph):
-        g, h = _common(g, h)
-        ctx.save_for_backward(g, h)
-        ctx.graph = graph
-        return gno_kernels.aggregate_grad_kappa(g, h, graph.row, graph.col, *graph.by_edge_id)
+    gradient = staticmethod(_aggregate_grad_kernels)
+    partner = GnoAggregateGradH
+    output_is_h = False
 
-    @staticmethod
-    def backward(ctx, w):
-        g, h = ctx.saved_tensors
-        graph = ctx.graph
-        w = np.ascontiguousarray(w, dtype=g.dtype)
-        dg = dh = None
-        if ctx.needs_input_grad[0]:
-            dg = gno_kernels.aggregate_forward(h, w, graph.row_ptr, graph.col, graph.edge_id)
-        if ctx.needs_input_grad[1]:
-            dh = gno_kernels.aggregate_grad_h(g, w, graph.row, graph.edge_id, *graph.transpose)
-        return dg, dh
 
-    @staticmethod
-    def vjp(ctx, w):
-        g, h = (lift(a) for a in ctx.inputs)
-        need = ctx.needs_input_grad
-        dg = GnoAggregate.apply(h, w, graph=ctx.graph, reduce="sum") if need[0] else None
-        dh = GnoAggregateGradH.apply(g, w, graph=ctx.graph) if need[1] else None
-        return dg, dh
+GnoAggregateGradH.partner = GnoAggregateGradKernels
 
 
 @register("gno", samples=_gno_samples)
