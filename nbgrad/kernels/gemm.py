@@ -15,13 +15,11 @@ caller computes it, so results do not depend on any thread count.
 
    for all i < out.shape[0] and j < out.shape[1], which must be multiples of MR and NR
    (the caller pads: extra rows may start anywhere valid, their results are discarded).
-   Each tile of MR = 4 rows by NR = 64 columns of ``out`` accumulates in a stack array
-   of constant shape, which LLVM keeps in vector registers for the whole k loop (with
-   AVX-512, 4 x 4 zmm): each step k costs NR/16 loads of b, MR broadcasts of a and
-   MR*NR/16 fused multiply-adds (the BLIS micro-kernel, written as plain loops).
-   Four rows rather than six: 16 accumulators plus the broadcasts and loads of b fit
-   AVX-512's 32 registers with room to spare, and the 4-row tile measured faster on
-   every conv shape tried (docs/benchmarks.md#matmul).
+   Each tile of MR rows by NR columns of ``out`` (kernels/tiles.py: TILE_ROWS by four
+   vectors of float32; 4 x 64, 4 x 4 zmm, with AVX-512) accumulates in a stack array of
+   constant shape, which LLVM keeps in vector registers for the whole k loop: each step
+   k costs NR/lanes loads of b, MR broadcasts of a and MR*NR/lanes fused multiply-adds
+   (the BLIS micro-kernel, written as plain loops).
    Single-threaded (``SERIAL_FMA``): the convolutions call it inside a ``prange`` over
    images.
 
@@ -40,7 +38,7 @@ caller computes it, so results do not depend on any thread count.
    the small dense products of the graph neural operator. It differs from 1. in three
    ways: the first operand is read transposed, the product is added to ``out``, and it
    compiles with ``SERIAL_FUSED`` (reassociation as well as FMA, as every gno kernel
-   that inlines it). Full TN_TILE_ROWS x TN_TILE_COLS tiles (16 zmm of float32) sum over
+   that inlines it). Full TN_TILE_ROWS x TN_TILE_COLS tiles (the tile of 1.) sum over
    k in registers and are then added; the bottom and right edges go term by term.
 
 Derivations of the products' adjoints: docs/derivations.md#matrix-product.
@@ -63,15 +61,16 @@ from ..runtime.jit import (
     plain,
 )
 from .basics import copy_into
+from .tiles import FLOAT32_COLUMNS, GEMV_COLUMNS, TILE_ROWS
 
-MR = 4  # rows of a per micro-tile (four beat six: the module doc)
-NR = 64  # columns of b per panel (a multiple of the widest vector: 16 float32)
+MR = TILE_ROWS  # rows of a per micro-tile (kernels/tiles.py)
+NR = FLOAT32_COLUMNS  # columns of b per panel, in either dtype (kernels/tiles.py)
 NR_U = np.uint64(NR)
 TILE = MR * NR  # elements of one accumulator tile
-SPAN = 128  # outputs per register tile of offset_gemv (8 zmm: enough independent FMAs)
+SPAN = GEMV_COLUMNS  # outputs per register tile of offset_gemv (kernels/tiles.py)
 SPAN_U = np.uint64(SPAN)
 ROW_TILES = 2  # micro-tiles (of MR rows) per task of matmul: small tasks balance 2 cores
-TN_TILE_ROWS, TN_TILE_COLS = 4, 64  # register tile of gemm_tn_acc: 16 zmm of float32
+TN_TILE_ROWS, TN_TILE_COLS = MR, NR  # register tile of gemm_tn_acc: the micro-tile's
 TN_TILE = TN_TILE_ROWS * TN_TILE_COLS
 
 

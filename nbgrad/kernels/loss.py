@@ -72,34 +72,24 @@ def squared_error(pred, target, out):
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
-def squared_error_sum(pred, target):
-    """sum of (pred - target)^2: float64 partial sums of fixed blocks, added in order."""
-    n = pred.size
-    nblk = (n + SUM_BLOCK - 1) // SUM_BLOCK
-    partial = np.zeros(nblk)
-    for b in prange(nblk):
-        acc = 0.0
-        for i in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
-            d = np.float64(pred[i]) - np.float64(target[i])
-            acc += d * d
-        partial[b] = acc
-    total = 0.0
-    for b in range(nblk):
-        total += partial[b]
-    return total
-
-
-@njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
-def block_sum(a):
-    """sum of a flat array (the per-element losses of a reduced loss): float64 partial sums
-    of fixed blocks, added in order."""
+def block_sum(a, minus):
+    """The float64 sum of a flat array's elements (the per-element losses of a reduced
+    loss; ``minus`` None), or of (a - minus)^2 (mse_loss's sum, without the per-element
+    array): partial sums of fixed blocks of SUM_BLOCK, then the block sums in order.
+    ``minus is None`` is settled when the kernel compiles (each form compiles to its own
+    loop; None is passed, not defaulted: a call with an omitted argument dispatches more
+    slowly)."""
     n = a.size
     nblk = (n + SUM_BLOCK - 1) // SUM_BLOCK
     partial = np.zeros(nblk)
     for b in prange(nblk):
         acc = 0.0
         for i in range(b * SUM_BLOCK, min(n, (b + 1) * SUM_BLOCK)):
-            acc += np.float64(a[i])
+            if minus is None:
+                acc += np.float64(a[i])
+            else:
+                d = np.float64(a[i]) - np.float64(minus[i])
+                acc += d * d
         partial[b] = acc
     total = 0.0
     for b in range(nblk):

@@ -10,19 +10,17 @@ with op(x) = x[x_map[i]] or its transpose (``x_t``), and likewise for y. Transpo
 operands are read in place, so ``a @ b``, ``g @ b^T`` and ``a^T @ g`` need no copies.
 
 Register tile. MR x NR sums of ``out`` live in a stack array of constant shape that
-LLVM keeps in vector registers for the whole k loop: NR is four vectors of the host's
-widest registers (AVX2: 32 float32 or 16 float64; AVX-512: twice that, chosen at
-import). MR = 3 rows on AVX2 makes 12 vector accumulators, plus one vector of b and
-three broadcasts of a: its 16 registers; AVX-512 has 32, and takes MR = 4. Step k costs
-MR broadcasts, NR / lanes vector loads and MR NR / lanes fused multiply-adds. LLVM
-vectorises the tile's j loop and promotes it to registers only when that loop is too
-long to unroll before the vectoriser runs: a 6 x 2-vector tile (the BLIS Haswell shape)
-gets unrolled into scalar code, so the tile is MR x 4 vectors and steps two values of k
-per pass. A last panel of at most one or two vectors of columns (N not a multiple of NR)
-takes a tile of MR x one or two vectors instead (``_narrow_tile``, ``_half_tile``: the
-same loop nest, ``tile_cols``). The tile takes its operands as raw pointers
-(``gemm.data_pointer``): an array argument costs an atomic reference-count update on
-every call.
+LLVM keeps in vector registers for the whole k loop; its shape is kernels/tiles.py's, the
+one of every tiled product here (MR = TILE_ROWS, NR = four vectors of the host's widest
+registers). Step k costs MR broadcasts, NR / lanes vector loads and MR NR / lanes fused
+multiply-adds. LLVM vectorises the tile's j loop and promotes it to registers only when
+that loop is too long to unroll before the vectoriser runs: a 6 x 2-vector tile (the
+BLIS Haswell shape) gets unrolled into scalar code, so the tile is MR x 4 vectors and
+steps two values of k per pass. A last panel of at most one or two vectors of columns
+(N not a multiple of NR) takes a tile of MR x one or two vectors instead
+(``_narrow_tile``, ``_half_tile``: the same loop nest, ``tile_cols``). The tile takes its
+operands as raw pointers (``gemm.data_pointer``): an array argument costs an atomic
+reference-count update on every call.
 
 Packing, per task (a block of output tiles):
 
@@ -60,7 +58,6 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from llvmlite import ir
 from numba import (
     carray,
     config,
@@ -69,25 +66,21 @@ from numba import (
     prange,
     types,
 )
-from numba.core import cgutils
-from numba.extending import intrinsic, overload, register_jitable
+from numba.extending import overload, register_jitable
 
 from ..runtime.jit import (
     PARALLEL,
     PARALLEL_WORK_MIN,
     SERIAL,
     SERIAL_FMA,
-    VECTOR_BYTES,
     compiled_once,
     plain,
+    runs_parallel,
 )
 from .gemm import data_pointer, stack_buffer
+from .tiles import TILE_ROWS, panel_cols, tile_buffer
 
-# Rows of a per register tile. AVX-512's 32 vector registers hold four rows (16
-# accumulators, 8 broadcasts of a for two values of k, 2 vectors of b); AVX2's sixteen
-# hold three. Four rows give the same bits and measured no slower than three anywhere
-# (docs/benchmarks.md#matmul).
-MR = 4 if VECTOR_BYTES == 64 else 3
+MR = TILE_ROWS  # rows of the register tile (kernels/tiles.py)
 KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 512 k)
 # Columns of b per packed block (a multiple of every NR): 256 x depth values are 512 KB,
 # half of a Zen 4 core's L2. Each sliver of a is packed once per block, so a wider
@@ -106,32 +99,6 @@ A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
 _TWO, _FOUR = np.uint64(2), np.uint64(4)  # tile widths in vectors: tile_cols
-
-
-def panel_cols(like) -> int:
-    """NR, the tile's columns for the dtype of array ``like``: four vector registers."""
-    return 4 * VECTOR_BYTES // like.dtype.itemsize
-
-
-@overload(panel_cols, inline="always")
-def _panel_cols_jit(like):
-    cols = np.uint64(4 * VECTOR_BYTES // (like.dtype.bitwidth // 8))
-    return lambda like: cols
-
-
-@intrinsic
-def tile_buffer(typingctx, like):
-    """Pointer to MR * NR uninitialised elements of ``like``'s dtype on the stack (for
-    ``carray``): constant-size stack memory is what LLVM promotes to registers."""
-    elem = like.dtype
-    size = MR * 4 * VECTOR_BYTES // (elem.bitwidth // 8)
-
-    def codegen(context, builder, signature, args):
-        llvm_elem = context.get_value_type(elem)
-        buf = cgutils.alloca_once(builder, ir.ArrayType(llvm_elem, size))
-        return builder.bitcast(buf, llvm_elem.as_pointer())
-
-    return types.CPointer(elem)(like), codegen
 
 
 # -- the register tile -------------------------------------------------------------------
@@ -627,7 +594,7 @@ def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, nr: int,
     if swapped:
         M, N, y_t = N, M, not x_t
     if parallel is None:
-        parallel = batches * M * N * K >= PARALLEL_WORK_MIN
+        parallel = runs_parallel(batches * M * N * K, PARALLEL_WORK_MIN)
     thin = not parallel and is_thin(M, N, K, y_t, nr)
     # a task per pool thread; one in a single thread (each task copies its own partial
     # slivers and panels)

@@ -1,60 +1,33 @@
-"""l1_loss, smooth_l1_loss, huber_loss, binary_cross_entropy_with_logits, nll_loss, the
-general cross_entropy (class weights, ignore_index, label smoothing, class probabilities,
-[N, C, d1, ...] logits), softmax/log_softmax's dtype and the loss modules: NumPy
-references, gradchecks (registered samples and hypothesis), second derivatives, PyTorch
-oracles, non-finite values, threads and bad input."""
+"""binary_cross_entropy_with_logits, nll_loss and the general cross_entropy (class
+weights, ignore_index, label smoothing, class probabilities, [N, C, d1, ...] logits) of
+nbgrad/ops/loss_classification.py (the fused cross_entropy is in tests/ops/test_loss.py),
+and softmax/log_softmax's dtype: NumPy references, gradchecks (registered samples and
+hypothesis), second derivatives, PyTorch oracles, non-finite values, the loss modules,
+threads and bad input."""
 
 import numpy as np
 import pytest
 from conftest import assert_same_bits, at_threads
 from hypothesis import given
 from hypothesis import strategies as st
+from ops.loss_references import (
+    REDUCTIONS,
+    SPECIAL,
+    compare_with_torch,
+    inputs_unchanged,
+    loss_and_grads,
+    non_finite_like_torch,
+    raises_all,
+    reduce_loss,
+    second_derivatives_like_torch,
+    upstream_scale,
+)
 from scipy.special import expit, log_softmax
 
 import nbgrad as nb
 from nbgrad import nn
 from nbgrad.testing import check_registered, gradcheck, gradgradcheck
 from nbgrad.testing import strategies as nbst
-
-REDUCTIONS = ["mean", "sum", "none"]
-NEW_OPS = ["l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits",
-           "nll_loss"]
-
-
-def _reduce(v, reduction, count=None):
-    if reduction == "none":
-        return v
-    total = np.sum(v)
-    return total if reduction == "sum" else total / (v.size if count is None else count)
-
-
-def _scale(reduction, g, n):
-    """What the upstream g becomes per element: g / n for 'mean', g otherwise."""
-    return g / n if reduction == "mean" else g
-
-
-# -- NumPy references ---------------------------------------------------------------------------
-
-
-def _piecewise_reference(x, t, beta, div, mul):
-    """(loss, d/dx) of z^2 / (2 div) for z = |x - t| < beta, mul (z - beta / 2) above."""
-    d = x - t
-    z = np.abs(d)
-    loss = np.where(z < beta, 0.5 * z * z / div, mul * (z - 0.5 * beta))
-    grad = np.where(d < -beta, -mul, np.where(d > beta, mul, d / div))
-    return loss, grad
-
-
-REGRESSION = {
-    # name: (nbgrad call, coefficients (beta, div, mul), torch name, torch kwargs)
-    "l1_loss": (lambda x, t, r: nb.l1_loss(x, t, r), (0.0, 1.0, 1.0), "l1_loss", {}),
-    "smooth_l1_loss": (lambda x, t, r: nb.smooth_l1_loss(x, t, r, beta=0.7),
-                       (0.7, 0.7, 1.0), "smooth_l1_loss", {"beta": 0.7}),
-    "smooth_l1_loss beta 0": (lambda x, t, r: nb.smooth_l1_loss(x, t, r, beta=0.0),
-                              (0.0, 1.0, 1.0), "smooth_l1_loss", {"beta": 0.0}),
-    "huber_loss": (lambda x, t, r: nb.huber_loss(x, t, r, delta=1.5), (1.5, 1.0, 1.5),
-                   "huber_loss", {"delta": 1.5}),
-}
 
 
 def _softplus(z):
@@ -97,13 +70,13 @@ def _ce_reference(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):
     if t.dtype.kind == "f":
         tt = t * (1 - eps) + eps / c
         per = -(lp * tt * wb.reshape(wshape)).sum(1)
-        return _reduce(per, reduction, per.size)
+        return reduce_loss(per, reduction, per.size)
     loss, picked, _ = _nll_reference(lp, t, w, ignore_index)
     kept = t != ignore_index
     smooth = np.where(kept, -(lp * wb.reshape(wshape)).sum(1), 0.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        nll = _reduce(loss, reduction, picked.sum())
-        sm = _reduce(smooth, reduction, picked.sum())
+        nll = reduce_loss(loss, reduction, picked.sum())
+        sm = reduce_loss(smooth, reduction, picked.sum())
     return (1 - eps) * nll + eps / c * sm
 
 
@@ -111,59 +84,10 @@ def _ce_reference(x, t, w=None, ignore_index=-100, reduction="mean", eps=0.0):
 
 
 @pytest.mark.parametrize("second_order", [False, True])
-@pytest.mark.parametrize("name", NEW_OPS)
+@pytest.mark.parametrize("name", ["binary_cross_entropy_with_logits", "nll_loss"])
 def test_registered_samples_pass_gradcheck_and_gradgradcheck(name, second_order):
     report = check_registered(name, second_order=second_order)
     assert report.passed, "\n".join(report.failures)
-
-
-# -- l1, smooth l1, huber ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("name", sorted(REGRESSION))
-def test_regression_losses_match_reference(name, dtype, reduction):
-    call, coef, _, _ = REGRESSION[name]
-    rng = np.random.default_rng(1)
-    x = (rng.standard_normal((6, 7)) * 2).astype(dtype)
-    t = (rng.standard_normal((6, 7)) * 2).astype(dtype)
-    x[0, :3] = t[0, :3]                                   # ties: l1' = 0 there
-    xt, tt = nb.tensor(x, requires_grad=True), nb.tensor(t, requires_grad=True)
-    loss = call(xt, tt, reduction)
-    want, dx = _piecewise_reference(x.astype(np.float64), t, *coef)
-    rtol = 2e-6 if dtype == np.float32 else 1e-13
-    np.testing.assert_allclose(loss.numpy(), _reduce(want, reduction), rtol=rtol)
-    assert loss.dtype == dtype
-    g = rng.standard_normal(loss.shape).astype(dtype)
-    loss.backward(g)
-    want_dx = dx * _scale(reduction, g, x.size)
-    np.testing.assert_allclose(xt.grad.numpy(), want_dx, rtol=rtol, atol=1e-7)
-    np.testing.assert_allclose(tt.grad.numpy(), -want_dx, rtol=rtol, atol=1e-7)
-    assert xt.grad.dtype == dtype
-
-
-def test_smooth_l1_with_beta_zero_is_l1_and_huber_is_delta_times_smooth_l1():
-    rng = np.random.default_rng(2)
-    x, t = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
-    np.testing.assert_array_equal(nb.smooth_l1_loss(x, t, "none", beta=0.0).numpy(),
-                                  nb.l1_loss(x, t, "none").numpy())
-    np.testing.assert_allclose(nb.huber_loss(x, t, "none", delta=0.8).numpy(),
-                               0.8 * nb.smooth_l1_loss(x, t, "none", beta=0.8).numpy(),
-                               rtol=1e-14)
-
-
-@given(data=st.data(), shape=st.lists(st.integers(1, 4), max_size=3),
-       reduction=st.sampled_from(REDUCTIONS), name=st.sampled_from(sorted(REGRESSION)))
-def test_regression_losses_gradcheck_hypothesis(data, shape, reduction, name):
-    call, (beta, _, _), _, _ = REGRESSION[name]
-    t = data.draw(nbst.arrays(np.float64, tuple(shape)))
-    d = data.draw(nbst.arrays(np.float64, tuple(shape), min_value=-4, max_value=4))
-    # away from the kinks at |d| = 0 and |d| = beta (finite differences straddle them)
-    d = np.where(np.abs(d) < 0.05, 0.3, d)
-    d = np.where(np.abs(np.abs(d) - beta) < 0.05, d + 0.2, d)
-    gradcheck(lambda a, b: call(a, b, reduction), [t + d, t])
-    gradgradcheck(lambda a, b: call(a, b, reduction), [t + d, t])
 
 
 # -- binary_cross_entropy_with_logits --------------------------------------------------------
@@ -184,10 +108,10 @@ def test_bce_with_logits_matches_reference(weighted, dtype, reduction):
     want, dx, dt = _bce_reference(x.astype(np.float64), t.astype(np.float64),
                                   1.0 if w is None else w, pw)
     rtol = 3e-6 if dtype == np.float32 else 1e-13
-    np.testing.assert_allclose(loss.numpy(), _reduce(want, reduction), rtol=rtol)
+    np.testing.assert_allclose(loss.numpy(), reduce_loss(want, reduction), rtol=rtol)
     g = rng.standard_normal(loss.shape).astype(dtype)
     loss.backward(g)
-    gs = _scale(reduction, g.astype(np.float64), x.size)
+    gs = upstream_scale(reduction, g.astype(np.float64), x.size)
     np.testing.assert_allclose(xt.grad.numpy(), dx * gs, rtol=rtol * 10, atol=1e-6)
     np.testing.assert_allclose(tt.grad.numpy(), dt * gs, rtol=rtol * 10, atol=1e-6)
     assert loss.dtype == dtype and xt.grad.dtype == dtype and tt.grad.dtype == dtype
@@ -239,7 +163,7 @@ def test_nll_loss_matches_reference(shape, dtype, reduction):
     loss = nb.nll_loss(xt, t, weight=w, ignore_index=2, reduction=reduction)
     per, picked, unit = _nll_reference(x.astype(np.float64), t, w, 2)
     rtol = 2e-6 if dtype == np.float32 else 1e-13
-    np.testing.assert_allclose(loss.numpy(), _reduce(per, reduction, picked.sum()),
+    np.testing.assert_allclose(loss.numpy(), reduce_loss(per, reduction, picked.sum()),
                                rtol=rtol)
     g = rng.standard_normal(loss.shape).astype(dtype)
     loss.backward(g)
@@ -425,9 +349,6 @@ def test_loss_modules_call_their_functions_and_keep_weights_as_buffers():
     t = np.array([0, 2, 1, 2])
     w = np.array([0.5, 1.0, 2.0])
     pairs = [
-        (nn.L1Loss(reduction="sum"), nb.l1_loss(x, y, "sum"), (x, y)),
-        (nn.SmoothL1Loss(beta=0.5), nb.smooth_l1_loss(x, y, beta=0.5), (x, y)),
-        (nn.HuberLoss("none", delta=2.0), nb.huber_loss(x, y, "none", 2.0), (x, y)),
         (nn.BCEWithLogitsLoss(weight=w, pos_weight=w),
          nb.binary_cross_entropy_with_logits(x, expit(y), w, pos_weight=w), (x, expit(y))),
         (nn.NLLLoss(w, ignore_index=1), nb.nll_loss(x, t, w, 1), (x, t)),
@@ -441,7 +362,7 @@ def test_loss_modules_call_their_functions_and_keep_weights_as_buffers():
     assert set(nn.BCEWithLogitsLoss(pos_weight=w).state_dict()) == {"pos_weight"}
     ce.float()
     assert ce.weight.dtype == np.float32
-    assert "label_smoothing=0.0" in repr(ce) and "beta=0.5" in repr(nn.SmoothL1Loss(beta=0.5))
+    assert "label_smoothing=0.0" in repr(ce)
 
 
 # -- threads, inputs unchanged -----------------------------------------------------------------
@@ -451,27 +372,17 @@ def test_large_losses_give_the_same_bits_at_one_and_two_threads():
     rng = np.random.default_rng(13)
     n = 300_007                                          # above the parallel threshold
     x = (rng.standard_normal(n) * 3).astype(np.float32)
-    y = (rng.standard_normal(n) * 3).astype(np.float32)
     p = rng.uniform(0, 1, n).astype(np.float32)
     logits = rng.standard_normal((2_003, 7, 11)).astype(np.float32)
     labels = rng.integers(0, 7, (2_003, 11))
     labels[::5, 3] = -100
-    calls = [
-        lambda a, b: nb.l1_loss(a, b, "sum"),
-        lambda a, b: nb.smooth_l1_loss(a, b, "none", beta=0.5),
-        lambda a, b: nb.huber_loss(a, b, "mean", delta=2.0),
-        lambda a, b: nb.binary_cross_entropy_with_logits(a, b, None, "mean", 2.0),
-    ]
 
-    def run(call, a, b):
-        at, bt = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
-        loss = call(at, bt)
-        loss.backward(np.ones(loss.shape, np.float32))
-        return loss.numpy(), at.grad.numpy(), bt.grad.numpy()
+    def bce(a, b):
+        return nb.binary_cross_entropy_with_logits(a, b, None, "mean", 2.0)
 
-    for call, (a, b) in zip(calls, [(x, y), (x, y), (x, y), (x, p)]):
-        for one, two in zip(at_threads(1, run, call, a, b), at_threads(2, run, call, a, b)):
-            assert_same_bits(one, two)
+    for one, two in zip(at_threads(1, loss_and_grads, bce, x, p),
+                        at_threads(2, loss_and_grads, bce, x, p)):
+        assert_same_bits(one, two)
 
     def run_nll():
         lt = nb.tensor(logits, requires_grad=True)
@@ -487,15 +398,10 @@ def test_inputs_are_not_modified():
     rng = np.random.default_rng(14)
     x, y = rng.standard_normal((4, 3)), rng.uniform(0, 1, (4, 3))
     t, w = np.array([0, -100, 1, 2]), np.array([1.0, 2.0, 3.0])
-    copies = [a.copy() for a in (x, y, t, w)]
-    for fn in (lambda: nb.l1_loss(x, y), lambda: nb.huber_loss(x, y),
-               lambda: nb.binary_cross_entropy_with_logits(x, y, w, pos_weight=w),
-               lambda: nb.nll_loss(x, t, w), lambda: nb.cross_entropy(x, t, w, -100, "mean", 0.2),
-               lambda: nb.cross_entropy(x, y, w, label_smoothing=0.2)):
-        loss = fn()
-        assert np.isfinite(loss.item())
-    for a, c in zip((x, y, t, w), copies):
-        np.testing.assert_array_equal(a, c)
+    inputs_unchanged([lambda: nb.binary_cross_entropy_with_logits(x, y, w, pos_weight=w),
+                      lambda: nb.nll_loss(x, t, w),
+                      lambda: nb.cross_entropy(x, t, w, -100, "mean", 0.2),
+                      lambda: nb.cross_entropy(x, y, w, label_smoothing=0.2)], (x, y, t, w))
 
 
 # -- bad input ---------------------------------------------------------------------------------
@@ -504,13 +410,7 @@ def test_inputs_are_not_modified():
 def test_bad_input_raises_naming_op_argument_and_shapes():
     x = np.zeros((3, 5), np.float32)
     t = np.array([0, 1, 2])
-    cases = [
-        (ValueError, r"l1_loss: input has shape \(3, 5\) but target has shape \(5,\)",
-         lambda: nb.l1_loss(x, np.zeros(5))),
-        (ValueError, r"huber_loss: delta must be positive, got 0.0",
-         lambda: nb.huber_loss(x, x, delta=0.0)),
-        (ValueError, r"smooth_l1_loss: beta must be non-negative, got -1.0",
-         lambda: nb.smooth_l1_loss(x, x, beta=-1)),
+    raises_all([
         (ValueError, r"binary_cross_entropy_with_logits: input has shape \(3, 5\) but target "
                      r"has shape \(2, 5\)",
          lambda: nb.binary_cross_entropy_with_logits(x, x[:2])),
@@ -547,59 +447,31 @@ def test_bad_input_raises_naming_op_argument_and_shapes():
          lambda: nb.cross_entropy(x, t, ignore_index=1.0)),
         (ValueError, r"nll_loss: reduction must be 'mean', 'sum' or 'none', got 'avg'",
          lambda: nb.nll_loss(x, t, reduction="avg")),
-    ]
-    for error, match, fn in cases:
-        with pytest.raises(error, match=match):
-            fn()
+    ])
 
 
 # -- PyTorch oracles ------------------------------------------------------------------------------
 
 
-def _compare_with_torch(ours, theirs, inputs, differentiable, dtype, rng):
-    """Run both on ``inputs`` (arrays; integer ones are constants), backpropagate one
-    random upstream gradient, compare the loss and every differentiable input's grad."""
-    torch = pytest.importorskip("torch")
-    tol = dict(rtol=2e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
-    tins = [torch.tensor(a, requires_grad=bool(d)) for a, d in zip(inputs, differentiable)]
-    nins = [nb.tensor(a, requires_grad=bool(d)) for a, d in zip(inputs, differentiable)]
-    lt, ln = theirs(*tins), ours(*nins)
-    g = rng.standard_normal(tuple(lt.shape)).astype(dtype)
-    lt.backward(torch.tensor(g))
-    ln.backward(g)
-    assert ln.dtype == dtype and ln.shape == tuple(lt.shape)
-    np.testing.assert_allclose(ln.numpy(), lt.detach().numpy(), **tol)
-    for n, t, d in zip(nins, tins, differentiable):
-        if d:
-            np.testing.assert_allclose(n.grad.numpy(), t.grad.numpy(), **tol)
-
-
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_pytorch_oracle_regression_and_bce(dtype, reduction):
+def test_pytorch_oracle_bce(dtype, reduction):
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
     rng = np.random.default_rng(15)
     x = (rng.standard_normal((5, 6)) * 2).astype(dtype)
-    y = (rng.standard_normal((5, 6)) * 2).astype(dtype)
-    y[0, :2] = x[0, :2]
-    for name in sorted(REGRESSION):
-        call, _, tname, kw = REGRESSION[name]
-        theirs = getattr(F, tname)
-        _compare_with_torch(lambda a, b, c=call: c(a, b, reduction),
-                            lambda a, b, f=theirs, kw=kw: f(a, b, reduction=reduction, **kw),
-                            [x, y], [True, True], dtype, rng)
     p = rng.uniform(0, 1, (5, 6)).astype(dtype)
     w, pw = rng.uniform(0.5, 2, (5, 1)), rng.uniform(0.5, 3, 6)
     for weight, pos_weight in [(None, None), (w, None), (None, pw), (w, pw)]:
         tw = None if weight is None else torch.tensor(weight.astype(dtype))
         tpw = None if pos_weight is None else torch.tensor(pos_weight.astype(dtype))
-        _compare_with_torch(
+        compare_with_torch(
             lambda a, b, w_=weight, p_=pos_weight: nb.binary_cross_entropy_with_logits(
                 a, b, w_, reduction, p_),
             lambda a, b, w_=tw, p_=tpw: F.binary_cross_entropy_with_logits(
                 a, b, w_, reduction=reduction, pos_weight=p_),
             [x, p], [True, True], dtype, rng)
+
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
@@ -614,14 +486,14 @@ def test_pytorch_oracle_cross_entropy_and_nll(case, dtype, reduction):
     x = x.astype(dtype)
     t = t.astype(dtype) if kind == "prob" else t
     tw = None if w is None else torch.tensor(w.astype(dtype))
-    _compare_with_torch(
+    compare_with_torch(
         lambda a, b: nb.cross_entropy(a, b, w, ignore_index, reduction, eps),
         lambda a, b: F.cross_entropy(a, b, tw, ignore_index=ignore_index, reduction=reduction,
                                      label_smoothing=eps),
         [x, t], [True, kind == "prob"], dtype, rng)
     if kind != "prob":
         lp = np.asarray(log_softmax(x.astype(np.float64), axis=1), dtype)
-        _compare_with_torch(
+        compare_with_torch(
             lambda a, b: nb.nll_loss(a, b, w, ignore_index, reduction),
             lambda a, b: F.nll_loss(a, b, tw, ignore_index=ignore_index, reduction=reduction),
             [lp, t], [True, False], dtype, rng)
@@ -634,12 +506,12 @@ def test_pytorch_oracle_all_ignored_and_unbatched(reduction):
     rng = np.random.default_rng(17)
     x = rng.standard_normal((3, 4))
     for eps in (0.0, 0.3):
-        _compare_with_torch(
+        compare_with_torch(
             lambda a, b, e=eps: nb.cross_entropy(a, b, reduction=reduction, label_smoothing=e),
             lambda a, b, e=eps: F.cross_entropy(a, b, reduction=reduction, label_smoothing=e),
             [x, np.full(3, -100)], [True, False], np.float64, rng)
     for target in (np.array(2), rng.dirichlet(np.ones(4))):
-        _compare_with_torch(
+        compare_with_torch(
             lambda a, b: nb.cross_entropy(a, b, reduction=reduction, label_smoothing=0.1),
             lambda a, b: F.cross_entropy(a, b, reduction=reduction, label_smoothing=0.1),
             [x[0], target], [True, target.dtype.kind == "f"], np.float64, rng)
@@ -653,25 +525,12 @@ def test_pytorch_oracle_second_derivatives():
     rng = np.random.default_rng(18)
     x, y = rng.standard_normal((4, 5)) * 2, rng.uniform(0, 1, (4, 5))
     pw = rng.uniform(0.5, 3, 5)
-    pairs = [
-        (lambda a, b: nb.smooth_l1_loss(a, b, beta=3.0),
-         lambda a, b: F.smooth_l1_loss(a, b, beta=3.0)),
-        (lambda a, b: nb.huber_loss(a, b, "sum", delta=3.0),
-         lambda a, b: F.huber_loss(a, b, reduction="sum", delta=3.0)),
+    second_derivatives_like_torch([
         (lambda a, b: nb.binary_cross_entropy_with_logits(a, b, pos_weight=pw),
          lambda a, b: F.binary_cross_entropy_with_logits(a, b, pos_weight=torch.tensor(pw))),
         (lambda a, b: nb.cross_entropy(a, b, pw, label_smoothing=0.2),
          lambda a, b: F.cross_entropy(a, b, torch.tensor(pw), label_smoothing=0.2)),
-    ]
-    for ours, theirs in pairs:
-        xt, yt = torch.tensor(x, requires_grad=True), torch.tensor(y, requires_grad=True)
-        first = torch.autograd.grad(theirs(xt, yt), [xt, yt], create_graph=True)
-        want = torch.autograd.grad(sum((d * d).sum() for d in first), [xt, yt])
-        xn, yn = nb.tensor(x, requires_grad=True), nb.tensor(y, requires_grad=True)
-        dx, dy = nb.grad(ours(xn, yn), [xn, yn], create_graph=True)
-        got = nb.grad((dx * dx).sum() + (dy * dy).sum(), [xn, yn])
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-12)
+    ], x, y)
     t = np.array([[0, 1, -100], [2, 2, 0]])
     x3 = rng.standard_normal((2, 3, 3))
     u = rng.standard_normal((2, 3, 3))
@@ -686,37 +545,17 @@ def test_pytorch_oracle_second_derivatives():
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
 
 
-SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.5, -40.0, 40.0, 1e30, -1e30, np.inf, -np.inf, np.nan]
-
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_pytorch_oracle_non_finite_values(dtype):
-    """Every pair of special values as (input, target) element-wise: NaN and inf where
-    PyTorch has them, in the losses and both gradients."""
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
-    a, b = (np.array(v, dtype) for v in np.meshgrid(SPECIAL, SPECIAL))
     pw = np.full(len(SPECIAL), 2.0, dtype)
-    calls = [(nb.l1_loss, F.l1_loss, {}, {}),
-             (nb.smooth_l1_loss, F.smooth_l1_loss, {"beta": 0.5}, {"beta": 0.5}),
-             (nb.huber_loss, F.huber_loss, {"delta": 0.5}, {"delta": 0.5}),
-             (nb.binary_cross_entropy_with_logits, F.binary_cross_entropy_with_logits, {}, {}),
-             (nb.binary_cross_entropy_with_logits, F.binary_cross_entropy_with_logits,
-              {"pos_weight": pw}, {"pos_weight": torch.tensor(pw)})]
-    for ours, theirs, kw, tkw in calls:
-        xt, yt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
-        lt = theirs(xt, yt, reduction="none", **tkw)
-        lt.backward(torch.ones_like(lt))
-        xn, yn = nb.tensor(a, requires_grad=True), nb.tensor(b, requires_grad=True)
-        ln = ours(xn, yn, reduction="none", **kw)
-        ln.backward(np.ones(ln.shape, dtype))
-        for got, want in ((ln, lt), (xn.grad, xt.grad), (yn.grad, yt.grad)):
-            got, want = got.numpy(), want.detach().numpy()
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=ours.__name__)
-            finite = np.isfinite(want)
-            np.testing.assert_array_equal(got[~finite & ~np.isnan(want)],
-                                          want[~finite & ~np.isnan(want)])
-            np.testing.assert_allclose(got[finite], want[finite], rtol=1e-5, atol=1e-30)
+    non_finite_like_torch([
+        (nb.binary_cross_entropy_with_logits, F.binary_cross_entropy_with_logits, {}, {}),
+        (nb.binary_cross_entropy_with_logits, F.binary_cross_entropy_with_logits,
+         {"pos_weight": pw}, {"pos_weight": torch.tensor(pw)}),
+    ], dtype)
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
