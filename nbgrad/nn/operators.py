@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..graph import Graph
+from ..ops._args import is_int
 from ..ops.gno import gno
 from ..ops.gram_schmidt import gram_schmidt
 from ..ops.laplace import lno_decode, lno_encode
@@ -95,8 +96,7 @@ class GNO(Module):
                                  f"the dimension d of the positions x")
             _positive(owner, coord_dim=coord_dim)
             width = coord_dim * (2 if edge_features == "pair" else 1)
-        elif isinstance(edge_features, int | np.integer) and not isinstance(edge_features,
-                                                                              bool):
+        elif is_int(edge_features):
             _positive(owner, edge_features=edge_features)
             width = int(edge_features)
         else:

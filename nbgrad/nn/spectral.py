@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ..ops._args import is_int
 from ..ops.activation import gelu
 from ..ops.pad import pad
 from ..ops.spectral import spectral_conv1d, spectral_conv2d
@@ -93,14 +94,14 @@ class FNO(Module):
         super().__init__()
         if dim not in (1, 2):
             raise ValueError(f"FNO: dim must be 1 or 2, got {dim!r}")
-        modes = (modes,) * dim if isinstance(modes, int | np.integer) else tuple(modes)
+        modes = (modes,) * dim if is_int(modes) else tuple(modes)
         if len(modes) != dim:
             raise ValueError(f"FNO: modes must be an int or {dim} ints for dim={dim}, got "
                              f"{modes!r}")
         _positive("FNO", in_channels=in_channels, out_channels=out_channels, width=width,
                   n_layers=n_layers, hidden=hidden, **{f"modes[{i}]": m
                                                        for i, m in enumerate(modes)})
-        if not isinstance(padding, int | np.integer) or padding < 0:
+        if not is_int(padding) or padding < 0:
             raise ValueError(f"FNO: padding must be a non-negative int, got {padding!r}")
         self.dim, self.modes, self.padding, self.n_layers = dim, modes, int(padding), n_layers
         pointwise = Conv1d if dim == 1 else Conv2d

@@ -50,20 +50,13 @@ _IN_PLACE = ["clone", "masked_fill", "masked_fill_", "index_put", "index_put_", 
              "index_fill_", "scatter", "scatter_", "scatter_add_", "copy_", "fill_", "zero_",
              "add_", "sub_", "mul_", "div_", "pow_", "clamp_"]
 
-_OPERATORS = {
-    "__add__": (elementwise.add, False), "__radd__": (elementwise.add, True),
-    "__sub__": (elementwise.sub, False), "__rsub__": (elementwise.sub, True),
-    "__mul__": (elementwise.mul, False), "__rmul__": (elementwise.mul, True),
-    "__truediv__": (elementwise.div, False), "__rtruediv__": (elementwise.div, True),
-    "__pow__": (elementwise.pow, False), "__rpow__": (elementwise.pow, True),
-    "__matmul__": (matmul.matmul, False), "__rmatmul__": (matmul.matmul, True),
-    "__getitem__": (shape.getitem, False), "__setitem__": (inplace.setitem, False),
-    "__iadd__": (inplace.add_, False), "__isub__": (inplace.sub_, False),
-    "__imul__": (inplace.mul_, False), "__itruediv__": (inplace.div_, False),
-    "__and__": (compare.bitwise_and, False), "__rand__": (compare.bitwise_and, True),
-    "__or__": (compare.bitwise_or, False), "__ror__": (compare.bitwise_or, True),
-    "__xor__": (compare.bitwise_xor, False), "__rxor__": (compare.bitwise_xor, True),
-}
+# Binary operators that also have a reflected form: ``__add__`` and ``__radd__`` (``2 + t``)
+_REFLECTED = {"add": elementwise.add, "sub": elementwise.sub, "mul": elementwise.mul,
+              "truediv": elementwise.div, "pow": elementwise.pow, "matmul": matmul.matmul,
+              "and": compare.bitwise_and, "or": compare.bitwise_or, "xor": compare.bitwise_xor}
+_OPERATORS = {"__getitem__": shape.getitem, "__setitem__": inplace.setitem,
+              "__iadd__": inplace.add_, "__isub__": inplace.sub_, "__imul__": inplace.mul_,
+              "__itruediv__": inplace.div_}
 
 # Python reflects a comparison itself (``3 < t`` is ``t > 3``), so none needs a reflected form
 _COMPARISONS = {"__eq__": compare.eq, "__ne__": compare.ne, "__lt__": compare.lt,
@@ -105,8 +98,11 @@ def _install() -> None:
         setattr(Tensor, name, getattr(inplace, name))
     for name, method in inplace.UNARY_IN_PLACE.items():
         setattr(Tensor, name, method)
-    for dunder, (fn, reflected) in _OPERATORS.items():
-        setattr(Tensor, dunder, _reflected(fn) if reflected else fn)
+    for name, fn in _REFLECTED.items():
+        setattr(Tensor, f"__{name}__", fn)
+        setattr(Tensor, f"__r{name}__", _reflected(fn))
+    for dunder, fn in _OPERATORS.items():
+        setattr(Tensor, dunder, fn)
     for dunder, fn in _COMPARISONS.items():
         setattr(Tensor, dunder, _comparison(fn))
     Tensor.__hash__ = object.__hash__  # by identity, though == is element-wise (PyTorch)

@@ -24,14 +24,13 @@ import math
 
 import numpy as np
 
-from .. import dtypes
 from ..function import Function, Sample, register
 from ..kernels import activation as activation_kernels
 from ..kernels import softmax as softmax_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import broadcast_shapes
 from ..runtime.jit import for_work
-from ..tensor import FLOAT_DTYPES, Tensor, lift
+from ..tensor import Tensor, lift
 from . import _args
 from .elementwise import exp, to
 from .table import flat as _flat
@@ -313,7 +312,7 @@ def _clamp_samples(rng):
 class Clamp(Function):
     @staticmethod
     def forward(ctx, x, lo=-np.inf, hi=np.inf):
-        ctx.lo, ctx.hi = lo, hi
+        ctx.min, ctx.max = lo, hi
         ctx.save_for_backward(x)
         return _into(activation_kernels.clamp_forward, x.shape, x.dtype, _flat(x), lo, hi)
 
@@ -321,15 +320,15 @@ class Clamp(Function):
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
         return _into(activation_kernels.clamp_backward, x.shape, x.dtype, _flat(g), _flat(x),
-                     ctx.lo, ctx.hi)
+                     ctx.min, ctx.max)
 
     @staticmethod
     def vjp(ctx, g):
-        # piecewise linear: g times the constant mask [lo <= x <= hi] (as the kernel, in
+        # piecewise linear: g times the constant mask [min <= x <= max] (as the kernel, in
         # x's dtype), zero second derivative
         (x,) = ctx.saved_tensors
         t = x.dtype.type
-        return g * _mask((x >= t(ctx.lo)) & (x <= t(ctx.hi)), x.dtype)
+        return g * _mask((x >= t(ctx.min)) & (x <= t(ctx.max)), x.dtype)
 
 
 def _clamp_tensor_samples(rng):
@@ -355,31 +354,31 @@ class ClampTensor(Function):
         full = [np.ascontiguousarray(np.broadcast_to(a, shape)).reshape(-1)
                 for a in (x, np.full((), -np.inf, x.dtype) if lo is None else lo,
                           np.full((), np.inf, x.dtype) if hi is None else hi)]
-        ctx.shapes = (x.shape, None if lo is None else lo.shape,
-                      None if hi is None else hi.shape, shape)
+        ctx.input_shapes = tuple(None if a is None else a.shape for a in (x, lo, hi))
+        ctx.output_shape = shape
         ctx.save_for_backward(*full)
         return _into(activation_kernels.clamp_tensor_forward, shape, x.dtype, *full)
 
     @staticmethod
     def backward(ctx, g):
-        xs, los, his, shape = ctx.shapes
-        grads = [np.empty(shape, g.dtype) for _ in range(3)]
+        grads = [np.empty(ctx.output_shape, g.dtype) for _ in range(3)]
         x, lo, hi = ctx.saved_tensors
+        has_max = ctx.input_shapes[2] is not None
         for_work(activation_kernels.clamp_tensor_backward, g.size)(
-            _flat(g), x, lo, hi, his is not None, *(a.reshape(-1) for a in grads))
+            _flat(g), x, lo, hi, has_max, *(a.reshape(-1) for a in grads))
         return tuple(None if (s is None or not need) else sum_to_shape(gr, s)
-                     for gr, s, need in zip(grads, (xs, los, his), ctx.needs_input_grad))
+                     for gr, s, need in zip(grads, ctx.input_shapes, ctx.needs_input_grad))
 
     @staticmethod
     def vjp(ctx, g):
         # the backward kernel's split of g, as constant masks of the broadcast shape (the
         # engine sums them to each input's shape): piecewise linear, zero second derivative
-        xs, los, his, shape = ctx.shapes
-        x, lo, hi = (a.reshape(shape) for a in ctx.saved_tensors)
-        below = (x < lo) & (lo < hi) if his is not None else x < lo  # clamp_min: no lo < hi
+        x, lo, hi = (a.reshape(ctx.output_shape) for a in ctx.saved_tensors)
+        has_max = ctx.input_shapes[2] is not None
+        below = (x < lo) & (lo < hi) if has_max else x < lo  # clamp_min: no lo < hi
         masks = ((x >= lo) & (x <= hi), below, (x > hi) | (hi < lo))
         return tuple(None if (s is None or not need) else g * _mask(m, x.dtype)
-                     for m, s, need in zip(masks, (xs, los, his), ctx.needs_input_grad))
+                     for m, s, need in zip(masks, ctx.input_shapes, ctx.needs_input_grad))
 
 
 def _clamp_bound(name: str, bound, x: Tensor) -> Tensor | None:
@@ -468,27 +467,45 @@ def _softmax_samples(rng):
     yield Sample(rng.standard_normal(7), label="1-D")
 
 
-@register("softmax", samples=_softmax_samples)
-class Softmax(Function):
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        ctx.axis = axis = axis % max(x.ndim, 1)
-        kernel = (softmax_kernels.softmax_forward_f32 if x.dtype == np.float32
-                  else softmax_kernels.softmax_forward)
-        y, rows = _rows_into(kernel, x.shape, axis, x.dtype, _rows_last(x, axis))
+class _RowSoftmax(Function):
+    """softmax or log_softmax along one axis (``dim``): a row kernel over x with that axis
+    moved last (``forward_kernel(dtype)``), and a backward row kernel
+    (``backward_kernel``) of g and the saved output rows."""
+
+    @classmethod
+    def forward(cls, ctx, x, axis=-1):
+        ctx.dim = axis = axis % max(x.ndim, 1)
+        y, rows = _rows_into(cls.forward_kernel(x.dtype), x.shape, axis, x.dtype,
+                             _rows_last(x, axis))
         ctx.save_for_backward(rows)
         return y
 
-    @staticmethod
-    def backward(ctx, g):
+    @classmethod
+    def backward(cls, ctx, g):
         (y,) = ctx.saved_tensors
-        return _rows_into(softmax_kernels.softmax_backward, g.shape, ctx.axis, g.dtype,
-                          _rows_last(g, ctx.axis), y)[0]
+        return _rows_into(cls.backward_kernel, g.shape, ctx.dim, g.dtype,
+                          _rows_last(g, ctx.dim), y)[0]
 
     @staticmethod
-    def vjp(ctx, g):
-        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_arrays[0].shape, ctx.axis))
-        return y * (g - (g * y).sum(ctx.axis, keepdim=True))
+    def _output(ctx) -> Tensor:
+        """The op's output as a node of the graph (for the vjps)."""
+        return ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_arrays[0].shape,
+                                     ctx.dim))
+
+
+@register("softmax", samples=_softmax_samples)
+class Softmax(_RowSoftmax):
+    backward_kernel = softmax_kernels.softmax_backward
+
+    @staticmethod
+    def forward_kernel(dtype):
+        return (softmax_kernels.softmax_forward_f32 if dtype == np.float32
+                else softmax_kernels.softmax_forward)
+
+    @classmethod
+    def vjp(cls, ctx, g):
+        y = cls._output(ctx)
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True))
 
 
 def _cast_first(op: str, x, dtype) -> Tensor:
@@ -497,10 +514,7 @@ def _cast_first(op: str, x, dtype) -> Tensor:
     then be float."""
     if dtype is None:
         return _args.float_input(op, x)
-    dt = dtypes.to_numpy(dtype, op)
-    if dt not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: dtype must be float32 or float64, got {dt}")
-    return to(lift(x), dt)
+    return to(lift(x), _args.float_dtype(op, dtype))
 
 
 def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None) -> Tensor:
@@ -510,29 +524,20 @@ def softmax(x, dim: int | None = None, dtype=None, *, axis: int | None = None) -
     converted back to x's dtype."""
     x = _cast_first("softmax", x, dtype)
     d = _args.dim_arg("softmax", dim, axis, -1)
-    return Softmax.apply(x, axis=_args.one_axis("softmax", d, x.shape))
+    return Softmax.apply(x, axis=_args.one_dim("softmax", d, x.shape, "axis"))
 
 
 @register("log_softmax", samples=_softmax_samples)
-class LogSoftmax(Function):
-    @staticmethod
-    def forward(ctx, x, axis=-1):
-        ctx.axis = axis = axis % max(x.ndim, 1)
-        y, rows = _rows_into(softmax_kernels.log_softmax_forward, x.shape, axis, x.dtype,
-                             _rows_last(x, axis))
-        ctx.save_for_backward(rows)
-        return y
+class LogSoftmax(_RowSoftmax):
+    backward_kernel = softmax_kernels.log_softmax_backward
 
     @staticmethod
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return _rows_into(softmax_kernels.log_softmax_backward, g.shape, ctx.axis, g.dtype,
-                          _rows_last(g, ctx.axis), y)[0]
+    def forward_kernel(dtype):
+        return softmax_kernels.log_softmax_forward
 
-    @staticmethod
-    def vjp(ctx, g):
-        y = ctx.output(_from_rows(ctx.saved_tensors[0], ctx.input_arrays[0].shape, ctx.axis))
-        return g - exp(y) * g.sum(ctx.axis, keepdim=True)
+    @classmethod
+    def vjp(cls, ctx, g):
+        return g - exp(cls._output(ctx)) * g.sum(ctx.dim, keepdim=True)
 
 
 def log_softmax(x, dim: int | None = None, dtype=None, *,
@@ -542,7 +547,7 @@ def log_softmax(x, dim: int | None = None, dtype=None, *,
     ``softmax``."""
     x = _cast_first("log_softmax", x, dtype)
     d = _args.dim_arg("log_softmax", dim, axis, -1)
-    return LogSoftmax.apply(x, axis=_args.one_axis("log_softmax", d, x.shape))
+    return LogSoftmax.apply(x, axis=_args.one_dim("log_softmax", d, x.shape, "axis"))
 
 
 def _logsumexp_samples(rng):
@@ -552,38 +557,49 @@ def _logsumexp_samples(rng):
     yield Sample(rng.standard_normal((3, 2)) * 4, axis=(0, 1), keepdims=False, label="all")
 
 
+def _kept_first(ndim: int, dim: tuple) -> tuple[int, ...]:
+    """The permutation of x's axes that puts the kept ones first, the reduced ``dim``
+    last."""
+    return tuple(i for i in range(ndim) if i not in dim) + dim
+
+
+def _keepdim_shape(shape: tuple, dim: tuple) -> tuple[int, ...]:
+    return tuple(1 if i in dim else s for i, s in enumerate(shape))
+
+
 @register("logsumexp", samples=_logsumexp_samples)
 class LogSumExp(Function):
     @staticmethod
     def forward(ctx, x, axis=(), keepdims=False):
-        kept = tuple(i for i in range(x.ndim) if i not in axis)
-        perm = kept + tuple(axis)
+        perm = _kept_first(x.ndim, axis)
+        kept = perm[:x.ndim - len(axis)]
         rows = math.prod(x.shape[i] for i in kept)
         cols = math.prod(x.shape[i] for i in axis)
         xt = np.ascontiguousarray(np.transpose(x, perm)).reshape(rows, cols)
         y = for_work(softmax_kernels.logsumexp_forward, xt.size)(xt)
-        ctx.perm, ctx.xt_shape = perm, tuple(x.shape[i] for i in perm)
+        ctx.dim, ctx.input_shape = axis, x.shape
         ctx.save_for_backward(xt, y)
-        ctx.keep_shape = tuple(1 if i in axis else s for i, s in enumerate(x.shape))
-        ctx.out_shape = out_shape = ctx.keep_shape if keepdims \
+        ctx.output_shape = _keepdim_shape(x.shape, axis) if keepdims \
             else tuple(x.shape[i] for i in kept)
-        return y.reshape(out_shape)
+        return y.reshape(ctx.output_shape)
 
     @staticmethod
     def backward(ctx, g):
         xt, y = ctx.saved_tensors
-        gx = np.empty(ctx.xt_shape, xt.dtype)
+        perm = _kept_first(len(ctx.input_shape), ctx.dim)
+        gx = np.empty(tuple(ctx.input_shape[i] for i in perm), xt.dtype)
         for_work(softmax_kernels.logsumexp_backward, xt.size)(_flat(g), xt, y,
                                                                gx.reshape(xt.shape))
-        inverse = np.argsort(ctx.perm)
+        inverse = np.argsort(perm)
         if np.array_equal(inverse, np.arange(len(inverse))):
             return gx
         return np.ascontiguousarray(np.transpose(gx, inverse))
 
     @staticmethod
     def vjp(ctx, g):
-        out = ctx.output(ctx.saved_tensors[1].reshape(ctx.out_shape))
-        return g.reshape(ctx.keep_shape) * exp(ctx.inputs[0] - out.reshape(ctx.keep_shape))
+        keep = _keepdim_shape(ctx.input_shape, ctx.dim)
+        out = ctx.output(ctx.saved_tensors[1].reshape(ctx.output_shape))
+        return g.reshape(keep) * exp(ctx.inputs[0] - out.reshape(keep))
 
 
 def logsumexp(x, dim=None, keepdim: bool | None = None, *, axis=None,
@@ -595,16 +611,7 @@ def logsumexp(x, dim=None, keepdim: bool | None = None, *, axis=None,
     x = _args.float_input("logsumexp", x)
     axis = _args.dim_arg("logsumexp", dim, axis)
     keepdims = _args.keepdim_arg("logsumexp", keepdim, keepdims)
-    if axis is None:
-        axes = tuple(range(x.ndim))
-    else:
-        seq = tuple(axis) if isinstance(axis, tuple | list) else (axis,)
-        axes = tuple(_args.one_axis("logsumexp", a, x.shape) for a in seq)
-        if len(set(axes)) != len(axes):
-            raise ValueError(f"logsumexp: axis {axis} repeats an axis (shape {x.shape})")
-        if x.ndim == 0:
-            axes = ()
-    return LogSumExp.apply(x, axis=tuple(sorted(axes)), keepdims=keepdims)
+    return LogSumExp.apply(x, axis=_args.axes("logsumexp", axis, x.shape), keepdims=keepdims)
 
 
 __all__ = ["clamp", "elu", "gelu", "gelu_quick", "leaky_relu", "log_softmax", "logsumexp",

@@ -38,8 +38,7 @@ import numpy as np
 from ..dtypes import default_numpy
 from ..kernels.strided_apply import broadcast_shapes
 from ..tensor import Tensor, lift
-from ._args import axes, dim_arg, keepdim_arg, real
-from .shape import promoted
+from ._args import axes, dim_arg, keepdim_arg, promoted, real
 
 
 # -- operands --------------------------------------------------------------------------------
@@ -71,41 +70,30 @@ def _result(array: Any) -> Tensor:
     return Tensor._wrap(np.asarray(array), None, 0)
 
 
-def _compare(op: str, ufunc: np.ufunc, a: Any, b: Any) -> Tensor:
-    x, y = _comparable(op, a, b)
-    return _result(ufunc(x, y))
+def _binary(name: str, ufunc: np.ufunc, operands: Callable, doc: str) -> Callable:
+    """The public function ``name(a, b)``: ``ufunc`` over ``operands(name, a, b)`` (the
+    operands' arrays, checked), as a tensor outside the graph."""
+    def fn(a: Any, b: Any) -> Tensor:
+        return _result(ufunc(*operands(name, a, b)))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
 # -- comparisons ----------------------------------------------------------------------------
-def eq(a: Any, b: Any) -> Tensor:
-    """a == b element-wise (broadcast; bool); NaN == NaN is False."""
-    return _compare("eq", np.equal, a, b)
-
-
-def ne(a: Any, b: Any) -> Tensor:
-    """a != b element-wise (broadcast; bool); NaN != anything is True."""
-    return _compare("ne", np.not_equal, a, b)
-
-
-def lt(a: Any, b: Any) -> Tensor:
-    """a < b element-wise (broadcast; bool); False where either is NaN."""
-    return _compare("lt", np.less, a, b)
-
-
-def le(a: Any, b: Any) -> Tensor:
-    """a <= b element-wise (broadcast; bool); False where either is NaN."""
-    return _compare("le", np.less_equal, a, b)
-
-
-def gt(a: Any, b: Any) -> Tensor:
-    """a > b element-wise (broadcast; bool); False where either is NaN."""
-    return _compare("gt", np.greater, a, b)
-
-
-def ge(a: Any, b: Any) -> Tensor:
-    """a >= b element-wise (broadcast; bool); False where either is NaN."""
-    return _compare("ge", np.greater_equal, a, b)
-
+eq = _binary("eq", np.equal, _comparable,
+             """a == b element-wise (broadcast; bool); NaN == NaN is False.""")
+ne = _binary("ne", np.not_equal, _comparable,
+             """a != b element-wise (broadcast; bool); NaN != anything is True.""")
+lt = _binary("lt", np.less, _comparable,
+             """a < b element-wise (broadcast; bool); False where either is NaN.""")
+le = _binary("le", np.less_equal, _comparable,
+             """a <= b element-wise (broadcast; bool); False where either is NaN.""")
+gt = _binary("gt", np.greater, _comparable,
+             """a > b element-wise (broadcast; bool); False where either is NaN.""")
+ge = _binary("ge", np.greater_equal, _comparable,
+             """a >= b element-wise (broadcast; bool); False where either is NaN.""")
 
 # PyTorch's longer names for the same functions
 not_equal, less, less_equal, greater, greater_equal = ne, lt, le, gt, ge
@@ -168,19 +156,13 @@ def isfinite(x: Any) -> Tensor:
 
 
 # -- logic ---------------------------------------------------------------------------------
-def logical_and(a: Any, b: Any) -> Tensor:
-    """a and b element-wise, each element taken as a truth value (non-zero is true)."""
-    return _result(np.logical_and(*_pair("logical_and", a, b)))
-
-
-def logical_or(a: Any, b: Any) -> Tensor:
-    """a or b element-wise (truth values; bool)."""
-    return _result(np.logical_or(*_pair("logical_or", a, b)))
-
-
-def logical_xor(a: Any, b: Any) -> Tensor:
-    """Exactly one of a and b element-wise (truth values; bool)."""
-    return _result(np.logical_xor(*_pair("logical_xor", a, b)))
+logical_and = _binary("logical_and", np.logical_and, _pair,
+                      """a and b element-wise, each element taken as a truth value (non-zero
+                      is true; bool).""")
+logical_or = _binary("logical_or", np.logical_or, _pair,
+                     """a or b element-wise (truth values; bool).""")
+logical_xor = _binary("logical_xor", np.logical_xor, _pair,
+                      """Exactly one of a and b element-wise (truth values; bool).""")
 
 
 def logical_not(x: Any) -> Tensor:
@@ -197,25 +179,19 @@ def _integers(op: str, *arrays: np.ndarray) -> None:
                             f"{a.dtype} (shape {a.shape}), as in PyTorch")
 
 
-def _bitwise(op: str, ufunc: np.ufunc, a: Any, b: Any) -> Tensor:
+def _integer_pair(op: str, a: Any, b: Any) -> tuple[np.ndarray, np.ndarray]:
     x, y = _pair(op, a, b)
     _integers(op, x, y)
-    return _result(ufunc(x, y))
+    return x, y
 
 
-def bitwise_and(a: Any, b: Any) -> Tensor:
-    """a & b: logical and of bools, bitwise and of integers (NumPy's integer dtype)."""
-    return _bitwise("bitwise_and", np.bitwise_and, a, b)
-
-
-def bitwise_or(a: Any, b: Any) -> Tensor:
-    """a | b: logical or of bools, bitwise or of integers."""
-    return _bitwise("bitwise_or", np.bitwise_or, a, b)
-
-
-def bitwise_xor(a: Any, b: Any) -> Tensor:
-    """a ^ b: logical xor of bools, bitwise xor of integers."""
-    return _bitwise("bitwise_xor", np.bitwise_xor, a, b)
+bitwise_and = _binary("bitwise_and", np.bitwise_and, _integer_pair,
+                      """a & b: logical and of bools, bitwise and of integers (NumPy's
+                      integer dtype).""")
+bitwise_or = _binary("bitwise_or", np.bitwise_or, _integer_pair,
+                     """a | b: logical or of bools, bitwise or of integers.""")
+bitwise_xor = _binary("bitwise_xor", np.bitwise_xor, _integer_pair,
+                      """a ^ b: logical xor of bools, bitwise xor of integers.""")
 
 
 def bitwise_not(x: Any) -> Tensor:

@@ -20,8 +20,9 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import gemm
 from ..kernels import gram_schmidt as gram_schmidt_kernels
-from ..runtime.jit import PARALLEL_WORK_MIN
+from ..runtime.jit import PARALLEL_WORK_MIN, runs_parallel
 from ..tensor import Tensor, lift
+from ._args import float_input, promoted_dtype
 from ._recompute import recompute_vjp
 from .shape import stack
 
@@ -62,7 +63,7 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _parallel_pays(Qt: np.ndarray) -> bool:
     """Whether MGS over ``Qt`` [k, n] (~k^2 n / 2 multiply-adds) is worth a parallel region
     (docs/threads.md); ``mgs`` and ``mgs_panels`` give the same bits."""
-    return Qt.shape[0] * Qt.size // 2 >= PARALLEL_WORK_MIN
+    return runs_parallel(Qt.shape[0] * Qt.size // 2, PARALLEL_WORK_MIN)
 
 
 def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple]:
@@ -177,15 +178,16 @@ class GramSchmidt(Function):
         return recompute_vjp(ctx, lambda B: _mgs_passes(B, passes), (g,))
 
 
-def _check_basis(op: str, B: Tensor) -> None:
-    if B.dtype.kind != "f":
-        raise TypeError(f"{op}: B has dtype {B.dtype}; it needs float32 or float64")
+def _check_basis(op: str, B: Any) -> Tensor:
+    """The basis ``B[n, k]`` (n >= k) as a float Tensor."""
+    B = float_input(op, B, "B")
     if B.ndim != 2:
         raise ValueError(f"{op}: B must be 2-D [n, k], got shape {B.shape}")
     n, k = B.shape
     if n < k:
         raise ValueError(f"{op}: B has shape {B.shape}: k = {k} columns cannot be "
                          f"orthonormal in n = {n} dimensions (needs n >= k)")
+    return B
 
 
 def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
@@ -222,8 +224,7 @@ def gram_schmidt(B: Any, reorthogonalize: bool = False) -> Tensor:
     differentiable ops (same dropped columns) and differentiates it; also for
     ``ono_encode`` / ``ono_decode``.
     """
-    B = lift(B)
-    _check_basis("gram_schmidt", B)
+    B = _check_basis("gram_schmidt", B)
     return GramSchmidt.apply(B, reorthogonalize=bool(reorthogonalize))
 
 
@@ -236,103 +237,89 @@ def _ono_samples(rng, decode):
     yield Sample(n((2, width)), n((7, 3)), reorthogonalize=True, label="reorthogonalized")
 
 
-def _ono_forward(ctx, a, B, reorthogonalize, decode):
-    """``a @ Q`` (encode) or ``a @ Q.T`` (decode) for a[..., n or k], Q = MGS(B); float32
-    with float64 gives float64, as ``matmul``."""
-    dtype = np.promote_types(a.dtype, B.dtype)
-    ctx.dtypes, ctx.shape, ctx.decode = (a.dtype, B.dtype), a.shape, decode
-    a2 = np.ascontiguousarray(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]), dtype=dtype)
-    passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
-    Qt = passes[-1][0]
-    y = gemm.product(a2, Qt if decode else gemm.transpose(Qt))
-    ctx.save_for_backward(a2, *passes)
-    return y.reshape(a.shape[:-1] + y.shape[1:])
+class _OnoProduct(Function):
+    """``a @ Q`` (encode, ``decode = False``) or ``a @ Q.T`` (decode) for a[..., n or k],
+    Q = MGS(B); float32 with float64 gives float64, as ``matmul``."""
 
+    decode = False
 
-def _ono_backward(ctx, g):
-    """Encode y = a Q: da = g Q^T, dQ^T = g^T a. Decode y = a Q^T: da = g Q, dQ^T = a^T g.
-    dQ^T, summed over the whole batch by the product, goes through one sweep per pass;
-    da's product runs beside the first sweep."""
-    a2, *passes = ctx.saved_tensors
-    Qt = passes[-1][0]
-    g2 = np.ascontiguousarray(g.reshape(a2.shape[0], g.shape[-1]), dtype=a2.dtype)
-    da_factors = ()
-    if ctx.needs_input_grad[0]:
-        da_factors = (g2, gemm.transpose(Qt) if ctx.decode else Qt)
-    da = dB = None
-    if ctx.needs_input_grad[1]:
-        if ctx.decode:
-            dQw = gemm.product(gemm.transpose(a2), g2)
-        else:
-            dQw = gemm.product(gemm.transpose(g2), a2)
-        dB, da = _sweep_passes(passes, dQw, da_factors)
-        dB = dB.astype(ctx.dtypes[1], copy=False)
-    elif da_factors:
-        da = gemm.product(*da_factors)
-    if da is not None:
-        if da.shape != ctx.shape:
-            da = da.reshape(ctx.shape)
-        da = da.astype(ctx.dtypes[0], copy=False)
-    return da, dB
+    @classmethod
+    def forward(cls, ctx, a, B, reorthogonalize=False):
+        dtype = promoted_dtype(a.dtype, B.dtype)
+        ctx.input_dtypes, ctx.input_shape = (a.dtype, B.dtype), a.shape
+        a2 = np.ascontiguousarray(a.reshape(math.prod(a.shape[:-1]), a.shape[-1]),
+                                  dtype=dtype)
+        passes = _passes(B.astype(dtype, copy=False), reorthogonalize)
+        Qt = passes[-1][0]
+        y = gemm.product(a2, Qt if cls.decode else gemm.transpose(Qt))
+        ctx.save_for_backward(a2, *passes)
+        return y.reshape(a.shape[:-1] + y.shape[1:])
 
+    @classmethod
+    def backward(cls, ctx, g):
+        """Encode y = a Q: da = g Q^T, dQ^T = g^T a. Decode y = a Q^T: da = g Q,
+        dQ^T = a^T g. dQ^T, summed over the whole batch by the product, goes through one
+        sweep per pass; da's product runs beside the first sweep."""
+        a2, *passes = ctx.saved_tensors
+        Qt = passes[-1][0]
+        g2 = np.ascontiguousarray(g.reshape(a2.shape[0], g.shape[-1]), dtype=a2.dtype)
+        da_factors = ()
+        if ctx.needs_input_grad[0]:
+            da_factors = (g2, gemm.transpose(Qt) if cls.decode else Qt)
+        da = dB = None
+        if ctx.needs_input_grad[1]:
+            if cls.decode:
+                dQw = gemm.product(gemm.transpose(a2), g2)
+            else:
+                dQw = gemm.product(gemm.transpose(g2), a2)
+            dB, da = _sweep_passes(passes, dQw, da_factors)
+            dB = dB.astype(ctx.input_dtypes[1], copy=False)
+        elif da_factors:
+            da = gemm.product(*da_factors)
+        if da is not None:
+            if da.shape != ctx.input_shape:
+                da = da.reshape(ctx.input_shape)
+            da = da.astype(ctx.input_dtypes[0], copy=False)
+        return da, dB
 
-def _ono_vjp(ctx, g):
-    """``a @ Q`` or ``a @ Q.T`` recomputed with the differentiable MGS, differentiated."""
-    passes = ctx.saved_tensors[1:]
-    dtype = np.promote_types(*ctx.dtypes)
+    @classmethod
+    def vjp(cls, ctx, g):
+        """``a @ Q`` or ``a @ Q.T`` recomputed with the differentiable MGS, differentiated."""
+        passes = ctx.saved_tensors[1:]
+        dtype = promoted_dtype(*ctx.input_dtypes)
 
-    def product(a, B):
-        Q = _mgs_passes(B.to(dtype), passes)
-        return a @ (Q.T if ctx.decode else Q)
+        def product(a, B):
+            Q = _mgs_passes(B.to(dtype), passes)
+            return a @ (Q.T if cls.decode else Q)
 
-    return recompute_vjp(ctx, product, (g,))
+        return recompute_vjp(ctx, product, (g,))
 
 
 @register("ono_encode", samples=lambda rng: _ono_samples(rng, decode=False))
-class OnoEncode(Function):
-    @staticmethod
-    def forward(ctx, u, B, reorthogonalize=False):
-        return _ono_forward(ctx, u, B, reorthogonalize, decode=False)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _ono_backward(ctx, g)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return _ono_vjp(ctx, g)
+class OnoEncode(_OnoProduct):
+    decode = False
 
 
 @register("ono_decode", samples=lambda rng: _ono_samples(rng, decode=True))
-class OnoDecode(Function):
-    @staticmethod
-    def forward(ctx, x, B, reorthogonalize=False):
-        return _ono_forward(ctx, x, B, reorthogonalize, decode=True)
-
-    @staticmethod
-    def backward(ctx, g):
-        return _ono_backward(ctx, g)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return _ono_vjp(ctx, g)
+class OnoDecode(_OnoProduct):
+    decode = True
 
 
-def _check_operand(op: str, name: str, x: Tensor, size: int, B: Tensor, what: str) -> None:
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: {name} has dtype {x.dtype}; it needs float32 or float64")
+def _check_operand(op: str, name: str, x: Any, size: int, B: Tensor, what: str) -> Tensor:
+    """The operand ``x[..., size]`` multiplying the basis, as a float Tensor."""
+    x = float_input(op, x, name)
     if x.ndim < 1 or x.shape[-1] != size:
         raise ValueError(f"{op}: {name} has shape {x.shape} but B has shape {B.shape}: "
                          f"the last dim of {name} must be {what} = {size}")
+    return x
 
 
 def ono_encode(u: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
     """Coefficients of ``u[..., n]`` in the orthonormal basis of ``B[n, k]``:
     ``u @ gram_schmidt(B)`` -> ``[..., k]``. One op: its backward sums the batch into one
     dL/dQ = u^T g and runs a single Gram-Schmidt sweep (per pass)."""
-    u, B = lift(u), lift(B)
-    _check_basis("ono_encode", B)
-    _check_operand("ono_encode", "u", u, B.shape[0], B, "n")
+    B = _check_basis("ono_encode", B)
+    u = _check_operand("ono_encode", "u", u, B.shape[0], B, "n")
     return OnoEncode.apply(u, B, reorthogonalize=bool(reorthogonalize))
 
 
@@ -340,9 +327,8 @@ def ono_decode(x: Any, B: Any, reorthogonalize: bool = False) -> Tensor:
     """Field with coefficients ``x[..., k]`` in the orthonormal basis of ``B[n, k]``:
     ``x @ gram_schmidt(B).T`` -> ``[..., n]`` (one op; one Gram-Schmidt sweep in
     backward)."""
-    x, B = lift(x), lift(B)
-    _check_basis("ono_decode", B)
-    _check_operand("ono_decode", "x", x, B.shape[1], B, "k")
+    B = _check_basis("ono_decode", B)
+    x = _check_operand("ono_decode", "x", x, B.shape[1], B, "k")
     return OnoDecode.apply(x, B, reorthogonalize=bool(reorthogonalize))
 
 

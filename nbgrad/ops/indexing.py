@@ -32,7 +32,8 @@ from ..function import Function, Sample, register
 from ..kernels import indexing as kernels
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
-from .shape import dim_index, getitem, is_int, reshape
+from ._args import is_int, one_dim
+from .shape import getitem, reshape
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
 
@@ -155,7 +156,7 @@ def gather(x: Any, dim: int, index: Any) -> Tensor:
     index = _index_array("gather", index)
     out_shape = index.shape
     x, index = _same_rank("gather", x, index)
-    d = dim_index("gather", dim, x.ndim, x.shape)
+    d = one_dim("gather", dim, x.shape)
     for e, (i, n) in enumerate(zip(index.shape, x.shape)):
         if e != d and i > n:
             raise ValueError(f"gather: index of shape {index.shape} is larger than x of shape "
@@ -211,7 +212,7 @@ def scatter_add(x: Any, dim: int, index: Any, src: Any) -> Tensor:
     x_shape = x.shape
     x, index = _same_rank("scatter_add", x, index)
     src = src if src.ndim else reshape(src, 1)
-    d = dim_index("scatter_add", dim, x.ndim, x.shape)
+    d = one_dim("scatter_add", dim, x.shape)
     if src.ndim != index.ndim or any(
             i > s or (e != d and i > n)
             for e, (i, s, n) in enumerate(zip(index.shape, src.shape, x.shape))):
@@ -245,7 +246,7 @@ def index_select(x: Any, dim: int, index: Any) -> Tensor:
                          f"(x has shape {x.shape})")
     index = index.reshape(-1)
     x1 = x if x.ndim else reshape(x, 1)
-    d = dim_index("index_select", dim, x1.ndim, x.shape)
+    d = one_dim("index_select", dim, x.shape, ndim=x1.ndim)
     _check_range("index_select", index, x1.shape[d], d, x.shape)
     if x.ndim == 0 and index.size != 1:
         raise IndexError(f"index_select: a 0-d x takes exactly one index, got {index.size}")

@@ -35,7 +35,8 @@ from ..autograd import grad_mode
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from . import activation, elementwise
-from .shape import GetItem, is_int, normalize_index
+from ._args import one_dim
+from .shape import GetItem, normalize_index
 
 
 # -- IndexPut: x with x[index] = value (or += value) ------------------------------------------
@@ -234,18 +235,12 @@ def index_put_(t: Tensor, indices: tuple, values: Any, accumulate: bool = False)
 
 def index_fill_(t: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     """The entries ``index`` (1-D) of ``t`` along ``dim`` set to ``value``, in place."""
-    dim = _dim("index_fill_", dim, t.ndim)
+    dim = one_dim("index_fill_", dim, t.shape)
     positions = _index_tensor("index_fill_", index)
     if positions.ndim > 1:
         raise ValueError(f"index_fill_: index must be 1-D, got shape {positions.shape}")
     where = (slice(None),) * dim + (positions.reshape(-1),)
     return assign("index_fill_", t, where, _fill_value("index_fill_", value))
-
-
-def _dim(op: str, dim: Any, ndim: int) -> int:
-    if not is_int(dim) or not -max(ndim, 1) <= dim < max(ndim, 1):
-        raise IndexError(f"{op}: dim {dim!r} is out of range for a tensor of {ndim} dims")
-    return int(dim) % max(ndim, 1)
 
 
 def _scatter_index(op: str, t: Tensor, dim: int, index: Any, src: Tensor | None) -> tuple:
@@ -280,7 +275,7 @@ def scatter_(t: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = N
         raise TypeError("scatter_: give exactly one of src and value")
     if reduce not in (None, "add"):
         raise ValueError(f"scatter_: reduce must be None or 'add', got {reduce!r}")
-    dim = _dim("scatter_", dim, t.ndim)
+    dim = one_dim("scatter_", dim, t.shape)
     if src is not None:
         src = lift(src, t)
         if src.ndim != t.ndim:

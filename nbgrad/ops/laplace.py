@@ -15,11 +15,10 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import laplace as laplace_kernels
+from ..runtime.jit import LAPLACE_PARALLEL_MIN, runs_parallel
 from ..tensor import Tensor, lift
+from ._args import float_input
 from .matmul import matmul
-
-# From this many basis elements on, the row-parallel kernels pay for waking the threads.
-_PARALLEL_MIN_SIZE = 1 << 18
 
 
 def _samples(rng):
@@ -35,8 +34,8 @@ class LaplaceBasis(Function):
     def forward(ctx, mu, n):
         t = laplace_kernels.laplace_grid(n, mu)
         mu = np.ascontiguousarray(mu)
-        parallel = mu.size * n >= _PARALLEL_MIN_SIZE
-        E = (laplace_kernels.laplace_forward_parallel if parallel
+        E = (laplace_kernels.laplace_forward_parallel
+             if runs_parallel(mu.size * n, LAPLACE_PARALLEL_MIN)
              else laplace_kernels.laplace_forward)(mu, t)
         ctx.save_for_backward(E, t)
         return E
@@ -45,7 +44,7 @@ class LaplaceBasis(Function):
     def backward(ctx, g):
         E, t = ctx.saved_tensors
         g = np.ascontiguousarray(g)
-        if E.size >= _PARALLEL_MIN_SIZE:
+        if runs_parallel(E.size, LAPLACE_PARALLEL_MIN):
             return laplace_kernels.laplace_backward_parallel(g, E, t)
         return laplace_kernels.laplace_backward(g, E, t)
 
@@ -56,12 +55,13 @@ class LaplaceBasis(Function):
         return -(g * ctx.output(E) * lift(t)).sum(1)
 
 
-def _check_rates(op: str, mu: Tensor) -> None:
-    if mu.dtype.kind != "f":
-        raise TypeError(f"{op}: mu has dtype {mu.dtype}; it needs float32 or float64")
+def _check_rates(op: str, mu: Any) -> Tensor:
+    """The decay rates ``mu[M]`` as a float Tensor."""
+    mu = float_input(op, mu, "mu")
     if mu.ndim != 1:
         raise ValueError(f"{op}: mu must be 1-D [M] (one decay rate per basis function), "
                          f"got shape {mu.shape}")
+    return mu
 
 
 def _check_points(op: str, name: str, n: Any) -> int:
@@ -81,8 +81,7 @@ def laplace_basis(mu: Any, n: int) -> Tensor:
     Gradient: ``dE[m, j]/dmu_m = -t_j E[m, j]``, so ``dL/dmu_m = -sum_j g[m, j] t_j E[m, j]``;
     twice differentiable (the vjp takes E as the op's output, so it differentiates again).
     """
-    mu = lift(mu)
-    _check_rates("laplace_basis", mu)
+    mu = _check_rates("laplace_basis", mu)
     n = _check_points("laplace_basis", "n", n)
     return LaplaceBasis.apply(mu, n=n)
 
@@ -90,8 +89,7 @@ def laplace_basis(mu: Any, n: int) -> Tensor:
 def lno_encode(u: Any, mu: Any) -> Tensor:
     """Project ``u[..., n]`` onto the Laplace basis: ``u @ laplace_basis(mu, n).T`` ->
     ``[..., M]``, with n = u.shape[-1]."""
-    u, mu = lift(u), lift(mu)
-    _check_rates("lno_encode", mu)
+    u, mu = lift(u), _check_rates("lno_encode", mu)
     if u.ndim < 1:
         raise ValueError(f"lno_encode: u must have at least one dim [..., n], got shape "
                          f"{u.shape}")
@@ -101,8 +99,7 @@ def lno_encode(u: Any, mu: Any) -> Tensor:
 def lno_decode(x: Any, mu: Any, n_out: int) -> Tensor:
     """Evaluate coefficients ``x[..., M]`` of the Laplace basis on n_out points:
     ``x @ laplace_basis(mu, n_out)`` -> ``[..., n_out]``."""
-    x, mu = lift(x), lift(mu)
-    _check_rates("lno_decode", mu)
+    x, mu = lift(x), _check_rates("lno_decode", mu)
     n_out = _check_points("lno_decode", "n_out", n_out)
     if x.ndim < 1 or x.shape[-1] != mu.shape[0]:
         raise ValueError(f"lno_decode: x has shape {x.shape} but mu has shape {mu.shape}: "

@@ -61,6 +61,16 @@ def _check_param(op: str, name: str, p: Tensor | None, shape: tuple, what: str) 
                          f"shape {shape}")
 
 
+def _like(g: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The upstream gradient as a contiguous array of the saved input's dtype and shape."""
+    return np.ascontiguousarray(g, dtype=x.dtype).reshape(x.shape)
+
+
+def _needed(ctx, *grads: np.ndarray) -> tuple[np.ndarray | None, ...]:
+    """The gradients of the inputs that need one (None for the others)."""
+    return tuple(g if need else None for g, need in zip(grads, ctx.needs_input_grad))
+
+
 # -- layer_norm ----------------------------------------------------------------------------------
 
 
@@ -87,29 +97,28 @@ class LayerNorm(Function):
         for_work(norm_kernels.layer_norm_forward, x.size)(
             x2, w, _param_or(bias, features, 0, x.dtype), eps, y.reshape(rows, features),
             mean_, rstd)
-        ctx.dims, ctx.eps = dims, eps
+        ctx.dim, ctx.eps = tuple(range(x.ndim - dims, x.ndim)), eps
         ctx.save_for_backward(x2, w, mean_, rstd)
         return y
 
     @staticmethod
     def backward(ctx, g):
         x2, w, mean_, rstd = ctx.saved_tensors
-        need_x, need_w, need_b = ctx.needs_input_grad
-        g2 = np.ascontiguousarray(g, dtype=x2.dtype).reshape(x2.shape)
+        g2 = _like(g, x2)
         # allocated in their final shapes, so the engine keeps them without copying views
-        params_shape = g.shape[g.ndim - ctx.dims:]
+        params_shape = g.shape[ctx.dim[0]:]
         dx = np.empty(g.shape, x2.dtype)
         dw, db = np.empty(params_shape, x2.dtype), np.empty(params_shape, x2.dtype)
         for_work(norm_kernels.layer_norm_backward, x2.size)(
-            g2, x2, w, mean_, rstd, need_w or need_b, dx.reshape(x2.shape), dw.reshape(-1),
-            db.reshape(-1))
-        return (dx if need_x else None, dw if need_w else None, db if need_b else None)
+            g2, x2, w, mean_, rstd, any(ctx.needs_input_grad[1:]), dx.reshape(x2.shape),
+            dw.reshape(-1), db.reshape(-1))
+        return _needed(ctx, dx, dw, db)
 
     @staticmethod
     def vjp(ctx, g):
         x, weight, _ = ctx.inputs
         x = lift(x)
-        axes = tuple(range(x.ndim - ctx.dims, x.ndim))
+        axes = ctx.dim
         xhat, rstd = _standardized(x, axes, ctx.eps)
         need_x, need_w, need_b = ctx.needs_input_grad
         gw = g if weight is None else g * weight
@@ -120,10 +129,9 @@ class LayerNorm(Function):
 
 
 def _normalized_shape(shape: Any) -> tuple[int, ...]:
-    items = (shape,) if isinstance(shape, int | np.integer) else shape
+    items = (shape,) if _args.is_int(shape) else shape
     if (not isinstance(items, tuple | list) or not items
-            or not all(isinstance(s, int | np.integer) and not isinstance(s, bool)
-                       for s in items)):
+            or not all(_args.is_int(s) for s in items)):
         raise TypeError(f"layer_norm: normalized_shape must be an int or a non-empty "
                         f"sequence of ints, got {shape!r}")
     return tuple(int(s) for s in items)
@@ -208,15 +216,14 @@ class BatchNorm(Function):
     @staticmethod
     def backward(ctx, g):
         x3, w, mean_, rstd = ctx.saved_tensors
-        g3 = np.ascontiguousarray(g, dtype=x3.dtype).reshape(x3.shape)
+        g3 = _like(g, x3)
         dx = np.empty(g.shape, x3.dtype)
         dw, db = np.empty(x3.shape[1], x3.dtype), np.empty(x3.shape[1], x3.dtype)
         kernel, shape = _batch_norm_layout(x3, norm_kernels.batch_norm_backward,
                                            norm_kernels.batch_norm_backward_columns)
         kernel(g3.reshape(shape), x3.reshape(shape), w, mean_, rstd, ctx.training,
                dx.reshape(shape), dw, db)
-        need_x, need_w, need_b = ctx.needs_input_grad
-        return dx if need_x else None, dw if need_w else None, db if need_b else None
+        return _needed(ctx, dx, dw, db)
 
     @staticmethod
     def vjp(ctx, g):

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from ..tensor import Tensor, lift
+from ._args import is_int
 from .indexing import Gather, index_along
-from .shape import is_int
 
 _MODES = ("constant", "reflect", "replicate", "circular")
 

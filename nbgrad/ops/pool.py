@@ -12,9 +12,9 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import pool as pool_kernels
-from ..runtime.jit import for_work
+from ..runtime.jit import POOL_PARALLEL_MIN, for_work
 from ..tensor import Tensor, lift
-from ._args import float_operands, int_tuple
+from ._args import float_operands, int_tuple, is_int
 from .conv import IntPair, _check_rank, _contig
 
 
@@ -65,15 +65,9 @@ def _batched(x: np.ndarray) -> np.ndarray:
     return _contig(x[None] if x.ndim == 3 else x)
 
 
-# A pooling kernel runs in parallel from this many elements: of x read (forward), of dx
-# written (backward): about where two threads start to beat one on the max-pool
-# kernels (docs/benchmarks.md#pooling).
-POOL_PARALLEL_MIN = 1 << 14
-
-
 def _sized(kernel, work: int):
-    """The pooling kernel's parallel form for ``work`` at or above POOL_PARALLEL_MIN,
-    else its serial form (runtime/jit.py)."""
+    """The pooling kernel's parallel form for ``work`` (elements of x read, forward, or
+    of dx written, backward) at or above POOL_PARALLEL_MIN, else its serial form."""
     return for_work(kernel, work, POOL_PARALLEL_MIN)
 
 
@@ -104,7 +98,7 @@ class MaxPool2d(Function):
 
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation, out_hw, indices_out=None):
-        ctx.x_shape = x.shape
+        ctx.input_shape = x.shape
         xb = _batched(x)
         if (kernel == (2, 2) and stride == (2, 2) and padding == (0, 0)
                 and dilation == (1, 1) and out_hw == (xb.shape[2] // 2, xb.shape[3] // 2)):
@@ -119,12 +113,12 @@ class MaxPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return _max_pool2d_scatter(g, ctx.saved_tensors[0], ctx.x_shape)
+        return _max_pool2d_scatter(g, ctx.saved_tensors[0], ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
         (idx,) = ctx.saved_tensors
-        return MaxPool2dGrad.apply(g, idx=idx, x_shape=ctx.x_shape)
+        return MaxPool2dGrad.apply(g, idx=idx, x_shape=ctx.input_shape)
 
 
 def _max_pool2d_grad_samples(rng):
@@ -173,12 +167,12 @@ class MaxPool2dGrad(Function):
 
     @staticmethod
     def forward(ctx, g, idx, x_shape):
-        ctx.g_shape = g.shape
+        ctx.input_shape = g.shape
         return _max_pool2d_scatter(g, idx, x_shape)
 
     @staticmethod
     def backward(ctx, h):
-        return _gather(_batched(h), ctx.params["idx"]).reshape(ctx.g_shape)
+        return _gather(_batched(h), ctx.params["idx"]).reshape(ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, h):
@@ -189,7 +183,7 @@ class MaxPool2dGrad(Function):
                      np.maximum(idx, 0)]
         if (idx < 0).any():
             out = out * lift((idx >= 0).astype(h.dtype))
-        return out.reshape(ctx.g_shape)
+        return out.reshape(ctx.input_shape)
 
 
 def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: IntPair = 0,
@@ -225,7 +219,7 @@ def max_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: 
 
 
 # -- avg_pool2d ---------------------------------------------------------------------------
-def _avg_args(kernel: tuple, stride: tuple, padding: tuple, count_include_pad: bool,
+def _avg_geometry(kernel: tuple, stride: tuple, padding: tuple, count_include_pad: bool,
               divisor_override: int | None) -> tuple:
     """The kernels' window arguments: KH, KW, sh, sw, ph, pw, count_include_pad and
     divisor_override (0: none)."""
@@ -237,18 +231,19 @@ def _divisor_override(value) -> int | None:
     """None or a non-zero int, as PyTorch's avg_pool2d."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+    if not is_int(value):
         raise TypeError(f"avg_pool2d: divisor_override must be None or an int, got {value!r}")
     if value == 0:
         raise ValueError("avg_pool2d: divisor_override must be non-zero, got 0")
     return int(value)
 
 
-def _avg_pool2d_spread(g: np.ndarray, args: tuple, x_shape: tuple) -> np.ndarray:
-    """avg_pool2d's backward: each window's g spread over the window (args: ``_avg_args``)."""
+def _avg_pool2d_spread(g: np.ndarray, geometry: tuple, x_shape: tuple) -> np.ndarray:
+    """avg_pool2d's backward: each window's g spread over the window (``geometry`` from
+    ``_avg_geometry``)."""
     g = _batched(g)
     dx = np.empty(g.shape[:2] + tuple(x_shape[-2:]), g.dtype)
-    return _sized(pool_kernels.avg_pool2d_backward, dx.size)(g, dx, *args).reshape(
+    return _sized(pool_kernels.avg_pool2d_backward, dx.size)(g, dx, *geometry).reshape(
         x_shape)
 
 
@@ -276,9 +271,9 @@ class AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, kernel, stride, padding, dilation, out_hw, count_include_pad,
                 divisor_override=None):
-        ctx.x_shape = x.shape
-        ctx.args = _avg_args(kernel, stride, padding, count_include_pad, divisor_override)
-        KH, KW, sh, sw, ph, pw, include, divisor = ctx.args
+        ctx.input_shape = x.shape
+        ctx.geometry = _avg_geometry(kernel, stride, padding, count_include_pad, divisor_override)
+        KH, KW, sh, sw, ph, pw, include, divisor = ctx.geometry
         xb = _batched(x)
         y = _sized(pool_kernels.avg_pool2d_forward, xb.size)(xb, KH, KW, sh, sw, ph, pw,
                                                              *out_hw, include, divisor)
@@ -286,7 +281,7 @@ class AvgPool2d(Function):
 
     @staticmethod
     def backward(ctx, g):
-        return _avg_pool2d_spread(g, ctx.args, ctx.x_shape)
+        return _avg_pool2d_spread(g, ctx.geometry, ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
@@ -295,7 +290,7 @@ class AvgPool2d(Function):
                                    padding=p["padding"],
                                    count_include_pad=bool(p["count_include_pad"]),
                                    divisor_override=p.get("divisor_override"),
-                                   x_shape=ctx.x_shape)
+                                   x_shape=ctx.input_shape)
 
 
 def _avg_pool2d_grad_samples(rng):
@@ -317,24 +312,24 @@ class AvgPool2dGrad(Function):
     @staticmethod
     def forward(ctx, g, kernel, stride, padding, count_include_pad, x_shape,
                 divisor_override=None):
-        ctx.g_shape = g.shape
-        ctx.args = _avg_args(kernel, stride, padding, count_include_pad, divisor_override)
-        return _avg_pool2d_spread(g, ctx.args, x_shape)
+        ctx.input_shape = g.shape
+        ctx.geometry = _avg_geometry(kernel, stride, padding, count_include_pad, divisor_override)
+        return _avg_pool2d_spread(g, ctx.geometry, x_shape)
 
     @staticmethod
     def backward(ctx, h):
-        KH, KW, sh, sw, ph, pw, include, divisor = ctx.args
+        KH, KW, sh, sw, ph, pw, include, divisor = ctx.geometry
         hb = _batched(h)
-        y = _sized(pool_kernels.avg_pool2d_forward, hb.size)(hb, KH, KW, sh, sw, ph, pw,
-                                                             *ctx.g_shape[-2:], include, divisor)
-        return y.reshape(ctx.g_shape)
+        y = _sized(pool_kernels.avg_pool2d_forward, hb.size)(
+            hb, KH, KW, sh, sw, ph, pw, *ctx.input_shape[-2:], include, divisor)
+        return y.reshape(ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, h):
         p = ctx.params
         return AvgPool2d.apply(h, kernel=p["kernel"], stride=p["stride"],
                                padding=p["padding"], dilation=(1, 1),
-                               out_hw=tuple(ctx.g_shape[-2:]),
+                               out_hw=tuple(ctx.input_shape[-2:]),
                                count_include_pad=bool(p["count_include_pad"]),
                                divisor_override=p.get("divisor_override"))
 

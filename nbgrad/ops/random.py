@@ -58,19 +58,25 @@ def randperm(n: int, *, generator: Any = None, dtype: Any = np.int64,
 def randn_like(input: Any, *, generator: Any = None, dtype: Any = None,
                requires_grad: bool = False, device: Any = None) -> Tensor:
     """``randn`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
-    check_device(device, "randn_like")
-    shape, dtype = _like("randn_like", input, dtype, FLOAT_DTYPES)
-    source = rng.resolve(generator, "randn_like")
-    return randn(shape, generator=source, dtype=dtype, requires_grad=requires_grad)
+    return _float_draw_like("randn_like", randn, input, generator, dtype, requires_grad,
+                            device)
 
 
 def rand_like(input: Any, *, generator: Any = None, dtype: Any = None,
               requires_grad: bool = False, device: Any = None) -> Tensor:
     """``rand`` of ``input``'s shape and (unless ``dtype`` is given) dtype."""
-    check_device(device, "rand_like")
-    shape, dtype = _like("rand_like", input, dtype, FLOAT_DTYPES)
-    source = rng.resolve(generator, "rand_like")
-    return rand(shape, generator=source, dtype=dtype, requires_grad=requires_grad)
+    return _float_draw_like("rand_like", rand, input, generator, dtype, requires_grad,
+                            device)
+
+
+def _float_draw_like(op: str, draw: Any, input: Any, generator: Any, dtype: Any,
+                     requires_grad: bool, device: Any) -> Tensor:
+    """``draw`` (randn or rand) of ``input``'s shape and (unless ``dtype`` is given) dtype,
+    float32 or float64."""
+    check_device(device, op)
+    shape, dtype = _like(op, input, dtype, FLOAT_DTYPES)
+    return draw(shape, generator=rng.resolve(generator, op), dtype=dtype,
+                requires_grad=requires_grad)
 
 
 def randint_like(input: Any, low: int | None = None, high: int | None = None, *,
@@ -122,7 +128,7 @@ def uniform_(self: Tensor, from_: float = 0.0, to: float = 1.0, *,
 # -- argument checks -----------------------------------------------------------------------------
 def _randint_bounds(op: str, low: Any, high: Any, size: Any) -> tuple[Any, Any, Any]:
     """(low, high, size) of PyTorch's two forms: ``(high, size)`` and ``(low, high, size)``."""
-    if size is None and high is not None and not _is_int(high):
+    if size is None and high is not None and not _args.is_int(high):
         low, high, size = None, low, high  # randint(high, size)
     if high is None:
         low, high = None, low
@@ -132,7 +138,7 @@ def _randint_bounds(op: str, low: Any, high: Any, size: Any) -> tuple[Any, Any, 
         raise TypeError(f"{op}: missing the argument high")
     low = 0 if low is None else low
     for name, value in (("low", low), ("high", high)):
-        if not _is_int(value):
+        if not _args.is_int(value):
             raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}")
     if not low < high:
         raise ValueError(f"{op}: expects low < high (high is excluded), got low={low}, "
@@ -140,18 +146,14 @@ def _randint_bounds(op: str, low: Any, high: Any, size: Any) -> tuple[Any, Any, 
     return int(low), int(high), size
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
-
-
 def _size(op: str, size: Any) -> tuple[int, ...]:
-    if not isinstance(size, tuple | list) or not all(_is_int(s) and s >= 0 for s in size):
+    if not isinstance(size, tuple | list) or not all(_args.is_int(s) and s >= 0 for s in size):
         raise TypeError(f"{op}: size must be a tuple of non-negative ints, got {size!r}")
     return tuple(int(s) for s in size)
 
 
 def _count(op: str, name: str, value: Any) -> int:
-    if not _is_int(value):
+    if not _args.is_int(value):
         raise TypeError(f"{op}: {name} must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{op}: {name} must be >= 0, got {value}")

@@ -37,7 +37,7 @@ from ..kernels import broadcast_sum, strided_apply
 from ..kernels import reduce as reduce_kernels
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
-from ._args import axes, dim_arg, float_input, keepdim_arg, one_axis, real
+from ._args import axes, dim_arg, float_input, keepdim_arg, one_dim, real
 
 
 def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
@@ -48,6 +48,12 @@ def _shapes(shape: tuple, axes: tuple, keepdims: bool) -> tuple[tuple, tuple]:
     kept = tuple(1 if d in axes else n for d, n in enumerate(shape))
     out = kept if keepdims else tuple(n for d, n in enumerate(shape) if d not in axes)
     return kept, out
+
+
+def _kept_shape(ctx) -> tuple:
+    """The result's shape with the reduced axes ``ctx.dim`` of ``ctx.input_shape`` kept
+    as 1: the shape the upstream gradient broadcasts back from."""
+    return _shapes(ctx.input_shape, ctx.dim, True)[0]
 
 
 def _reduce_samples(rng):
@@ -125,46 +131,46 @@ def _sum_forward(x: np.ndarray, kept: tuple, out_shape: tuple,
 class Sum(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        kept, out_shape = _shapes(x.shape, axes("sum", axis, x.shape), keepdims)
-        ctx.shapes = (x.shape, kept)
+        ctx.input_shape, ctx.dim = x.shape, axes("sum", axis, x.shape)
+        kept, out_shape = _shapes(x.shape, ctx.dim, keepdims)
         return _sum_forward(x, kept, out_shape, None)
 
     @staticmethod
     def backward(ctx, g):
-        shape, kept = ctx.shapes
-        return _broadcast_grad(g.reshape(kept), shape)
+        return _broadcast_grad(g.reshape(_kept_shape(ctx)), ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
-        shape, kept = ctx.shapes
-        return g.reshape(kept).broadcast_to(shape)
+        return g.reshape(_kept_shape(ctx)).broadcast_to(ctx.input_shape)
 
 
 @register("mean", samples=_reduce_samples)
 class Mean(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        reduced = axes("mean", axis, x.shape)
-        n = 1
-        for d in reduced:
-            n *= x.shape[d]
-        scale = 1.0 / n if n else float("nan")  # the mean of nothing is NaN (PyTorch)
-        kept, out_shape = _shapes(x.shape, reduced, keepdims)
-        ctx.shapes = (x.shape, kept, scale)
-        return _sum_forward(x, kept, out_shape, scale)
+        ctx.input_shape, ctx.dim = x.shape, axes("mean", axis, x.shape)
+        kept, out_shape = _shapes(x.shape, ctx.dim, keepdims)
+        return _sum_forward(x, kept, out_shape, _mean_scale(ctx))
 
     @staticmethod
     def backward(ctx, g):
-        shape, kept, scale = ctx.shapes
-        gs = np.empty(kept, g.dtype)
-        reduce_kernels.scaled(np.ascontiguousarray(g).reshape(-1), g.dtype.type(scale),
-                              gs.reshape(-1))
-        return _broadcast_grad(gs, shape)
+        gs = np.empty(_kept_shape(ctx), g.dtype)
+        reduce_kernels.scaled(np.ascontiguousarray(g).reshape(-1),
+                              g.dtype.type(_mean_scale(ctx)), gs.reshape(-1))
+        return _broadcast_grad(gs, ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
-        shape, kept, scale = ctx.shapes
-        return (g.reshape(kept) * scale).broadcast_to(shape)
+        return (g.reshape(_kept_shape(ctx)) * _mean_scale(ctx)).broadcast_to(ctx.input_shape)
+
+
+def _mean_scale(ctx) -> float:
+    """1 / n for the n elements a mean over ``ctx.dim`` reduces (NaN for n = 0: the mean
+    of nothing is NaN, as PyTorch)."""
+    n = 1
+    for d in ctx.dim:
+        n *= ctx.input_shape[d]
+    return 1.0 / n if n else float("nan")
 
 
 class _Extremum(Function):
@@ -185,14 +191,14 @@ class _Extremum(Function):
         x2, moved_shape, perm = _rows(x, reduced)
         m = reduce_kernels.extremum_rows(x2, cls.is_min)
         ctx.save_for_backward(x2, m)
-        ctx.layout = (moved_shape, perm, kept)
+        ctx.geometry = (moved_shape, perm, kept)
         ctx.spread_nan = spread_nan
         return m.reshape(out_shape)
 
     @staticmethod
     def backward(ctx, g):
         x2, m = ctx.saved_tensors
-        moved_shape, perm, _ = ctx.layout
+        moved_shape, perm, _ = ctx.geometry
         gx = reduce_kernels.extremum_rows_backward(x2, m, np.ascontiguousarray(g).reshape(-1),
                                                    ctx.spread_nan)
         return _unrows(gx, moved_shape, perm)
@@ -202,7 +208,7 @@ class _Extremum(Function):
         # g times the constant tie weights (1 / n_ties on the extrema): linear in g; a NaN
         # extremum without spread_nan has no ties, and its weights 0 / 0 are NaN
         x2, m = ctx.saved_tensors
-        moved_shape, perm, kept = ctx.layout
+        moved_shape, perm, kept = ctx.geometry
         ties = x2 == m[:, None]
         if ctx.spread_nan:
             ties |= np.isnan(x2) & np.isnan(m)[:, None]
@@ -260,7 +266,7 @@ def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick, result: type) -
     (np.argmax/np.argmin) along one dim: the values are ``x`` indexed at the indices, so
     the gradient goes to that one element (PyTorch's ``max(dim=)``: the first extremum; a
     NaN is the extremum and its index is taken)."""
-    d = one_axis(op, dim, x.shape)
+    d = one_dim(op, dim, x.shape)
     if x.ndim and x.shape[d] == 0:
         raise ValueError(f"{op}: cannot reduce over the empty dim {dim} of a tensor of "
                          f"shape {x.shape}")
@@ -326,30 +332,30 @@ class _Moment(Function):
         reduced = axes(name, axis, x.shape)
         kept, out_shape = _shapes(x.shape, reduced, keepdims)
         x2, moved_shape, perm = _rows(x, reduced)
-        dof = builtins.max(float(x2.shape[1]) - correction, 0.0)
         mean = np.empty(x2.shape[0], np.float64)
         y = np.empty(x2.shape[0], x.dtype)
-        for_work(reduce_kernels.moment_rows, x2.size)(x2, dof, cls.take_sqrt, mean, y)
+        for_work(reduce_kernels.moment_rows, x2.size)(x2, _dof(x2, correction), cls.take_sqrt,
+                                                      mean, y)
         y = y.reshape(out_shape)
         ctx.save_for_backward(x2, mean, y)
-        ctx.layout = (moved_shape, perm, kept, reduced, dof)
+        ctx.geometry, ctx.dim, ctx.correction = (moved_shape, perm, kept), reduced, correction
         return y
 
     @classmethod
     def backward(cls, ctx, g):
         x2, mean, y = ctx.saved_tensors
-        moved_shape, perm, _, _, dof = ctx.layout
+        moved_shape, perm, _ = ctx.geometry
         gx = np.empty(x2.shape, g.dtype)
         for_work(reduce_kernels.moment_rows_backward, x2.size)(
-            x2, mean, np.ascontiguousarray(g).reshape(-1), y.reshape(-1), dof,
-            cls.take_sqrt, gx)
+            x2, mean, np.ascontiguousarray(g).reshape(-1), y.reshape(-1),
+            _dof(x2, ctx.correction), cls.take_sqrt, gx)
         return _unrows(gx, moved_shape, perm)
 
     @classmethod
     def vjp(cls, ctx, g):
         # d var / dx = (2 / dof) (x - mean x); std: g / (2 std), 0 where std = 0
-        _, _, y = ctx.saved_tensors
-        _, _, kept, reduced, dof = ctx.layout
+        x2, _, y = ctx.saved_tensors
+        kept = ctx.geometry[2]
         gv = g.reshape(kept)
         if cls.take_sqrt:
             zero = y.reshape(kept) == 0
@@ -357,8 +363,13 @@ class _Moment(Function):
             gv = gv * lift((~zero).astype(y.dtype)) / (2 * (std + lift(zero.astype(y.dtype))))
         x = ctx.inputs[0]
         with np.errstate(divide="ignore"):
-            scale = float(np.float64(2.0) / np.float64(dof))
-        return gv * (x - mean(x, dim=reduced, keepdim=True)) * scale
+            scale = float(np.float64(2.0) / np.float64(_dof(x2, ctx.correction)))
+        return gv * (x - mean(x, dim=ctx.dim, keepdim=True)) * scale
+
+
+def _dof(x2: np.ndarray, correction: float) -> float:
+    """The divisor N - correction of a moment over the rows of ``x2[K, N]`` (0 at least)."""
+    return builtins.max(float(x2.shape[1]) - correction, 0.0)
 
 
 @register("var", samples=_moment_samples)
@@ -459,23 +470,25 @@ class Norm(Function):
         for_work(reduce_kernels.norm_rows, x2.size)(x2, mode, float(ord), y)
         y = y.reshape(out_shape)
         ctx.save_for_backward(x2, y)
-        ctx.layout = (moved_shape, perm, kept, mode, float(ord))
+        ctx.geometry, ctx.ord = (moved_shape, perm, kept), float(ord)
         return y
 
     @staticmethod
     def backward(ctx, g):
         x2, y = ctx.saved_tensors
-        moved_shape, perm, _, mode, p = ctx.layout
+        moved_shape, perm, _ = ctx.geometry
         gx = np.empty(x2.shape, g.dtype)
         for_work(reduce_kernels.norm_rows_backward, x2.size)(
-            x2, y.reshape(-1), np.ascontiguousarray(g).reshape(-1), mode, p, gx)
+            x2, y.reshape(-1), np.ascontiguousarray(g).reshape(-1), _norm_mode(ctx.ord),
+            ctx.ord, gx)
         return _unrows(gx, moved_shape, perm)
 
     @staticmethod
     def vjp(ctx, g):
         # the backward's table (kernels/reduce.py) in nbgrad ops; the masks are constants
         x2, y = ctx.saved_tensors
-        moved_shape, perm, kept, mode, p = ctx.layout
+        kept, p = ctx.geometry[2], ctx.ord
+        mode = _norm_mode(p)
         x = ctx.inputs[0]
         xd = x._data
         dt = xd.dtype
@@ -536,7 +549,7 @@ def _arg_extremum(op: str, pick, x: Any, dim: Any, keepdim: Any, axis: Any,
         idx = np.asarray(pick(data.reshape(-1)))  # NumPy's argmax/argmin stop at a NaN
         idx = idx.reshape((1,) * data.ndim) if keep else idx.reshape(())
     else:
-        a = one_axis(op, d, x.shape)
+        a = one_dim(op, d, x.shape)
         if data.ndim == 0:
             idx = np.zeros((), np.int64)
         else:

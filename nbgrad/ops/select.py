@@ -28,7 +28,7 @@ from ..function import Function, Sample, register
 from ..kernels import indexing as kernels
 from ..kernels.strided_apply import broadcast_shapes
 from ..tensor import Tensor, lift
-from .shape import promoted
+from ._args import promoted
 
 
 def _operands(a: Any, b: Any) -> tuple[Tensor, Tensor]:

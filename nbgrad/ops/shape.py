@@ -23,27 +23,10 @@ from ..function import Function, Sample, register
 from ..kernels import shape as shape_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor, lift
-from ._args import dim_arg
+from ._args import dim_arg, is_int, one_dim, promoted_dtype
 
 
-# -- argument helpers (shared with the other ops/ modules of the family) -------------------
-def is_int(v: Any) -> bool:
-    return isinstance(v, int | np.integer) and not isinstance(v, bool | np.bool_)
-
-
-def dim_index(op: str, d: Any, ndim: int, shape: tuple, name: str = "dim") -> int:
-    """``d`` as an index in [0, ndim); PyTorch's range [-ndim, ndim) (a 0-d tensor takes
-    -1 and 0). Out of range is an ``AxisError``, both a ValueError and an IndexError."""
-    if not is_int(d):
-        raise TypeError(f"{op}: {name} must be an int, got {d!r}")
-    span = max(ndim, 1)
-    if not -span <= d < span:
-        raise np.exceptions.AxisError(
-            f"{op}: {name}={d} is out of range for x of shape {shape} "
-            f"(expected a dim in [{-span}, {span - 1}])")
-    return int(d) % span
-
-
+# -- argument helpers ----------------------------------------------------------------------
 def _sizes(op: str, args: tuple, name: str) -> tuple:
     """``f(x, 2, 3)`` and ``f(x, (2, 3))`` both give ``(2, 3)``; every entry an int."""
     if len(args) == 1 and isinstance(args[0], Sequence | np.ndarray):
@@ -51,19 +34,6 @@ def _sizes(op: str, args: tuple, name: str) -> tuple:
     if not all(is_int(s) for s in args):
         raise TypeError(f"{op}: {name} must be ints, got {args!r}")
     return tuple(int(s) for s in args)
-
-
-def promoted_dtype(*dtypes: np.dtype) -> np.dtype:
-    """The common dtype the PyTorch way: float64 if any is float64, else float32 if any
-    is a float; all-integer (or all-bool) dtypes keep NumPy's promotion."""
-    floats = [d for d in dtypes if d.kind == "f"]
-    return np.result_type(*floats) if floats else np.result_type(*dtypes)
-
-
-def promoted(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """a and b in their common dtype (``promoted_dtype``; no copy where they have it)."""
-    dtype = promoted_dtype(a.dtype, b.dtype)
-    return a.astype(dtype, copy=False), b.astype(dtype, copy=False)
 
 
 # -- reshape ----------------------------------------------------------------------------
@@ -77,16 +47,16 @@ def _reshape_samples(rng):
 class Reshape(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        ctx.in_shape = x.shape
+        ctx.input_shape = x.shape
         return x.reshape(shape)
 
     @staticmethod
     def backward(ctx, g):
-        return g.reshape(ctx.in_shape)
+        return g.reshape(ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
-        return g.reshape(ctx.in_shape)
+        return g.reshape(ctx.input_shape)
 
 
 def reshape(x: Any, *shape: int | Sequence[int]) -> Tensor:
@@ -154,7 +124,7 @@ def permute(x: Any, *dims: int | Sequence[int]) -> Tensor:
     if len(dims) != x.ndim:
         raise ValueError(f"permute: x of shape {x.shape} has {x.ndim} dims but dims={dims} "
                          f"lists {len(dims)}")
-    dims = tuple(dim_index("permute", d, x.ndim, x.shape) for d in dims)
+    dims = tuple(one_dim("permute", d, x.shape) for d in dims)
     if len(set(dims)) != len(dims):
         raise ValueError(f"permute: dims={dims} repeats a dim (x has shape {x.shape})")
     return Permute.apply(x, dims=dims)
@@ -164,8 +134,8 @@ def transpose(x: Any, dim0: int = -2, dim1: int = -1) -> Tensor:
     """``x`` with dims ``dim0`` and ``dim1`` swapped (a view, as ``torch.transpose``);
     negative dims count from the end. The defaults swap the last two dims."""
     x = lift(x)
-    d0 = dim_index("transpose", dim0, x.ndim, x.shape, "dim0")
-    d1 = dim_index("transpose", dim1, x.ndim, x.shape, "dim1")
+    d0 = one_dim("transpose", dim0, x.shape, "dim0")
+    d1 = one_dim("transpose", dim1, x.shape, "dim1")
     if x.ndim == 0:
         return x
     dims = list(range(x.ndim))
@@ -185,16 +155,16 @@ def _broadcast_samples(rng):
 class BroadcastTo(Function):
     @staticmethod
     def forward(ctx, x, shape):
-        ctx.in_shape = x.shape
+        ctx.input_shape = x.shape
         return np.broadcast_to(x, shape)
 
     @staticmethod
     def backward(ctx, g):
-        return sum_to_shape(g, ctx.in_shape)
+        return sum_to_shape(g, ctx.input_shape)
 
     @staticmethod
     def vjp(ctx, g):
-        return g.sum_to_size(ctx.in_shape)
+        return g.sum_to_size(ctx.input_shape)
 
 
 def broadcast_to(x: Any, shape: int | Sequence[int]) -> Tensor:
@@ -227,31 +197,32 @@ def _concat_samples(rng):
 class Concat(Function):
     @staticmethod
     def forward(ctx, *xs, axis):
-        ctx.axis = axis
-        ctx.meta = [(x.shape[axis], x.dtype) for x in xs]
+        ctx.dim = axis
+        ctx.input_shapes = [x.shape for x in xs]
+        ctx.input_dtypes = [x.dtype for x in xs]
         return np.concatenate(xs, axis=axis)
 
     @staticmethod
     def backward(ctx, g):
-        grads = []
-        start = 0
-        lead = (slice(None),) * (ctx.axis % g.ndim)
-        for need, (n, dtype) in zip(ctx.needs_input_grad, ctx.meta):
-            piece = g[lead + (slice(start, start + n),)]
-            grads.append(piece.astype(dtype, copy=False) if need else None)
-            start += n
-        return tuple(grads)
+        return tuple(g[piece].astype(dtype, copy=False) if piece is not None else None
+                     for piece, dtype in zip(_pieces(ctx, g.ndim), ctx.input_dtypes))
 
     @staticmethod
     def vjp(ctx, g):
-        grads = []
-        start = 0
-        lead = (slice(None),) * (ctx.axis % g.ndim)
-        for need, (n, _) in zip(ctx.needs_input_grad, ctx.meta):
-            grads.append(GetItem.apply(g, index=lead + (slice(start, start + n),))
-                         if need else None)
-            start += n
-        return tuple(grads)
+        return tuple(GetItem.apply(g, index=piece) if piece is not None else None
+                     for piece in _pieces(ctx, g.ndim))
+
+
+def _pieces(ctx, ndim: int) -> list[tuple | None]:
+    """The index of each input's slice of the concatenated gradient (None where the
+    input needs no gradient)."""
+    lead = (slice(None),) * (ctx.dim % ndim)
+    pieces, start = [], 0
+    for need, shape in zip(ctx.needs_input_grad, ctx.input_shapes):
+        n = shape[ctx.dim]
+        pieces.append(lead + (slice(start, start + n),) if need else None)
+        start += n
+    return pieces
 
 
 def _sequence(op: str, tensors: Any) -> list[Tensor]:
@@ -261,6 +232,14 @@ def _sequence(op: str, tensors: Any) -> list[Tensor]:
     if not tensors:
         raise ValueError(f"{op}: expected a non-empty list of tensors")
     return [lift(t) for t in tensors]
+
+
+def _promoted_inputs(ts: list[Tensor]) -> list[Tensor]:
+    """The tensors in their common dtype (``promoted_dtype``); one that requires grad
+    keeps its own, and the op's backward casts its gradient back."""
+    dtype = promoted_dtype(*(t.dtype for t in ts))
+    return [t if t.dtype == dtype or t.requires_grad else lift(t._data.astype(dtype))
+            for t in ts]
 
 
 def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = None
@@ -275,16 +254,14 @@ def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None =
     if first.ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
                          "(use stack)")
-    ax = dim_index("concat", given, first.ndim, first.shape,
-                   "dim" if axis is None else "axis")
+    ax = one_dim("concat", given, first.shape,
+                 "dim" if axis is None else "axis")
     for i, t in enumerate(ts[1:], 1):
         if t.ndim != first.ndim or any(
                 a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
             raise ValueError(f"concat: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; all dims but axis {ax} must match")
-    dtype = promoted_dtype(*(t.dtype for t in ts))
-    ts = [t if t.dtype == dtype or t.requires_grad else lift(t._data.astype(dtype))
-          for t in ts]
+    ts = _promoted_inputs(ts)
     return Concat.apply(*ts, axis=ax)
 
 
@@ -300,19 +277,20 @@ def _stack_samples(rng):
 class Stack(Function):
     @staticmethod
     def forward(ctx, *xs, axis):
-        ctx.axis = axis
-        ctx.dtypes = [x.dtype for x in xs]
+        ctx.dim = axis
+        ctx.input_dtypes = [x.dtype for x in xs]
         return np.stack(xs, axis=axis)
 
     @staticmethod
     def backward(ctx, g):
-        lead = (slice(None),) * (ctx.axis % g.ndim)
+        lead = (slice(None),) * (ctx.dim % g.ndim)
         return tuple(g[lead + (i,)].astype(dtype, copy=False) if need else None
-                     for i, (need, dtype) in enumerate(zip(ctx.needs_input_grad, ctx.dtypes)))
+                     for i, (need, dtype) in enumerate(zip(ctx.needs_input_grad,
+                                                           ctx.input_dtypes)))
 
     @staticmethod
     def vjp(ctx, g):
-        lead = (slice(None),) * (ctx.axis % g.ndim)
+        lead = (slice(None),) * (ctx.dim % g.ndim)
         return tuple(GetItem.apply(g, index=lead + (i,)) if need else None
                      for i, need in enumerate(ctx.needs_input_grad))
 
@@ -329,11 +307,9 @@ def stack(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None = 
         if t.shape != first.shape:
             raise ValueError(f"stack: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; stack needs equal shapes")
-    ax = dim_index("stack", given, first.ndim + 1, first.shape + (1,),
-                   "dim" if axis is None else "axis")
-    dtype = promoted_dtype(*(t.dtype for t in ts))
-    ts = [t if t.dtype == dtype or t.requires_grad else lift(t._data.astype(dtype))
-          for t in ts]
+    ax = one_dim("stack", given, first.shape + (1,),
+                 "dim" if axis is None else "axis")
+    ts = _promoted_inputs(ts)
     return Stack.apply(*ts, axis=ax)
 
 
@@ -422,17 +398,17 @@ def _getitem_samples(rng):
 class GetItem(Function):
     @staticmethod
     def forward(ctx, x, index):
-        ctx.in_shape = x.shape
+        ctx.input_shape = x.shape
         ctx.index = index
         return np.asarray(x[index])
 
     @staticmethod
     def backward(ctx, g):
-        return _scatter(g, ctx.in_shape, ctx.index)
+        return _scatter(g, ctx.input_shape, ctx.index)
 
     @staticmethod
     def vjp(ctx, g):
-        return IndexScatter.apply(g, shape=ctx.in_shape, index=ctx.index)
+        return IndexScatter.apply(g, shape=ctx.input_shape, index=ctx.index)
 
 
 def _scatter(g: np.ndarray, shape: tuple, index: tuple) -> np.ndarray:
@@ -506,8 +482,8 @@ def flatten(x: Any, start_dim: int = 0, end_dim: int = -1) -> Tensor:
     x = lift(x)
     if x.ndim == 0:
         return reshape(x, 1)
-    s = dim_index("flatten", start_dim, x.ndim, x.shape, "start_dim")
-    e = dim_index("flatten", end_dim, x.ndim, x.shape, "end_dim")
+    s = one_dim("flatten", start_dim, x.shape, "start_dim")
+    e = one_dim("flatten", end_dim, x.shape, "end_dim")
     if s > e:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim} "
                          f"(x has shape {x.shape})")
@@ -520,7 +496,7 @@ def size(x: Tensor, dim: int | None = None) -> tuple[int, ...] | int:
         return x.shape
     if x.ndim == 0:
         raise IndexError(f"size: a 0-d tensor has no dim {dim}")
-    return x.shape[dim_index("size", dim, x.ndim, x.shape)]
+    return x.shape[one_dim("size", dim, x.shape)]
 
 
 # -- split / chunk / squeeze / unsqueeze -----------------------------------------------------
@@ -559,7 +535,7 @@ def split(x: Any, split_size_or_sections: int | Sequence[int], dim: int = 0
     x = lift(x)
     if x.ndim == 0:
         raise ValueError("split: x must have at least one dim, got a 0-d tensor")
-    d = dim_index("split", dim, x.ndim, x.shape)
+    d = one_dim("split", dim, x.shape)
     n = x.shape[d]
     if is_int(split_size_or_sections):
         size = int(split_size_or_sections)
@@ -585,7 +561,7 @@ def chunk(x: Any, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
     if x.ndim == 0:
         raise ValueError("chunk: x must have at least one dim, got a 0-d tensor")
-    d = dim_index("chunk", dim, x.ndim, x.shape)
+    d = one_dim("chunk", dim, x.shape)
     n = x.shape[d]
     if n == 0:
         return split(x, (0,) * chunks, d)
@@ -601,7 +577,7 @@ def squeeze(x: Any, dim: int | Sequence[int] | None = None) -> Tensor:
         drop = {d for d, n in enumerate(x.shape) if n == 1}
     else:
         items = tuple(dim) if isinstance(dim, Sequence) else (dim,)
-        listed = [dim_index("squeeze", d, x.ndim, x.shape) for d in items]
+        listed = [one_dim("squeeze", d, x.shape) for d in items]
         if len(set(listed)) != len(listed):
             raise ValueError(f"squeeze: dim {dim!r} names a dim more than once (x has shape "
                              f"{x.shape})")
@@ -613,7 +589,7 @@ def unsqueeze(x: Any, dim: int) -> Tensor:
     """``x`` with a new size-1 dim at ``dim`` (``torch.unsqueeze``; -ndim-1 <= dim <= ndim,
     negative counting from the end of the result). A view; backward reshapes g back."""
     x = lift(x)
-    d = dim_index("unsqueeze", dim, x.ndim + 1, x.shape)
+    d = one_dim("unsqueeze", dim, x.shape, ndim=x.ndim + 1)
     return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
 
 

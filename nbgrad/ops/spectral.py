@@ -20,13 +20,9 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import spectral as kernels
-from ..runtime.jit import for_work
+from ..runtime.jit import SPECTRAL_PARALLEL_MIN, for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands
-
-# The spectral kernels' unit of work is a grid point of a slice (FFT) or a complex
-# multiply-add (mixing); below this the serial forms run.
-_PARALLEL_MIN = 1 << 15
 
 
 # -- array helpers (x as [B, C, H, W], weights as [nblk, Cin, Cout, m1, m2]) ----------------
@@ -40,7 +36,7 @@ def _spectrum(x: np.ndarray, nblk: int, m1: int, m2: int) -> tuple[np.ndarray, n
     x3 = np.ascontiguousarray(x).reshape(B * C, H, W)
     re = np.empty((B * C, nblk, m1, m2), x.dtype)
     im = np.empty_like(re)
-    for_work(kernels.rfft_modes, x.size, _PARALLEL_MIN)(
+    for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
         x3, m1, nblk, _complex_like(x.dtype), re, im)
     return re.reshape(B, C, nblk, m1 * m2), im.reshape(B, C, nblk, m1 * m2)
 
@@ -50,7 +46,7 @@ def _synthesis(re: np.ndarray, im: np.ndarray, m1: int, hw: tuple) -> np.ndarray
     B, C, nblk, M = re.shape
     out = np.empty((B * C, hw[0], hw[1]), re.dtype)
     shape = (B * C, nblk, m1, M // m1)
-    for_work(kernels.irfft_modes, out.size, _PARALLEL_MIN)(
+    for_work(kernels.irfft_modes, out.size, SPECTRAL_PARALLEL_MIN)(
         re.reshape(shape), im.reshape(shape), _complex_like(re.dtype), out)
     return out.reshape(B, C, hw[0], hw[1])
 
@@ -61,7 +57,7 @@ def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]
     P = w_re.shape[1] if adjoint else w_re.shape[2]
     out_re = np.empty((B, P, nblk, M), a_re.dtype)
     out_im = np.empty_like(out_re)
-    for_work(kernels.mix_modes, B * P * Q * nblk * M, _PARALLEL_MIN)(
+    for_work(kernels.mix_modes, B * P * Q * nblk * M, SPECTRAL_PARALLEL_MIN)(
         a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
     return out_re, out_im
 
@@ -85,7 +81,7 @@ def _weight_grad(x_re, x_im, g_re, g_im, hw: tuple, m1: int) -> tuple[np.ndarray
     out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
     out_im = np.empty_like(out_re)
     scale = _weight_scale(hw, m1, M // m1, x_re.dtype)
-    for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, _PARALLEL_MIN)(
+    for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, SPECTRAL_PARALLEL_MIN)(
         x_re, x_im, g_re, g_im, scale, out_re, out_im)
     return out_re, out_im
 
@@ -132,13 +128,13 @@ class _SpectralConv(Function):
         return y, (x_re, x_im, w_re, w_im), (nblk, m1, m2, hw)
 
     @classmethod
-    def _forward(cls, ctx, x, w_real, w_imag):
+    def forward(cls, ctx, x, w_real, w_imag):
         y, saved, ctx.geometry = cls._run(x, w_real, w_imag)
         ctx.save_for_backward(*saved)
         return y
 
     @classmethod
-    def _backward(cls, ctx, g):
+    def backward(cls, ctx, g):
         x_re, x_im, w_re, w_im = ctx.saved_tensors
         nblk, m1, m2, hw = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
@@ -155,7 +151,7 @@ class _SpectralConv(Function):
         return dx, dwr, dwi
 
     @classmethod
-    def _vjp(cls, ctx, g):
+    def vjp(cls, ctx, g):
         x, w_real, w_imag = (lift(t) for t in ctx.inputs[:3])
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
         dx = dwr = dwi = None
@@ -175,7 +171,7 @@ class _SpectralConvWeightGrad(Function):
     conv_op: type[_SpectralConv]
 
     @classmethod
-    def _forward(cls, ctx, x, g, modes):
+    def forward(cls, ctx, x, g, modes):
         dim = cls.conv_op.dim
         m1, m2 = modes
         nblk = 1 if dim == 1 else 2
@@ -189,7 +185,7 @@ class _SpectralConvWeightGrad(Function):
         return dr.reshape(shape), di.reshape(shape)
 
     @classmethod
-    def _vjp(cls, ctx, a_re, a_im):
+    def vjp(cls, ctx, a_re, a_im):
         x, g = lift(ctx.inputs[0]), lift(ctx.inputs[1])
         f, dim = cls.conv_op, cls.conv_op.dim
         need_x, need_g = ctx.needs_input_grad[:2]
@@ -199,7 +195,7 @@ class _SpectralConvWeightGrad(Function):
         return dx, dg
 
     @classmethod
-    def _backward(cls, ctx, a_re, a_im):
+    def backward(cls, ctx, a_re, a_im):
         # the vjp's two spectral convolutions, run on arrays
         x, g = ctx.saved_tensors
         f, dim = cls.conv_op, cls.conv_op.dim
@@ -249,68 +245,20 @@ def _weight_grad_samples(dim: int):
 class SpectralConv1dFn(_SpectralConv):
     dim = 1
 
-    @staticmethod
-    def forward(ctx, x, w_real, w_imag):
-        return SpectralConv1dFn._forward(ctx, x, w_real, w_imag)
-
-    @staticmethod
-    def backward(ctx, g):
-        return SpectralConv1dFn._backward(ctx, g)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return SpectralConv1dFn._vjp(ctx, g)
-
 
 @register("spectral_conv2d", samples=_conv_samples(2))
 class SpectralConv2dFn(_SpectralConv):
     dim = 2
-
-    @staticmethod
-    def forward(ctx, x, w_real, w_imag):
-        return SpectralConv2dFn._forward(ctx, x, w_real, w_imag)
-
-    @staticmethod
-    def backward(ctx, g):
-        return SpectralConv2dFn._backward(ctx, g)
-
-    @staticmethod
-    def vjp(ctx, g):
-        return SpectralConv2dFn._vjp(ctx, g)
 
 
 @register("spectral_conv1d_weight_grad", samples=_weight_grad_samples(1))
 class SpectralConv1dWeightGrad(_SpectralConvWeightGrad):
     conv_op = SpectralConv1dFn
 
-    @staticmethod
-    def forward(ctx, x, g, modes):
-        return SpectralConv1dWeightGrad._forward(ctx, x, g, modes)
-
-    @staticmethod
-    def backward(ctx, a_re, a_im):
-        return SpectralConv1dWeightGrad._backward(ctx, a_re, a_im)
-
-    @staticmethod
-    def vjp(ctx, a_re, a_im):
-        return SpectralConv1dWeightGrad._vjp(ctx, a_re, a_im)
-
 
 @register("spectral_conv2d_weight_grad", samples=_weight_grad_samples(2))
 class SpectralConv2dWeightGrad(_SpectralConvWeightGrad):
     conv_op = SpectralConv2dFn
-
-    @staticmethod
-    def forward(ctx, x, g, modes):
-        return SpectralConv2dWeightGrad._forward(ctx, x, g, modes)
-
-    @staticmethod
-    def backward(ctx, a_re, a_im):
-        return SpectralConv2dWeightGrad._backward(ctx, a_re, a_im)
-
-    @staticmethod
-    def vjp(ctx, a_re, a_im):
-        return SpectralConv2dWeightGrad._vjp(ctx, a_re, a_im)
 
 
 SpectralConv1dFn.weight_grad_op = SpectralConv1dWeightGrad

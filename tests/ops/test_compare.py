@@ -360,7 +360,7 @@ def test_any_all_match_pytorch(shape, dim, keepdim):
 
 def test_any_all_argument_errors():
     t = nb.tensor([[1.0, 0.0]])
-    with pytest.raises(ValueError, match="any: axis 2 is out of range"):
+    with pytest.raises(ValueError, match="any: axis=2 is out of range"):
         t.any(dim=2)
     with pytest.raises(TypeError, match="all: got both dim=0 and axis=0"):
         nb.all(t, dim=0, axis=0)

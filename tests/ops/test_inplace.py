@@ -259,7 +259,7 @@ def test_indexed_write_errors():
         x.masked_fill_(nb.tensor([1, 0, 1, 0]), 1.0)
     with pytest.raises(ValueError, match="masked_fill_: only a 0-dim tensor"):
         x.masked_fill_(nb.tensor([True, False, True, False]), nb.ones(2))
-    with pytest.raises(IndexError, match="index_fill_: dim 2 is out of range"):
+    with pytest.raises(IndexError, match="index_fill_: dim=2 is out of range"):
         x.index_fill_(2, nb.tensor([0]), 1.0)
     with pytest.raises(RuntimeError, match=r"a value that requires grad cannot be written "
                                            r"into a (nbgrad\.)?int64"):

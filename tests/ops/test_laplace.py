@@ -131,8 +131,8 @@ def test_parallel_kernels_bitwise_equal_serial_at_1_and_2_threads(rng, dtype):
 def test_op_bitwise_at_1_and_2_threads(rng, monkeypatch):
     mu = rng.uniform(0, 10, 37).astype(np.float32)
     g = rng.standard_normal((37, 301)).astype(np.float32)
-    for parallel_min in (laplace_ops._PARALLEL_MIN_SIZE, 0):   # serial and parallel
-        monkeypatch.setattr(laplace_ops, "_PARALLEL_MIN_SIZE", parallel_min)
+    for parallel_min in (laplace_ops.LAPLACE_PARALLEL_MIN, 0):   # serial and parallel
+        monkeypatch.setattr(laplace_ops, "LAPLACE_PARALLEL_MIN", parallel_min)
         one = at_threads(1, basis_and_grad, mu, 301, g)
         two = at_threads(2, basis_and_grad, mu, 301, g)
         assert_same_bits(one[0], two[0])
@@ -204,7 +204,8 @@ def test_bad_point_count_raises():
 
 
 def test_integer_rates_raise():
-    with pytest.raises(TypeError, match="laplace_basis: mu has dtype nbgrad.int64"):
+    with pytest.raises(TypeError,
+                       match="laplace_basis: mu must be float32 or float64, got nbgrad.int64"):
         nb.laplace_basis(np.arange(3), 4)
 
 
