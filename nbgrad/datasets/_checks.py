@@ -39,6 +39,17 @@ def seed(fn: str, value: Any) -> int:
     return integer(fn, "seed", value, 0)
 
 
+def seed_and_cache(fn: str, seed_value: Any, cache: Any) -> tuple[int, bool]:
+    """The ``seed`` and ``cache`` arguments every generated data set takes."""
+    return seed(fn, seed_value), flag(fn, "cache", cache)
+
+
+def viscosity_and_time(fn: str, nu: Any, t: Any) -> tuple[float, float]:
+    """``nu`` (> 0), the viscosity or diffusivity, and ``t`` (>= 0), the final time, of
+    an evolution equation."""
+    return real(fn, "nu", nu, positive=True), real(fn, "t", t, nonnegative=True)
+
+
 def flag(fn: str, name: str, value: Any) -> bool:
     """A plain bool (``cache=``)."""
     if not isinstance(value, bool | np.bool_):

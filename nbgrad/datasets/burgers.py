@@ -98,10 +98,8 @@ def burgers1d(n: int, resolution: int = 128, nu: float = 0.1, t: float = 1.0,
     fn = "burgers1d"
     n = _checks.integer(fn, "n", n, 1)
     resolution = _checks.integer(fn, "resolution", resolution, 4)
-    nu = _checks.real(fn, "nu", nu, positive=True)
-    t = _checks.real(fn, "t", t, nonnegative=True)
-    seed = _checks.seed(fn, seed)
-    cache = _checks.flag(fn, "cache", cache)
+    nu, t = _checks.viscosity_and_time(fn, nu, t)
+    seed, cache = _checks.seed_and_cache(fn, seed, cache)
 
     def make() -> dict[str, np.ndarray]:
         z = np.random.default_rng(seed).standard_normal((n, 2, kept_modes(resolution)))

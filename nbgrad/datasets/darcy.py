@@ -111,8 +111,7 @@ def darcy2d(n: int, resolution: int = 16, seed: int = 0, cache: bool = True
     fn = "darcy2d"
     n = _checks.integer(fn, "n", n, 1)
     resolution = _checks.integer(fn, "resolution", resolution, 3)
-    seed = _checks.seed(fn, seed)
-    cache = _checks.flag(fn, "cache", cache)
+    seed, cache = _checks.seed_and_cache(fn, seed, cache)
 
     def make() -> dict[str, np.ndarray]:
         xi = np.random.default_rng(seed).standard_normal((n, resolution, resolution))

@@ -45,10 +45,8 @@ def heat1d(n_train: int = 200, n_test: int = 50, grid: int = 32, nu: float = 0.0
     n_train = _checks.integer(fn, "n_train", n_train, 1)
     n_test = _checks.integer(fn, "n_test", n_test, 1)
     grid = _checks.integer(fn, "grid", grid, 3)
-    nu = _checks.real(fn, "nu", nu, positive=True)
-    t = _checks.real(fn, "t", t, nonnegative=True)
-    seed = _checks.seed(fn, seed)
-    cache = _checks.flag(fn, "cache", cache)
+    nu, t = _checks.viscosity_and_time(fn, nu, t)
+    seed, cache = _checks.seed_and_cache(fn, seed, cache)
 
     def make() -> dict[str, np.ndarray]:
         basis = _sine_basis(HEAT1D_MODES, grid)
@@ -119,8 +117,7 @@ def heat_trajectories(n_traj: int, steps: int, grid: int = 48, alpha: float = 1e
     dt = _checks.real(fn, "dt", dt, positive=True)
     left = _checks.real(fn, "left", left)
     right = _checks.real(fn, "right", right)
-    seed = _checks.seed(fn, seed)
-    cache = _checks.flag(fn, "cache", cache)
+    seed, cache = _checks.seed_and_cache(fn, seed, cache)
 
     def make() -> dict[str, np.ndarray]:
         x = grid_points(grid)

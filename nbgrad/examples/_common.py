@@ -1,5 +1,6 @@
-"""What every example shares: a progress bar, the metric table printed at the end, the
-relative L2 error, the prediction-vs-truth figure saved next to the run, and what a run
+"""What every example shares: the training loop (``fit``, under a progress bar), the
+command line (``command_line``), the metric table printed at the end, the relative L2
+error, the figure saved next to the run (``save_plot``), and what a run
 under ``mpiexec`` with ``--distributed`` needs: one shard of the data per rank, and
 progress, printing, figures and checkpoints on rank 0 only."""
 
@@ -117,6 +118,48 @@ def train_epoch(model: Any, loader: Iterable, optimizer: Any, loss_fn: Callable,
     return losses
 
 
+def adam_with_cosine(model: Any, lr: float, steps: int, eta_min: float = 0.0,
+                     weight_decay: float = 0.0) -> tuple[Any, Any]:
+    """Adam on ``model``'s parameters and a cosine annealing of its learning rate from
+    ``lr`` to ``eta_min`` over ``steps`` scheduler steps."""
+    optimizer = nb.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    return optimizer, nb.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=steps,
+                                                              eta_min=eta_min)
+
+
+def fit(model: Any, loader: DataLoader, optimizer: Any, loss_fn: Callable, epochs: int, *,
+        metrics: dict[str, Callable[[], float]] | None = None,
+        describe: Callable[[int, dict], str] | None = None, scheduler: Any = None,
+        first_epoch: int = 0, report_every: int = 1,
+        after_epoch: Callable[[int], None] | None = None, show_progress: bool = True,
+        loss_format: str = ".4f") -> dict:
+    """The training loop of the examples: epochs ``first_epoch`` .. ``epochs - 1`` of
+    ``train_epoch`` over ``loader`` (set to each epoch's order, ``start_epoch``) under one
+    progress bar. ``model`` is what is trained (a ``DistributedDataParallel`` wrapper
+    too). Returns the history: per-step losses (``loss``), per-epoch mean training loss
+    over the ranks (``epoch_loss``) and, under its name, each of ``metrics`` (functions of
+    no argument) evaluated after every epoch. ``describe(epochs_done, history)`` is the
+    line reported after the first epoch and every ``report_every``-th; ``after_epoch``
+    (of the epochs done) runs last in every epoch (checkpoints)."""
+    metrics = metrics or {}
+    history: dict = {"loss": [], "epoch_loss": [], **{name: [] for name in metrics}}
+    bar = progress((epochs - first_epoch) * len(loader), show_progress)
+    for epoch in range(first_epoch, epochs):
+        losses = train_epoch(model, start_epoch(loader, epoch), optimizer, loss_fn, scheduler,
+                             bar, loss_format)
+        history["loss"] += losses
+        history["epoch_loss"].append(mean_over_ranks(float(np.mean(losses))))
+        for name, metric in metrics.items():
+            history[name].append(metric())
+        if describe is not None and (epoch == first_epoch or (epoch + 1) % report_every == 0):
+            report(bar, describe(epoch + 1, history))
+        if after_epoch is not None:
+            after_epoch(epoch + 1)
+    if bar is not None:
+        bar.close()
+    return history
+
+
 def predict(model: Any, inputs: np.ndarray, batch_size: int = 100) -> np.ndarray:
     """``model`` on ``inputs`` in eval mode, without a graph, ``batch_size`` at a time."""
     model.eval()
@@ -175,9 +218,80 @@ def save_figure(fig: Any, path: str) -> None:
     print(f"figure saved to {path}")
 
 
+def save_plot(draw: Callable[[Any], Any], path: str) -> None:
+    """The figure ``draw(plt)`` makes on ``plt`` (matplotlib.pyplot) saved to ``path``; a
+    note instead of a figure without matplotlib."""
+    plt = pyplot()
+    if plt is None:
+        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
+        return
+    save_figure(draw(plt), path)
+
+
 def losses_axis(ax: Any, losses: Sequence[float], label: str = "training loss") -> None:
     ax.plot(losses, lw=0.8)
     ax.set(xlabel="step", ylabel=label, yscale="log")
+
+
+def fit_field_map(model: Any, data: dict, loader: DataLoader, optimizer: Any, scheduler: Any,
+                  loss_fn: Callable, epochs: int, show_progress: bool = True,
+                  trained: Any = None) -> dict:
+    """``fit`` for the examples that learn a field-to-field map (``field_example_main``):
+    ``trained`` (``model`` itself by default, or its ``DistributedDataParallel``
+    wrapper) trained on ``loader``, the test relative L2 of ``model`` on ``data``
+    (``test_relative_l2``) evaluated and reported after every epoch; the history also
+    holds the ``model`` and the ``data``."""
+
+    def describe(epochs_done: int, history: dict) -> str:
+        return (f"epoch {epochs_done:3d}/{epochs}  train rel L2 "
+                f"{history['epoch_loss'][-1]:.4f}  test rel L2 "
+                f"{history['test_relative_l2'][-1]:.4f}")
+
+    def test_l2() -> float:
+        return relative_l2(predict(model, data["x_test"]), data["y_test"])
+
+    history = fit(model if trained is None else trained, loader, optimizer, loss_fn, epochs,
+                  metrics={"test_relative_l2": test_l2}, describe=describe,
+                  scheduler=scheduler, show_progress=show_progress)
+    history.update(model=model, data=data)
+    return history
+
+
+def field_panels(plt: Any, panels: list[tuple[np.ndarray, str]], losses: list[float]) -> Any:
+    """A figure of 2-D fields on [0, 1]^2 (``(field, title)``, the field's first axis
+    vertical), each with its colour bar, and the training loss on the right."""
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(16, 3.2))
+    for ax, (field, title) in zip(axes, panels):
+        shown = ax.imshow(field, origin="lower", extent=(0, 1, 0, 1))
+        ax.set_title(title)
+        fig.colorbar(shown, ax=ax, fraction=0.046)
+    losses_axis(axes[-1], losses, "relative L2 (train)")
+    return fig
+
+
+def command_line(name: str, doc: str, plot_help: str = "where to save prediction vs truth",
+                 epochs: int | None = None, quick: bool = True) -> argparse.ArgumentParser:
+    """The parser of example ``name`` with the options every example takes: ``--quick``
+    (a reduced size, unless ``quick`` is False), ``--epochs``, ``--seed``,
+    ``--no-progress`` and ``--plot``."""
+    parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
+                                     description=doc.splitlines()[0])
+    if quick:
+        parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
+    parser.add_argument("--epochs", type=int, default=epochs)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--plot", metavar="PNG", default=f"{name}.png", help=plot_help)
+    return parser
+
+
+def add_distributed_options(parser: argparse.ArgumentParser, batch_size: int) -> None:
+    """``--batch-size`` (the global batch) and ``--distributed``, for the examples that run
+    data-parallel under ``mpiexec``."""
+    parser.add_argument("--batch-size", type=int, default=batch_size,
+                        help="the batch (with --distributed: over all ranks)")
+    parser.add_argument("--distributed", action="store_true",
+                        help="data-parallel over the ranks of mpiexec -n N")
 
 
 def field_example_main(argv: list[str] | None, name: str, doc: str, train: Callable,
@@ -188,20 +302,12 @@ def field_example_main(argv: list[str] | None, name: str, doc: str, train: Calla
     show_progress)`` returns the history that the metric table and ``plot`` read. With
     ``distributed``, ``train`` also takes ``distributed`` and the command line
     ``--distributed`` (run under ``mpiexec``)."""
-    parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
-                                     description=doc.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
-    parser.add_argument("--batch-size", type=int, default=batch_size,
-                        help="the batch (with --distributed: over all ranks)")
+    parser = command_line(name, doc)
     parser.add_argument("--lr", type=float, default=lr)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default=f"{name}.png",
-                        help="where to save prediction vs truth")
     if distributed:
-        parser.add_argument("--distributed", action="store_true",
-                            help="data-parallel over the ranks of mpiexec -n N")
+        add_distributed_options(parser, batch_size)
+    else:
+        parser.add_argument("--batch-size", type=int, default=batch_size)
     args = parser.parse_args(argv)
     size = dict(sizes["quick" if args.quick else "full"])
     if args.epochs is not None:

@@ -11,28 +11,19 @@ squared error over all samples and nodes.
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
-from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.data import TensorDataset
 from nbgrad.datasets import heat1d
 from nbgrad.datasets.heat import grid_points
 from nbgrad.examples import _common
-from nbgrad.examples._common import (
-    losses_axis,
-    metric_table,
-    progress,
-    pyplot,
-    relative_l2,
-    report,
-    save_figure,
-)
+from nbgrad.examples._common import losses_axis, metric_table, relative_l2
 
 F32 = np.float32
 
@@ -64,42 +55,40 @@ def mse(prediction: np.ndarray, truth: np.ndarray) -> float:
     return float(np.mean((prediction.astype(np.float64) - truth) ** 2))
 
 
-def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any,
-                bar: Any = None) -> list[float]:
-    """One pass over ``loader`` on the MSE loss (``_common.train_epoch``)."""
-    return _common.train_epoch(model, loader, optimizer, nb.mse_loss, scheduler, bar, ".2e")
+def train(build_model: Callable[[int], nn.Module], epochs: int, lr: float, batch_size: int,
+          n_train: int, n_test: int, seed: int, show_progress: bool) -> dict:
+    """``fit`` of ``build_model(grid)`` (its weights from ``nb.manual_seed(seed)``) on
+    ``load_data``'s pairs; ``fit``'s history."""
+    nb.manual_seed(seed)
+    data = load_data(n_train, n_test, seed=seed)
+    model = build_model(data["x_train"].shape[1])
+    return fit(model, data, epochs, batch_size, lr, seed, show_progress)
 
 
 def fit(model: nn.Module, data: dict, epochs: int, batch_size: int = 20, lr: float = 1e-2,
         seed: int = 0, show_progress: bool = True) -> dict:
     """Train ``model`` on ``data`` with Adam, the learning rate annealed (cosine) from
-    ``lr`` to ``lr / 100`` over all steps, the batches shuffled by ``seed``. Returns the
-    history: per-step losses (``loss``), per-epoch mean training loss (``epoch_loss``)
-    and test MSE (``test_mse``), the final ``mse``, ``relative_l2`` and test
-    ``prediction``, the ``baseline_mse`` of predicting ``u0`` itself (no decay), the
-    ``model`` and the ``data``."""
-    loader = DataLoader(TensorDataset(data["x_train"], data["y_train"]),
-                        batch_size=batch_size, shuffle=True, seed=seed)
-    opt = nb.optim.Adam(model.parameters(), lr=lr)
-    schedule = nb.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader),
-                                                       eta_min=lr / 100)
-    history: dict = {"loss": [], "epoch_loss": [], "test_mse": [], "model": model,
-                     "data": data}
-    bar = progress(epochs * len(loader), show_progress)
-    every = max(epochs // 10, 1)
-    for epoch in range(epochs):
-        losses = train_epoch(model, loader, opt, schedule, bar)
-        history["loss"] += losses
-        history["epoch_loss"].append(float(np.mean(losses)))
-        history["test_mse"].append(mse(predict(model, data["x_test"]), data["y_test"]))
-        if (epoch + 1) % every == 0 or epoch == 0:
-            report(bar, f"epoch {epoch + 1:4d}/{epochs}  train MSE "
-                        f"{history['epoch_loss'][-1]:.3e}  test MSE "
-                        f"{history['test_mse'][-1]:.3e}")
-    if bar is not None:
-        bar.close()
+    ``lr`` to ``lr / 100`` over all steps, the batches shuffled by ``seed``
+    (``_common.fit``). Returns the history: per-step losses (``loss``), per-epoch mean
+    training loss (``epoch_loss``) and test MSE (``test_mse``), the final ``mse``,
+    ``relative_l2`` and test ``prediction``, the ``baseline_mse`` of predicting ``u0``
+    itself (no decay), the ``model`` and the ``data``."""
+    loader = _common.training_loader(TensorDataset(data["x_train"], data["y_train"]),
+                                     batch_size, seed, 1)
+    opt, schedule = _common.adam_with_cosine(model, lr, epochs * len(loader), lr / 100)
+
+    def describe(epochs_done: int, history: dict) -> str:
+        return (f"epoch {epochs_done:4d}/{epochs}  train MSE {history['epoch_loss'][-1]:.3e}  "
+                f"test MSE {history['test_mse'][-1]:.3e}")
+
+    history = _common.fit(
+        model, loader, opt, nb.mse_loss, epochs, scheduler=schedule,
+        metrics={"test_mse": lambda: mse(predict(model, data["x_test"]), data["y_test"])},
+        describe=describe, report_every=max(epochs // 10, 1), show_progress=show_progress,
+        loss_format=".2e")
     prediction = predict(model, data["x_test"])
-    history.update(prediction=prediction, mse=history["test_mse"][-1],
+    history.update(model=model, data=data, prediction=prediction,
+                   mse=history["test_mse"][-1],
                    relative_l2=relative_l2(prediction, data["y_test"]),
                    baseline_mse=mse(data["x_test"], data["y_test"]))
     return history
@@ -131,11 +120,7 @@ def draw(history: dict, plt: Any, title: str, samples: tuple[int, ...] = (0, 1, 
 
 def plot(history: dict, path: str, title: str) -> None:
     """``draw``'s figure saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
-    save_figure(draw(history, plt, title), path)
+    _common.save_plot(lambda plt: draw(history, plt, title), path)
 
 
 def main(argv: list[str] | None, name: str, description: str, train: Callable[..., dict],
@@ -143,17 +128,10 @@ def main(argv: list[str] | None, name: str, description: str, train: Callable[..
     """The command line of a heat example ``name`` whose ``train(epochs, lr, batch_size,
     seed, show_progress)`` returns ``fit``'s history (``lr`` passed only when given);
     ``sizes['full'|'quick']`` hold the epochs."""
-    parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
-                                     description=description)
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
+    parser = _common.command_line(name, description)
     parser.add_argument("--lr", type=float, default=None,
                         help="the learning rate (default: the example's)")
     parser.add_argument("--batch-size", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default=f"{name}.png",
-                        help="where to save prediction vs truth")
     args = parser.parse_args(argv)
     epochs = args.epochs or sizes["quick" if args.quick else "full"]["epochs"]
     start = time.perf_counter()

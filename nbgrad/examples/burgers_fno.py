@@ -12,12 +12,15 @@ annealing on the relative L2 loss; the metric is the test relative L2 error
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
 from nbgrad.datasets import burgers1d
-from nbgrad.examples._common import field_example_main, losses_axis, pyplot, save_figure
+from nbgrad.examples import _common
+from nbgrad.examples._common import field_example_main, losses_axis
 from nbgrad.examples.darcy_fno import fit, predict
 
 F32 = np.float32
@@ -67,28 +70,28 @@ def train(n_train: int = 1000, n_test: int = 200, epochs: int = 40, batch_size: 
 def plot(history: dict, path: str, samples: tuple[int, ...] = (0, 1, 2)) -> None:
     """Initial state, true and predicted ``u(t = 1)`` for a few test samples (in the
     data set's units), and the training loss, saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
     data = history["data"]
     x = data["x_test"][list(samples)]
     pred = predict(history["model"], x)[:, 0] * data["u_scale"]
     truth = data["y_test"][list(samples), 0] * data["u_scale"]
     grid = x[0, 1]
-    fig, axes = plt.subplots(1, len(samples) + 1, figsize=(4 * len(samples) + 4, 3.2))
-    for k, ax in enumerate(axes[:-1]):
-        ax.plot(grid, x[k, 0] * data["u0_scale"], color="0.6", lw=1, label="u0")
-        ax.set(xlabel="x", ylabel="u0", title=f"test sample {samples[k]}")
-        right = ax.twinx()  # u(t = 1) is ~50x smaller than u0 at nu = 0.1
-        right.plot(grid, truth[k], "k", lw=1.5, label="u(t=1) truth")
-        right.plot(grid, pred[k], "C1--", lw=1.5, label="u(t=1) FNO")
-        right.set_ylabel("u(t = 1)")
-        if k == 0:
-            lines = ax.get_lines() + right.get_lines()
-            ax.legend(lines, [line.get_label() for line in lines], fontsize=8)
-    losses_axis(axes[-1], history["loss"], "relative L2 (train)")
-    save_figure(fig, path)
+
+    def draw(plt: Any) -> Any:
+        fig, axes = plt.subplots(1, len(samples) + 1, figsize=(4 * len(samples) + 4, 3.2))
+        for k, ax in enumerate(axes[:-1]):
+            ax.plot(grid, x[k, 0] * data["u0_scale"], color="0.6", lw=1, label="u0")
+            ax.set(xlabel="x", ylabel="u0", title=f"test sample {samples[k]}")
+            right = ax.twinx()  # u(t = 1) is ~50x smaller than u0 at nu = 0.1
+            right.plot(grid, truth[k], "k", lw=1.5, label="u(t=1) truth")
+            right.plot(grid, pred[k], "C1--", lw=1.5, label="u(t=1) FNO")
+            right.set_ylabel("u(t = 1)")
+            if k == 0:
+                lines = ax.get_lines() + right.get_lines()
+                ax.legend(lines, [line.get_label() for line in lines], fontsize=8)
+        losses_axis(axes[-1], history["loss"], "relative L2 (train)")
+        return fig
+
+    _common.save_plot(draw, path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,32 +9,20 @@ periodic. Adam (lr 1e-3, weight decay 1e-4) with cosine annealing on the relativ
 loss; the metric is the test relative L2 error ``mean ||u_pred - u|| / ||u||``, the FNO
 papers' (and the reference library's).
 
-The training loop here (``fit``, ``train_epoch``, ``predict``, ``relative_l2_loss``) is
-shared with ``burgers-fno``: it works on any channels-first model and data.
+The training here (``fit``, ``relative_l2_loss``) is shared with ``burgers-fno``: it
+works on any channels-first model and data.
 """
 
 from __future__ import annotations
-
-from collections.abc import Iterable
-from typing import Any
 
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
-from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.data import TensorDataset
 from nbgrad.datasets import darcy2d
 from nbgrad.examples import _common
-from nbgrad.examples._common import (
-    field_example_main,
-    losses_axis,
-    predict,
-    progress,
-    pyplot,
-    relative_l2,
-    report,
-    save_figure,
-)
+from nbgrad.examples._common import field_example_main, predict
 
 F32 = np.float32
 
@@ -76,37 +64,18 @@ def relative_l2_loss(prediction: nb.Tensor, target: nb.Tensor) -> nb.Tensor:
     return (nb.norm(prediction - target, dim=dims) / nb.norm(target, dim=dims)).mean()
 
 
-def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any = None,
-                bar: Any = None) -> list[float]:
-    """One pass over ``loader`` on the relative L2 loss (``_common.train_epoch``)."""
-    return _common.train_epoch(model, loader, optimizer, relative_l2_loss, scheduler, bar)
-
-
 def fit(model: nn.Module, data: dict, epochs: int, batch_size: int = 20, lr: float = 1e-3,
         weight_decay: float = 1e-4, seed: int = 0, show_progress: bool = True) -> dict:
     """Train ``model`` on ``data`` (``x_train``, ``y_train``, ``x_test``, ``y_test``) with
-    Adam and cosine annealing over all steps; returns the history: per-step losses
-    (``loss``), per-epoch mean training loss (``epoch_loss``) and test relative L2
-    (``test_relative_l2``), the ``model`` and the ``data``."""
-    loader = DataLoader(TensorDataset(data["x_train"], data["y_train"]),
-                        batch_size=batch_size, shuffle=True, seed=seed)
-    opt = nb.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    schedule = nb.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader))
-    history: dict = {"loss": [], "epoch_loss": [], "test_relative_l2": [], "model": model,
-                     "data": data}
-    bar = progress(epochs * len(loader), show_progress)
-    for epoch in range(epochs):
-        losses = train_epoch(model, loader, opt, schedule, bar)
-        history["loss"] += losses
-        history["epoch_loss"].append(float(np.mean(losses)))
-        history["test_relative_l2"].append(
-            relative_l2(predict(model, data["x_test"]), data["y_test"]))
-        report(bar, f"epoch {epoch + 1:3d}/{epochs}  train rel L2 "
-                    f"{history['epoch_loss'][-1]:.4f}  test rel L2 "
-                    f"{history['test_relative_l2'][-1]:.4f}")
-    if bar is not None:
-        bar.close()
-    return history
+    Adam and cosine annealing over all steps (``_common.fit``); returns the history:
+    per-step losses (``loss``), per-epoch mean training loss (``epoch_loss``) and test
+    relative L2 (``test_relative_l2``), the ``model`` and the ``data``."""
+    loader = _common.training_loader(TensorDataset(data["x_train"], data["y_train"]),
+                                     batch_size, seed, 1)
+    opt, schedule = _common.adam_with_cosine(model, lr, epochs * len(loader),
+                                             weight_decay=weight_decay)
+    return _common.fit_field_map(model, data, loader, opt, schedule, relative_l2_loss, epochs,
+                                 show_progress)
 
 
 def train(n_train: int = 1000, n_test: int = 200, epochs: int = 20, batch_size: int = 20,
@@ -123,23 +92,14 @@ def train(n_train: int = 1000, n_test: int = 200, epochs: int = 20, batch_size: 
 def plot(history: dict, path: str, sample: int = 0) -> None:
     """Permeability, true and predicted pressure, their difference for one test sample,
     and the training loss, saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
     data = history["data"]
     x, y = data["x_test"][sample:sample + 1], data["y_test"][sample, 0]
     pred = predict(history["model"], x)[0, 0]
-    fig, axes = plt.subplots(1, 5, figsize=(16, 3.2))
     panels = [(x[0, 0], "permeability a (scaled)"), (y, "u (truth)"), (pred, "u (FNO)"),
               (pred - y, "error")]
-    for ax, (field, title) in zip(axes, panels):
-        # axis 1 is x: transpose so that x runs left to right
-        shown = ax.imshow(field.T, origin="lower", extent=(0, 1, 0, 1))
-        ax.set_title(title)
-        fig.colorbar(shown, ax=ax, fraction=0.046)
-    losses_axis(axes[4], history["loss"], "relative L2 (train)")
-    save_figure(fig, path)
+    # axis 1 is x: transpose so that x runs left to right
+    _common.save_plot(lambda plt: _common.field_panels(plt, [(f.T, t) for f, t in panels],
+                                               history["loss"]), path)
 
 
 def main(argv: list[str] | None = None) -> int:

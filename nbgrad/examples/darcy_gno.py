@@ -24,20 +24,7 @@ from nbgrad.data import TensorDataset
 from nbgrad.datasets import darcy2d
 from nbgrad.distributed import DistributedDataParallel
 from nbgrad.examples import _common
-from nbgrad.examples._common import (
-    field_example_main,
-    init_distributed,
-    losses_axis,
-    mean_over_ranks,
-    predict,
-    progress,
-    pyplot,
-    relative_l2,
-    report,
-    save_figure,
-    start_epoch,
-    training_loader,
-)
+from nbgrad.examples._common import field_example_main, init_distributed, predict
 
 F32 = np.float32
 
@@ -199,48 +186,26 @@ def train(n_train: int = 800, n_test: int = 200, epochs: int = 25,
     data = load_data(n_train, n_test, resolution, seed)
     model = build_model(resolution, radius_cells, width, kernel_hidden, depth)
     net = DistributedDataParallel(model) if distributed else model
-    loader = training_loader(TensorDataset(data["x_train"], data["y_train"]), batch_size,
-                             seed, ranks)
+    loader = _common.training_loader(TensorDataset(data["x_train"], data["y_train"]),
+                                     batch_size, seed, ranks)
     opt = nb.optim.Adam(model.parameters(), lr=lr)
     schedule = nb.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, epochs=epochs,
                                                 steps_per_epoch=len(loader))
-    history: dict = {"loss": [], "epoch_loss": [], "test_relative_l2": [], "model": model,
-                     "data": data}
-    bar = progress(epochs * len(loader), show_progress)
-    for epoch in range(epochs):
-        losses = train_epoch(net, start_epoch(loader, epoch), opt, schedule, bar)
-        history["loss"] += losses
-        history["epoch_loss"].append(mean_over_ranks(float(np.mean(losses))))
-        history["test_relative_l2"].append(
-            relative_l2(predict(model, data["x_test"]), data["y_test"]))
-        report(bar, f"epoch {epoch + 1:3d}/{epochs}  train rel L2 "
-                    f"{history['epoch_loss'][-1]:.4f}  test rel L2 "
-                    f"{history['test_relative_l2'][-1]:.4f}")
-    if bar is not None:
-        bar.close()
-    return history
+    return _common.fit_field_map(model, data, loader, opt, schedule, relative_l2_loss, epochs,
+                                 show_progress, net)
 
 
 def plot(history: dict, path: str, sample: int = 0) -> None:
     """Permeability, true and predicted pressure, their difference for one test sample,
     and the training loss, saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
     data = history["data"]
     res = data["resolution"]
     x, y = data["x_test"][sample:sample + 1], data["y_test"][sample]
     pred = predict(history["model"], x)[0]
-    fig, axes = plt.subplots(1, 5, figsize=(16, 3.2))
     panels = [(x[0, :, 0], "permeability a (scaled)"), (y, "u (truth)"),
               (pred, "u (GNO)"), (pred - y, "error")]
-    for ax, (field, title) in zip(axes, panels):
-        shown = ax.imshow(field.reshape(res, res).T, origin="lower", extent=(0, 1, 0, 1))
-        ax.set_title(title)
-        fig.colorbar(shown, ax=ax, fraction=0.046)
-    losses_axis(axes[4], history["loss"], "relative L2 (train)")
-    save_figure(fig, path)
+    _common.save_plot(lambda plt: _common.field_panels(
+        plt, [(f.reshape(res, res).T, t) for f, t in panels], history["loss"]), path)
 
 
 def main(argv: list[str] | None = None) -> int:

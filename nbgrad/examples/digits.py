@@ -10,7 +10,6 @@ PATH`` continues one.
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -27,15 +26,9 @@ from nbgrad.examples._common import (
     init_distributed,
     is_main_process,
     losses_axis,
-    mean_over_ranks,
     metric_table,
-    progress,
-    pyplot,
     read_checkpoint,
-    report,
     save_checkpoint,
-    save_figure,
-    start_epoch,
     training_loader,
 )
 
@@ -99,21 +92,21 @@ def train(epochs: int = 15, optimizer: str = "sgd", lr: float | None = None,
     net = DistributedDataParallel(model) if distributed else model
     (x_train, y_train), (x_test, y_test) = split_digits(seed)
     loader = training_loader(TensorDataset(x_train, y_train), batch_size, seed, ranks)
-    history: dict = {"loss": [], "epoch_loss": [], "test_accuracy": [], "model": model}
-    bar = progress((epochs - done) * len(loader), show_progress)
-    for epoch in range(done, epochs):
-        losses = train_epoch(net, start_epoch(loader, epoch), opt, bar)
-        history["loss"] += losses
-        history["epoch_loss"].append(mean_over_ranks(float(np.mean(losses))))
-        history["test_accuracy"].append(accuracy(model, x_test, y_test))
-        line = (f"epoch {epoch + 1:2d}/{epochs}  loss {history['epoch_loss'][-1]:.4f}  "
+
+    def describe(epochs_done: int, history: dict) -> str:
+        return (f"epoch {epochs_done:2d}/{epochs}  loss {history['epoch_loss'][-1]:.4f}  "
                 f"test accuracy {history['test_accuracy'][-1]:.4f}")
-        report(bar, line)
-        if checkpoint is not None:
-            save_checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict(),
-                             "epoch": epoch + 1}, checkpoint)
-    if bar is not None:
-        bar.close()
+
+    def save(epochs_done: int) -> None:
+        save_checkpoint({"model": model.state_dict(), "optimizer": opt.state_dict(),
+                         "epoch": epochs_done}, checkpoint)
+
+    history = _common.fit(net, loader, opt, nb.cross_entropy, epochs,
+                          metrics={"test_accuracy": lambda: accuracy(model, x_test, y_test)},
+                          describe=describe, first_epoch=done,
+                          after_epoch=None if checkpoint is None else save,
+                          show_progress=show_progress)
+    history["model"] = model
     return history
 
 
@@ -128,31 +121,25 @@ def load_checkpoint(path: str, model: nn.Module, optimizer: Any) -> int:
 
 def plot(history: dict, path: str) -> None:
     """Loss per step and test accuracy per epoch, side by side, saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
-    losses_axis(left, history["loss"])
-    right.plot(range(1, len(history["test_accuracy"]) + 1), history["test_accuracy"], "o-")
-    right.set(xlabel="epoch", ylabel="test accuracy")
-    save_figure(fig, path)
+
+    def draw(plt: Any) -> Any:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+        losses_axis(left, history["loss"])
+        right.plot(range(1, len(history["test_accuracy"]) + 1), history["test_accuracy"],
+                   "o-")
+        right.set(xlabel="epoch", ylabel="test accuracy")
+        return fig
+
+    _common.save_plot(draw, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples digits",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=15)
+    parser = _common.command_line("digits", __doc__,
+                                  "where to save the loss and accuracy curves", epochs=15,
+                                  quick=False)
     parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
     parser.add_argument("--lr", type=float, default=None)
-    parser.add_argument("--batch-size", type=int, default=64,
-                        help="the batch (with --distributed: over all ranks)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default="digits.png",
-                        help="where to save the loss and accuracy curves")
-    parser.add_argument("--distributed", action="store_true",
-                        help="data-parallel over the ranks of mpiexec -n N")
+    _common.add_distributed_options(parser, batch_size=64)
     parser.add_argument("--checkpoint", metavar="NPZ", default=None,
                         help="save model and optimiser here after every epoch")
     parser.add_argument("--resume", metavar="NPZ", default=None,

@@ -11,22 +11,16 @@ the mean squared error, the metric the reference library prints.
 
 from __future__ import annotations
 
-import argparse
 import time
+from typing import Any
 
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
 from nbgrad.datasets import chain_graph
-from nbgrad.examples._common import (
-    losses_axis,
-    metric_table,
-    progress,
-    pyplot,
-    report,
-    save_figure,
-)
+from nbgrad.examples import _common
+from nbgrad.examples._common import losses_axis, metric_table, progress, report
 
 F32 = np.float32
 
@@ -98,33 +92,26 @@ def train(epochs: int = 1000, lr: float = 1e-2, width: int = 16, kernel_hidden: 
 def plot(history: dict, path: str) -> None:
     """sin and cos against the model's prediction at the 20 nodes, and the loss per
     step, saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
     x, pred = history["data"]["x"], history["prediction"]
     fine = np.linspace(0.0, 2.0 * np.pi, 200)
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
-    for k, (name, fn) in enumerate((("sin x", np.sin), ("cos x", np.cos))):
-        left.plot(fine, fn(fine), lw=0.8, color=f"C{k}", label=name)
-        left.plot(x, pred[:, k], "o", ms=4, color=f"C{k}", label=f"GNO, {name}")
-    left.set(xlabel="x", title=f"prediction at the nodes (MSE {history['mse']:.2e})")
-    left.legend(fontsize=8)
-    losses_axis(right, history["loss"], "MSE")
-    right.set(xlabel="epoch")
-    save_figure(fig, path)
+
+    def draw(plt: Any) -> Any:
+        fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.5))
+        for k, (name, fn) in enumerate((("sin x", np.sin), ("cos x", np.cos))):
+            left.plot(fine, fn(fine), lw=0.8, color=f"C{k}", label=name)
+            left.plot(x, pred[:, k], "o", ms=4, color=f"C{k}", label=f"GNO, {name}")
+        left.set(xlabel="x", title=f"prediction at the nodes (MSE {history['mse']:.2e})")
+        left.legend(fontsize=8)
+        losses_axis(right, history["loss"], "MSE")
+        right.set(xlabel="epoch")
+        return fig
+
+    _common.save_plot(draw, path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples gno-regression",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
+    parser = _common.command_line("gno-regression", __doc__)
     parser.add_argument("--lr", type=float, default=1e-2)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default="gno-regression.png",
-                        help="where to save prediction vs truth")
     args = parser.parse_args(argv)
     epochs = args.epochs or SIZES["quick" if args.quick else "full"]["epochs"]
     start = time.perf_counter()

@@ -12,7 +12,6 @@ MSE, athena's.
 
 from __future__ import annotations
 
-import nbgrad as nb
 from nbgrad import nn
 from nbgrad.examples import _heat
 
@@ -28,11 +27,9 @@ def build_model(grid: int = 32, hidden: int = 32, modes: int = 8) -> nn.Sequenti
 def train(epochs: int = 300, lr: float = 1e-2, batch_size: int = 20, hidden: int = 32,
           modes: int = 8, n_train: int = 200, n_test: int = 50, seed: int = 0,
           show_progress: bool = True) -> dict:
-    """Train from ``nb.manual_seed(seed)`` weights; returns ``_heat.fit``'s history."""
-    nb.manual_seed(seed)
-    data = _heat.load_data(n_train, n_test, seed=seed)
-    model = build_model(data["x_train"].shape[1], hidden, modes)
-    return _heat.fit(model, data, epochs, batch_size, lr, seed, show_progress)
+    """Train from ``nb.manual_seed(seed)`` weights (``_heat.train``)."""
+    return _heat.train(lambda grid: build_model(grid, hidden, modes), epochs, lr, batch_size,
+                       n_train, n_test, seed, show_progress)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,28 +26,18 @@ and athena's relative L2 error of the final rolled-out state.
 
 from __future__ import annotations
 
-import argparse
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 
 import nbgrad as nb
 from nbgrad import nn
-from nbgrad.data import DataLoader, TensorDataset
+from nbgrad.data import TensorDataset
 from nbgrad.datasets import heat_trajectories
 from nbgrad.datasets.heat import grid_points
 from nbgrad.examples import _common
-from nbgrad.examples._common import (
-    losses_axis,
-    metric_table,
-    progress,
-    pyplot,
-    relative_l2,
-    report,
-    save_figure,
-)
+from nbgrad.examples._common import losses_axis, metric_table, relative_l2
 from nbgrad.examples._heat import mse, predict
 
 F32 = np.float32
@@ -99,23 +89,28 @@ def rollout(model: nn.Module, u0: np.ndarray, steps: int) -> np.ndarray:
     return np.stack(states, axis=1)
 
 
-def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any, scheduler: Any,
-                bar: Any = None) -> list[float]:
-    """One pass over ``loader`` on the one-step MSE (``_common.train_epoch``)."""
-    return _common.train_epoch(model, loader, optimizer, nb.mse_loss, scheduler, bar, ".2e")
+def rollout_errors(model: nn.Module, data: dict) -> tuple[np.ndarray, np.ndarray]:
+    """The rolled-out test trajectories and their squared errors (float64) over the
+    horizon, all steps after the initial state."""
+    truth = data["test_states"]
+    states = rollout(model, truth[:, 0], truth.shape[1] - 1)
+    return states, (states[:, 1:].astype(np.float64) - truth[:, 1:]) ** 2
+
+
+def one_step_mse(model: nn.Module, data: dict) -> float:
+    """The MSE of one model step on the test pairs."""
+    return mse(predict(model, data["x_test"]), data["y_test"])
 
 
 def evaluate(model: nn.Module, data: dict) -> dict:
     """The test one-step MSE, the rolled-out test trajectories, their MSE over the
-    horizon (all steps after the initial state) and per step, and the relative L2 error
-    of the final state (athena's benchmark error)."""
-    truth = data["test_states"]
-    states = rollout(model, truth[:, 0], truth.shape[1] - 1)
-    err = (states[:, 1:].astype(np.float64) - truth[:, 1:]) ** 2
-    return {"one_step_mse": mse(predict(model, data["x_test"]), data["y_test"]),
+    horizon and per step, and the relative L2 error of the final state (athena's
+    benchmark error)."""
+    states, err = rollout_errors(model, data)
+    return {"one_step_mse": one_step_mse(model, data),
             "rollout": states, "rollout_mse": float(err.mean()),
             "rollout_mse_per_step": err.mean(axis=(0, 2)),
-            "final_relative_l2": relative_l2(states[:, -1], truth[:, -1])}
+            "final_relative_l2": relative_l2(states[:, -1], data["test_states"][:, -1])}
 
 
 def train(n_train: int = 32, n_test: int = 8, epochs: int = 10, lr: float = 1e-2,
@@ -130,26 +125,21 @@ def train(n_train: int = 32, n_test: int = 8, epochs: int = 10, lr: float = 1e-2
     nb.manual_seed(seed)
     data = load_data(n_train, n_test, k, horizon, seed=seed)
     model = build_model(data["x_train"].shape[1], modes, hidden)
-    loader = DataLoader(TensorDataset(data["x_train"], data["y_train"]),
-                        batch_size=batch_size, shuffle=True, seed=seed)
-    opt = nb.optim.Adam(model.parameters(), lr=lr)
-    schedule = nb.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs * len(loader),
-                                                       eta_min=lr / 100)
-    history: dict = {"loss": [], "epoch_loss": [], "test_one_step": [], "test_rollout": [],
-                     "model": model, "data": data}
-    bar = progress(epochs * len(loader), show_progress)
-    for epoch in range(epochs):
-        history["loss"] += train_epoch(model, loader, opt, schedule, bar)
-        history["epoch_loss"].append(float(np.mean(history["loss"][-len(loader):])))
-        result = evaluate(model, data)
-        history["test_one_step"].append(result["one_step_mse"])
-        history["test_rollout"].append(result["rollout_mse"])
-        report(bar, f"epoch {epoch + 1:3d}/{epochs}  train MSE "
-                    f"{history['epoch_loss'][-1]:.3e}  test one-step MSE "
-                    f"{result['one_step_mse']:.3e}  rollout MSE {result['rollout_mse']:.3e}")
-    if bar is not None:
-        bar.close()
-    history.update(result)
+    loader = _common.training_loader(TensorDataset(data["x_train"], data["y_train"]),
+                                     batch_size, seed, 1)
+    opt, schedule = _common.adam_with_cosine(model, lr, epochs * len(loader), lr / 100)
+
+    def describe(epochs_done: int, history: dict) -> str:
+        return (f"epoch {epochs_done:3d}/{epochs}  train MSE {history['epoch_loss'][-1]:.3e}  "
+                f"test one-step MSE {history['test_one_step'][-1]:.3e}  "
+                f"rollout MSE {history['test_rollout'][-1]:.3e}")
+
+    history = _common.fit(
+        model, loader, opt, nb.mse_loss, epochs, scheduler=schedule,
+        metrics={"test_one_step": lambda: one_step_mse(model, data),
+                 "test_rollout": lambda: float(rollout_errors(model, data)[1].mean())},
+        describe=describe, show_progress=show_progress, loss_format=".2e")
+    history.update(evaluate(model, data), model=model, data=data)
     truth = data["test_states"]
     history["persistence_mse"] = mse(np.broadcast_to(truth[:, :1], truth[:, 1:].shape),
                                      truth[:, 1:])
@@ -191,25 +181,15 @@ def draw(history: dict, plt: Any, sample: int = 0) -> Any:
 
 def plot(history: dict, path: str) -> None:
     """``draw``'s figure saved to ``path``."""
-    plt = pyplot()
-    if plt is None:
-        print("matplotlib is not installed (pip install nbgrad[examples]): no figure")
-        return
-    save_figure(draw(history, plt), path)
+    _common.save_plot(lambda plt: draw(history, plt), path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nbgrad.examples lno-rollout",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=None)
+    parser = _common.command_line("lno-rollout", __doc__,
+                                  "where to save the rollout vs truth images")
     parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--hidden", type=int, default=0,
                         help="0: one LNO layer; N: athena's LNO -> N - ReLU - LNO")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
-    parser.add_argument("--plot", metavar="PNG", default="lno-rollout.png",
-                        help="where to save the rollout vs truth images")
     args = parser.parse_args(argv)
     size = dict(SIZES["quick" if args.quick else "full"])
     if args.epochs:

@@ -11,7 +11,6 @@ epochs) on the mean squared error; the metric is the test MSE, athena's.
 
 from __future__ import annotations
 
-import nbgrad as nb
 from nbgrad import nn
 from nbgrad.examples import _heat
 
@@ -27,11 +26,9 @@ def build_model(grid: int = 32, hidden: int = 32, k: int = 8) -> nn.Sequential:
 def train(epochs: int = 200, lr: float = 2e-2, batch_size: int = 20, hidden: int = 32,
           k: int = 8, n_train: int = 200, n_test: int = 50, seed: int = 0,
           show_progress: bool = True) -> dict:
-    """Train from ``nb.manual_seed(seed)`` weights; returns ``_heat.fit``'s history."""
-    nb.manual_seed(seed)
-    data = _heat.load_data(n_train, n_test, seed=seed)
-    model = build_model(data["x_train"].shape[1], hidden, k)
-    return _heat.fit(model, data, epochs, batch_size, lr, seed, show_progress)
+    """Train from ``nb.manual_seed(seed)`` weights (``_heat.train``)."""
+    return _heat.train(lambda grid: build_model(grid, hidden, k), epochs, lr, batch_size,
+                       n_train, n_test, seed, show_progress)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -164,14 +164,35 @@ _T0, _T1, _T2, _T3, _T4, _T5 = (_F(c) for c in (
 
 
 @register_jitable(inline="always")
+def _exp_reduced_f32(x, k):
+    """e^r for r = x - k ln2 (ln2 in two parts, |r| <= ln2 / 2): the degree-7 polynomial
+    1 + r + r^2 P(r)."""
+    r = x - k * _LN2_HI - k * _LN2_LO
+    p = ((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2
+    return p * r * r + r + _ONE
+
+
+@register_jitable(inline="always")
 def _exp_core_f32(x):
     """e^x for x in [-87, 88] (normal results) or NaN: no edge handling, one scaling."""
     k = (x * _LOG2E + _ROUND) - _ROUND
-    r = x - k * _LN2_HI - k * _LN2_LO
-    p = ((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2
-    y = p * r * r + r + _ONE
+    y = _exp_reduced_f32(x, k)
     k = k if k == k else _ZERO                   # NaN: r carries it; keep the int cast defined
     return y * _f32_from_bits(np.int32((np.int32(k) + 127) << 23))
+
+
+@register_jitable(inline="always")
+def _exp_clamped_f32(x, t):
+    """e^x from t = x log2(e) clamped to [-151, 129] (a NaN x clamped too: r carries it):
+    k = round(t), e^(x - k ln2) times 2^k built in two halves, so subnormal results and
+    the overflow to inf come out right."""
+    k = (t + _ROUND) - _ROUND
+    y = _exp_reduced_f32(x, k)
+    ki = np.int32(k)
+    h = np.int32(ki >> 1)
+    s1 = _f32_from_bits(np.int32((h + 127) << 23))
+    s2 = _f32_from_bits(np.int32((ki - h + 127) << 23))
+    return (y * s1) * s2
 
 
 @register_jitable(inline="always")
@@ -179,15 +200,7 @@ def _exp_f32(x):
     t = x * _LOG2E
     t = t if t > _F(-151.0) else _F(-151.0)     # NaN goes to -151 here but stays in r
     t = t if t < _F(129.0) else _F(129.0)
-    k = (t + _ROUND) - _ROUND
-    r = x - k * _LN2_HI - k * _LN2_LO
-    p = ((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2
-    y = p * r * r + r + _ONE
-    ki = np.int32(k)
-    h = np.int32(ki >> 1)
-    s1 = _f32_from_bits(np.int32((h + 127) << 23))
-    s2 = _f32_from_bits(np.int32((ki - h + 127) << 23))
-    y = (y * s1) * s2
+    y = _exp_clamped_f32(x, t)
     y = _INF if x > _EXP_HI else y
     return _ZERO if x < _EXP_LO else y
 
@@ -198,15 +211,7 @@ def _exp_nonpos_f32(x):
     clamp and the inf select): e^-|z| in sigmoid, e^(x - max) in softmax, e^(-x^2/2)."""
     t = x * _LOG2E
     t = t if t > _F(-151.0) else _F(-151.0)     # NaN goes to -151 here but stays in r
-    k = (t + _ROUND) - _ROUND
-    r = x - k * _LN2_HI - k * _LN2_LO
-    p = ((((_E7 * r + _E6) * r + _E5) * r + _E4) * r + _E3) * r + _E2
-    y = p * r * r + r + _ONE
-    ki = np.int32(k)
-    h = np.int32(ki >> 1)
-    s1 = _f32_from_bits(np.int32((h + 127) << 23))
-    s2 = _f32_from_bits(np.int32((ki - h + 127) << 23))
-    y = (y * s1) * s2                            # 2^k in two halves: subnormals kept
+    y = _exp_clamped_f32(x, t)
     return _ZERO if x < _EXP_LO else y
 
 
@@ -275,43 +280,16 @@ def _tanh_f32(x):
     return small if a < _TANH_CUT else big
 
 
-# -- float64: exact libm path --------------------------------------------------------------
-
-
-@register_jitable
-def _exp_f64(x):
-    return math.exp(x)
-
-
-@register_jitable
-def _expm1_f64(x):
-    return math.expm1(x)
-
-
-@register_jitable
-def _log_f64(x):
-    return math.log(x)
-
-
-@register_jitable
-def _log1p_f64(x):
-    return math.log1p(x)
-
-
-@register_jitable
-def _erf_f64(x):
-    return math.erf(x)
-
-
-@register_jitable
-def _tanh_f64(x):
-    return math.tanh(x)
-
-
 # -- public names: one per function, dispatching on float32/float64 ------------------------
 
 
-def _dispatch(f32_impl, f64_impl):
+def _dispatch(f32_impl, libm):
+    """An overload typer: ``f32_impl`` for float32, the exact libm function ``libm``
+    (``math.exp`` ...) for float64."""
+
+    def f64_impl(x):
+        return libm(x)
+
     def typer(x):
         if isinstance(x, types.Float):
             return f32_impl if x.bitwidth == 32 else f64_impl
@@ -356,15 +334,15 @@ def tanh(x):
     return np.tanh(x)
 
 
-overload(exp, inline="always")(_dispatch(_exp_f32, _exp_f64))
-overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, _exp_f64))
-overload(expm1, inline="always")(_dispatch(_expm1_f32, _expm1_f64))
+overload(exp, inline="always")(_dispatch(_exp_f32, math.exp))
+overload(exp_nonpositive, inline="always")(_dispatch(_exp_nonpos_f32, math.exp))
+overload(expm1, inline="always")(_dispatch(_expm1_f32, math.expm1))
 # log is inlined by LLVM, not by Numba's IR inliner: IR-inlining _log_f32 (whose ternaries
 # become phi nodes) into the pow loop of kernels/strided_apply.py made Numba's own IR
 # checks print NumbaIRAssumptionWarnings on a float32 ``x ** 3``; the speed is the same.
-overload(log)(_dispatch(_log_f32, _log_f64))
-overload(log1p, inline="always")(_dispatch(_log1p_f32, _log1p_f64))
-overload(erf, inline="always")(_dispatch(_erf_f32, _erf_f64))
-overload(tanh, inline="always")(_dispatch(_tanh_f32, _tanh_f64))
+overload(log)(_dispatch(_log_f32, math.log))
+overload(log1p, inline="always")(_dispatch(_log1p_f32, math.log1p))
+overload(erf, inline="always")(_dispatch(_erf_f32, math.erf))
+overload(tanh, inline="always")(_dispatch(_tanh_f32, math.tanh))
 
 __all__ = ["exp", "exp_nonpositive", "expm1", "log", "log1p", "erf", "tanh"]

@@ -1,18 +1,18 @@
 """The Laplace basis E[m, j] = exp(-mu_m t_j), t_j = j / (n - 1), and its gradient in mu
 (docs/derivations.md#laplace-bases).
 
-One row m (one decay rate) is the unit of work, in forward and backward. The serial
-drivers run the rows in order; the ``_parallel`` drivers give each prange iteration one
-row, so they are race-free and bitwise equal to the serial ones at any thread count (the
-ops pick them for large bases only: a 32 x 1024 basis is less work than waking the
-threads costs). ``exp`` is the vectorisable one from ``fastmath`` (float32
-stays float32).
+One row m (one decay rate) is the unit of work, in forward and backward. The
+``_parallel`` drivers give each prange iteration one row, so they are race-free and
+bitwise equal to their serial forms (``laplace_forward``, ``laplace_backward``: the same
+loop nests, rows in order) at any thread count (the ops pick them for large bases only:
+a 32 x 1024 basis is less work than waking the threads costs). ``exp`` is the
+vectorisable one from ``fastmath`` (float32 stays float32).
 """
 
 import numpy as np
 from numba import njit, prange
 
-from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC
+from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
 from .fastmath import exp
 
 
@@ -45,37 +45,24 @@ def _rate_grad(g, E, t):
     return -s
 
 
-@njit(**SERIAL)
-def laplace_forward(mu, t):
-    """E[m, j] = exp(-(mu_m t_j))."""
-    E = np.empty((mu.shape[0], t.shape[0]), mu.dtype)
-    for m in range(mu.shape[0]):
-        _basis_row(mu[m], t, E[m])
-    return E
-
-
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def laplace_forward_parallel(mu, t):
-    """``laplace_forward`` with one prange iteration per row."""
+    """E[m, j] = exp(-(mu_m t_j)), one prange iteration per row."""
     E = np.empty((mu.shape[0], t.shape[0]), mu.dtype)
     for m in prange(mu.shape[0]):
         _basis_row(mu[m], t, E[m])
     return E
 
 
-@njit(**SERIAL)
-def laplace_backward(g, E, t):
-    """dmu[m] = -sum_j g[m, j] t_j E[m, j]."""
-    dmu = np.empty(E.shape[0], E.dtype)
-    for m in range(E.shape[0]):
-        dmu[m] = _rate_grad(g[m], E[m], t)
-    return dmu
-
-
-@njit(**PARALLEL)
+@njit_with_serial(**PARALLEL)
 def laplace_backward_parallel(g, E, t):
-    """``laplace_backward`` with one prange iteration per row."""
+    """dmu[m] = -sum_j g[m, j] t_j E[m, j], one prange iteration per row."""
     dmu = np.empty(E.shape[0], E.dtype)
     for m in prange(E.shape[0]):
         dmu[m] = _rate_grad(g[m], E[m], t)
     return dmu
+
+
+#: the same loop nests with the rows in order (``njit_with_serial``'s serial forms)
+laplace_forward = laplace_forward_parallel.serial
+laplace_backward = laplace_backward_parallel.serial

@@ -215,6 +215,15 @@ def window_span(start, K, size, pad, count_include_pad):
     return min(end, size) - max(start, 0)
 
 
+@njit(**SERIAL, inline="always")
+def window_axis(o, stride, pad, size, K, count_include_pad):
+    """Along one axis, for output position ``o``: the window's offsets [lo, hi) that fall
+    inside x (``out_range``) and its span for the divisor (``window_span``)."""
+    start = o * stride - pad
+    lo, hi = out_range(start, plain(1), size, K)
+    return lo, hi, window_span(start, K, size, pad, count_include_pad)
+
+
 @njit_with_serial(**PARALLEL)
 def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad,
                        divisor_override):
@@ -228,17 +237,14 @@ def avg_pool2d_forward(x, KH, KW, sh, sw, ph, pw, OH, OW, count_include_pad,
         c = p % C
         xp = x[n, c]
         for oh in range(OH):
-            kh_lo, kh_hi = out_range(oh * sh - ph, plain(1), H, KH)
-            rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
+            kh_lo, kh_hi, rows = window_axis(oh, sh, ph, H, KH, count_include_pad)
             for ow in range(OW):
-                kw_lo, kw_hi = out_range(ow * sw - pw, plain(1), W, KW)
+                kw_lo, kw_hi, cols = window_axis(ow, sw, pw, W, KW, count_include_pad)
                 acc = zero
                 for kh in range(kh_lo, kh_hi):
                     for kw in range(kw_lo, kw_hi):
                         acc += xp[oh * sh - ph + kh, ow * sw - pw + kw]
-                count = divisor_override
-                if count == 0:
-                    count = rows * window_span(ow * sw - pw, KW, W, pw, count_include_pad)
+                count = divisor_override if divisor_override != 0 else rows * cols
                 y[n, c, oh, ow] = acc / x.dtype.type(count)
     return y
 
@@ -255,13 +261,10 @@ def avg_pool2d_backward(g, dx, KH, KW, sh, sw, ph, pw, count_include_pad, diviso
         plane = dx[n, c]
         plane[:, :] = 0
         for oh in range(OH):
-            kh_lo, kh_hi = out_range(oh * sh - ph, plain(1), H, KH)
-            rows = window_span(oh * sh - ph, KH, H, ph, count_include_pad)
+            kh_lo, kh_hi, rows = window_axis(oh, sh, ph, H, KH, count_include_pad)
             for ow in range(OW):
-                kw_lo, kw_hi = out_range(ow * sw - pw, plain(1), W, KW)
-                count = divisor_override
-                if count == 0:
-                    count = rows * window_span(ow * sw - pw, KW, W, pw, count_include_pad)
+                kw_lo, kw_hi, cols = window_axis(ow, sw, pw, W, KW, count_include_pad)
+                count = divisor_override if divisor_override != 0 else rows * cols
                 share = g[n, c, oh, ow] / g.dtype.type(count)
                 for kh in range(kh_lo, kh_hi):
                     for kw in range(kw_lo, kw_hi):

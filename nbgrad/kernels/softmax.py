@@ -37,39 +37,30 @@ ROW_BLOCK = 32  # rows per prange iteration in the row kernels that need scratch
 # -- helpers: row reductions (fixed order, so thread-count independent) --------------------
 
 
+@njit(**SERIAL_IEEE_DIV, inline="always")
+def _larger(v, m):
+    """v if v > m, else m: a running max that skips NaN (and keeps the first of equal
+    values, so the sign of a zero max depends on the order)."""
+    return v if v > m else m
+
+
 @njit(**SERIAL_IEEE_DIV)
 def _max8(a):
-    """max of a 1-D array, NaN skipped; -inf when empty."""
-    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = a.dtype.type(-np.inf)
+    """max of a 1-D array, NaN skipped; -inf when empty. Eight running maxima (lane k
+    takes a[j] for j = k mod 8 below the last multiple of 8, lane 0 the tail), then a
+    pairwise tree: lanes 0-1, 2-3, 4-5, 6-7, then 0-2, 4-6, then 0-4."""
+    lanes = np.full(8, -np.inf, a.dtype)
     n = a.size
     nb = n - n % 8
     for j in range(0, nb, 8):
-        v = a[j]
-        m0 = v if v > m0 else m0
-        v = a[j + 1]
-        m1 = v if v > m1 else m1
-        v = a[j + 2]
-        m2 = v if v > m2 else m2
-        v = a[j + 3]
-        m3 = v if v > m3 else m3
-        v = a[j + 4]
-        m4 = v if v > m4 else m4
-        v = a[j + 5]
-        m5 = v if v > m5 else m5
-        v = a[j + 6]
-        m6 = v if v > m6 else m6
-        v = a[j + 7]
-        m7 = v if v > m7 else m7
+        for k in range(8):
+            lanes[k] = _larger(a[j + k], lanes[k])
     for j in range(nb, n):
-        v = a[j]
-        m0 = v if v > m0 else m0
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    m4 = m5 if m5 > m4 else m4
-    m6 = m7 if m7 > m6 else m6
-    m0 = m2 if m2 > m0 else m0
-    m4 = m6 if m6 > m4 else m4
-    return m4 if m4 > m0 else m0
+        lanes[0] = _larger(a[j], lanes[0])
+    for step in (1, 2, 4):
+        for k in range(0, 8, 2 * step):
+            lanes[k] = _larger(lanes[k + step], lanes[k])
+    return lanes[0]
 
 
 @njit(**SERIAL_IEEE_DIV)
@@ -162,15 +153,18 @@ def softmax_forward_f32(x, out):
     return out
 
 
+@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
+def _softmax_backward_row(gr, yr, outr):
+    """outr = yr (gr - sum(gr yr)): one row of the softmax backward."""
+    d = dot(gr, yr, yr.size)
+    for j in range(yr.size):
+        outr[j] = yr[j] * (gr[j] - d)
+
+
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
-        gr = g[r]
-        yr = y[r]
-        outr = out[r]
-        d = dot(gr, yr, yr.size)
-        for j in range(yr.size):
-            outr[j] = yr[j] * (gr[j] - d)
+        _softmax_backward_row(g[r], y[r], out[r])
     return out
 
 
@@ -205,15 +199,18 @@ def softmax_grad_row(gr, xr, m, log_sum, outr):
         outr[j] = gr * exp((xr[j] - m) - log_sum)
 
 
+@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
+def _log_softmax_backward_row(gr, yr, outr):
+    """outr = gr - e^yr sum(gr): one row of the log-softmax backward."""
+    sg = vector_sum(gr)
+    for j in range(yr.size):
+        outr[j] = gr[j] - exp(yr[j]) * sg
+
+
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def log_softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
-        gr = g[r]
-        yr = y[r]
-        outr = out[r]
-        sg = vector_sum(gr)
-        for j in range(yr.size):
-            outr[j] = gr[j] - exp(yr[j]) * sg
+        _log_softmax_backward_row(g[r], y[r], out[r])
     return out
 
 

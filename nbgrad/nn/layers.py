@@ -10,27 +10,26 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import default_numpy, to_numpy
+from ..dtypes import default_numpy
+from ..ops._args import float_dtype, is_int
 from ..ops.conv import conv1d, conv2d, conv_transpose2d
 from ..ops.matmul import linear
 from ..ops.pool import avg_pool2d, max_pool2d
 from ..ops.shape import flatten
-from ..tensor import FLOAT_DTYPES, Tensor
+from ..tensor import Tensor
 from . import init
 from .module import Module
 from .parameter import Parameter
 
 
 def _float_dtype(owner: str, dtype: Any) -> np.dtype:
-    dtype = default_numpy() if dtype is None else to_numpy(dtype, owner)
-    if dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{owner}: dtype must be float32 or float64, got {dtype}")
-    return dtype
+    """A layer's parameter dtype: float32 or float64, the default float dtype for None."""
+    return default_numpy() if dtype is None else float_dtype(owner, dtype)
 
 
 def _positive(owner: str, **sizes: int) -> None:
     for name, value in sizes.items():
-        if not isinstance(value, int | np.integer) or value <= 0:
+        if not is_int(value) or value <= 0:
             raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
 
 
@@ -140,34 +139,32 @@ class _ConvNd(Module):
         return text
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """Conv1d and Conv2d: PyTorch's arguments (no output_padding), and the forward through
+    the functional op ``convolve``."""
+
+    convolve = staticmethod(conv2d)
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple,
+                 stride: int | tuple = 1, padding: int | tuple | str = 0,
+                 dilation: int | tuple = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: str = "zeros", dtype: Any = None) -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, dtype)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.convolve(x, self.weight, self.bias, **self._args())
+
+
+class Conv1d(_Conv):
     """1-D convolution layer: x [N, C_in, L] -> [N, C_out, L_out] (``conv1d``)."""
 
     dims = 1
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple,
-                 stride: int | tuple = 1, padding: int | tuple | str = 0,
-                 dilation: int | tuple = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return conv1d(x, self.weight, self.bias, **self._args())
+    convolve = staticmethod(conv1d)
 
 
-class Conv2d(_ConvNd):
+class Conv2d(_Conv):
     """2-D convolution layer: x [N, C_in, H, W] -> [N, C_out, H_out, W_out] (``conv2d``)."""
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple,
-                 stride: int | tuple = 1, padding: int | tuple | str = 0,
-                 dilation: int | tuple = 1, groups: int = 1, bias: bool = True,
-                 padding_mode: str = "zeros", dtype: Any = None) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return conv2d(x, self.weight, self.bias, **self._args())
 
 
 class ConvTranspose2d(_ConvNd):

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import no_grad
+from ..ops._args import float_dtype
 from ..ops.convert import to_arguments
 from ..tensor import FLOAT_DTYPES, Tensor
 from .parameter import Parameter
@@ -275,8 +276,7 @@ class Module:
         dtype, _ = to_arguments("Module.to", args, kwargs)
         if dtype is None:
             return self
-        if dtype not in FLOAT_DTYPES:
-            raise TypeError(f"Module.to: dtype must be float32 or float64, got {dtype}")
+        dtype = float_dtype("Module.to", dtype)
         for t in list(self.parameters()) + list(self.buffers()):
             if t.dtype in FLOAT_DTYPES and t.dtype != dtype:
                 t._data = t._data.astype(dtype)

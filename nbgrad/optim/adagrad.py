@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels.optim import adagrad_step
 from ..runtime.jit import for_work
-from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
+from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_numbers
 
 
 class Adagrad(Optimizer):
@@ -33,12 +33,10 @@ class Adagrad(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        check_number("Adagrad", "learning rate", group["lr"])
-        check_number("Adagrad", "lr_decay value", group["lr_decay"])
-        check_number("Adagrad", "weight_decay value", group["weight_decay"])
-        check_number("Adagrad", "initial_accumulator_value value",
-                     group["initial_accumulator_value"])
-        check_number("Adagrad", "epsilon value", group["eps"])
+        check_numbers("Adagrad", group, lr="learning rate", lr_decay="lr_decay value",
+                      weight_decay="weight_decay value",
+                      initial_accumulator_value="initial_accumulator_value value",
+                      eps="epsilon value")
 
     def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
         return ("sum",)

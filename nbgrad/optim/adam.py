@@ -8,7 +8,7 @@ import numpy as np
 
 from ..kernels.optim import adam_step
 from ..runtime.jit import for_work
-from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
+from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number, check_numbers
 
 
 class Adam(Optimizer):
@@ -37,8 +37,7 @@ class Adam(Optimizer):
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
         owner = type(self).__name__
-        check_number(owner, "learning rate", group["lr"])
-        check_number(owner, "epsilon value", group["eps"])
+        check_numbers(owner, group, lr="learning rate", eps="epsilon value")
         beta1, beta2 = _pair(owner, group["betas"])
         check_number(owner, "beta parameter at index 0", beta1, below=1.0)
         check_number(owner, "beta parameter at index 1", beta2, below=1.0)

@@ -437,6 +437,13 @@ def check_number(owner: str, name: str, value: Any, minimum: float = 0.0,
         raise ValueError(f"{owner}: invalid {name} {value!r}: it must be {bound}")
 
 
+def check_numbers(owner: str, group: dict[str, Any], **names: str) -> None:
+    """``check_number`` (minimum 0) of ``group[key]``, called ``names[key]`` in the
+    errors, for each keyword in the order given."""
+    for key, name in names.items():
+        check_number(owner, name, group[key])
+
+
 def _split_names(owner: str, params: Any) -> tuple[list[Tensor], list[str] | None]:
     """The group's tensors, and their names when given as (name, tensor) pairs."""
     if isinstance(params, Tensor):

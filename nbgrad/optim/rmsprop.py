@@ -6,7 +6,7 @@ from typing import Any
 
 from ..kernels.optim import rmsprop_step
 from ..runtime.jit import for_work
-from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
+from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_numbers
 
 
 class RMSprop(Optimizer):
@@ -32,11 +32,9 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        check_number("RMSprop", "learning rate", group["lr"])
-        check_number("RMSprop", "epsilon value", group["eps"])
-        check_number("RMSprop", "momentum value", group["momentum"])
-        check_number("RMSprop", "weight_decay value", group["weight_decay"])
-        check_number("RMSprop", "alpha value", group["alpha"])
+        check_numbers("RMSprop", group, lr="learning rate", eps="epsilon value",
+                      momentum="momentum value", weight_decay="weight_decay value",
+                      alpha="alpha value")
 
     def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
         return (("square_avg",) + (("momentum_buffer",) if group["momentum"] > 0 else ())

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..kernels.optim import sgd_step
 from ..runtime.jit import for_work
-from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number
+from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number, check_numbers
 
 
 class SGD(Optimizer):
@@ -29,9 +29,8 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        check_number("SGD", "learning rate", group["lr"])
-        check_number("SGD", "momentum", group["momentum"])
-        check_number("SGD", "weight_decay", group["weight_decay"])
+        check_numbers("SGD", group, lr="learning rate", momentum="momentum",
+                      weight_decay="weight_decay")
         check_number("SGD", "dampening", group["dampening"], minimum=-float("inf"))
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: Nesterov momentum requires a momentum > 0 and zero "
