@@ -120,7 +120,7 @@ _POOL_THREADS_CODE = """
 import os, threading
 import numba, numpy as np
 import nbgrad as nb
-from nbgrad import threads
+from nbgrad.runtime import threads
 pool = numba.config.NUMBA_NUM_THREADS
 ran = []
 threads._on_pool_threads(lambda: ran.append(threading.get_native_id()), pool)
