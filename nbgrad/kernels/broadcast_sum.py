@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ..runtime.jit import CHUNK, runs_parallel
+from ..runtime.jit import CHUNK, PARALLEL_MIN
 from .broadcast_sum_loops import (
     combine,
     lane_sums,
@@ -128,7 +128,7 @@ def _rows_along_lanes(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray,
                       n: int) -> None:
     """``lane_sums`` of every row of flat C-contiguous [out.size, n] u and v into flat
     ``out``, in parallel runs of rows from PARALLEL_MIN elements."""
-    if runs_parallel(out.size * n):
+    if out.size * n >= PARALLEL_MIN:
         lane_sums_parallel(op, fu, fv, out, n, max(1, CHUNK // n))
     else:
         lane_sums(op, fu, fv, out, n, 0, out.size)
@@ -205,7 +205,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
             and shape.count(1) == len(shape)):
         # everything summed into one element: a flat chunked reduction, no planning
         out = np.empty(shape, u.dtype)
-        (reduce_flat_parallel if runs_parallel(u.size) else reduce_flat)(
+        (reduce_flat_parallel if u.size >= PARALLEL_MIN else reduce_flat)(
             op, u.reshape(-1), v.reshape(-1), u.dtype.type(scale), out.reshape(-1))
         return out
     nd = len(full_shape)
@@ -259,7 +259,7 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     total = rows * nk * (1 if lane_kept else n)
     flat_out = out.reshape(-1)
     scale = out.dtype.type(scale)
-    parallel = runs_parallel(total)
+    parallel = total >= PARALLEL_MIN
     # chunk the reduced rows (and, if the lane axis is reduced, the lanes) only when there
     # are too few output tasks to keep the threads busy; counts depend on shapes only
     want = _chunks_wanted(total)
@@ -361,7 +361,7 @@ def mul_grads(g: np.ndarray, u: np.ndarray, w: np.ndarray
     flat_gu = gu.reshape(-1)
     part = flat_gu.reshape(1, n) if nchunks == 1 else np.empty((nchunks, n), u.dtype)
     args = (g.reshape(-1), full_g, u.reshape(-1), w.reshape(-1), gw.reshape(-1), part, rpc)
-    if runs_parallel(total):
+    if total >= PARALLEL_MIN:
         mul_grads_rows_parallel(*args)
     else:
         mul_grads_rows(*args, 0, nchunks)

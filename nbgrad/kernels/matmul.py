@@ -75,7 +75,6 @@ from ..runtime.jit import (
     SERIAL_FMA,
     compiled_once,
     plain,
-    runs_parallel,
 )
 from .gemm import data_pointer, stack_buffer
 from .tiles import TILE_ROWS, panel_cols, tile_buffer
@@ -594,7 +593,7 @@ def _plan(batches: int, M: int, N: int, K: int, x_t: bool, y_t: bool, nr: int,
     if swapped:
         M, N, y_t = N, M, not x_t
     if parallel is None:
-        parallel = runs_parallel(batches * M * N * K, PARALLEL_WORK_MIN)
+        parallel = batches * M * N * K >= PARALLEL_WORK_MIN
     thin = not parallel and is_thin(M, N, K, y_t, nr)
     # a task per pool thread; one in a single thread (each task copies its own partial
     # slivers and panels)

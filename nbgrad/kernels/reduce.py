@@ -22,7 +22,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial, runs_parallel
+from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV, njit_with_serial
 
 
 def _extremum_of_two(larger: bool):
@@ -142,7 +142,7 @@ def extremum_rows(x2: np.ndarray, is_min: bool) -> np.ndarray:
     """max (or min) of every row of contiguous ``x2[K, R]`` (R >= 1), shape [K]."""
     nrow, ncol = x2.shape
     part = np.empty((nrow, (ncol + CHUNK - 1) // CHUNK), x2.dtype)
-    if runs_parallel(x2.size):
+    if x2.size >= PARALLEL_MIN:
         _extremum_tasks_parallel(x2, is_min, part)
     else:
         _extremum_tasks(x2, is_min, part)
@@ -209,7 +209,7 @@ def extremum_rows_backward(x2: np.ndarray, m: np.ndarray, g: np.ndarray,
     row whose extremum is NaN: g[k] / n_k to its n_k NaNs with ``spread_nan``, else NaN
     throughout (see ``_extremum_backward_rows``)."""
     out = np.empty(x2.shape, g.dtype)
-    if runs_parallel(x2.size):
+    if x2.size >= PARALLEL_MIN:
         _extremum_backward_parallel(x2, m, g, out, spread_nan)
     else:
         _extremum_backward_serial(x2, m, g, out, spread_nan)

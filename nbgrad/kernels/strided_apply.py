@@ -30,7 +30,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, runs_parallel
+from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, PARALLEL_MIN, SERIAL_IEEE_DIV
 from .fastmath import log
 
 # Op codes: out = f(u, v) elementwise (v is ignored by COPY).
@@ -422,7 +422,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
             rows, n, first, k = column
             full, c = (v, u) if first else (u, v)
             values = _row_values(c, shape, k)
-            if runs_parallel(out.size):
+            if out.size >= PARALLEL_MIN:
                 _apply_column_parallel(op, full.reshape(-1), values, out.reshape(-1), n, first,
                                        max(1, CHUNK // n))
             else:
@@ -433,7 +433,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
         fu, fv, (sizes, (su, sv)) = u.reshape(-1), v.reshape(-1), nest
         if len(sizes) == 2 and op in ROW_OPS:
             n = sizes[1]
-            if runs_parallel(out.size):
+            if out.size >= PARALLEL_MIN:
                 _apply_bias_rows_parallel(op, fu, fv, out.reshape(-1), n, su[0], sv[0],
                                           max(1, CHUNK // n))
             else:
@@ -449,7 +449,7 @@ def broadcast_apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple | None =
     outer = np.array(sizes[:-1], np.int64)
     strides = np.array([su[:-1], sv[:-1]], np.int64).reshape(2, len(sizes) - 1)
     flat_out = out.reshape(-1)
-    if runs_parallel(out.size):
+    if out.size >= PARALLEL_MIN:
         _apply_parallel(op, fu, fv, flat_out, outer, strides, n, su[-1], sv[-1],
                         max(1, CHUNK // n))
     else:

@@ -20,7 +20,7 @@ import numpy as np
 from ..dtypes import default_numpy
 from ..kernels import broadcast_sum, strided_apply
 from ..kernels import elementwise as K
-from ..runtime.jit import runs_parallel
+from ..runtime.jit import PARALLEL_MIN
 
 _F64 = np.dtype(np.float64)
 
@@ -45,14 +45,14 @@ def same_shape(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     flat = out
     if u.ndim != 1:
         u, v, flat = u.reshape(-1), v.reshape(-1), out.reshape(-1)
-    (K.binary_parallel if runs_parallel(u.size) else K.binary)(op, u, v, flat)
+    (K.binary_parallel if u.size >= PARALLEL_MIN else K.binary)(op, u, v, flat)
     return out
 
 
 def _with_scalar(op: int, x: np.ndarray, s: np.ndarray, scalar_first: bool) -> np.ndarray:
     """f(x, s) (or f(s, x)) for contiguous ``x`` and a one-element ``s``."""
     out = np.empty(x.shape, x.dtype)
-    (K.binary_scalar_parallel if runs_parallel(x.size) else K.binary_scalar)(
+    (K.binary_scalar_parallel if x.size >= PARALLEL_MIN else K.binary_scalar)(
         op, x.reshape(-1), s.reshape(-1)[0], out.reshape(-1), scalar_first)
     return out
 
@@ -117,7 +117,7 @@ def unary(op: int, x: np.ndarray) -> np.ndarray:
     if not x.flags.c_contiguous:
         x = np.array(x, order="C")
     out = np.empty(x.shape, x.dtype)
-    if runs_parallel(x.size):
+    if x.size >= PARALLEL_MIN:
         K.unary_parallel(op, x.reshape(-1), out.reshape(-1))
     else:
         K.unary(op, x.reshape(-1), out.reshape(-1))
@@ -147,7 +147,7 @@ def _mul_grads_same(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None
     contiguous operands take one parallel pass."""
     if not g.dtype == a.dtype == b.dtype:
         return None
-    if not runs_parallel(g.size):
+    if g.size < PARALLEL_MIN:
         return g * b, g * a
     if not (g.flags.c_contiguous and a.flags.c_contiguous and b.flags.c_contiguous):
         return None

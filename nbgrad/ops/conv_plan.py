@@ -18,7 +18,7 @@ import numpy as np
 from ..kernels import conv, conv_cols, gemm
 from ..kernels.conv import ConvGeometry, KernelRun
 from ..kernels.matmul import panel_cols, tiled_size
-from ..runtime.jit import COLS_PARALLEL_MIN, PARALLEL_WORK_MIN, runs_parallel
+from ..runtime.jit import COLS_PARALLEL_MIN, PARALLEL_WORK_MIN
 from ..runtime.threads import get_num_threads
 
 # The implicit GEMM pays once a group's dot products are long enough (C/groups*KH*KW
@@ -150,7 +150,7 @@ def choose_paths(w_shape: tuple, geometry: ConvGeometry, in_hw: tuple[int, int],
 def parallel_from(family: str, work: int) -> bool:
     """Whether a call of ``work`` multiply-adds runs the parallel form of ``family``'s
     kernels (for SLOT_FAMILIES: more than one slot)."""
-    return runs_parallel(work, COLS_PARALLEL_MIN if family in SLOT_FAMILIES
+    return work >= (COLS_PARALLEL_MIN if family in SLOT_FAMILIES
                          else PARALLEL_WORK_MIN)
 
 

@@ -46,7 +46,7 @@ from ..kernels import strided_apply
 from ..runtime.jit import for_work
 from ..tensor import FLOAT_DTYPES, Tensor, lift
 from . import _args, binary
-from .table import broadcasting, pointwise
+from .table import broadcasting, pointwise, upstream
 from .table import flat as _flat
 
 _F64 = np.dtype(np.float64)
@@ -101,21 +101,16 @@ def _unary_samples(rng, positive: bool = False):
 
 
 # -- binary ops: broadcasting table entries (ops/table.py) ------------------------------------
-def _upstream(g: Any, a: Any, b: Any) -> Any:
-    """g itself (add's gradients, sub's of a; the engine sums it over the operand's
-    broadcast axes)."""
-    return g
-
 
 Add = broadcasting(
     "add", forward=binary.forward_of("add", strided_apply.ADD),
-    saves="nothing", grads=(_upstream, _upstream), vjps=(_upstream, _upstream),
+    saves="nothing", grads=(upstream, upstream), vjps=(upstream, upstream),
     samples=_pair_samples)
 
 Sub = broadcasting(
     "sub", forward=binary.forward_of("sub", strided_apply.SUB),
-    saves="nothing", grads=(_upstream, lambda g, a, b: binary.negated(g, b.shape)),
-    vjps=(_upstream, lambda g, a, b: -g), samples=_pair_samples)
+    saves="nothing", grads=(upstream, lambda g, a, b: binary.negated(g, b.shape)),
+    vjps=(upstream, lambda g, a, b: -g), samples=_pair_samples)
 
 Mul = broadcasting(
     "mul", forward=binary.forward_of("mul", strided_apply.MUL),
@@ -265,7 +260,8 @@ def _integer_rounded_div(mode: str, a: np.ndarray, b: np.ndarray, shape: tuple) 
         q = np.floor_divide(a, b)
         if mode == "trunc":  # floor rounds a negative inexact quotient one below trunc
             q = q + ((q * b != a) & ((a < 0) != (b < 0)))
-    return np.asarray(np.broadcast_to(q, shape)).astype(np.result_type(a, b), copy=False)
+    dtype = _args.promoted_dtype(a.dtype, b.dtype)
+    return np.asarray(np.broadcast_to(q, shape)).astype(dtype, copy=False)
 
 
 def add(a: Any, b: Any, *, alpha: Any = 1) -> Tensor:

@@ -25,7 +25,7 @@ from ..kernels import csr, gno_mlp
 from ..kernels import gno as gno_kernels
 from ..kernels import gno_aggregate as aggregation
 from ..tensor import Tensor, lift
-from ._args import float_operands
+from ._args import float_operands, promoted_dtype
 from ._recompute import recompute_vjp
 from .graph_build import batches, by_example, cloud, loop_flag, positive_int, query_cloud
 from .shape import stack
@@ -354,7 +354,7 @@ def _grad_kernels_samples(rng):
 
 
 def _common(*arrays: np.ndarray) -> list:
-    dtype = np.result_type(*arrays)
+    dtype = promoted_dtype(*(a.dtype for a in arrays))
     return [np.ascontiguousarray(a, dtype=dtype) for a in arrays]
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import gemm
 from ..kernels import gram_schmidt as gram_schmidt_kernels
-from ..runtime.jit import PARALLEL_WORK_MIN, runs_parallel
+from ..runtime.jit import PARALLEL_WORK_MIN
 from ..tensor import Tensor, lift
 from ._args import float_input, promoted_dtype
 from ._recompute import recompute_vjp
@@ -63,7 +63,7 @@ def _orthonormalise(B: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def _parallel_pays(Qt: np.ndarray) -> bool:
     """Whether MGS over ``Qt`` [k, n] (~k^2 n / 2 multiply-adds) is worth a parallel region
     (docs/threads.md); ``mgs`` and ``mgs_panels`` give the same bits."""
-    return runs_parallel(Qt.shape[0] * Qt.size // 2, PARALLEL_WORK_MIN)
+    return Qt.shape[0] * Qt.size // 2 >= PARALLEL_WORK_MIN
 
 
 def _passes(B: np.ndarray, reorthogonalize: bool) -> list[tuple]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import laplace as laplace_kernels
-from ..runtime.jit import LAPLACE_PARALLEL_MIN, runs_parallel
+from ..runtime.jit import LAPLACE_PARALLEL_MIN
 from ..tensor import Tensor, lift
 from ._args import float_input
 from .matmul import matmul
@@ -35,7 +35,7 @@ class LaplaceBasis(Function):
         t = laplace_kernels.laplace_grid(n, mu)
         mu = np.ascontiguousarray(mu)
         E = (laplace_kernels.laplace_forward_parallel
-             if runs_parallel(mu.size * n, LAPLACE_PARALLEL_MIN)
+             if mu.size * n >= LAPLACE_PARALLEL_MIN
              else laplace_kernels.laplace_forward)(mu, t)
         ctx.save_for_backward(E, t)
         return E
@@ -44,7 +44,7 @@ class LaplaceBasis(Function):
     def backward(ctx, g):
         E, t = ctx.saved_tensors
         g = np.ascontiguousarray(g)
-        if runs_parallel(E.size, LAPLACE_PARALLEL_MIN):
+        if E.size >= LAPLACE_PARALLEL_MIN:
             return laplace_kernels.laplace_backward_parallel(g, E, t)
         return laplace_kernels.laplace_backward(g, E, t)
 

@@ -29,6 +29,7 @@ from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import ADD, broadcast_apply
 from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
+from ._args import promoted, promoted_dtype
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
@@ -116,10 +117,9 @@ def _samples(rng):
 class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
-        ctx.dtypes = (a.dtype, b.dtype)
+        ctx.input_dtypes = (a.dtype, b.dtype)
         if a.dtype != b.dtype:
-            dtype = np.promote_types(a.dtype, b.dtype)
-            a, b = a.astype(dtype, copy=False), b.astype(dtype, copy=False)
+            a, b = promoted(a, b)
         ctx.save_for_backward(a, b)
         out = _product(*_matrices(a, b), False, False)
         if a.ndim == b.ndim == 2:
@@ -138,7 +138,7 @@ class MatMul(Function):
         ga = gb = None
         if ctx.needs_input_grad[0]:
             ga = sum_to_shape(_product(g2, b2, False, True), a2.shape)
-            ga = ga.reshape(a.shape).astype(ctx.dtypes[0], copy=False)
+            ga = ga.reshape(a.shape).astype(ctx.input_dtypes[0], copy=False)
         if ctx.needs_input_grad[1]:
             if b2.ndim == 2:
                 # b is one matrix (shared by every batch: one GEMM over the folded batch
@@ -150,7 +150,7 @@ class MatMul(Function):
                       else _product(a_rows, g_rows, True, False))
             else:
                 gb = sum_to_shape(_product(a2, g2, True, False), b2.shape)
-            gb = gb.reshape(b.shape).astype(ctx.dtypes[1], copy=False)
+            gb = gb.reshape(b.shape).astype(ctx.input_dtypes[1], copy=False)
         return ga, gb
 
     @staticmethod
@@ -217,7 +217,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         arrays = (x, weight) if bias is None else (x, weight, bias)
-        dtype = np.result_type(*arrays)
+        dtype = promoted_dtype(*(a.dtype for a in arrays))
         x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
         ctx.save_for_backward(x, weight)
         y = _product(_rows(x), weight, False, True)

@@ -198,8 +198,9 @@ def broadcasting(name: str, *, forward: Callable[..., np.ndarray], saves: str,
     vjp_a, vjp_b = vjps
     saves_nothing = saves == "nothing"
     forward_fn = _with_params(forward) if params else _BINARY_FORWARDS[saves](forward)
+    backward_fn = _passing_on if grads == (upstream, upstream) else None
 
-    def backward_fn(ctx, g):
+    def rule_per_operand(ctx, g):
         saved = ctx.input_arrays if saves_nothing else ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         if need_a and need_b and both is not None:
@@ -218,10 +219,21 @@ def broadcasting(name: str, *, forward: Callable[..., np.ndarray], saves: str,
         "__doc__": f"{name}: a broadcasting op made by ``ops.table.broadcasting``.",
         "__module__": sys._getframe(1).f_globals.get("__name__", __name__),
         "forward": staticmethod(forward_fn),
-        "backward": staticmethod(backward_fn),
+        "backward": staticmethod(backward_fn or rule_per_operand),
         "vjp": staticmethod(vjp_fn),
     })
     return register(name, samples=samples)(cls)
+
+
+def upstream(g: Any, *saved: Any) -> Any:
+    """The rule of an operand whose gradient is the output's (add's, sub's of a): g as it
+    is, which the engine sums over the operand's broadcast axes."""
+    return g
+
+
+def _passing_on(ctx, g):
+    """The backward of an op both of whose rules are ``upstream``: no rule to call."""
+    return g, g
 
 
 def _saving_nothing(forward: Callable) -> Callable:

@@ -61,10 +61,11 @@ PARALLEL_IEEE_DIV_FMA = {"cache": True, "parallel": True, "error_model": "numpy"
                          "fastmath": FMA}
 
 # The serial/parallel policy, in one place (docs/threads.md): a kernel with a serial and a
-# parallel form runs the parallel one from a minimum amount of work, in the unit its
-# family counts. Below it waking the threads costs more than the loop, and when another
-# process holds a core a parallel region waits for it, which can cost a hundred times the
-# loop (docs/benchmarks.md#threads).
+# parallel form runs the parallel one when its work, in the unit its family counts,
+# reaches its family's minimum below (``work >= PARALLEL_MIN``, or ``for_work``). Below
+# it waking the threads costs more than the loop, and when another process holds a core
+# a parallel region waits for it, which can cost a hundred times the loop
+# (docs/benchmarks.md#threads).
 #
 # Elements of the element-wise, broadcast, reduction, activation and loss kernels.
 PARALLEL_MIN = 1 << 17
@@ -83,13 +84,6 @@ POOL_PARALLEL_MIN = 1 << 14
 SPECTRAL_PARALLEL_MIN = 1 << 15
 # Basis elements of the Laplace-operator kernels (row-parallel).
 LAPLACE_PARALLEL_MIN = 1 << 18
-
-
-def runs_parallel(work: int, minimum: int = PARALLEL_MIN) -> bool:
-    """Whether ``work`` (in the unit ``minimum`` counts) is enough for the parallel form."""
-    return work >= minimum
-
-
 # Elements per task of their parallel forms (fixed, so every partial sum is the same at
 # any thread count).
 CHUNK = 1 << 16
