@@ -45,11 +45,13 @@ with startup.collector_paused():
     from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
     from .ops.elementwise import *  # noqa: F403
+    from .ops.factories import *  # noqa: F403
     from .ops.gno import *  # noqa: F403
     from .ops.gram_schmidt import *  # noqa: F403
     from .ops.indexing import *  # noqa: F403
     from .ops.inplace import *  # noqa: F403
     from .ops.laplace import *  # noqa: F403
+    from .ops.layout import *  # noqa: F403
     from .ops.loss import *  # noqa: F403
     from .ops.matmul import *  # noqa: F403
     from .ops.norm import *  # noqa: F403
@@ -57,8 +59,10 @@ with startup.collector_paused():
     from .ops.pool import *  # noqa: F403
     from .ops.random import *  # noqa: F403
     from .ops.reduce import *  # noqa: F403
+    from .ops.scan import *  # noqa: F403
     from .ops.select import *  # noqa: F403
     from .ops.shape import *  # noqa: F403
+    from .ops.sort import *  # noqa: F403
     from .ops.spectral import *  # noqa: F403
     from .rng import (
         Generator,

@@ -18,12 +18,16 @@ from . import (
     compare,
     convert,
     elementwise,
+    factories,
     indexing,
     inplace,
+    layout,
     matmul,
     reduce,
+    scan,
     select,
     shape,
+    sort,
 )
 
 _METHODS = {
@@ -40,6 +44,10 @@ _METHODS = {
     select.TensorMethods: ["where"],  # x.where(condition, y) = where(condition, x, y)
     activation: ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_quick", "silu",
                  "softplus", "clamp", "softmax", "log_softmax", "logsumexp"],
+    factories: [],
+    scan: [],
+    sort: [],
+    layout: [],
     compare: ["eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater",
               "greater_equal", "equal", "isclose", "allclose", "isnan", "isinf", "isfinite",
               "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
