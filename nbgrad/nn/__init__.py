@@ -1,7 +1,7 @@
 """Layers and models: Module, Parameter, containers, layers, activations and losses as
-modules, and ``nbgrad.nn.init`` (``torch.nn``'s names and semantics)."""
+modules, ``nbgrad.nn.init`` and ``nbgrad.nn.functional`` (``torch.nn``'s names and semantics)."""
 
-from . import init, utils
+from . import functional, init, utils
 from .activation import (
     ELU,
     GELU,
@@ -39,10 +39,10 @@ from .parameter import Parameter
 from .sparse import Embedding
 from .spectral import FNO, SpectralConv1d, SpectralConv2d
 
-__all__ = ["init", "utils", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict",
-           "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
-           "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU",
-           "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss",
-           "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss", "NLLLoss",
-           "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding", "GNO", "ONO",
-           "LNO", "SpectralConv1d", "SpectralConv2d", "FNO"]
+__all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
+           "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
+           "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "GELU",
+           "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss", "L1Loss",
+           "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss", "NLLLoss", "BatchNorm1d",
+           "BatchNorm2d", "Dropout", "LayerNorm", "Embedding", "GNO", "ONO", "LNO",
+           "SpectralConv1d", "SpectralConv2d", "FNO"]
