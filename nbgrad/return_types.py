@@ -34,4 +34,19 @@ class min(_ValuesIndices):  # torch.return_types.min
     __repr__ = _repr
 
 
-__all__ = ["max", "min"]
+class sort(_ValuesIndices):  # torch.return_types.sort
+    """``sort(x, dim)``: the values in order along ``dim`` and the index each came from."""
+
+    __slots__ = ()
+    __repr__ = _repr
+
+
+class topk(_ValuesIndices):  # torch.return_types.topk
+    """``topk(x, k, dim)``: the k largest (or smallest) values along ``dim`` and their
+    indices."""
+
+    __slots__ = ()
+    __repr__ = _repr
+
+
+__all__ = ["max", "min", "sort", "topk"]
