@@ -56,6 +56,7 @@ with startup.collector_paused():
     from .ops.matmul import *  # noqa: F403
     from .ops.norm import *  # noqa: F403
     from .ops.pad import *  # noqa: F403
+    from .ops.pointwise_math import *  # noqa: F403
     from .ops.pool import *  # noqa: F403
     from .ops.random import *  # noqa: F403
     from .ops.reduce import *  # noqa: F403

@@ -2,8 +2,9 @@
 and the fast paths of the binary ops that need no broadcasting plan: two arrays of one
 shape, or an array with a scalar; and both gradients of a same-shape product in one
 parallel pass (smaller products are NumPy's: ``ops/binary.py: _mul_grads_same``).
-Also the point-wise table's sin, cos, erf, square (forward and backward) and rounded
-division (``div(..., rounding_mode='trunc'|'floor')``).
+Also the point-wise table's sin, cos, erf, square, the op-coded log1p, expm1, reciprocal,
+rsqrt, floor, ceil, trunc, frac, sign and round (forward and backward), rounded division
+(``div(..., rounding_mode='trunc'|'floor')``) and fmod/remainder.
 
 Binary op codes and their formulas are those of ``strided_apply.binary_block``;
 broadcasting operands go through ``strided_apply.broadcast_apply`` instead. The callers
@@ -286,4 +287,121 @@ def div_floor(a, b, out):
     one = out.dtype.type(1)
     for i in prange(out.size):
         out[i] = _floor_div(a[i], b[i], one)
+    return out
+
+
+# -- log1p expm1 reciprocal rsqrt, rounding, sign, frac -----------------------------------------
+# One forward and one backward kernel for the point-wise table's op-coded math, the op code
+# a constant kernel argument (one loop per op, so each loop is straight-line code). log1p
+# and expm1 go through libm in float64 (float32: the float64 result rounded once, so
+# correctly rounded but for rare double roundings); reciprocal and rsqrt are IEEE divisions
+# (rsqrt = 1 / sqrt(x), two roundings, as PyTorch). Derivatives, as PyTorch's
+# derivatives.yaml: log1p' = 1 / (1 + x), expm1' = y + 1, reciprocal' = -y^2,
+# rsqrt' = -0.5 y^3 (y the saved output), frac' = 1; floor ceil trunc round sign: 0.
+LOG1P, EXPM1, RECIPROCAL, RSQRT, FLOOR, CEIL, TRUNC, FRAC, SIGN = range(10, 19)
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def math_forward(x, op, out):
+    """out = f(x) for the op code ``op`` (sign(NaN) = 0 and sign(-0) = +0, as PyTorch's
+    (0 < x) - (x < 0); frac(x) = x - trunc(x))."""
+    one = out.dtype.type(1)
+    if op == LOG1P:
+        for i in prange(x.size):
+            out[i] = math.log1p(np.float64(x[i]))
+    elif op == EXPM1:
+        for i in prange(x.size):
+            out[i] = math.expm1(np.float64(x[i]))
+    elif op == RECIPROCAL:
+        for i in prange(x.size):
+            out[i] = one / x[i]
+    elif op == RSQRT:
+        for i in prange(x.size):
+            out[i] = one / np.sqrt(x[i])
+    elif op == FLOOR:
+        for i in prange(x.size):
+            out[i] = np.floor(x[i])
+    elif op == CEIL:
+        for i in prange(x.size):
+            out[i] = np.ceil(x[i])
+    elif op == TRUNC:
+        for i in prange(x.size):
+            out[i] = np.trunc(x[i])
+    elif op == FRAC:
+        for i in prange(x.size):
+            out[i] = x[i] - np.trunc(x[i])
+    elif op == SIGN:
+        for i in prange(x.size):
+            out[i] = (one if x[i] > 0 else 0) - (one if x[i] < 0 else 0)
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def math_backward(g, s, op, out):
+    """The gradient of ``math_forward``'s op from upstream ``g`` and the saved array ``s``
+    (x for log1p and frac, y for expm1, reciprocal and rsqrt; the rounding ops' zeros
+    ignore it)."""
+    one = out.dtype.type(1)
+    if op == LOG1P:
+        for i in prange(g.size):
+            out[i] = g[i] / (s[i] + one)
+    elif op == EXPM1:
+        for i in prange(g.size):
+            out[i] = g[i] * (s[i] + one)
+    elif op == RECIPROCAL:
+        for i in prange(g.size):
+            out[i] = -g[i] * (s[i] * s[i])
+    elif op == RSQRT:
+        half = out.dtype.type(-0.5)
+        for i in prange(g.size):
+            out[i] = (half * g[i]) * (s[i] * s[i] * s[i])
+    elif op == FRAC:
+        for i in prange(g.size):
+            out[i] = g[i]
+    else:
+        for i in prange(g.size):
+            out[i] = 0
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def round_forward(x, decimals, out):
+    """out = x rounded half to even, at ``decimals`` decimal places (a float holding an
+    integer) as PyTorch: rint(x * 10^d) / 10^d, or rint(x / 10^-d) * 10^-d for d < 0,
+    in x's dtype."""
+    if decimals == 0:
+        for i in prange(x.size):
+            out[i] = np.rint(x[i])
+    else:
+        scale = out.dtype.type(10.0 ** abs(decimals))
+        if decimals > 0:
+            for i in prange(x.size):
+                out[i] = np.rint(x[i] * scale) / scale
+        else:
+            for i in prange(x.size):
+                out[i] = np.rint(x[i] / scale) * scale
+    return out
+
+
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def round_backward(g, x, decimals, out):
+    """round's gradient: zero (piecewise constant)."""
+    for i in prange(g.size):
+        out[i] = 0
+    return out
+
+
+# -- fmod, remainder ------------------------------------------------------------------------------
+@njit_with_serial(**PARALLEL_IEEE_DIV)
+def remainder_forward(a, b, floored, out):
+    """out = fmod(a, b) (C's, the sign of a; exact), or with ``floored`` PyTorch's
+    remainder: fmod(a, b) + b where that is non-zero and its sign differs from b's (the
+    sign of b, as Python's %). b == 0 gives NaN."""
+    if floored:
+        for i in prange(out.size):
+            m = np.fmod(a[i], b[i])
+            out[i] = m + b[i] if m != 0 and (b[i] < 0) != (m < 0) else m
+    else:
+        for i in prange(out.size):
+            out[i] = np.fmod(a[i], b[i])
     return out

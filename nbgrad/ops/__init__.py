@@ -23,6 +23,7 @@ from . import (
     inplace,
     layout,
     matmul,
+    pointwise_math,
     reduce,
     scan,
     select,
@@ -33,6 +34,9 @@ from . import (
 _METHODS = {
     elementwise: ["add", "sub", "mul", "div", "pow", "neg", "exp", "log", "sqrt", "abs",
                   "sin", "cos", "erf", "square"],
+    pointwise_math: ["log1p", "expm1", "reciprocal", "rsqrt", "floor", "ceil", "trunc",
+                     "round", "frac", "sign", "fmod", "remainder", "floor_divide",
+                     "clamp_min", "clamp_max"],
     convert.TensorMethods: convert.NAMES,  # to (dtype, device, tensor), float(), cpu(), ...
     matmul: ["matmul"],
     reduce: ["sum", "mean", "max", "min", "amax", "amin", "sum_to_size", "var", "std", "norm",
@@ -44,10 +48,13 @@ _METHODS = {
     select.TensorMethods: ["where"],  # x.where(condition, y) = where(condition, x, y)
     activation: ["tanh", "sigmoid", "relu", "leaky_relu", "elu", "gelu", "gelu_quick", "silu",
                  "softplus", "clamp", "softmax", "log_softmax", "logsumexp"],
-    factories: [],
-    scan: [],
-    sort: [],
-    layout: [],
+    factories: ["new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as",
+                "view_as", "dim", "contiguous"],
+    scan: ["cumsum", "cumprod", "diff"],
+    sort: ["sort", "argsort", "topk", "unique"],
+    layout: ["expand", "expand_as", "repeat", "tile", "flip", "fliplr", "flipud", "roll", "diag",
+             "diagonal", "diag_embed", "tril", "triu", "outer", "bmm", "addmm", "baddbmm",
+             "masked_select", "nonzero", "argwhere"],
     compare: ["eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater",
               "greater_equal", "equal", "isclose", "allclose", "isnan", "isinf", "isfinite",
               "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and",
@@ -61,7 +68,8 @@ _IN_PLACE = ["clone", "masked_fill", "masked_fill_", "index_put", "index_put_", 
 # Binary operators that also have a reflected form: ``__add__`` and ``__radd__`` (``2 + t``)
 _REFLECTED = {"add": elementwise.add, "sub": elementwise.sub, "mul": elementwise.mul,
               "truediv": elementwise.div, "pow": elementwise.pow, "matmul": matmul.matmul,
-              "and": compare.bitwise_and, "or": compare.bitwise_or, "xor": compare.bitwise_xor}
+              "and": compare.bitwise_and, "or": compare.bitwise_or, "xor": compare.bitwise_xor,
+              "mod": pointwise_math.remainder, "floordiv": pointwise_math.floor_divide}
 _OPERATORS = {"__getitem__": shape.getitem, "__setitem__": inplace.setitem,
               "__iadd__": inplace.add_, "__isub__": inplace.sub_, "__imul__": inplace.mul_,
               "__itruediv__": inplace.div_}

@@ -1,5 +1,6 @@
 """Element-wise ops with NumPy broadcasting: add sub mul div pow neg exp log sqrt abs, and
-the point-wise table ops sin cos erf square.
+the point-wise table ops sin cos erf square log1p expm1 reciprocal rsqrt floor ceil trunc
+round frac sign; fmod, remainder and floor_divide; clamp_min and clamp_max (``clamp``).
 
 Binary ops broadcast both operands the NumPy way (any rank, size-1 axes anywhere, 0-d
 arrays and Python scalars). Dtypes promote as in PyTorch: float32 with float64 computes in
@@ -17,11 +18,15 @@ zero divisor is a ZeroDivisionError; floats: +-inf/NaN at 0; zero gradient).
 Every op here is an entry of the op table (``ops/table.py``): add, sub, mul, div (and its
 rounded form, ``div_rounded``) and pow are ``broadcasting`` entries (forward, what it
 saves, each operand's gradient rule and vjp); neg, exp, log, sqrt, abs, sin, cos, erf and
-square are ``pointwise`` entries. What an entry cannot declare (alpha, rounding_mode,
-Python numbers, integer inputs) is the public function's. sin, cos, erf (float32 or
-float64; an integer or bool input gives float32, as PyTorch) and square (integers stay
-integers, bool gives int64, as PyTorch) have their kernels in ``kernels/elementwise.py``;
-the array-level evaluation of the op-coded ops is ``ops/binary.py``.
+square are ``pointwise`` entries, and so are log1p, expm1, reciprocal, rsqrt, floor, ceil,
+trunc, round, frac and sign (one op-coded kernel pair; integer inputs as PyTorch: the
+float ops promote to the default float dtype, the rounding ops return integers as they
+are); fmod and remainder are ``broadcasting`` entries. What an entry cannot declare
+(alpha, rounding_mode, Python numbers, integer inputs) is the public function's. sin,
+cos, erf (float32 or float64; an integer or bool input gives float32, as PyTorch) and
+square (integers stay integers, bool gives int64, as PyTorch) have their kernels in
+``kernels/elementwise.py``; the array-level evaluation of the op-coded ops is
+``ops/binary.py``.
 
 The gradient of a broadcast operand is the full-size gradient summed over its broadcast
 axes (``ops/binary.py: grad``, ``kernels/broadcast_sum.py``): fused, so mul's
