@@ -44,6 +44,7 @@ with startup.collector_paused():
     from .ops.activation import *  # noqa: F403
     from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
+    from .ops.einsum import *  # noqa: F403
     from .ops.elementwise import *  # noqa: F403
     from .ops.factories import *  # noqa: F403
     from .ops.gno import *  # noqa: F403

@@ -360,34 +360,33 @@ def _triangle_samples(rng):
     yield Sample(rng.standard_normal((2, 4, 3)), diagonal=-1, label="batched, below")
 
 
+class _Triangle(Function):
+    """x with the elements off one side of a diagonal zeroed (``keep``: np.tril or
+    np.triu); the gradient is the same mask on g."""
+
+    keep = staticmethod(np.tril)
+
+    @classmethod
+    def forward(cls, ctx, x, diagonal):
+        return cls.keep(x, diagonal)
+
+    @classmethod
+    def backward(cls, ctx, g):
+        return cls.keep(g, ctx.params["diagonal"])
+
+    @classmethod
+    def vjp(cls, ctx, g):
+        return cls.apply(g, diagonal=ctx.params["diagonal"])
+
+
 @register("tril", samples=_triangle_samples)
-class Tril(Function):
-    @staticmethod
-    def forward(ctx, x, diagonal):
-        return np.tril(x, diagonal)
-
-    @staticmethod
-    def backward(ctx, g):
-        return np.tril(g, ctx.params["diagonal"])
-
-    @staticmethod
-    def vjp(ctx, g):
-        return Tril.apply(g, diagonal=ctx.params["diagonal"])
+class Tril(_Triangle):
+    keep = staticmethod(np.tril)
 
 
 @register("triu", samples=_triangle_samples)
-class Triu(Function):
-    @staticmethod
-    def forward(ctx, x, diagonal):
-        return np.triu(x, diagonal)
-
-    @staticmethod
-    def backward(ctx, g):
-        return np.triu(g, ctx.params["diagonal"])
-
-    @staticmethod
-    def vjp(ctx, g):
-        return Triu.apply(g, diagonal=ctx.params["diagonal"])
+class Triu(_Triangle):
+    keep = staticmethod(np.triu)
 
 
 def _triangle(op: str, fn: type[Function], x: Any, diagonal: int) -> Tensor:
