@@ -136,6 +136,26 @@ def sgd_step(params, grads, grad_start, chunk_param, chunk_begin, chunk_end, sta
                    lr, momentum, dampening, weight_decay, nesterov, maximize)
 
 
+# -- Adam's moments, shared by Adam, AdamW, NAdam and RAdam ---------------------------------
+@njit(**SERIAL, inline="always")
+def _moment_weights(p, beta1, beta2):
+    """(1 - beta1, beta1 as 1 - (1 - beta1), beta2, 1 - beta2) in p's dtype."""
+    t = p.dtype.type
+    w1 = t(1.0 - beta1)
+    return w1, t(1) - w1, t(beta2), t(1.0 - beta2)
+
+
+@njit(**SERIAL, inline="always")
+def _update_moments(exp_avg, exp_avg_sq, j, d, w1, one_minus_w1, b2, w2):
+    """m = lerp(m, d, 1 - beta1) and v = beta2 v + (1 - beta2) d^2 at element j, stored;
+    returns (m, v)."""
+    m = _lerp(exp_avg[j], d, w1, one_minus_w1)
+    v = exp_avg_sq[j] * b2 + w2 * d * d
+    exp_avg[j] = m
+    exp_avg_sq[j] = v
+    return m, v
+
+
 # -- Adam, AdamW ----------------------------------------------------------------------------
 @njit(**SERIAL_IEEE_DIV, inline="always")
 def _adam_chunk(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, bias_correction2_sqrt,
@@ -145,10 +165,7 @@ def _adam_chunk(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, bias_corre
     p = p - step_size m / (sqrt(v or vmax) / sqrt(1 - beta2^t) + eps), with
     step_size = lr / (1 - beta1^t)."""
     t = p.dtype.type
-    w1 = t(1.0 - beta1)
-    one_minus_w1 = t(1) - w1
-    b2 = t(beta2)
-    w2 = t(1.0 - beta2)
+    w1, one_minus_w1, b2, w2 = _moment_weights(p, beta1, beta2)
     epsilon = t(eps)
     neg_step = t(-step_size)
     bc2 = t(bias_correction2_sqrt)
@@ -156,10 +173,7 @@ def _adam_chunk(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, bias_corre
     shrink = t(1.0 - lr * weight_decay) if decoupled else t(1)
     for j in range(p.size):
         d = _step_direction(g[j], p[j], maximize, l2)
-        m = _lerp(exp_avg[j], d, w1, one_minus_w1)
-        v = exp_avg_sq[j] * b2 + w2 * d * d
-        exp_avg[j] = m
-        exp_avg_sq[j] = v
+        m, v = _update_moments(exp_avg, exp_avg_sq, j, d, w1, one_minus_w1, b2, w2)
         if amsgrad:
             v = _maximum(max_exp_avg_sq[j], v)
             max_exp_avg_sq[j] = v

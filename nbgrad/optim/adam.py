@@ -11,6 +11,16 @@ from ..runtime.jit import for_work
 from .optimizer import FlatGroup, Optimizer, ParamsT, Work, check_number, check_numbers
 
 
+def check_adam_numbers(owner: str, group: dict[str, Any]) -> None:
+    """PyTorch's checks of an Adam-family group: lr, eps, both betas in [0, 1),
+    weight_decay (ValueError in PyTorch's words, naming ``owner``)."""
+    check_numbers(owner, group, lr="learning rate", eps="epsilon value")
+    beta1, beta2 = _pair(owner, group["betas"])
+    check_number(owner, "beta parameter at index 0", beta1, below=1.0)
+    check_number(owner, "beta parameter at index 1", beta2, below=1.0)
+    check_number(owner, "weight_decay value", group["weight_decay"])
+
+
 class Adam(Optimizer):
     """Adam (PyTorch's formulas), for a parameter at its step t:
 
@@ -36,12 +46,7 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        owner = type(self).__name__
-        check_numbers(owner, group, lr="learning rate", eps="epsilon value")
-        beta1, beta2 = _pair(owner, group["betas"])
-        check_number(owner, "beta parameter at index 0", beta1, below=1.0)
-        check_number(owner, "beta parameter at index 1", beta2, below=1.0)
-        check_number(owner, "weight_decay value", group["weight_decay"])
+        check_adam_numbers(type(self).__name__, group)
 
     def _state_names(self, group: dict[str, Any]) -> tuple[str, ...]:
         return ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if group["amsgrad"] else ())
