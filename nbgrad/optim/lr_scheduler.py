@@ -1,6 +1,8 @@
 """Learning-rate schedulers with PyTorch's names, formulas and state dicts
 (``torch.optim.lr_scheduler``): StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR,
-OneCycleLR, ReduceLROnPlateau.
+OneCycleLR, ReduceLROnPlateau, SequentialLR, ChainedScheduler; and, from
+``lr_scheduler_factors`` and ``lr_scheduler_cyclic``, LambdaLR, MultiplicativeLR, LinearLR,
+CosineAnnealingWarmRestarts, CyclicLR (the base class is in ``lr_scheduler_base``).
 
 A scheduler sets ``group["lr"]`` of its optimizer's param groups; call ``step()`` after
 ``optimizer.step()``. As in PyTorch the chainable schedulers compute the next rate from
@@ -11,61 +13,15 @@ construction performs the first step (epoch 0) and records ``initial_lr`` in eac
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from .lr_scheduler_base import LRScheduler, _check_positive_int, _lrs, _per_group
+from .lr_scheduler_cyclic import CosineAnnealingWarmRestarts, CyclicLR
+from .lr_scheduler_factors import LambdaLR, LinearLR, MultiplicativeLR
 from .optimizer import Optimizer
-
-
-class LRScheduler:
-    """Base class: ``last_epoch`` counts the calls of ``step``; ``get_lr()`` gives the
-    rates for the epoch ``last_epoch``; ``base_lrs`` are the groups' ``initial_lr``.
-    Pass ``last_epoch`` only to resume (the groups must then hold ``initial_lr``)."""
-
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1):
-        owner = type(self).__name__
-        if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{owner}: {type(optimizer).__name__} is not an Optimizer")
-        self.optimizer = optimizer
-        if last_epoch == -1:
-            for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
-        else:
-            for i, group in enumerate(optimizer.param_groups):
-                if "initial_lr" not in group:
-                    raise KeyError(f"{owner}: param_groups[{i}] has no 'initial_lr'; resuming "
-                                   "with last_epoch >= 0 needs the optimizer state it was "
-                                   "saved with (load the optimizer's state dict first)")
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
-        self.last_epoch = last_epoch
-        self._step_count = 0
-        self._is_initial = True
-        self.step()
-        self._is_initial = False
-
-    def get_lr(self) -> list[float]:
-        """The learning rate of each param group for the epoch ``last_epoch``."""
-        raise NotImplementedError
-
-    def get_last_lr(self) -> list[float]:
-        """The learning rates the last ``step`` set."""
-        return list(self._last_lr)
-
-    def step(self) -> None:
-        """Advance one epoch (or batch) and set each group's lr."""
-        self._step_count += 1
-        self.last_epoch += 1
-        for group, lr in zip(self.optimizer.param_groups, self.get_lr(), strict=True):
-            group["lr"] = lr
-        self._last_lr = _lrs(self.optimizer)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Every attribute but the optimizer (PyTorch's layout)."""
-        return {key: value for key, value in vars(self).items() if key != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.__dict__.update(state_dict)
 
 
 class StepLR(LRScheduler):
@@ -83,6 +39,10 @@ class StepLR(LRScheduler):
             return _lrs(self.optimizer)
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
 
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** (self.last_epoch // self.step_size)
+                for base_lr in self.base_lrs]
+
 
 class MultiStepLR(LRScheduler):
     """lr = lr * gamma at each epoch in ``milestones`` (gamma^k at a milestone listed k
@@ -99,6 +59,10 @@ class MultiStepLR(LRScheduler):
             return _lrs(self.optimizer)
         factor = self.gamma ** self.milestones[self.last_epoch]
         return [group["lr"] * factor for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        passed = bisect_right(sorted(self.milestones.elements()), self.last_epoch)
+        return [base_lr * self.gamma ** passed for base_lr in self.base_lrs]
 
     def state_dict(self) -> dict[str, Any]:
         """As the base class, with the milestones as a plain {epoch: count} dict."""
@@ -120,6 +84,9 @@ class ExponentialLR(LRScheduler):
         if self._is_initial:
             return _lrs(self.optimizer)
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [base_lr * self.gamma ** self.last_epoch for base_lr in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):
@@ -148,6 +115,11 @@ class CosineAnnealingLR(LRScheduler):
                     for base_lr, group in zip(self.base_lrs, groups, strict=True)]
         return [(1 + math.cos(math.pi * t / period)) / (1 + math.cos(math.pi * (t - 1) / period))
                 * (group["lr"] - self.eta_min) + self.eta_min for group in groups]
+
+    def _get_closed_form_lr(self) -> list[float]:
+        return [self.eta_min + (base_lr - self.eta_min)
+                * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
+                for base_lr in self.base_lrs]
 
 
 class OneCycleLR(LRScheduler):
@@ -333,27 +305,110 @@ class ReduceLROnPlateau(LRScheduler):
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
 
 
-# -- helpers --------------------------------------------------------------------------------
-def _lrs(optimizer: Optimizer) -> list[float]:
-    return [group["lr"] for group in optimizer.param_groups]
+def _check_schedulers(owner: str, optimizer: Optimizer, schedulers: Any) -> None:
+    if len(schedulers) < 1:
+        raise ValueError(f"{owner}: expects at least one scheduler, got none")
+    for i, scheduler in enumerate(schedulers):
+        if not hasattr(scheduler, "optimizer"):
+            raise TypeError(f"{owner}: schedulers[{i}] ({type(scheduler).__name__}) has no "
+                            "optimizer attribute")
+        if isinstance(scheduler, ReduceLROnPlateau):
+            raise ValueError(f"{owner}: schedulers[{i}] is a ReduceLROnPlateau, whose step "
+                             "needs a metric; it cannot be combined")
+        if scheduler.optimizer is not optimizer:
+            raise ValueError(f"{owner}: schedulers[{i}] ({type(scheduler).__name__}) belongs "
+                             f"to another optimizer than {type(optimizer).__name__}")
 
 
-def _check_positive_int(owner: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"{owner}: {name} must be a positive int, got {value!r}")
+class _Composite(LRScheduler):
+    """The state dict of a scheduler of schedulers: its own attributes, with each inner
+    scheduler's state dict under ``_schedulers`` (PyTorch's layout)."""
+
+    _schedulers: list[LRScheduler]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = {key: value for key, value in vars(self).items()
+                 if key not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        inner = state.pop("_schedulers")
+        self.__dict__.update(state)
+        for scheduler, saved in zip(self._schedulers, inner, strict=True):
+            scheduler.load_state_dict(saved)
 
 
-def _per_group(name: str, optimizer: Optimizer, value: Any) -> list[Any]:
-    """One value per param group: a list of that length, or a scalar repeated."""
-    count = len(optimizer.param_groups)
-    if isinstance(value, list | tuple):
-        if len(value) != count:
-            raise ValueError(f"OneCycleLR: {name} must have one value per param group "
-                             f"({count}), got {len(value)}")
-        return list(value)
-    return [value] * count
+class SequentialLR(_Composite):
+    """Runs ``schedulers[i]`` from epoch ``milestones[i - 1]`` on (restarting it at
+    epoch 0 there); the schedulers' construction steps are undone and the groups' lrs reset
+    to ``initial_lr``, then the first scheduler takes its first step."""
+
+    def __init__(self, optimizer: Optimizer, schedulers: list[LRScheduler],
+                 milestones: list[int], last_epoch: int = -1):
+        _check_schedulers("SequentialLR", optimizer, schedulers)
+        if len(milestones) != len(schedulers) - 1:
+            raise ValueError(f"SequentialLR: expects one milestone fewer than schedulers, got "
+                             f"{len(schedulers)} schedulers and {len(milestones)} milestones")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:
+            group["lr"] = group["initial_lr"]
+        self.recursive_undo()
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def recursive_undo(self, sched: Any = None) -> None:
+        """Take back the construction step of every (nested) scheduler."""
+        scheds = self if sched is None else sched
+        if hasattr(scheds, "_schedulers"):
+            for inner in scheds._schedulers:
+                self.recursive_undo(inner)
+        elif hasattr(scheds, "last_epoch"):
+            scheds.last_epoch -= 1
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step the scheduler of the current epoch (restart it at its milestone)."""
+        self.last_epoch += 1
+        idx = bisect_right(self._milestones, self.last_epoch)
+        scheduler = self._schedulers[idx]
+        if idx > 0 and self._milestones[idx - 1] == self.last_epoch:
+            scheduler._update_lr(0)
+        else:
+            scheduler.step()
+        self._last_lr = scheduler.get_last_lr()
 
 
+class ChainedScheduler(_Composite):
+    """Steps every scheduler in ``schedulers`` at each ``step`` (their effects multiply
+    through the chainable form); ``get_last_lr()`` is the groups' lrs after the last."""
+
+    def __init__(self, schedulers: list[LRScheduler], optimizer: Optimizer | None = None):
+        if len(schedulers) < 1:
+            raise ValueError("ChainedScheduler: expects at least one scheduler, got none")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_schedulers("ChainedScheduler", optimizer, schedulers)
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+    def step(self) -> None:  # type: ignore[override]
+        """Step each scheduler in order."""
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = _lrs(self._schedulers[-1].optimizer)
+
+
+__all__ = ["ChainedScheduler", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+           "ExponentialLR", "LRScheduler", "LambdaLR", "LinearLR", "MultiStepLR",
+           "MultiplicativeLR", "OneCycleLR", "ReduceLROnPlateau", "SequentialLR", "StepLR"]
+
+
+# -- helpers ----------------------------------------------------------------------------
 def _total_steps(total_steps: int | None, epochs: int | None,
                  steps_per_epoch: int | None) -> int:
     if total_steps is not None:
