@@ -42,6 +42,31 @@ def assert_same_bits(a, b):
     assert a.tobytes() == b.tobytes()
 
 
+def assert_optimizer_steps_same_bits_at_threads(optimizer, kwargs, sizes):
+    """Three steps of ``optimizer(params, **kwargs)`` over float32 parameters of the given
+    sizes give the same parameters and state, bit for bit, at 1 and 2 threads."""
+    import nbgrad as nb
+
+    rng = np.random.default_rng(7)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in sizes]
+    grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in arrays]
+             for _ in range(3)]
+
+    def run():
+        params = [nb.tensor(a, requires_grad=True) for a in arrays]
+        opt = optimizer(params, **kwargs)
+        for gs in grads:
+            for p, g in zip(params, gs):
+                p.grad = nb.tensor(g)
+            opt.step()
+        return [p._data for p in params], opt.state_dict()["state"]
+
+    (p1, s1), (p2, s2) = at_threads(1, run), at_threads(2, run)
+    for a, b in zip(p1 + [v for e in s1.values() for v in e.values()],
+                    p2 + [v for e in s2.values() for v in e.values()]):
+        assert_same_bits(a, b)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)

@@ -5,7 +5,7 @@ and bad input."""
 
 import numpy as np
 import pytest
-from conftest import assert_same_bits, at_threads
+from conftest import assert_optimizer_steps_same_bits_at_threads, assert_same_bits
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -251,25 +251,8 @@ def test_nadam_state_holds_mu_product_and_rejects_a_bad_one():
 # -- determinism -------------------------------------------------------------------------------
 @pytest.mark.parametrize("name, kwargs", ROUND_TRIP)
 def test_same_bits_at_one_and_two_threads(name, kwargs):
-    rng = np.random.default_rng(7)
-    arrays = [rng.standard_normal(s).astype(np.float32)
-              for s in [(PARALLEL_MIN + 5,), (7, 5), ()]]
-    grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in arrays]
-             for _ in range(3)]
-
-    def run():
-        params = [nb.tensor(a, requires_grad=True) for a in arrays]
-        opt = getattr(optim, name)(params, **kwargs)
-        for gs in grads:
-            for p, g in zip(params, gs):
-                p.grad = nb.tensor(g)
-            opt.step()
-        return [p._data for p in params], opt.state_dict()["state"]
-
-    (p1, s1), (p2, s2) = at_threads(1, run), at_threads(2, run)
-    for a, b in zip(p1 + [v for e in s1.values() for v in e.values()],
-                    p2 + [v for e in s2.values() for v in e.values()]):
-        assert_same_bits(a, b)
+    assert_optimizer_steps_same_bits_at_threads(getattr(optim, name), kwargs,
+                                                [(PARALLEL_MIN + 5,), (7, 5), ()])
 
 
 # -- bad input ------------------------------------------------------------------------------
