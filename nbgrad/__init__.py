@@ -7,7 +7,18 @@ from .runtime import startup
 startup.keep_freed_memory()
 startup.prefer_full_vectors()
 with startup.collector_paused():
-    from . import autograd, compiling, cuda, data, functional, nn, optim, return_types, testing
+    from . import (
+        autograd,
+        compiling,
+        cuda,
+        data,
+        functional,
+        linalg,
+        nn,
+        optim,
+        return_types,
+        testing,
+    )
     from .autograd import (
         detect_anomaly,
         enable_grad,
@@ -42,6 +53,7 @@ with startup.collector_paused():
     )
     from .function import REGISTRY, Context, Function, Sample, register
     from .ops.activation import *  # noqa: F403
+    from .ops.attention import *  # noqa: F403
     from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
     from .ops.einsum import *  # noqa: F403
@@ -49,6 +61,7 @@ with startup.collector_paused():
     from .ops.factories import *  # noqa: F403
     from .ops.gno import *  # noqa: F403
     from .ops.gram_schmidt import *  # noqa: F403
+    from .ops.group_norm import *  # noqa: F403
     from .ops.indexing import *  # noqa: F403
     from .ops.inplace import *  # noqa: F403
     from .ops.laplace import *  # noqa: F403
@@ -61,6 +74,7 @@ with startup.collector_paused():
     from .ops.pool import *  # noqa: F403
     from .ops.random import *  # noqa: F403
     from .ops.reduce import *  # noqa: F403
+    from .ops.resample import *  # noqa: F403
     from .ops.scan import *  # noqa: F403
     from .ops.select import *  # noqa: F403
     from .ops.shape import *  # noqa: F403

@@ -83,7 +83,7 @@ LAYERS = [
               "return_types", "graph", "world"}),
     ("ops", {"ops"}),
     ("library", {"functional", "nn", "optim", "data", "utils", "datasets", "serialization",
-                 "distributed", "testing"}),
+                 "distributed", "testing", "linalg"}),
     ("tools", {"compiling"}),
     ("package", {""}),
     ("programs", {"examples", "demo", "__main__"}),

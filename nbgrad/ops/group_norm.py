@@ -1,0 +1,3 @@
+"""Group and instance normalisation."""
+
+__all__: list[str] = []

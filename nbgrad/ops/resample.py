@@ -1,0 +1,3 @@
+"""Resampling: interpolation, adaptive pooling, pixel shuffle."""
+
+__all__: list[str] = []
