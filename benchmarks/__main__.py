@@ -17,6 +17,7 @@ import importlib
 import sys
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
+          "surface",
           "optim",
           "examples",
           "distributed",

@@ -11,10 +11,11 @@
 * unique: the distinct values in ascending order (``torch.unique``), with the inverse
   indices and the counts on request; no gradient.
 
-The order is one NumPy call, ``np.argsort(kind='stable')`` along the dim (a radix sort
-for small integers, timsort otherwise), as fast as a hand-written loop nest; descending
-order is the ascending order of x reversed along the dim, reversed again (stable, NaN
-first). Values are x taken along the dim at the indices.
+The order comes from ``kernels/sort.py``: the values become unsigned keys in the same
+order (NaN the largest, -0.0 equal to 0.0, descending as the keys' complement), each
+row along the dim is radix-sorted (stable), and topk with a small k keeps the k smallest
+keys by insertion instead of sorting the row. Values are x taken along the dim at the
+indices.
 """
 
 from __future__ import annotations
@@ -25,20 +26,59 @@ import numpy as np
 
 from .. import return_types
 from ..function import Function, Sample, register
+from ..kernels import sort as sort_kernels
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import is_int, one_dim
 from .indexing import ScatterAdd
 from .shape import reshape
 
+#: Up to this k, topk selects by insertion into a sorted buffer (about one comparison per
+#: element); for larger k, shifting the buffer costs more than sorting the whole row.
+SELECT_K_MAX = 64
 
-def _order(x: np.ndarray, dim: int, descending: bool) -> np.ndarray:
-    """The stable sorting permutation of ``x`` along ``dim`` (int64, x's shape): NaN
-    last ascending, first descending; ties in their order in x."""
-    if not descending:
-        return np.argsort(x, axis=dim, kind="stable").astype(np.int64, copy=False)
+
+def _keys(rows: np.ndarray, descending: bool) -> tuple[np.ndarray, int]:
+    """(keys, width): the uint64 sort keys of ``rows`` (2-D; ``kernels/sort.py:
+    ordered_keys``) and the number of low bytes in which they can differ. Half floats are
+    keyed as float32, integers of 4 bytes or fewer (and bools) as 4-byte integers."""
+    kind, size = rows.dtype.kind, rows.dtype.itemsize
+    if kind == "f":
+        rows = rows.astype(np.float64 if size > 4 else np.float32, copy=False)
+        code, infinity = sort_kernels.FLOAT, np.array(np.inf, rows.dtype)
+        infinity = int(infinity.view(np.uint64 if size > 4 else np.uint32))
+    else:
+        signed = kind != "u"
+        wide = np.int64 if signed else np.uint64
+        rows = rows.astype((wide if size > 4 else np.int32 if signed else np.uint32),
+                           copy=False)
+        code, infinity = (sort_kernels.SIGNED if signed else sort_kernels.UNSIGNED), 0
+    width = rows.dtype.itemsize
+    bits = np.ascontiguousarray(rows).view(np.uint64 if width == 8 else np.uint32)
+    keys = np.empty(bits.shape, np.uint64)
+    for_work(sort_kernels.ordered_keys, bits.size)(bits, width, code, infinity, descending,
+                                                   keys)
+    return keys, width
+
+
+def _order(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> np.ndarray:
+    """The stable sorting permutation of ``x`` along ``dim`` (int64; its first ``k``
+    entries unless k is None): NaN last ascending, first descending; ties in their order
+    in x."""
     n = x.shape[dim]
-    backwards = np.argsort(np.flip(x, dim), axis=dim, kind="stable")
-    return (n - 1) - np.flip(backwards, dim).astype(np.int64, copy=False)
+    count = n if k is None else k
+    moved = np.moveaxis(x, dim, -1)
+    idx = np.zeros(moved.shape[:-1] + (count,), np.int64)
+    if idx.size:
+        keys, width = _keys(moved.reshape(-1, n), descending)
+        rows = idx.reshape(-1, count)
+        if count < n and count <= SELECT_K_MAX:
+            for_work(sort_kernels.smallest_rows, keys.size)(keys, rows)
+        else:
+            order = np.empty(keys.shape, np.int64)
+            for_work(sort_kernels.argsort_rows, keys.size)(keys, width, order)
+            rows[:] = order[:, :count]
+    return np.moveaxis(idx, -1, dim)
 
 
 def _sort_samples(rng):
@@ -60,9 +100,7 @@ class Sort(Function):
 
     @staticmethod
     def forward(ctx, x, dim, descending=False, k=None):
-        idx = _order(x, dim, descending)
-        if k is not None:
-            idx = idx[(slice(None),) * dim + (slice(0, k),)]
+        idx = _order(x, dim, descending, k)
         ctx.indices = idx
         return np.take_along_axis(x, idx, axis=dim), idx
 

@@ -4,11 +4,13 @@ results, bad input."""
 
 import numpy as np
 import pytest
+from conftest import assert_same_bits, at_threads
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
+from nbgrad.ops.sort import SELECT_K_MAX
 from nbgrad.testing import gradcheck, gradgradcheck
 
 torch = pytest.importorskip("torch")
@@ -91,6 +93,44 @@ def test_topk_matches_torch(dtype, case, largest, kind, seed, data):
         stable = torch.sort(torch.from_numpy(x), dim=dim, descending=largest, stable=True)
         first_k = (slice(None),) * (dim % x.ndim) + (slice(0, k),)
         np.testing.assert_array_equal(idx, stable.indices.numpy()[first_k])
+
+
+ALL_DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64,
+              np.uint8, np.bool_]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("descending", [False, True])
+def test_long_rows_of_every_dtype_sort_and_select_as_torch_stable(dtype, descending):
+    # rows long enough for every radix digit to vary, ties everywhere; topk on both sides
+    # of SELECT_K_MAX (insertion into a buffer, then the full sort)
+    rng = np.random.default_rng(3)
+    if np.dtype(dtype).kind == "f":
+        x = (rng.integers(-40, 40, (5, 300)) * 0.37).astype(dtype)
+        x[:, ::7] = np.nan
+        x[:, 3::11] = np.copysign(np.nan, -1.0)  # a NaN with its sign bit set
+        x[:, 5::13] = -0.0
+        x[:, 1::17] = -np.inf
+    else:
+        info = np.iinfo(dtype) if dtype != np.bool_ else None
+        x = (rng.random((5, 300)) < 0.5 if info is None
+             else rng.integers(info.min, info.max, (5, 300), endpoint=True, dtype=dtype))
+    want = torch.sort(torch.from_numpy(x), dim=1, descending=descending, stable=True)
+    got = nb.sort(x, 1, descending)
+    np.testing.assert_array_equal(got.indices.numpy(), want.indices.numpy())
+    np.testing.assert_array_equal(got.values.numpy(), want.values.numpy())
+    for k in [1, SELECT_K_MAX, SELECT_K_MAX + 1, 299, 300]:
+        top = nb.topk(x, k, 1, largest=descending)
+        np.testing.assert_array_equal(top.indices.numpy(), want.indices.numpy()[:, :k])
+
+
+def test_same_bits_at_one_and_two_threads():
+    x = np.random.default_rng(4).integers(-50, 50, (600, 512)).astype(np.float32)
+    for run in [lambda: nb.sort(x, 0, True), lambda: nb.topk(x, 9, 1),
+                lambda: nb.topk(x, 100, 0, largest=False)]:
+        one, two = at_threads(1, run), at_threads(2, run)
+        assert_same_bits(one.indices.numpy(), two.indices.numpy())
+        assert_same_bits(one.values.numpy(), two.values.numpy())
 
 
 @pytest.mark.parametrize("op", ["sort", "topk"])
