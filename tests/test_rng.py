@@ -44,6 +44,8 @@ DRAWS = {
     "rand_like": lambda g: nb.rand_like(nb.zeros(9), generator=g).numpy(),
     "randint_like": lambda g: nb.randint_like(nb.zeros(12), 3, 900, generator=g).numpy(),
     "normal_": _in_place("normal_", 2.0, 3.0),
+    "normal": lambda g: nb.normal(nb.zeros(4), nb.ones(3, 1), generator=g).numpy(),
+    "bernoulli": lambda g: nb.bernoulli(nb.full((40,), 0.3), generator=g).numpy(),
     "uniform_": _in_place("uniform_", -1.0, 4.0),
     "dropout": lambda g: nb.dropout(nb.ones(64), 0.5, generator=g).numpy(),
     "nn.init": _init_draw,
@@ -522,3 +524,30 @@ def test_a_draw_in_place_on_a_tensor_in_the_graph_is_recorded_as_in_torch():
         (y + x * x).sum().backward()
         grads.append(np.asarray(x.grad))
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_normal_and_bernoulli_take_torch_forms_shapes_dtypes_and_moments():
+    cases = [(2.0, 3.0, (500, 40)), (np.zeros((3, 1), np.float64), 2.0),
+             (1.0, np.full((2, 5), 0.5, np.float32)),
+             (np.zeros(4, np.float32), np.ones((3, 1), np.float32))]
+    for args in cases:
+        ours = nb.normal(*[nb.tensor(a) if isinstance(a, np.ndarray) else a for a in args])
+        theirs = torch.normal(*[torch.tensor(a) if isinstance(a, np.ndarray) else a
+                                for a in args])
+        _same_kind_as_torch(ours, theirs)
+    big = nb.normal(2.0, 3.0, (500, 40), generator=nb.Generator().manual_seed(5)).numpy()
+    assert abs(big.mean() - 2.0) < 0.2 and abs(big.std() - 3.0) < 0.2
+    coin = nb.bernoulli(nb.full((20000,), 0.25, dtype=np.float64))
+    _same_kind_as_torch(coin, torch.bernoulli(torch.full((20000,), 0.25, dtype=torch.float64)))
+    assert set(np.unique(coin.numpy())) == {0.0, 1.0} and abs(coin.numpy().mean() - 0.25) < 0.02
+    assert nb.bernoulli(nb.zeros(5), p=1.0).numpy().tolist() == [1.0] * 5
+    for call, error, words in [(lambda: nb.normal(0.0, 1.0), TypeError, "normal: give mean"),
+                               (lambda: nb.normal(nb.zeros(2), -1.0), ValueError, "std must"),
+                               (lambda: nb.normal(nb.zeros(2), nb.ones(3)), ValueError,
+                                r"mean of shape \(2,\) and std of shape \(3,\)"),
+                               (lambda: nb.bernoulli(nb.full((2,), 1.5)), ValueError,
+                                "bernoulli: every probability"),
+                               (lambda: nb.bernoulli(nb.zeros(2, dtype=np.int64)), TypeError,
+                                "bernoulli: input must be float")]:
+        with pytest.raises(error, match=words):
+            call()

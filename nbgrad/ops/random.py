@@ -1,5 +1,6 @@
-"""Random tensors beyond ``randn``/``rand``: ``randint``, ``randperm``, the ``*_like``
-draws, and the in-place ``Tensor.normal_``/``Tensor.uniform_`` (installed here).
+"""Random tensors beyond ``randn``/``rand``: ``randint``, ``randperm``, ``normal``,
+``bernoulli``, the ``*_like`` draws, and the in-place ``Tensor.normal_``/
+``Tensor.uniform_`` (installed here).
 
 Every draw takes ``generator=`` (an ``nb.Generator``, which the draw advances); without
 it, the numbers come from the default generator that ``nb.manual_seed`` seeds (see
@@ -96,6 +97,54 @@ def randint_like(input: Any, low: int | None = None, high: int | None = None, *,
                    requires_grad=requires_grad)
 
 
+def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *,
+           generator: Any = None, dtype: Any = None, requires_grad: bool = False,
+           device: Any = None) -> Tensor:
+    """Samples of N(mean, std^2) (``torch.normal``): ``mean`` and ``std`` tensors (or one
+    of them a number) broadcast against each other and give the shape, or two numbers
+    with ``size``. Drawn as ``mean + std * randn`` from one generator; the result is a
+    new tensor outside the graph (PyTorch gives mean and std zero gradient)."""
+    check_device(device, "normal")
+    numbers = [not isinstance(v, Tensor | np.ndarray) for v in (mean, std)]
+    if all(numbers) == (size is None):
+        raise TypeError("normal: give mean and std as tensors (or one of them a number), or "
+                        "both as numbers with size")
+    m, s = _values("normal", "mean", mean), _values("normal", "std", std)
+    if not np.all(s >= 0):
+        raise ValueError(f"normal: std must be >= 0 everywhere, got a std of shape {s.shape} "
+                         f"with minimum {s.min()}")
+    try:
+        shape = _size("normal", size) if size is not None else np.broadcast_shapes(m.shape,
+                                                                                   s.shape)
+    except ValueError:
+        raise ValueError(f"normal: mean of shape {m.shape} and std of shape {s.shape} do not "
+                         "broadcast") from None
+    floats = [v.dtype for v in (m, s) if v.dtype in FLOAT_DTYPES and v.ndim]
+    dtype = _number_dtype("normal", dtype if dtype is not None else
+                          floats[0] if floats else dtypes.get_default_dtype(), FLOAT_DTYPES)
+    _check_grad("normal", dtype, requires_grad)
+    values = rng.resolve(generator, "normal").standard_normal(shape)
+    return _tensor((m + s * values).astype(dtype), requires_grad)
+
+
+def bernoulli(input: Any, p: float | None = None, *, generator: Any = None) -> Tensor:
+    """1 with probability ``input`` (or ``p`` for every element), else 0, in ``input``'s
+    shape and dtype (``torch.bernoulli``): ``rand < probability``; outside the graph."""
+    if not isinstance(input, Tensor | np.ndarray):
+        raise TypeError(f"bernoulli: input must be a Tensor, got {type(input).__name__}")
+    probability = _values("bernoulli", "input", input)
+    if probability.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"bernoulli: input must be float32 or float64, got "
+                        f"{probability.dtype}")
+    if p is not None:
+        probability = np.full(probability.shape, _args.real("bernoulli", "p", p))
+    if not np.all((probability >= 0) & (probability <= 1)):
+        raise ValueError("bernoulli: every probability must be in [0, 1] (input of shape "
+                         f"{probability.shape})")
+    draws = rng.resolve(generator, "bernoulli").random(probability.shape)
+    return _tensor((draws < probability).astype(input.dtype), False)
+
+
 def normal_(self: Tensor, mean: float = 0.0, std: float = 1.0, *,
             generator: Any = None) -> Tensor:
     """Fill ``self`` in place with samples of N(mean, std^2): ``mean + std * randn``
@@ -177,6 +226,15 @@ def _check_range(op: str, low: int, high: int, dtype: np.dtype) -> None:
                          f"(range {info.min} to {info.max})")
 
 
+def _values(op: str, name: str, value: Any) -> np.ndarray:
+    """A tensor's or array's values, or a real number as a 0-d array."""
+    if isinstance(value, Tensor):
+        return value.detach().numpy()
+    if isinstance(value, np.ndarray):
+        return value
+    return np.asarray(_args.real(op, name, value))
+
+
 def _check_grad(op: str, dtype: np.dtype, requires_grad: bool) -> None:
     if requires_grad and dtype not in FLOAT_DTYPES:
         raise TypeError(f"{op}: only float32/float64 tensors can require gradients, got "
@@ -210,4 +268,5 @@ def _tensor(values: np.ndarray, requires_grad: bool) -> Tensor:
 Tensor.normal_ = normal_
 Tensor.uniform_ = uniform_
 
-__all__ = ["rand_like", "randint", "randint_like", "randn_like", "randperm"]
+__all__ = ["bernoulli", "normal", "rand_like", "randint", "randint_like", "randn_like",
+           "randperm"]
