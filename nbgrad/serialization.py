@@ -47,10 +47,12 @@ import struct
 import zipfile
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 import numpy as np
 
+from .device import check_device, device
 from .tensor import SUPPORTED_DTYPES, Tensor
 
 FORMAT = "nbgrad-checkpoint"
@@ -99,7 +101,9 @@ def save(obj: Any, f: FileLike) -> None:
         np.savez(f, **entries)
 
 
-def load(f: FileLike) -> Any:
+def load(f: FileLike, map_location: Any = None, pickle_module: Any = None, *,
+         weights_only: bool | None = None, mmap: bool | None = None,
+         **pickle_load_args: Any) -> Any:
     """The object saved in ``f`` (a path or a readable, seekable binary file object).
 
     Loading never runs pickled code and never trusts the file: a file that is not an
@@ -109,11 +113,74 @@ def load(f: FileLike) -> Any:
     ``CheckpointError`` (a ValueError) naming the file, the entry and the problem, before
     allocating more than the file's size; a checkpoint written in a newer format version
     raises ``CheckpointVersionError`` (a CheckpointError and a RuntimeError).
+
+    ``torch.load``'s other arguments are accepted so that ported calls run unchanged:
+
+    * ``map_location``: every tensor is on the CPU, so None, ``'cpu'``, ``'cpu:0'``,
+      ``nb.device('cpu')`` (or any object whose ``str`` is one of these), a dict mapping
+      locations to one of these, or a callable ``fn(tensor, 'cpu')`` returning None (keep
+      the tensor) or a Tensor (use it instead) all load onto the CPU; any other device
+      raises a RuntimeError, as ``nb.device`` does ("nbgrad runs on the CPU").
+    * ``weights_only`` (True, False or None) and ``pickle_module``: nbgrad checkpoints
+      hold only data and loading never unpickles, so every value means the same, the
+      safety of ``weights_only=True``.
+    * ``mmap`` (True, False or None): the archive's arrays are read into memory either
+      way (an npz member cannot be memory-mapped); the result is the same.
+    * ``encoding``, ``errors``, ``fix_imports`` (``torch.load``'s ``pickle_load_args``):
+      accepted and unused, since nothing is unpickled. Any other keyword is a TypeError.
     """
+    unknown = sorted(set(pickle_load_args) - _PICKLE_LOAD_ARGS)
+    if unknown:
+        raise TypeError(f"load() got an unexpected keyword argument {unknown[0]!r}")
+    for name, value in (("weights_only", weights_only), ("mmap", mmap)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"load: {name} must be True, False or None, got "
+                            f"{type(value).__name__}")
+    place = _map_location(map_location)
     if isinstance(f, str | os.PathLike):
         with open(f, "rb") as file:
-            return _read(file, repr(os.fspath(f)))
-    return _read(f, f"the {type(f).__name__} {getattr(f, 'name', '')}".rstrip())
+            obj = _read(file, repr(os.fspath(f)))
+    else:
+        obj = _read(f, f"the {type(f).__name__} {getattr(f, 'name', '')}".rstrip())
+    return obj if place is None else _map_tensors(obj, place)
+
+
+_PICKLE_LOAD_ARGS = frozenset({"encoding", "errors", "fix_imports"})
+
+
+def _map_location(map_location: Any) -> Callable | None:
+    """None, or the callable of a callable ``map_location``, after checking that any
+    device it names is the CPU."""
+    if map_location is None:
+        return None
+    if callable(map_location) and not isinstance(map_location, device):
+        return map_location
+    targets = map_location.values() if isinstance(map_location, Mapping) else [map_location]
+    for target in targets:
+        check_device(target if isinstance(target, str | device | int) else str(target),
+                     "load(map_location)")
+    return None
+
+
+def _map_tensors(obj: Any, fn: Callable) -> Any:
+    """``obj`` with each Tensor ``t`` in its dicts, lists and tuples replaced by
+    ``fn(t, 'cpu')`` when that is not None."""
+    if isinstance(obj, Tensor):
+        mapped = fn(obj, "cpu")
+        if mapped is None:
+            return obj
+        if not isinstance(mapped, Tensor):
+            raise TypeError(f"load: map_location(tensor, 'cpu') must return None or a "
+                            f"Tensor, got {type(mapped).__name__}")
+        return mapped
+    if isinstance(obj, dict):
+        return type(obj)((key, _map_tensors(value, fn)) for key, value in obj.items())
+    if isinstance(obj, list):
+        return [_map_tensors(value, fn) for value in obj]
+    if isinstance(obj, tuple):
+        items = [_map_tensors(value, fn) for value in obj]
+        return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+    return obj
 
 
 # -- writing --------------------------------------------------------------------------------
