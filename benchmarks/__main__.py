@@ -17,7 +17,7 @@ import importlib
 import sys
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
-          "surface",
+          "surface", "resample",
           "optim",
           "examples",
           "distributed",
