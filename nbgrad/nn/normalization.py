@@ -1,13 +1,16 @@
-"""Normalisation and dropout layers: LayerNorm, BatchNorm1d, BatchNorm2d, Dropout
-(``torch.nn``'s constructor arguments, parameters, buffers, train/eval behaviour and
-reprs). Each calls the nbgrad function of the same family (``ops/norm.py``)."""
+"""Normalisation and dropout layers: LayerNorm, BatchNorm1d, BatchNorm2d, GroupNorm,
+InstanceNorm1d, InstanceNorm2d, Dropout (``torch.nn``'s constructor arguments, parameters,
+buffers, train/eval behaviour and reprs). Each calls the nbgrad function of the same family
+(``ops/norm.py``, ``ops/group_norm.py``)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
+from ..ops.group_norm import group_norm, instance_norm
 from ..ops.norm import _normalized_shape, batch_norm, dropout, layer_norm
 from ..tensor import Tensor
 from .layers import _float_dtype, _positive
@@ -121,6 +124,89 @@ class BatchNorm2d(_BatchNorm):
     """Batch normalisation of [N, C, H, W] input over N, H and W."""
 
     input_dims = (4,)
+
+
+class GroupNorm(Module):
+    """Group normalisation of [N, C, *] input: the C = ``num_channels`` channels in
+    ``num_groups`` groups, each normalised per sample; per-channel weight (ones) and bias
+    (zeros) when ``affine`` (bias only with ``bias=True``). Batch statistics in both
+    training and evaluation, as ``torch.nn.GroupNorm``."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
+                 affine: bool = True, dtype: Any = None, *, bias: bool = True) -> None:
+        super().__init__()
+        _positive("GroupNorm", num_groups=num_groups, num_channels=num_channels)
+        if num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible "
+                             f"by num_groups ({num_groups})")
+        dtype = _float_dtype("GroupNorm", dtype)
+        self.num_groups, self.num_channels = num_groups, num_channels
+        self.eps, self.affine = eps, affine
+        if affine:
+            self.weight = Parameter(np.ones(num_channels, dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(num_channels, dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, "
+                f"affine={self.affine}, bias={self.bias is not None}")
+
+
+class _InstanceNorm(_BatchNorm):
+    """Shared by InstanceNorm1d and InstanceNorm2d: BatchNorm's parameters, buffers and
+    repr (PyTorch's ``_NormBase``), with PyTorch's instance-norm defaults (no affine, no
+    running statistics) and forward: per-sample statistics in training, and in evaluation
+    unless ``track_running_stats``; unbatched input ([C, *]) taken as a batch of one.
+    ``num_batches_tracked`` is registered but not counted, as in PyTorch."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1,
+                 affine: bool = False, track_running_stats: bool = False, dtype: Any = None,
+                 *, bias: bool = True) -> None:
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype,
+                         bias=bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        owner = type(self).__name__
+        unbatched = self.input_dims[0]
+        if x.ndim not in self.input_dims:
+            dims = " or ".join(f"{d}D" for d in self.input_dims)
+            raise ValueError(f"{owner}: expected {dims} input (got {x.ndim}D input of shape "
+                             f"{tuple(x.shape)})")
+        feature_dim = x.ndim - unbatched
+        if x.shape[feature_dim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"{owner}: expected input's size at dim={feature_dim} to "
+                                 f"match num_features ({self.num_features}), but got: "
+                                 f"{x.shape[feature_dim]} (input of shape {tuple(x.shape)})")
+            warnings.warn(f"{owner}: input's size at dim={feature_dim} does not match "
+                          f"num_features. You can silence this warning by not passing in "
+                          f"num_features, which is not used because affine=False",
+                          stacklevel=2)
+        batched = x.unsqueeze(0) if x.ndim == unbatched else x
+        y = instance_norm(batched, self.running_mean, self.running_var, self.weight,
+                          self.bias, self.training or not self.track_running_stats,
+                          0.0 if self.momentum is None else self.momentum, self.eps)
+        return y.squeeze(0) if x.ndim == unbatched else y
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalisation of [N, C, L] (or unbatched [C, L]) input over L."""
+
+    input_dims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalisation of [N, C, H, W] (or unbatched [C, H, W]) input over H, W."""
+
+    input_dims = (3, 4)
 
 
 class Dropout(Module):
