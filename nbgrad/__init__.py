@@ -53,6 +53,7 @@ with startup.collector_paused():
     )
     from .function import REGISTRY, Context, Function, Sample, register
     from .ops.activation import *  # noqa: F403
+    from .ops.activation_extra import *  # noqa: F403
     from .ops.attention import *  # noqa: F403
     from .ops.compare import *  # noqa: F403
     from .ops.conv import *  # noqa: F403
@@ -66,6 +67,7 @@ with startup.collector_paused():
     from .ops.inplace import *  # noqa: F403
     from .ops.laplace import *  # noqa: F403
     from .ops.layout import *  # noqa: F403
+    from .ops.linalg import cosine_similarity, pairwise_distance
     from .ops.loss import *  # noqa: F403
     from .ops.matmul import *  # noqa: F403
     from .ops.norm import *  # noqa: F403

@@ -21,8 +21,10 @@ from .activation import (
     Softplus,
     Tanh,
 )
+from .activation_extra import CELU, GLU, SELU, Hardsigmoid, Hardswish, Mish, Softsign, Tanhshrink
 from .containers import ModuleDict, ModuleList, Sequential
 from .layers import (
+    AvgPool1d,
     AvgPool2d,
     Conv1d,
     Conv2d,
@@ -30,19 +32,57 @@ from .layers import (
     Flatten,
     Identity,
     Linear,
+    MaxPool1d,
     MaxPool2d,
 )
+from .losses import (
+    BCELoss,
+    CosineEmbeddingLoss,
+    GaussianNLLLoss,
+    HingeEmbeddingLoss,
+    KLDivLoss,
+    MarginRankingLoss,
+    MultiLabelSoftMarginLoss,
+    PoissonNLLLoss,
+    SoftMarginLoss,
+    TripletMarginLoss,
+)
 from .module import Module
-from .normalization import BatchNorm1d, BatchNorm2d, Dropout, LayerNorm
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    Dropout,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    LayerNorm,
+)
 from .operators import GNO, LNO, ONO
 from .parameter import Parameter
+from .resampling import (
+    AdaptiveAvgPool1d,
+    AdaptiveAvgPool2d,
+    AdaptiveMaxPool2d,
+    PixelShuffle,
+    PixelUnshuffle,
+    Unflatten,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 from .sparse import Embedding
 from .spectral import FNO, SpectralConv1d, SpectralConv2d
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
-           "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool2d",
-           "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU", "LeakyReLU", "ELU", "GELU",
-           "Softplus", "Softmax", "LogSoftmax", "MSELoss", "CrossEntropyLoss", "L1Loss",
-           "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss", "NLLLoss", "BatchNorm1d",
-           "BatchNorm2d", "Dropout", "LayerNorm", "Embedding", "GNO", "ONO", "LNO",
-           "SpectralConv1d", "SpectralConv2d", "FNO"]
+           "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool1d",
+           "MaxPool2d", "AvgPool1d", "AvgPool2d", "Flatten", "ReLU", "Tanh", "Sigmoid", "SiLU",
+           "LeakyReLU", "ELU", "GELU", "Softplus", "Softmax", "LogSoftmax", "MSELoss",
+           "CrossEntropyLoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "BCEWithLogitsLoss",
+           "NLLLoss", "BatchNorm1d", "BatchNorm2d", "Dropout", "LayerNorm", "Embedding", "GNO",
+           "ONO", "LNO", "SpectralConv1d", "SpectralConv2d", "FNO", "CELU", "GLU", "SELU",
+           "Hardsigmoid", "Hardswish", "Mish", "Softsign", "Tanhshrink", "BCELoss",
+           "CosineEmbeddingLoss", "GaussianNLLLoss", "HingeEmbeddingLoss", "KLDivLoss",
+           "MarginRankingLoss", "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
+           "TripletMarginLoss", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
+           "PixelShuffle", "PixelUnshuffle", "Unflatten", "Upsample", "UpsamplingBilinear2d",
+           "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]

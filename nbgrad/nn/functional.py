@@ -24,16 +24,20 @@ import numpy as np
 from ..ops import (
     _args,
     activation,
+    activation_extra,
     conv,
     elementwise,
     indexing,
+    linalg,
     loss,
     matmul,
     norm,
     pool,
     reduce,
+    resample,
     select,
 )
+from ..ops import group_norm as _group_norm
 from ..ops import pad as _pad
 from ..ops.inplace import _in_place
 from ..tensor import Tensor, lift
@@ -44,7 +48,9 @@ sigmoid = activation.sigmoid
 gelu = activation.gelu
 softplus = activation.softplus
 linear = matmul.linear
+max_pool1d = pool.max_pool1d
 max_pool2d = pool.max_pool2d
+avg_pool1d = pool.avg_pool1d
 avg_pool2d = pool.avg_pool2d
 batch_norm = norm.batch_norm
 layer_norm = norm.layer_norm
@@ -57,6 +63,33 @@ mse_loss = loss.mse_loss
 l1_loss = loss.l1_loss
 smooth_l1_loss = loss.smooth_l1_loss
 huber_loss = loss.huber_loss
+binary_cross_entropy = loss.binary_cross_entropy
+kl_div = loss.kl_div
+poisson_nll_loss = loss.poisson_nll_loss
+gaussian_nll_loss = loss.gaussian_nll_loss
+margin_ranking_loss = loss.margin_ranking_loss
+hinge_embedding_loss = loss.hinge_embedding_loss
+soft_margin_loss = loss.soft_margin_loss
+multilabel_soft_margin_loss = loss.multilabel_soft_margin_loss
+cosine_embedding_loss = loss.cosine_embedding_loss
+triplet_margin_loss = loss.triplet_margin_loss
+softsign = activation_extra.softsign
+tanhshrink = activation_extra.tanhshrink
+glu = activation_extra.glu
+interpolate = resample.interpolate
+upsample = resample.upsample
+upsample_nearest = resample.upsample_nearest
+upsample_bilinear = resample.upsample_bilinear
+adaptive_avg_pool1d = resample.adaptive_avg_pool1d
+adaptive_avg_pool2d = resample.adaptive_avg_pool2d
+adaptive_max_pool1d = resample.adaptive_max_pool1d
+adaptive_max_pool2d = resample.adaptive_max_pool2d
+pixel_shuffle = resample.pixel_shuffle
+pixel_unshuffle = resample.pixel_unshuffle
+group_norm = _group_norm.group_norm
+instance_norm = _group_norm.instance_norm
+cosine_similarity = linalg.cosine_similarity
+pairwise_distance = linalg.pairwise_distance
 
 
 # -- activations with inplace= -----------------------------------------------------------------
@@ -89,6 +122,32 @@ def elu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Tensor:
 def silu(input: Any, inplace: bool = False) -> Tensor:
     """x sigmoid(x) (``torch.nn.functional.silu``)."""
     return _maybe_in_place("silu", input, inplace, activation.silu)
+
+
+def hardswish(input: Any, inplace: bool = False) -> Tensor:
+    """x relu6(x + 3) / 6 (``torch.nn.functional.hardswish``)."""
+    return _maybe_in_place("hardswish", input, inplace, activation_extra.hardswish)
+
+
+def hardsigmoid(input: Any, inplace: bool = False) -> Tensor:
+    """relu6(x + 3) / 6 (``torch.nn.functional.hardsigmoid``)."""
+    return _maybe_in_place("hardsigmoid", input, inplace, activation_extra.hardsigmoid)
+
+
+def mish(input: Any, inplace: bool = False) -> Tensor:
+    """x tanh(softplus(x)) (``torch.nn.functional.mish``)."""
+    return _maybe_in_place("mish", input, inplace, activation_extra.mish)
+
+
+def selu(input: Any, inplace: bool = False) -> Tensor:
+    """scale elu(x, alpha) with PyTorch's constants (``torch.nn.functional.selu``)."""
+    return _maybe_in_place("selu", input, inplace, activation_extra.selu)
+
+
+def celu(input: Any, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """max(0, x) + min(0, alpha (e^(x / alpha) - 1)) (``torch.nn.functional.celu``)."""
+    return _maybe_in_place("celu", input, inplace,
+                           lambda x: activation_extra.celu(x, alpha))
 
 
 def _hardtanh(op: str, x: Any, min_val: float, max_val: float) -> Tensor:
@@ -229,9 +288,16 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
     return Tensor(out)
 
 
-__all__ = ["avg_pool2d", "batch_norm", "binary_cross_entropy_with_logits", "conv1d", "conv2d",
-           "conv_transpose2d", "cross_entropy", "dropout", "elu", "embedding", "gelu",
-           "hardtanh", "huber_loss", "l1_loss", "layer_norm", "leaky_relu", "linear",
-           "log_softmax", "logsigmoid", "max_pool2d", "mse_loss", "nll_loss", "normalize",
-           "one_hot", "pad", "relu", "relu6", "sigmoid", "silu", "smooth_l1_loss", "softmax",
-           "softmin", "softplus", "tanh"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+           "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d",
+           "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "elu",
+           "embedding", "gaussian_nll_loss", "gelu", "glu", "group_norm", "hardsigmoid",
+           "hardswish", "hardtanh", "hinge_embedding_loss", "huber_loss", "instance_norm",
+           "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
+           "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool2d", "mish", "mse_loss",
+           "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad",
+           "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "relu",
+           "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss", "soft_margin_loss", "softmax",
+           "softmin", "softplus", "softsign", "tanh", "tanhshrink", "triplet_margin_loss",
+           "upsample", "upsample_bilinear", "upsample_nearest"]

@@ -14,7 +14,7 @@ from ..dtypes import default_numpy
 from ..ops._args import float_dtype, is_int
 from ..ops.conv import conv1d, conv2d, conv_transpose2d
 from ..ops.matmul import linear
-from ..ops.pool import avg_pool2d, max_pool2d
+from ..ops.pool import avg_pool1d, avg_pool2d, max_pool1d, max_pool2d
 from ..ops.shape import flatten
 from ..tensor import Tensor
 from . import init
@@ -229,6 +229,37 @@ class AvgPool2d(Module):
     def extra_repr(self) -> str:
         # PyTorch's text (only kernel_size, stride and padding), so reprs compare equal.
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool1d(MaxPool2d):
+    """``max_pool1d`` as a layer (PyTorch's arguments and repr)."""
+
+    def forward(self, x: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        return max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
+                          ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(Module):
+    """``avg_pool1d`` as a layer (PyTorch's arguments and repr)."""
+
+    def __init__(self, kernel_size: int | tuple, stride: int | tuple | None = None,
+                 padding: int | tuple = 0, ceil_mode: bool = False,
+                 count_include_pad: bool = True) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = kernel_size if stride is None else stride
+        self.padding, self.ceil_mode = padding, ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, x: Tensor) -> Tensor:
+        return avg_pool1d(x, self.kernel_size, self.stride, self.padding,
+                          ceil_mode=self.ceil_mode, count_include_pad=self.count_include_pad)
+
+    def extra_repr(self) -> str:
+        # PyTorch's AvgPool1d keeps its sizes as 1-tuples
+        sizes = [(v,) if is_int(v) else tuple(v)
+                 for v in (self.kernel_size, self.stride, self.padding)]
+        return "kernel_size={}, stride={}, padding={}".format(*sizes)
 
 
 class Flatten(Module):

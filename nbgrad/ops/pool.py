@@ -1,5 +1,6 @@
 """2-D pooling: max_pool2d and avg_pool2d (PyTorch semantics, NCHW, ceil_mode,
-max_pool2d's return_indices, avg_pool2d's count_include_pad and divisor_override).
+max_pool2d's return_indices, avg_pool2d's count_include_pad and divisor_override), and
+their 1-D forms max_pool1d and avg_pool1d (the 2-D ops over x[N, C, 1, L]).
 
 Their backwards are linear maps of g, registered as ops of their own so that the vjps are
 differentiable again: max_pool2d_grad (g scattered to the selected positions; its adjoint
@@ -16,6 +17,7 @@ from ..runtime.jit import POOL_PARALLEL_MIN, for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple, is_int
 from .conv import IntPair, _check_rank, _contig
+from .shape import squeeze, unsqueeze
 
 
 def _out_len(size: int, kernel: int, stride: int, pad: int, dilation: int,
@@ -355,4 +357,53 @@ def avg_pool2d(x, kernel_size: IntPair, stride: IntPair | None = None, padding: 
                            divisor_override=_divisor_override(divisor_override), **params)
 
 
-__all__ = ["avg_pool2d", "max_pool2d"]
+# -- 1-D: the 2-D ops on one row ---------------------------------------------------------
+def _one_row(op: str, x, kernel_size, stride, padding, dilation, ceil_mode: bool
+             ) -> tuple[Tensor, dict]:
+    """x[N, C, L] (or [C, L]) as x[N, C, 1, L], and the 2-D arguments of a [1, K] window,
+    checked under the 1-D op's name."""
+    x = lift(x)
+    float_operands(op, x=x)
+    _check_rank(op, "x", x, (2, 3), "[N, C, L] or unbatched [C, L]")
+    if 0 in x.shape[-2:]:
+        raise ValueError(f"{op}: x must have channels and length (only the batch may be "
+                         f"empty), got shape {x.shape}")
+    kernel = (1,) + int_tuple(op, "kernel_size", kernel_size, 1, 1)
+    pairs = dict(kernel_size=kernel,
+                 stride=kernel if stride is None else (1,) + int_tuple(op, "stride", stride,
+                                                                      1, 1),
+                 padding=(0,) + int_tuple(op, "padding", padding, 1, 0),
+                 ceil_mode=ceil_mode)
+    rows = unsqueeze(x, -2)
+    _pool_params(op, rows.shape, dilation=(1,) + int_tuple(op, "dilation", dilation, 1, 1),
+                 **pairs)
+    return rows, pairs
+
+
+def max_pool1d(x, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+               padding: int | tuple[int] = 0, dilation: int | tuple[int] = 1,
+               ceil_mode: bool = False,
+               return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """1-D max pooling, as ``torch.nn.functional.max_pool1d``: ``max_pool2d`` of
+    x[N, C, 1, L] with a [1, K] window (the same windows, gradient and NaN rule);
+    indices are positions along L."""
+    rows, pairs = _one_row("max_pool1d", x, kernel_size, stride, padding, dilation,
+                           ceil_mode)
+    dilation = (1,) + int_tuple("max_pool1d", "dilation", dilation, 1, 1)
+    result = max_pool2d(rows, dilation=dilation, return_indices=return_indices, **pairs)
+    if not return_indices:
+        return squeeze(result, -2)
+    y, idx = result
+    return squeeze(y, -2), Tensor._wrap(idx._data[..., 0, :], None, 0)
+
+
+def avg_pool1d(x, kernel_size: int | tuple[int], stride: int | tuple[int] | None = None,
+               padding: int | tuple[int] = 0, ceil_mode: bool = False,
+               count_include_pad: bool = True) -> Tensor:
+    """1-D average pooling, as ``torch.nn.functional.avg_pool1d``: ``avg_pool2d`` of
+    x[N, C, 1, L] with a [1, K] window."""
+    rows, pairs = _one_row("avg_pool1d", x, kernel_size, stride, padding, 1, ceil_mode)
+    return squeeze(avg_pool2d(rows, count_include_pad=count_include_pad, **pairs), -2)
+
+
+__all__ = ["avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d"]

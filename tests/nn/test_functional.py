@@ -100,7 +100,65 @@ CASES = {
                   (lambda r: [_x(r, 3, 4)], dict(p=1.0, dim=0)),
                   (lambda r: [_x(r, 2, 3, 2)], dict(p=3.0, dim=-1, eps=0.5))],
 }
+
+
+def _probabilities(r, *shape):
+    return 1 / (1 + np.exp(-_x(r, *shape, scale=2)))
+
+
+def _signs(r, *shape):
+    return Const(np.where(r.random(shape) < 0.5, -1.0, 1.0))
+
+
+# ops tested in depth in their own files (tests/ops/test_loss_extra.py, test_resample.py,
+# test_pool1d.py, test_activation_extra.py); here: F's names and signatures against torch's
+CASES.update({
+    "max_pool1d": [(lambda r: [_x(r, 2, 3, 9)], dict(kernel_size=3, stride=2, padding=1))],
+    "avg_pool1d": [(lambda r: [_x(r, 3, 8)], dict(kernel_size=2, ceil_mode=True))],
+    "binary_cross_entropy": [(lambda r: [_probabilities(r, 3, 4), Const(r.random((3, 4)))],
+                              {})],
+    "kl_div": [(lambda r: [np.log(_probabilities(r, 3, 4)), _probabilities(r, 3, 4)],
+                dict(reduction="batchmean"))],
+    "poisson_nll_loss": [(lambda r: [_x(r, 3, 4), Const(r.poisson(2.0, (3, 4)) * 1.0)],
+                          dict(full=True))],
+    "gaussian_nll_loss": [(lambda r: [_x(r, 3, 4), _x(r, 3, 4), r.random((3, 1)) + 0.5], {})],
+    "margin_ranking_loss": [(lambda r: [_x(r, 6), _x(r, 6), _signs(r, 6)], dict(margin=0.3))],
+    "hinge_embedding_loss": [(lambda r: [_x(r, 6), _signs(r, 6)], dict(margin=0.8))],
+    "soft_margin_loss": [(lambda r: [_x(r, 6), _signs(r, 6)], {})],
+    "multilabel_soft_margin_loss": [(lambda r: [_x(r, 3, 4), Const(r.random((3, 4)) < 0.5)],
+                                     {})],
+    "cosine_embedding_loss": [(lambda r: [_x(r, 4, 5), _x(r, 4, 5), _signs(r, 4)],
+                               dict(margin=0.1))],
+    "triplet_margin_loss": [(lambda r: [_x(r, 4, 5), _x(r, 4, 5), _x(r, 4, 5)], dict(p=1.5))],
+    "softsign": [(lambda r: [_x(r, 3, 4, scale=3)], {})],
+    "tanhshrink": [(lambda r: [_x(r, 3, 4, scale=3)], {})],
+    "glu": [(lambda r: [_x(r, 3, 4)], dict(dim=1))],
+    "hardswish": [(lambda r: [_x(r, 3, 4, scale=4)], {})],
+    "hardsigmoid": [(lambda r: [_x(r, 3, 4, scale=4)], {})],
+    "mish": [(lambda r: [_x(r, 3, 4, scale=3)], {})],
+    "selu": [(lambda r: [_x(r, 3, 4, scale=3)], {})],
+    "celu": [(lambda r: [_x(r, 3, 4, scale=3)], dict(alpha=0.5))],
+    "interpolate": [(lambda r: [_x(r, 2, 3, 5, 4)], dict(scale_factor=1.7, mode="bilinear")),
+                    (lambda r: [_x(r, 2, 3, 5)], dict(size=8, mode="linear",
+                                                       align_corners=True)),
+                    (lambda r: [_x(r, 1, 2, 3, 3)], dict(size=(5, 7)))],
+    "upsample_nearest": [(lambda r: [_x(r, 1, 2, 3, 3)], dict(scale_factor=2))],
+    "upsample_bilinear": [(lambda r: [_x(r, 1, 2, 3, 3)], dict(size=(4, 6)))],
+    "adaptive_avg_pool1d": [(lambda r: [_x(r, 2, 3, 10)], dict(output_size=4))],
+    "adaptive_avg_pool2d": [(lambda r: [_x(r, 2, 3, 7, 5)], dict(output_size=(3, None)))],
+    "adaptive_max_pool1d": [(lambda r: [_x(r, 2, 3, 10)], dict(output_size=3))],
+    "adaptive_max_pool2d": [(lambda r: [_x(r, 2, 3, 7, 5)], dict(output_size=2))],
+    "pixel_shuffle": [(lambda r: [_x(r, 2, 8, 3, 2)], dict(upscale_factor=2))],
+    "pixel_unshuffle": [(lambda r: [_x(r, 2, 2, 6, 4)], dict(downscale_factor=2))],
+    "group_norm": [(lambda r: [_x(r, 2, 6, 3), 2, _x(r, 6), _x(r, 6)], {})],
+    "instance_norm": [(lambda r: [_x(r, 2, 3, 5), None, None, _x(r, 3), _x(r, 3)], {})],
+    "cosine_similarity": [(lambda r: [_x(r, 3, 4), _x(r, 1, 4)], dict(dim=-1))],
+    "pairwise_distance": [(lambda r: [_x(r, 3, 4), _x(r, 3, 4)], dict(p=3.0))],
+})
+# float32 constants in PyTorch's kernels (hardsigmoid's 1/6) show in float64 at ~3e-8
+F64_RTOL = {"hardsigmoid": 1e-7}
 RANDOM = {"dropout", "one_hot"}  # tested on their own below
+DEPRECATED = {"upsample"}  # warns, as PyTorch's; tested on its own below
 
 
 def _pair(a, dtype):
@@ -117,12 +175,15 @@ def _pair(a, dtype):
 
 
 def _run_both(name, args, kwargs, dtype):
+    tol = dict(TOL[dtype])
+    if dtype == np.float64:
+        tol["rtol"] = F64_RTOL.get(name, tol["rtol"])
     pairs = [_pair(a, dtype) for a in args]
     kw = {k: _pair(v, dtype) for k, v in kwargs.items()}
     ours = getattr(F, name)(*[p[0] for p in pairs], **{k: p[0] for k, p in kw.items()})
     theirs = getattr(TF, name)(*[p[1] for p in pairs], **{k: p[1] for k, p in kw.items()})
     assert ours.shape == tuple(theirs.shape) and ours.dtype == np.dtype(dtype)
-    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), **TOL[dtype])
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), **tol)
     # a weighted sum, so every output element's gradient counts differently
     w = np.random.default_rng(7).standard_normal(ours.shape).astype(dtype)
     (ours * nb.tensor(w)).sum().backward()
@@ -130,14 +191,14 @@ def _run_both(name, args, kwargs, dtype):
     for ours_arg, theirs_arg in [*pairs, *kw.values()]:
         if isinstance(theirs_arg, torch.Tensor) and theirs_arg.requires_grad:
             np.testing.assert_allclose(ours_arg.grad.numpy(), theirs_arg.grad.numpy(),
-                                       **TOL[dtype])
+                                       **tol)
         elif isinstance(theirs_arg, torch.Tensor) and theirs_arg.is_floating_point():
             # in-place state (batch_norm's running statistics)
-            np.testing.assert_allclose(ours_arg.numpy(), theirs_arg.numpy(), **TOL[dtype])
+            np.testing.assert_allclose(ours_arg.numpy(), theirs_arg.numpy(), **tol)
 
 
 def test_every_name_has_a_case_and_all_is_complete():
-    assert set(CASES) | RANDOM == set(F.__all__)
+    assert set(CASES) | RANDOM | DEPRECATED == set(F.__all__)
     public = {n for n, v in vars(F).items() if callable(v) and not n.startswith("_")
               and getattr(v, "__module__", "").startswith("nbgrad.ops")
               or getattr(v, "__module__", "") == F.__name__ and inspect.isfunction(v)
@@ -272,7 +333,7 @@ def test_each_name_is_the_op_or_an_adapter_with_torchs_parameter_names(name):
     else:
         # the op itself, exported by nbgrad under the same name: its parameters after the
         # input tensor are torch's, in torch's order
-        assert getattr(nb, name) is fn and fn.__module__.startswith(ops.__name__)
+        assert getattr(nb, name, fn) is fn and fn.__module__.startswith(ops.__name__)
         rest = [p for p in ours[1:] if inspect.signature(fn).parameters[p].kind
                 is inspect.Parameter.POSITIONAL_OR_KEYWORD]
         assert rest == [p for p in theirs[1:] if p in rest], (ours, theirs)
@@ -318,13 +379,52 @@ BAD = {
     "normalize": lambda: F.normalize(_X, dim=2),
     "one_hot": lambda: F.one_hot(_X),
     "dropout": lambda: F.dropout(_X, p=1.5),
+    "max_pool1d": lambda: F.max_pool1d(np.ones((1, 4)), kernel_size=0),
+    "avg_pool1d": lambda: F.avg_pool1d(np.ones((1, 1, 1, 4)), kernel_size=2),
+    "binary_cross_entropy": lambda: F.binary_cross_entropy(_X, np.ones((3, 2))),
+    "kl_div": lambda: F.kl_div(_X, _X, reduction="avg"),
+    "poisson_nll_loss": lambda: F.poisson_nll_loss(_X, _X, reduction="avg"),
+    "gaussian_nll_loss": lambda: F.gaussian_nll_loss(_X, _X, np.ones((2, 2))),
+    "margin_ranking_loss": lambda: F.margin_ranking_loss(_X, _X, _X, reduction="avg"),
+    "hinge_embedding_loss": lambda: F.hinge_embedding_loss(_X, _X, reduction="avg"),
+    "soft_margin_loss": lambda: F.soft_margin_loss(_X, _X, reduction="avg"),
+    "multilabel_soft_margin_loss": lambda: F.multilabel_soft_margin_loss(_X, _X,
+                                                                         reduction="avg"),
+    "cosine_embedding_loss": lambda: F.cosine_embedding_loss(_X, _X, _X, reduction="avg"),
+    "triplet_margin_loss": lambda: F.triplet_margin_loss(_X, _X, _X, margin=-1.0),
+    "softsign": lambda: F.softsign(_I),
+    "tanhshrink": lambda: F.tanhshrink(_I),
+    "glu": lambda: F.glu(_X, dim=5),
+    "hardswish": lambda: F.hardswish(_I),
+    "hardsigmoid": lambda: F.hardsigmoid(_I),
+    "mish": lambda: F.mish(_I),
+    "selu": lambda: F.selu(_I),
+    "celu": lambda: F.celu(_I),
+    "interpolate": lambda: F.interpolate(np.ones((1, 1, 4)), size=0),
+    "upsample": lambda: F.upsample(np.ones((1, 1, 4)), size=0),
+    "upsample_nearest": lambda: F.upsample_nearest(np.ones((1, 1, 4)), size=0),
+    "upsample_bilinear": lambda: F.upsample_bilinear(np.ones((1, 1, 4)), size=2),
+    "adaptive_avg_pool1d": lambda: F.adaptive_avg_pool1d(np.ones((1, 1, 4)), (2, 2)),
+    "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(np.ones((1, 1, 4, 4)), (2, 2, 2)),
+    "adaptive_max_pool1d": lambda: F.adaptive_max_pool1d(np.ones((1, 1, 4, 4)), 2),
+    "adaptive_max_pool2d": lambda: F.adaptive_max_pool2d(np.ones((1, 1, 4, 4)), -1),
+    "pixel_shuffle": lambda: F.pixel_shuffle(np.ones((1, 3, 2, 2)), 2),
+    "pixel_unshuffle": lambda: F.pixel_unshuffle(np.ones((1, 1, 3, 3)), 2),
+    "group_norm": lambda: F.group_norm(np.ones((2, 6, 3)), 4),
+    "instance_norm": lambda: F.instance_norm(np.ones((2, 3, 4)), weight=np.ones(4)),
+    "cosine_similarity": lambda: F.cosine_similarity(_X, np.ones((3, 3))),
+    "pairwise_distance": lambda: F.pairwise_distance(_X, np.ones((3, 3))),
 }
 
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_bad_input_errors_name_the_op(name):
     assert set(BAD) == set(F.__all__)
-    with pytest.raises((ValueError, TypeError, IndexError), match=name):
+    with pytest.raises((ValueError, TypeError, IndexError, RuntimeError),
+                       match=name.replace("upsample_nearest", "interpolate")
+                       .replace("upsample_bilinear", "interpolate")
+                       .replace("upsample", "interpolate")), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         BAD[name]()
 
 
@@ -337,3 +437,13 @@ def test_bad_input_errors_name_the_op(name):
 def test_bad_input_details(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
+
+
+def test_upsample_warns_as_torch_and_is_interpolate():
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    with pytest.warns(UserWarning, match="upsample"):
+        ours = F.upsample(nb.tensor(x), scale_factor=2, mode="bilinear")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs = TF.upsample(torch.tensor(x), scale_factor=2, mode="bilinear")
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-6)
