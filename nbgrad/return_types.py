@@ -49,4 +49,16 @@ class topk(_ValuesIndices):  # torch.return_types.topk
     __repr__ = _repr
 
 
-__all__ = ["max", "min", "sort", "topk"]
+class linalg_svd(NamedTuple):  # torch.return_types.linalg_svd
+    """``linalg.svd(A)``: A = U diag(S) Vh, the singular values S in descending order."""
+
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+    def __repr__(self) -> str:
+        return (f"nbgrad.return_types.linalg_svd(\nU={self.U!r},\nS={self.S!r},\n"
+                f"Vh={self.Vh!r})")
+
+
+__all__ = ["linalg_svd", "max", "min", "sort", "topk"]

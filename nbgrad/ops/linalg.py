@@ -5,10 +5,11 @@ All are compositions of registered ops: vector_norm is the registered ``norm`` o
 ``ops/reduce.py`` (its kernels and PyTorch's gradient conventions: 0 for the 2-norm of a
 zero vector, the inf-norm gradient shared evenly among tied entries); matrix_norm is
 vector_norm for 'fro' and, for ord = 1, -1, inf, -inf, the column (or row) sums of |A|
-followed by amax/amin, as PyTorch computes them (so the same tie splitting). The spectral
-and nuclear norms (ord 2, -2, 'nuc') need singular values and are not provided.
-``nb.linalg`` exports ``__all__``; cosine_similarity and pairwise_distance are exported at
-the top level and in ``nn.functional``.
+followed by amax/amin, as PyTorch computes them (so the same tie splitting); for ord = 2,
+-2 and 'nuc', amax / amin / sum of the singular values (``svdvals``, ops/svd.py), also as
+PyTorch. ``nb.linalg`` exports ``__all__`` (with ``svd`` and ``svdvals``);
+cosine_similarity and pairwise_distance are exported at the top level and in
+``nn.functional``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from ..tensor import Tensor, lift
 from . import _args
 from .reduce import Norm, amax, amin
 from .reduce import sum as reduce_sum
-from .shape import broadcast_to
+from .shape import broadcast_to, permute
+from .svd import svd, svdvals
 
 
 def _ord(op: str, ord: Any) -> float:
@@ -85,26 +87,19 @@ def _matrix_dims(op: str, dim: Any, shape: tuple) -> tuple[int, int]:
 def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = False, *,
                 dtype: Any = None) -> Tensor:
     """The matrix norm of A over the two dims ``dim`` (batched over the others): 'fro'
-    (sqrt of the sum of squares), 1 / -1 (max / min column sum of |A|), inf / -inf (max /
-    min row sum of |A|). 2, -2 and 'nuc' need singular values and raise ValueError.
-    As ``torch.linalg.matrix_norm``."""
+    (sqrt of the sum of squares), 'nuc' (the sum of the singular values), 2 / -2 (the
+    largest / smallest singular value), 1 / -1 (max / min column sum of |A|), inf / -inf
+    (max / min row sum of |A|). As ``torch.linalg.matrix_norm``."""
     op = "linalg.matrix_norm"
     if isinstance(ord, str):
-        if ord == "nuc":
-            raise ValueError(f"{op}: ord='nuc' needs singular values, which nbgrad does not "
-                             f"compute; supported: 'fro', 1, -1, inf, -inf")
-        if ord != "fro":
-            raise ValueError(f"{op}: ord={ord!r} is not supported (use 'fro', 1, -1, inf or "
-                             f"-inf)")
+        if ord not in ("fro", "nuc"):
+            raise ValueError(f"{op}: ord={ord!r} is not supported (use 'fro', 'nuc', 2, -2, 1, "
+                             f"-1, inf or -inf)")
     else:
         ord = _ord(op, ord)
-        if abs(ord) == 2:
-            raise ValueError(f"{op}: ord={ord:g} (the spectral norm) needs singular values, "
-                             f"which nbgrad does not compute; supported: 'fro', 1, -1, inf, "
-                             f"-inf")
-        if abs(ord) not in (1, math.inf):
-            raise ValueError(f"{op}: ord={ord:g} is not supported (use 'fro', 1, -1, inf or "
-                             f"-inf)")
+        if abs(ord) not in (1, 2, math.inf):
+            raise ValueError(f"{op}: ord={ord:g} is not supported (use 'fro', 'nuc', 2, -2, "
+                             f"1, -1, inf or -inf)")
     A = _float_tensor(op, A, "A", dtype)
     shape = tuple(A.shape)
     if A.ndim < 2:
@@ -112,6 +107,8 @@ def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = F
     d0, d1 = _matrix_dims(op, dim, shape)
     if ord == "fro":
         return _vector_norm(op, A, 2.0, (d0, d1), keepdim)
+    if ord == "nuc" or abs(ord) == 2:
+        return _spectral(op, A, ord, d0, d1, keepdim)
     if math.isinf(ord):  # the row sums: the 1-norm of the transpose
         d0, d1 = d1, d0
     if shape[d1] == 0:
@@ -123,6 +120,23 @@ def matrix_norm(A: Any, ord: Any = "fro", dim: Any = (-2, -1), keepdim: bool = F
     if not keepdim and d0 < d1:
         d1 -= 1
     return (amax if ord > 0 else amin)(sums, d1, keepdim)
+
+
+def _spectral(op: str, A: Tensor, ord: Any, d0: int, d1: int, keepdim: bool) -> Tensor:
+    """'nuc', 2 or -2: the sum, amax or amin of the singular values of A's matrices over
+    dims (d0, d1), as PyTorch (which moves those dims last and calls svdvals)."""
+    shape = tuple(A.shape)
+    if min(shape[d0], shape[d1]) == 0:
+        if ord == -2:
+            raise IndexError(f"{op}: the -2 norm takes a min over the singular values, of "
+                             f"which A of shape {shape} has none over dims ({d0}, {d1})")
+        return _vector_norm(op, A, 1.0, (d0, d1), keepdim)  # zeros of the result's shape
+    rest = [d for d in range(A.ndim) if d not in (d0, d1)]
+    S = svdvals(permute(A, *rest, d0, d1))
+    out = reduce_sum(S, -1) if ord == "nuc" else (amax if ord > 0 else amin)(S, -1)
+    if keepdim:
+        out = out.reshape(tuple(1 if d in (d0, d1) else n for d, n in enumerate(shape)))
+    return out
 
 
 def norm(A: Any, ord: Any = None, dim: Any = None, keepdim: bool = False, *,
@@ -211,4 +225,4 @@ def pairwise_distance(x1: Any, x2: Any, p: float = 2.0, eps: float = 1e-6,
     return Norm.apply(diff, ord=p, axis=-1 if len(shape) else None, keepdims=bool(keepdim))
 
 
-__all__ = ["matrix_norm", "norm", "vector_norm"]
+__all__ = ["matrix_norm", "norm", "svd", "svdvals", "vector_norm"]
