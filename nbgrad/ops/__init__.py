@@ -54,7 +54,7 @@ _METHODS = {
                  "softplus", "clamp", "softmax", "log_softmax", "logsumexp"],
     factories: ["new_zeros", "new_ones", "new_full", "new_empty", "new_tensor", "type_as",
                 "view_as", "dim", "contiguous"],
-    scan: ["cumsum", "cumprod", "diff"],
+    scan: ["cumsum", "cumprod", "diff", "prod"],
     attention: [],
     resample: [],
     group_norm: [],

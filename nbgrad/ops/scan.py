@@ -31,7 +31,7 @@ from ._args import is_int, one_dim
 from .compare import ne
 from .convert import convert
 from .select import where
-from .shape import concat, getitem, transpose, unsqueeze
+from .shape import concat, getitem, reshape, transpose, unsqueeze
 
 
 def _scan(x: np.ndarray, dim: int, product: bool, reverse: bool) -> np.ndarray:
@@ -147,6 +147,26 @@ def cumprod(input: Any, dim: int, *, dtype: Any = None) -> Tensor:
     return Cumprod.apply(x, dim=one_dim("cumprod", dim, x.shape))
 
 
+def prod(input: Any, dim: int | None = None, keepdim: bool = False, *,
+         dtype: Any = None) -> Tensor:
+    """Product of the elements (``torch.prod``): of all of x (``dim=None``) or along
+    ``dim`` (kept as a dim of size 1 with ``keepdim``); integer and bool inputs give int64.
+    The last entry of ``cumprod`` along the dim, so the gradient is cumprod's:
+    prod_{k != i} x_k, exact where x has zeros, and differentiable again."""
+    x = _scan_input("prod", input, dtype)
+    if dim is None:
+        return prod(reshape(x, -1), 0)
+    d = one_dim("prod", dim, x.shape)
+    if x.ndim == 0:
+        return x
+    if x.shape[d] == 0:
+        # the empty product is 1: written as 0 * sum + 1 so the result stays in the graph
+        # (gradient zero, as PyTorch's)
+        return x.sum(d, keepdim=keepdim) * 0 + 1
+    last = (slice(None),) * d + ((slice(-1, None),) if keepdim else (-1,))
+    return getitem(Cumprod.apply(x, dim=d), last)
+
+
 def diff(input: Any, n: int = 1, dim: int = -1, prepend: Any = None,
          append: Any = None) -> Tensor:
     """The n-th forward difference along ``dim`` (``torch.diff``): x[1:] - x[:-1], n
@@ -185,4 +205,4 @@ def diff(input: Any, n: int = 1, dim: int = -1, prepend: Any = None,
     return y
 
 
-__all__ = ["cumsum", "cumprod", "diff"]
+__all__ = ["cumsum", "cumprod", "diff", "prod"]

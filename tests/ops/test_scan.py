@@ -106,6 +106,33 @@ def test_dtype_argument_and_methods():
     np.testing.assert_array_equal(w.grad.numpy(), [3, 2, 1])
 
 
+@given(case=scan_cases(), keepdim=st.booleans(), whole=st.booleans(), zeros=st.booleans(),
+       seed=st.integers(0, 99))
+def test_prod_matches_torch_with_zeros_and_gradients(case, keepdim, whole, zeros, seed):
+    shape, dim = case
+    for dtype in DTYPES:
+        x = sample(np.random.default_rng(seed), shape, dtype, zeros)
+        args = {} if whole else dict(dim=dim, keepdim=keepdim)
+        ours, theirs = nb.prod(nb.tensor(x), **args), torch.prod(torch.from_numpy(x), **args)
+        assert ours.shape == tuple(theirs.shape)
+        assert ours.dtype == np.dtype(str(theirs.dtype).removeprefix("torch."))
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5)
+    x = sample(np.random.default_rng(seed), shape, np.float64, zeros)
+    a, b = nb.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    nb.prod(a, **args).sum().backward()
+    torch.prod(b, **args).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_prod_second_derivatives_with_zeros_and_the_method():
+    for x in [np.array([1.3, 0.0, -0.8, 1.1]), np.array([[0.5, 0.0], [1.5, -2.0]])]:
+        assert gradcheck(lambda t: nb.prod(t), [x])
+        assert gradgradcheck(lambda t: nb.prod(t, 0), [x])
+    assert nb.tensor([[2, 3], [4, 5]]).prod(1).tolist() == [6, 20]
+    with pytest.raises(IndexError, match="prod"):
+        nb.prod(nb.ones(2, 3), 2)
+
+
 def test_cumprod_zero_gradients_second_order():
     # zeros (one, two, first, last) in the line: first and second derivatives
     for x in [np.array([1.3, 0.0, -0.8, 1.1]), np.array([0.0, 1.2, 0.0, 0.9]),
