@@ -185,6 +185,20 @@ class Tensor:
         returned tensor replaces the gradient. ``handle.remove()`` unregisters it."""
         return hooks.register(self, hook)
 
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` after each pass, accumulated
+        as a leaf's is (``Tensor.retain_grad``); nothing to do on a leaf."""
+        if not self.requires_grad:
+            raise RuntimeError("retain_grad: cannot retain the gradient of a tensor that "
+                               "does not require grad")
+        if self._node is not None:
+            hooks.retain(self)
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether ``retain_grad`` was called on this non-leaf tensor."""
+        return hooks.retains(self)
+
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]
                                            ) -> RemovableHandle:
         """Call ``hook(self)`` on this leaf right after ``backward`` has accumulated the

@@ -62,6 +62,30 @@ class WeakIdKeyDictionary:
 
 _leaf_hooks = WeakIdKeyDictionary()  # leaf tensor -> [fn, ...]
 _post_hooks = WeakIdKeyDictionary()  # leaf tensor -> [fn, ...]
+_retained = WeakIdKeyDictionary()  # non-leaf tensor -> True, after t.retain_grad()
+
+
+def retain(t: Any) -> None:
+    """Have the gradients of non-leaf ``t`` accumulate into ``t.grad`` as a leaf's do: a
+    hook that adds each gradient it sees (detached, copied) and passes it on unchanged.
+    The hook holds ``t`` weakly, so that the node that keeps it does not keep ``t``."""
+    if _retained.get(t):
+        return
+    target = ref(t)
+
+    def keep(grad: Any) -> None:
+        owner = target()
+        if owner is not None:
+            g = np.array(grad._data, copy=True)
+            total = g if owner._grad is None else owner._grad._data + g
+            owner._grad = type(grad)._wrap(total, None, 0)
+
+    register(t, keep)
+    _retained.setdefault(t, True)
+
+
+def retains(t: Any) -> bool:
+    return bool(_retained.get(t))
 
 
 class RemovableHandle:

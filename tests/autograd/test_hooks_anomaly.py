@@ -1,6 +1,8 @@
 """Gradient hooks, anomaly mode, and the guards on ``.grad`` and ``.numpy()``."""
 
+import gc
 import re
+import weakref
 
 import numpy as np
 import pytest
@@ -247,3 +249,43 @@ def test_post_accumulate_hook_errors_as_in_pytorch():
     x.register_post_accumulate_grad_hook(lambda t: t)
     with pytest.raises(RuntimeError, match="returns None"):
         (x * 2).sum().backward()
+
+
+# -- retain_grad -----------------------------------------------------------------------------
+def test_retain_grad_keeps_and_accumulates_a_non_leaf_gradient_as_torch():
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (nb, torch):
+        x = lib.tensor([1.0, -2.0, 3.0], dtype=lib.float64, requires_grad=True)
+        y = x * x
+        y.retain_grad()
+        y.retain_grad()  # twice: still one hook
+        other = x + 1  # not retained: no .grad
+        z = (y * other).sum()
+        z.backward(retain_graph=True)
+        first = y.grad.numpy().copy()
+        z.backward()
+        results.append((first, y.grad.numpy(), y.retains_grad, other.grad, x.grad.numpy()))
+    ours, theirs = results
+    for a, b in zip(ours, theirs):
+        np.testing.assert_array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object))
+
+
+def test_retain_grad_on_a_leaf_is_a_no_op_and_refuses_without_grad():
+    x = nb.tensor([1.0, 2.0], requires_grad=True)
+    x.retain_grad()
+    assert not x.retains_grad
+    (x * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0])
+    with pytest.raises(RuntimeError, match="retain_grad"):
+        nb.tensor([1.0]).retain_grad()
+
+
+def test_a_retained_tensor_is_collected_with_its_graph():
+    x = nb.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    alive = weakref.ref(y)
+    del y
+    gc.collect()
+    assert alive() is None
