@@ -18,6 +18,7 @@ with startup.collector_paused():
         optim,
         return_types,
         testing,
+        utils,
     )
     from .autograd import (
         detect_anomaly,
@@ -30,7 +31,13 @@ with startup.collector_paused():
         set_grad_enabled,
     )
     from .compiling import warmup
-    from .device import device
+    from .device import (
+        channels_last,
+        contiguous_format,
+        device,
+        preserve_format,
+        strided,
+    )
     from .dtypes import DType as dtype  # noqa: N813  (PyTorch's name for the class)
     from .dtypes import (  # noqa: A004  (PyTorch's names: nb.float, nb.int, nb.bool)
         bool,

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..autograd import no_grad
+from ..autograd.hooks import RemovableHandle
 from ..ops._args import float_dtype
 from ..ops.convert import to_arguments
 from ..tensor import FLOAT_DTYPES, Tensor
@@ -22,6 +23,40 @@ from .parameter import Parameter
 class IncompatibleKeys(NamedTuple):
     missing_keys: list[str]
     unexpected_keys: list[str]
+
+
+class _ForwardHook(NamedTuple):
+    kind: str  # "pre" (before forward) or "post" (after it)
+    fn: Callable
+    with_kwargs: bool
+    always_call: bool
+
+
+def _call_with_hooks(module: Module, hooks: list, args: tuple, kwargs: dict) -> Any:
+    """``module.forward`` between its forward pre-hooks and forward hooks (PyTorch's order
+    and replacement rules)."""
+    for h in [h for h in hooks if h.kind == "pre"]:
+        result = h.fn(module, args, kwargs) if h.with_kwargs else h.fn(module, args)
+        if result is None:
+            continue
+        if h.with_kwargs:
+            args, kwargs = result
+        else:
+            args = result if isinstance(result, tuple) else (result,)
+    post = [h for h in hooks if h.kind == "post"]
+    try:
+        output = module.forward(*args, **kwargs)
+    except Exception:
+        for h in post:
+            if h.always_call:
+                h.fn(module, args, kwargs, None) if h.with_kwargs else h.fn(module, args, None)
+        raise
+    for h in post:
+        result = (h.fn(module, args, kwargs, output) if h.with_kwargs
+                  else h.fn(module, args, output))
+        if result is not None:
+            output = result
+    return output
 
 
 class Module:
@@ -41,7 +76,38 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.forward(*args, **kwargs)
+        hooks = self.__dict__.get("_forward_hooks")
+        if not hooks:
+            return self.forward(*args, **kwargs)
+        return _call_with_hooks(self, hooks, args, kwargs)
+
+    def register_forward_pre_hook(self, hook: Callable, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args)`` before each forward (``hook(module, args, kwargs)``
+        with ``with_kwargs``); a non-None result replaces the arguments (a tuple, or one
+        value that becomes a 1-tuple; with kwargs, an ``(args, kwargs)`` pair)."""
+        return self._add_forward_hook("pre", hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook: Callable, *, prepend: bool = False,
+                              with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
+        """Call ``hook(module, args, output)`` after each forward (``hook(module, args,
+        kwargs, output)`` with ``with_kwargs``); a non-None result replaces the output.
+        ``always_call``: also when the forward raised."""
+        return self._add_forward_hook("post", hook, prepend, with_kwargs, always_call)
+
+    def _add_forward_hook(self, kind: str, hook: Callable, prepend: bool, with_kwargs: bool,
+                          always_call: bool = False) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"register_forward_{'pre_' if kind == 'pre' else ''}hook: "
+                            f"expected a callable, got {type(hook).__name__}")
+        hooks = self.__dict__.setdefault("_forward_hooks", [])
+        entry = _ForwardHook(kind, hook, with_kwargs, always_call)
+        if prepend:
+            hooks.insert(0, entry)
+        else:
+            hooks.append(entry)
+        return RemovableHandle(hooks, entry)
 
     # -- registration ------------------------------------------------------------------
     def _registries(self) -> dict:
