@@ -94,3 +94,71 @@ def check_device(value: Any, op: str) -> device:
         return value  # only the CPU can be made
     _parse(value, None, op)
     return CPU
+
+
+# -- memory formats and layouts: PyTorch's names, accepted and without effect ----------------
+class memory_format:  # noqa: N801  (PyTorch's name)
+    """A memory format (``nb.preserve_format``, ``nb.contiguous_format``,
+    ``nb.channels_last``, ``nb.channels_last_3d``), the ``memory_format=`` argument of
+    ``Tensor.to``, ``float()``..., ``clone``, ``contiguous`` and the ``*_like`` factories.
+    nbgrad's arrays are C-contiguous (or NumPy views of such) and no value depends on
+    the layout, so every format is accepted and none changes anything."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"nbgrad.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name  # pickles as the module attribute nbgrad.device.<name>
+
+
+class layout:  # noqa: N801  (PyTorch's name)
+    """A tensor layout: only ``nb.strided`` (dense arrays), the ``layout=`` argument of
+    PyTorch's factories."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"nbgrad.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name
+
+
+preserve_format = memory_format("preserve_format")
+contiguous_format = memory_format("contiguous_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+strided = layout("strided")
+
+
+def check_memory_format(value: Any, op: str, ndim: int | None = None) -> None:
+    """Accept a ``memory_format=`` argument (None or an nbgrad memory format, all of them
+    no-ops: arrays are always C-contiguous); TypeError naming ``op`` for anything else.
+    Given the tensor's ``ndim``, refuse what PyTorch refuses: ``channels_last`` on a
+    tensor that is not 4-D, ``channels_last_3d`` on one that is not 5-D (RuntimeError)."""
+    if value is None:
+        return
+    if not isinstance(value, memory_format):
+        raise TypeError(f"{op}: memory_format must be nbgrad.preserve_format, "
+                        "contiguous_format, channels_last or channels_last_3d, got "
+                        f"{value!r}")
+    rank = {"channels_last": 4, "channels_last_3d": 5}.get(value.name)
+    if ndim is not None and rank is not None and ndim != rank:
+        raise RuntimeError(f"{op}: required rank {rank} tensor to use {value.name} format, "
+                           f"got a {ndim}-D tensor")
+
+
+def check_layout(value: Any, op: str) -> None:
+    """Accept a ``layout=`` argument: None or ``nb.strided`` (nbgrad's only layout);
+    TypeError naming ``op`` for any other value (sparse layouts do not exist here)."""
+    if value is not None and value is not strided:
+        raise TypeError(f"{op}: layout must be nbgrad.strided (the only layout nbgrad has), "
+                        f"got {value!r}")

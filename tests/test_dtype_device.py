@@ -15,6 +15,7 @@ from hypothesis.extra import numpy as hnp
 
 import nbgrad as nb
 from nbgrad import nn
+from nbgrad.device import channels_last_3d, check_layout
 
 NAMES = ["float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "bool"]
 ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64",
@@ -466,3 +467,83 @@ def test_module_to_double_gives_torchs_outputs_and_gradients(form):
     for p, q in zip(net.parameters(), theirs.parameters()):
         assert p.grad.dtype is nb.float64
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12)
+
+
+# -- memory formats and layouts: PyTorch's names, accepted without effect --------------------
+FORMATS = ["preserve_format", "contiguous_format", "channels_last"]
+CONVERSIONS = ["float", "double", "half", "int", "long", "short", "bool", "byte", "char"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("name", CONVERSIONS)
+def test_conversions_take_memory_format_as_torch(name, fmt):
+    torch = _torch()
+    x0 = np.random.default_rng(0).standard_normal((2, 3, 2, 3)).astype(np.float32) * 4
+    y = getattr(nb.tensor(x0), name)(memory_format=getattr(nb, fmt))
+    ty = getattr(torch.tensor(x0), name)(memory_format=getattr(torch, fmt))
+    assert str(y.dtype).removeprefix("nbgrad.") == str(ty.dtype).removeprefix("torch.")
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    assert y.numpy().flags.c_contiguous
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_to_clone_cpu_and_contiguous_take_memory_format(fmt):
+    torch = _torch()
+    x0 = np.arange(120.0).reshape(2, 3, 4, 5)
+    x, tx = nb.tensor(x0), torch.tensor(x0)
+    mf, tmf = getattr(nb, fmt), getattr(torch, fmt)
+    for y, ty in [(x.to(memory_format=mf), tx.to(memory_format=tmf)),
+                  (x.to(nb.float32, memory_format=mf), tx.to(torch.float32, memory_format=tmf)),
+                  (x.to("cpu", nb.float32, False, True, memory_format=mf),
+                   tx.to("cpu", torch.float32, False, True, memory_format=tmf)),
+                  (x.clone(memory_format=mf), tx.clone(memory_format=tmf)),
+                  (nb.clone(x, memory_format=mf), torch.clone(tx, memory_format=tmf)),
+                  (x.cpu(memory_format=mf), tx.cpu(memory_format=tmf)),
+                  (x.contiguous(memory_format=mf), tx.contiguous(memory_format=tmf))]:
+        assert y.shape == tuple(ty.shape) and y.dtype.itemsize == ty.element_size()
+        np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    assert x.to(memory_format=mf) is x  # nothing to change, as torch's values
+    w = nb.tensor(x0, requires_grad=True)
+    w.clone(memory_format=mf).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones_like(x0))
+
+
+def test_channels_last_rank_refused_as_torch():
+    torch = _torch()
+    x, tx = nb.zeros(2, 3), torch.zeros(2, 3)
+    for call, tcall in [(lambda: x.to(memory_format=nb.channels_last),
+                         lambda: tx.to(memory_format=torch.channels_last)),
+                        (lambda: x.float(memory_format=nb.channels_last),
+                         lambda: tx.float(memory_format=torch.channels_last)),
+                        (lambda: x.clone(memory_format=nb.channels_last),
+                         lambda: tx.clone(memory_format=torch.channels_last))]:
+        with pytest.raises(RuntimeError, match="required rank 4 tensor"):
+            tcall()
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last "
+                                               r"format, got a 2-D tensor"):
+            call()
+    five = nb.zeros(1, 2, 1, 2, 1)
+    assert five.double(memory_format=channels_last_3d).shape == five.shape
+    with pytest.raises(RuntimeError, match="required rank 5 tensor to use channels_last_3d"):
+        x.half(memory_format=channels_last_3d)
+    with pytest.raises(TypeError, match="float: memory_format must be nbgrad.preserve_format"):
+        x.float(memory_format="channels_last")
+    with pytest.raises(TypeError, match="to: memory_format must be"):
+        x.to(nb.float64, memory_format=1)
+
+
+def test_memory_format_and_layout_objects():
+    assert repr(nb.channels_last) == "nbgrad.channels_last"
+    assert repr(nb.strided) == "nbgrad.strided"
+    for obj in (nb.preserve_format, nb.contiguous_format, nb.channels_last, nb.strided):
+        assert pickle.loads(pickle.dumps(obj)) is obj and copy.deepcopy(obj) is obj
+    check_layout(None, "zeros")
+    check_layout(nb.strided, "zeros")
+    with pytest.raises(TypeError, match="zeros: layout must be nbgrad.strided"):
+        check_layout("sparse_coo", "zeros")
+
+
+def test_byte_and_char_methods():
+    x = nb.tensor([-1.5, 2.7, 300.0])
+    assert x.byte().dtype == nb.uint8 and x.char().dtype == nb.int8
+    np.testing.assert_array_equal(x.char().numpy()[:2], [-1, 2])

@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd import grad_mode
-from ..device import CPU, check_device, is_device
+from ..device import CPU, check_device, check_memory_format, is_device
 from ..tensor import FLOAT_DTYPES, Tensor
 from . import elementwise
 
@@ -25,14 +25,15 @@ from . import elementwise
 def to_arguments(op: str, args: tuple, kwargs: dict) -> tuple[np.dtype | None, bool]:
     """(dtype or None, copy) from the arguments of ``Tensor.to``/``Module.to`` in
     PyTorch's forms: ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)`` and the
-    keywords ``dtype device copy non_blocking memory_format`` (the last two accepted and
-    ignored). A device other than the CPU raises, naming ``op``."""
+    keywords ``dtype device copy non_blocking memory_format`` (the last two accepted
+    without effect: nbgrad's arrays are always C-contiguous, and no value depends on the
+    layout). A device other than the CPU raises, naming ``op``."""
     options = dict(kwargs)
     dtype = options.pop("dtype", None)
     place = options.pop("device", None)
     copy = bool(options.pop("copy", False))
     options.pop("non_blocking", None)
-    options.pop("memory_format", None)
+    check_memory_format(options.pop("memory_format", None), op)
     if options:
         raise TypeError(f"{op}: unexpected keyword argument {next(iter(options))!r}")
     rest = list(args)
@@ -87,10 +88,13 @@ def convert(x: Tensor, dtype: np.dtype, op: str) -> Tensor:
 
 def _method(dtype: dtypes.DType, name: str):
     def method(self: Tensor, memory_format: Any = None) -> Tensor:
+        check_memory_format(memory_format, name, self.ndim)
         return convert(self, dtype.dtype, name)
     method.__name__ = name
     method.__doc__ = (f"``self`` as {dtype!r} (``self.to({dtype!r})``; PyTorch's "
-                      f"``Tensor.{name}()``).")
+                      f"``Tensor.{name}()``). ``memory_format`` (``nb.preserve_format``, "
+                      "``nb.contiguous_format``, ``nb.channels_last``) is accepted and has "
+                      "no effect: arrays are always C-contiguous.")
     return method
 
 
@@ -100,10 +104,12 @@ class TensorMethods:
     def to(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         """``self`` in another dtype and/or on a device, PyTorch's ``Tensor.to``:
         ``to(dtype)``, ``to(device, dtype)``, ``to(other)`` (other's dtype),
-        ``to(dtype=..., device=..., copy=False, non_blocking=False)``. ``self`` itself
-        when nothing changes and ``copy`` is False; float32 <-> float64 is differentiable,
-        other conversions are cut from the graph."""
+        ``to(dtype=..., device=..., copy=False, non_blocking=False,
+        memory_format=nb.preserve_format)``. ``self`` itself when nothing changes and
+        ``copy`` is False; float32 <-> float64 is differentiable, other conversions are cut
+        from the graph. ``memory_format`` is a no-op (arrays are always C-contiguous)."""
         dtype, copy = to_arguments("to", args, kwargs)
+        check_memory_format(kwargs.get("memory_format"), "to", self.ndim)
         out = self if dtype is None else convert(self, dtype, "to")
         return out.clone() if copy and out is self else out
 
@@ -127,7 +133,8 @@ class TensorMethods:
         return convert(self, dtypes.to_numpy(dtype, "type"), "type")
 
     def cpu(self: Tensor, memory_format: Any = None) -> Tensor:
-        """``self``: tensors are always on the CPU."""
+        """``self``: tensors are always on the CPU (``memory_format`` is a no-op)."""
+        check_memory_format(memory_format, "cpu", self.ndim)
         return self
 
     def cuda(self: Tensor, device: Any = None, non_blocking: Any = False) -> Tensor:

@@ -7,7 +7,8 @@
   ``[index[i][j][k]][j][k]`` for dim 0 (out of place, ``torch.scatter_add``); repeated
   positions sum.
 * ``index_select(x, dim, index)``: the entries ``index`` (1-D) of x along ``dim``.
-* ``embedding(index, weight, padding_idx=None)``: the rows ``weight[index]``
+* ``embedding(index, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+  scale_grad_by_freq=False, sparse=False)``: the rows ``weight[index]``
   (``torch.nn.functional.embedding``); the row ``padding_idx`` gets no gradient.
 
 Indices are int64 or int32 in [0, size): as in PyTorch, negative indices are not
@@ -28,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd import grad_mode
 from ..function import Function, Sample, register
 from ..kernels import indexing as kernels
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
-from ._args import is_int, one_dim
+from ._args import is_int, one_dim, real
 from .shape import getitem, reshape
 
 _INDEX_DTYPES = (np.dtype(np.int64), np.dtype(np.int32))
@@ -150,11 +152,16 @@ class Gather(Function):
 def gather(x: Any, dim: int, index: Any) -> Tensor:
     """Values of ``x`` along ``dim`` at ``index`` (``torch.gather``): for dim 0,
     ``y[i][j][k] = x[index[i][j][k]][j][k]``. ``index`` (int64 or int32) has x's number
-    of dims and is no larger than x except along ``dim``; y has index's shape. Backward:
-    g scatter-added back to the positions read (repeats sum)."""
+    of dims and is no larger than x except along ``dim``; y has index's shape (an empty
+    index may have any number of dims, as in PyTorch). Backward: g scatter-added back to
+    the positions read (repeats sum)."""
     x = lift(x)
     index = _index_array("gather", index)
     out_shape = index.shape
+    if index.size == 0 and max(x.ndim, 1) != max(index.ndim, 1):
+        # PyTorch checks no ranks for an empty index: an empty y of index's shape
+        one_dim("gather", dim, x.shape, ndim=max(x.ndim, 1))
+        return reshape(getitem(reshape(x, -1), slice(0, 0)), out_shape)
     x, index = _same_rank("gather", x, index)
     d = one_dim("gather", dim, x.shape)
     for e, (i, n) in enumerate(zip(index.shape, x.shape)):
@@ -267,22 +274,55 @@ def _embedding_samples(rng):
 @register("embedding", samples=_embedding_samples)
 class EmbeddingLookup(Function):
     """y[m, :] = weight[rows[m], :] (rows: int64 in [0, num_embeddings)); a row equal to
-    ``padding_idx`` (None or in [0, num_embeddings)) passes no gradient."""
+    ``padding_idx`` (None or in [0, num_embeddings)) passes no gradient. ``scale`` (None,
+    or one factor per row read, [M]) multiplies g[m] before it is summed into its row
+    (``scale_grad_by_freq``: 1 / the number of times the row is read)."""
 
     @staticmethod
-    def forward(ctx, weight, rows, padding_idx):
+    def forward(ctx, weight, rows, padding_idx, scale=None):
         return _gather(weight, 0, index_along(rows, 0, weight.shape))
 
     @staticmethod
     def backward(ctx, g):
-        weight = ctx.input_arrays[0]
-        return _scatter_into(np.zeros(weight.shape, g.dtype), 0, _gradient_rows(ctx), g)
+        weight, scale = ctx.input_arrays[0], ctx.params.get("scale")
+        if scale is not None:
+            g = g * scale.astype(g.dtype)[:, None]
+        return _scatter_into(np.zeros(weight.shape, g.dtype), 0, _gradient_rows(ctx),
+                             np.ascontiguousarray(g))
 
     @staticmethod
     def vjp(ctx, g):
-        weight = ctx.input_arrays[0]
+        weight, scale = ctx.input_arrays[0], ctx.params.get("scale")
+        if scale is not None:  # scaled values, unscaled derivative: PyTorch's double
+            # backward (embedding_dense_double_backward) gathers without the scale
+            g = g + (g * Tensor._wrap(scale.astype(g.dtype)[:, None] - 1, None, 0)).detach()
         return ScatterAdd.apply(np.zeros(weight.shape, g.dtype), g, dim=0,
                                 index=_gradient_rows(ctx))
+
+
+def _inverse_frequency(rows: np.ndarray) -> np.ndarray:
+    """1 / (how many times each entry of ``rows`` occurs in ``rows``), per entry."""
+    _, inverse, counts = np.unique(rows, return_inverse=True, return_counts=True)
+    return 1.0 / counts[inverse.reshape(-1)]
+
+
+def _renorm_rows(weight: Tensor, rows: np.ndarray, max_norm: float, norm_type: float
+                 ) -> None:
+    """PyTorch's ``embedding_renorm_``: each row of ``weight`` read by ``rows`` whose
+    ``norm_type``-norm exceeds ``max_norm`` is scaled in place (outside the graph) by
+    ``max_norm / (norm + 1e-7)``."""
+    read = np.unique(rows)
+    if not read.size:
+        return
+    data = weight._data[read]
+    norms = np.linalg.norm(data.astype(np.float64), ord=norm_type, axis=1)
+    over = norms > max_norm
+    if not over.any():
+        return
+    with grad_mode.no_grad():
+        target = weight._writable("embedding")
+    scale = (max_norm / (norms[over] + 1e-7)).astype(data.dtype)
+    target[read[over]] = data[over] * scale[:, None]
 
 
 def _gradient_rows(ctx) -> np.ndarray:
@@ -295,15 +335,19 @@ def _gradient_rows(ctx) -> np.ndarray:
 
 
 def embedding(index: Any, weight: Any, padding_idx: int | None = None,
-              max_norm: float | None = None) -> Tensor:
+              max_norm: float | None = None, norm_type: float = 2.0,
+              scale_grad_by_freq: bool = False, sparse: bool = False) -> Tensor:
     """The rows of ``weight`` [num_embeddings, embedding_dim] at ``index`` (int64 or
     int32, any shape): y has shape ``index.shape + (embedding_dim,)``
     (``torch.nn.functional.embedding``). Backward: g summed into the rows read, except
     the row ``padding_idx`` (negative counts from the end), which gets no gradient.
-    ``max_norm`` (renormalising rows in place) is not supported."""
-    if max_norm is not None:
-        raise NotImplementedError("embedding: max_norm is not supported (it renormalises "
-                                  "weight rows in place); renormalise the rows yourself")
+
+    As in PyTorch: with ``max_norm``, each row read whose ``norm_type``-norm exceeds
+    ``max_norm`` is first renormalised in place (``weight`` is modified, outside the
+    graph: row * max_norm / (norm + 1e-7)); with ``scale_grad_by_freq``, each row's
+    gradient is divided by the number of times the row occurs in ``index``.
+    ``sparse=True`` is accepted, and the gradient is dense (nbgrad has no sparse
+    tensors; the values are the same)."""
     weight = lift(weight)
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-D [num_embeddings, embedding_dim], "
@@ -312,7 +356,12 @@ def embedding(index: Any, weight: Any, padding_idx: int | None = None,
     n = weight.shape[0]
     _check_range("embedding", index, n, 0, weight.shape, "weight")
     padding_idx = normalize_padding_idx("embedding", padding_idx, n)
-    y = EmbeddingLookup.apply(weight, rows=index.reshape(-1), padding_idx=padding_idx)
+    rows = index.reshape(-1)
+    if max_norm is not None:
+        _renorm_rows(weight, rows, real("embedding", "max_norm", max_norm),
+                     real("embedding", "norm_type", norm_type))
+    scale = _inverse_frequency(rows) if scale_grad_by_freq else None
+    y = EmbeddingLookup.apply(weight, rows=rows, padding_idx=padding_idx, scale=scale)
     return reshape(y, index.shape + (weight.shape[1],))
 
 

@@ -32,11 +32,12 @@ from typing import Any
 import numpy as np
 
 from ..autograd import grad_mode
+from ..device import check_memory_format
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from . import activation, elementwise
 from ._args import one_dim
-from .shape import GetItem, normalize_index
+from .shape import GetItem, normalize_index, reshape
 
 
 # -- IndexPut: x with x[index] = value (or += value) ------------------------------------------
@@ -239,8 +240,15 @@ def index_fill_(t: Tensor, dim: int, index: Any, value: Any) -> Tensor:
     positions = _index_tensor("index_fill_", index)
     if positions.ndim > 1:
         raise ValueError(f"index_fill_: index must be 1-D, got shape {positions.shape}")
+    value = _fill_value("index_fill_", value)
+    if t.ndim == 0:  # a 0-d tensor is one of size 1 along dim 0, as in PyTorch
+        bad = positions[(positions != 0) & (positions != -1)]
+        if bad.size:
+            raise IndexError(f"index_fill_: index {bad[0]} is out of bounds for dim 0 of "
+                             "size 1 (the tensor has shape ())")
+        return assign("index_fill_", t, (), value) if positions.size else t
     where = (slice(None),) * dim + (positions.reshape(-1),)
-    return assign("index_fill_", t, where, _fill_value("index_fill_", value))
+    return assign("index_fill_", t, where, value)
 
 
 def _scatter_index(op: str, t: Tensor, dim: int, index: Any, src: Tensor | None) -> tuple:
@@ -265,16 +273,31 @@ def _scatter_index(op: str, t: Tensor, dim: int, index: Any, src: Tensor | None)
     return tuple(positions if d == dim else grid[d] for d in range(t.ndim))
 
 
+def _scatter_arguments(src: Any, value: Any, reduce: Any) -> tuple[Any, Any]:
+    """(src, value) of scatter's forms: a number given as ``src`` is the value (PyTorch's
+    ``scatter(dim, index, value)`` overload)."""
+    if isinstance(src, bool | int | float | np.generic) and value is None:
+        src, value = None, src
+    if (src is None) == (value is None):
+        raise TypeError("scatter_: give exactly one of src and value")
+    if reduce not in (None, "add", "multiply"):
+        raise ValueError(f"scatter_: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+    return src, value
+
+
 def scatter_(t: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = None,
              reduce: str | None = None) -> Tensor:
     """``t[index[i][j][k]][j][k] = src[i][j][k]`` for dim 0 (likewise along any dim), in
-    place; ``value=`` a number instead of ``src``; ``reduce='add'`` adds (repeated
-    positions summing). Where ``index`` repeats a position without ``reduce``, one of the
-    values is written (which one is unspecified, as in PyTorch)."""
-    if (src is None) == (value is None):
-        raise TypeError("scatter_: give exactly one of src and value")
-    if reduce not in (None, "add"):
-        raise ValueError(f"scatter_: reduce must be None or 'add', got {reduce!r}")
+    place; ``value`` (keyword, or a number in place of ``src``) instead of ``src``;
+    ``reduce='add'`` adds (repeated positions summing), ``reduce='multiply'`` multiplies
+    (repeated positions multiplying; no gradient, as in PyTorch, so it refuses tensors
+    that would record one). Where ``index`` repeats a position without ``reduce``, one of
+    the values is written (which one is unspecified, as in PyTorch). A 0-d tensor is one
+    of size 1 along dim 0."""
+    src, value = _scatter_arguments(src, value, reduce)
+    if t.ndim == 0:
+        return assign("scatter_", t, (Ellipsis,),
+                      scatter(t, dim, index, src, value=value, reduce=reduce))
     dim = one_dim("scatter_", dim, t.shape)
     if src is not None:
         src = lift(src, t)
@@ -288,7 +311,22 @@ def scatter_(t: Tensor, dim: int, index: Any, src: Any = None, *, value: Any = N
         positions_shape = np.shape(where[dim])
         region = tuple(slice(0, n) for n in positions_shape)
         written = src if src.shape == positions_shape else src[region]
+    if reduce == "multiply":
+        return _scatter_multiply(t, where, written)
     return assign("scatter_", t, where, written, accumulate=reduce == "add")
+
+
+def _scatter_multiply(t: Tensor, where: tuple, written: Any) -> Tensor:
+    """``t[where] *= written`` in place, repeated positions multiplying. PyTorch has no
+    derivative for it ("derivative for aten::scatter is not implemented"), so rather than
+    a graph that fails at backward, it refuses operands that would be recorded."""
+    if _records(t, written):
+        raise RuntimeError("scatter_: reduce='multiply' has no gradient (PyTorch's neither); "
+                           "call it under nb.no_grad() or on detached tensors "
+                           f"(tensor of shape {t.shape})")
+    values = written._data if isinstance(written, Tensor) else np.asarray(written)
+    np.multiply.at(t._writable("scatter_"), where, values.astype(t.dtype, copy=False))
+    return t
 
 
 def scatter_add_(t: Tensor, dim: int, index: Any, src: Any) -> Tensor:
@@ -328,13 +366,28 @@ class Clone(Function):
         return g
 
 
-def clone(x: Any) -> Tensor:
-    """A copy of ``x`` in new memory, in the graph (``torch.clone``)."""
-    return Clone.apply(lift(x))
+def clone(x: Any, *, memory_format: Any = None) -> Tensor:
+    """A copy of ``x`` in new memory, in the graph (``torch.clone``). ``memory_format``
+    (``nb.preserve_format``, ``nb.contiguous_format``, ``nb.channels_last``) is accepted
+    and has no effect: the copy is C-contiguous, and no value depends on the layout."""
+    x = lift(x)
+    check_memory_format(memory_format, "clone", x.ndim)
+    return Clone.apply(x)
 
 
 def masked_fill(t: Any, mask: Any, value: Any) -> Tensor:
-    """A copy of ``t`` with ``value`` where ``mask`` holds."""
+    """A copy of ``t`` with ``value`` where ``mask`` holds (``torch.masked_fill``): the
+    result has the broadcast shape of ``t`` and ``mask``, which may be larger than
+    ``t``'s (``t`` is broadcast first; the in-place form keeps ``t``'s shape)."""
+    t = lift(t)
+    array = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
+    if not _broadcasts(array.shape, t.shape):
+        try:
+            shape = np.broadcast_shapes(array.shape, t.shape)
+        except ValueError:
+            raise ValueError(f"masked_fill: a mask of shape {array.shape} does not broadcast "
+                             f"with the tensor's shape {t.shape}") from None
+        t = t.expand(shape)
     return masked_fill_(clone(t), mask, value)
 
 
@@ -351,8 +404,19 @@ def index_fill(t: Any, dim: int, index: Any, value: Any) -> Tensor:
 def scatter(t: Any, dim: int, index: Any, src: Any = None, *, value: Any = None,
             reduce: str | None = None) -> Tensor:
     """A copy of ``t`` with ``src`` (or ``value``) scattered along ``dim`` (see
-    ``scatter_``)."""
-    return scatter_(clone(t), dim, index, src, value=value, reduce=reduce)
+    ``scatter_``; ``reduce`` None, 'add' or 'multiply')."""
+    t = lift(t)
+    if t.ndim:
+        return scatter_(clone(t), dim, index, src, value=value, reduce=reduce)
+    # a 0-d tensor is one of size 1 along dim 0 (PyTorch): scatter into that, then back
+    src, value = _scatter_arguments(src, value, reduce)
+    positions = _index_tensor("scatter_", index)
+    if src is not None:
+        src = lift(src, t)
+        src = src if src.ndim else reshape(src, 1)
+    one = scatter_(clone(reshape(t, 1)), dim, positions.reshape(positions.shape or (1,)), src,
+                   value=value, reduce=reduce)
+    return reshape(one, ())
 
 
 # -- arithmetic in place ----------------------------------------------------------------------

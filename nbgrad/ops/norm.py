@@ -276,8 +276,11 @@ def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
     weight[c] + bias[c]. In training, mean and the biased var are the batch statistics
     over every dim but 1, and the running estimates (if given) are updated in place:
     running <- (1 - momentum) running + momentum batch, with the unbiased variance. In
-    evaluation the running estimates are used. As ``torch.nn.functional.batch_norm``."""
+    evaluation the running estimates are used. As ``torch.nn.functional.batch_norm``
+    (which also returns an empty 1-D x unchanged, as a copy here)."""
     x = _args.float_input("batch_norm", x)
+    if x.ndim == 1 and x.shape[0] == 0 and weight is None and bias is None:
+        return x.clone()  # PyTorch returns an empty 1-D input as it is, whatever the stats
     if x.ndim < 2:
         raise ValueError(f"batch_norm: x must be [N, C, *] (at least 2 dims), got shape "
                          f"{tuple(x.shape)}")

@@ -9,6 +9,8 @@ gathers there) and avg_pool2d_grad (g spread over the windows; its adjoint is av
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..function import Function, Sample, register
@@ -33,14 +35,28 @@ def _out_len(size: int, kernel: int, stride: int, pad: int, dilation: int,
     return out
 
 
+def _empty(value: Any) -> bool:
+    """Whether a stride is PyTorch's ``()``/``[]``, which means the kernel size."""
+    return isinstance(value, tuple | list) and len(value) == 0
+
+
+def _pair(op: str, name: str, value: Any, minimum: int) -> tuple[int, int]:
+    """A 2-D pooling parameter as a pair: an int, a pair, or (as PyTorch) a 1-tuple
+    standing for both dims."""
+    if isinstance(value, tuple | list) and len(value) == 1:
+        value = tuple(value) * 2
+    return int_tuple(op, name, value, 2, minimum)
+
+
 def _pool_params(op: str, shape: tuple, kernel_size, stride, padding, dilation,
                  ceil_mode: bool = False) -> dict:
-    """Validated (kernel, stride, padding, dilation, out_hw) as pairs; ``ceil_mode`` only
-    changes out_hw (the kernels clip the windows it adds)."""
-    kernel = int_tuple(op, "kernel_size", kernel_size, 2, 1)
-    stride = kernel if stride is None else int_tuple(op, "stride", stride, 2, 1)
-    pad = int_tuple(op, "padding", padding, 2, 0)
-    dilation = int_tuple(op, "dilation", dilation, 2, 1)
+    """Validated (kernel, stride, padding, dilation, out_hw) as pairs (an int or a
+    1-tuple stands for both dims; ``stride`` None or ``()`` is the kernel size, as in
+    PyTorch); ``ceil_mode`` only changes out_hw (the kernels clip the windows it adds)."""
+    kernel = _pair(op, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or _empty(stride) else _pair(op, "stride", stride, 1)
+    pad = _pair(op, "padding", padding, 0)
+    dilation = _pair(op, "dilation", dilation, 1)
     if pad[0] > kernel[0] // 2 or pad[1] > kernel[1] // 2:
         raise ValueError(f"{op}: padding {pad} must be at most half the kernel size {kernel}")
     size = tuple(shape[-2:])
@@ -370,8 +386,8 @@ def _one_row(op: str, x, kernel_size, stride, padding, dilation, ceil_mode: bool
                          f"empty), got shape {x.shape}")
     kernel = (1,) + int_tuple(op, "kernel_size", kernel_size, 1, 1)
     pairs = dict(kernel_size=kernel,
-                 stride=kernel if stride is None else (1,) + int_tuple(op, "stride", stride,
-                                                                      1, 1),
+                 stride=kernel if stride is None or _empty(stride)
+                 else (1,) + int_tuple(op, "stride", stride, 1, 1),
                  padding=(0,) + int_tuple(op, "padding", padding, 1, 0),
                  ceil_mode=ceil_mode)
     rows = unsqueeze(x, -2)

@@ -37,6 +37,7 @@ from ..kernels import broadcast_sum, strided_apply
 from ..kernels import reduce as reduce_kernels
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
+from . import select
 from ._args import axes, dim_arg, float_input, keepdim_arg, one_dim, real
 
 
@@ -283,12 +284,30 @@ def _selected(op: str, x: Tensor, dim: Any, keepdim: bool, pick, result: type) -
     return result(values, Tensor._wrap(idx.astype(np.int64), None, 0))
 
 
+def _binary(op: str, x: Any, dim: Any, other: Any, given: tuple, pair: Any) -> Tensor:
+    """PyTorch's ``max(x, other)``/``min(x, other)``: a tensor second argument (or
+    ``other=``) is the element-wise ``maximum``/``minimum`` (``pair``), broadcast."""
+    if isinstance(dim, Tensor) and other is not None:
+        raise TypeError(f"{op}: other is given twice (as dim, a tensor of shape "
+                        f"{dim.shape}, and as other=)")
+    other = dim if isinstance(dim, Tensor) else other
+    if not isinstance(other, Tensor):
+        raise TypeError(f"{op}: other must be a Tensor, got {type(other).__name__}")
+    if any(v is not None for v in given):
+        raise TypeError(f"{op}: keepdim/axis/keepdims cannot be given with other (x of "
+                        f"shape {lift(x).shape}, other of shape {other.shape})")
+    return pair(x, other)
+
+
 def max(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
-        keepdims: bool | None = None) -> Tensor | return_types.max:
+        keepdims: bool | None = None, other: Any = None) -> Tensor | return_types.max:
     """With no dim, the maximum of all elements (as ``amax``, but a NaN maximum sends the
     gradient evenly to the NaN entries). With ``dim`` (one int), the named tuple
     ``(values, indices)`` (``return_types.max``, as PyTorch's); the gradient goes to the
-    index."""
+    index. With a tensor second argument (``max(x, other)``, or ``other=``), the
+    element-wise ``maximum(x, other)``, broadcast, as in PyTorch."""
+    if isinstance(dim, Tensor) or other is not None:
+        return _binary("max", x, dim, other, (keepdim, axis, keepdims), select.maximum)
     d = dim_arg("max", dim, axis)
     keep = keepdim_arg("max", keepdim, keepdims)
     if d is None:
@@ -297,10 +316,13 @@ def max(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = Non
 
 
 def min(x: Any, dim: Any = None, keepdim: bool | None = None, *, axis: Any = None,
-        keepdims: bool | None = None) -> Tensor | return_types.min:
+        keepdims: bool | None = None, other: Any = None) -> Tensor | return_types.min:
     """With no dim, the minimum of all elements (a NaN minimum sends the gradient evenly
     to the NaN entries); with ``dim``, the named tuple ``(values, indices)``
-    (``return_types.min``)."""
+    (``return_types.min``); with a tensor second argument (``min(x, other)``, or
+    ``other=``), the element-wise ``minimum(x, other)``, broadcast."""
+    if isinstance(dim, Tensor) or other is not None:
+        return _binary("min", x, dim, other, (keepdim, axis, keepdims), select.minimum)
     d = dim_arg("min", dim, axis)
     keep = keepdim_arg("min", keepdim, keepdims)
     if d is None:

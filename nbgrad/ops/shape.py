@@ -246,10 +246,20 @@ def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None =
            ) -> Tensor:
     """The tensors joined along an existing dim (``torch.cat``, also ``nb.cat``; ``dim``
     or NumPy's ``axis``, default 0): every other dim must agree. Mixed dtypes promote as
-    in PyTorch (float64 over float32 over integers). Backward: each input gets its slice
-    of the gradient."""
+    in PyTorch (float64 over float32 over integers). PyTorch's legacy rule: a 1-D empty
+    tensor (shape ``(0,)``) among tensors of other ranks is skipped whatever ``dim`` (it
+    still takes part in the dtype promotion, and gets no gradient). Backward: each input gets its
+    slice of the gradient."""
     given = dim_arg("concat", dim, axis, 0)
     ts = _sequence("concat", tensors)
+    target = None
+    if any(t.shape == (0,) for t in ts) and (all(t.shape == (0,) for t in ts)
+                                              or any(t.ndim != 1 for t in ts)):
+        target = promoted_dtype(*(t.dtype for t in ts))
+        kept = [t for t in ts if t.shape != (0,)]
+        if not kept:
+            return Concat.apply(*_promoted_inputs(ts), axis=0)
+        ts = kept
     first = ts[0]
     if first.ndim == 0:
         raise ValueError("concat: zero-dimensional tensors cannot be concatenated "
@@ -261,8 +271,8 @@ def concat(tensors: Sequence[Any], dim: int | None = None, *, axis: int | None =
                 a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != ax):
             raise ValueError(f"concat: tensor {i} has shape {t.shape} but tensor 0 has shape "
                              f"{first.shape}; all dims but axis {ax} must match")
-    ts = _promoted_inputs(ts)
-    return Concat.apply(*ts, axis=ax)
+    out = Concat.apply(*_promoted_inputs(ts), axis=ax)
+    return out if target is None or out.dtype == target else out.to(target)
 
 
 def _stack_samples(rng):

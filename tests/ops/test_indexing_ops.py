@@ -293,8 +293,10 @@ X = nb.tensor(np.zeros((3, 4)), requires_grad=True)
      r"embedding: weight must be 2-D \[num_embeddings, embedding_dim\], got shape \(5,\)"),
     (lambda: nb.embedding(np.array([1]), np.zeros((5, 3)), padding_idx=5), ValueError,
      r"embedding: padding_idx=5 must be an int in \[-5, 5\) \(num_embeddings is 5\)"),
-    (lambda: nb.embedding(np.array([1]), np.zeros((5, 3)), max_norm=1.0),
-     NotImplementedError, "embedding: max_norm is not supported"),
+    (lambda: nb.embedding(np.array([1]), np.zeros((5, 3)), max_norm="1"),
+     TypeError, "embedding: max_norm must be a real number, got str"),
+    (lambda: nb.gather(nb.zeros(5), 1, np.zeros((2, 0), np.int64)), IndexError,
+     r"gather: dim=1 is out of range for x of shape \(5,\)"),
 ])
 def test_bad_input(call, error, match):
     with pytest.raises(error, match=match):
@@ -333,10 +335,91 @@ def test_embedding_module_from_pretrained_and_errors():
         Embedding(0, 3)
     with pytest.raises(ValueError, match=r"Embedding: padding_idx=3 must be an int in "):
         Embedding(3, 2, padding_idx=3)
-    with pytest.raises(NotImplementedError, match="Embedding: max_norm is not supported"):
-        Embedding(3, 2, max_norm=1.0)
     with pytest.raises(TypeError, match="Embedding: dtype must be float32 or float64"):
         Embedding(3, 2, dtype=np.int64)
     with pytest.raises(ValueError, match=r"Embedding.from_pretrained: embeddings must be "
                                          r"2-D, got shape \(3,\)"):
         Embedding.from_pretrained(np.zeros(3))
+
+
+# -- embedding's max_norm, norm_type, scale_grad_by_freq, sparse; gather of an empty index ---
+EMBEDDING_OPTIONS = [dict(max_norm=1.0), dict(max_norm=1.5, norm_type=1.0),
+                     dict(max_norm=0.5, norm_type=float("inf")), dict(scale_grad_by_freq=True),
+                     dict(sparse=True), dict(scale_grad_by_freq=True, padding_idx=0),
+                     dict(sparse=True, padding_idx=0, max_norm=1.0)]
+
+
+@pytest.mark.parametrize("options", EMBEDDING_OPTIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_embedding_options_match_torch(options, dtype):
+    """The output, the weight renormalised in place (max_norm) and the gradient (dense
+    here; torch's sparse one densified)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    w0 = (rng.standard_normal((6, 4)) * 2).astype(dtype)
+    index = np.array([[0, 2, 2], [4, 2, 0], [5, 0, 2]])
+    g = rng.standard_normal((3, 3, 4)).astype(dtype)
+    w, tw = nb.tensor(w0.copy(), requires_grad=True), torch.tensor(w0.copy(), requires_grad=True)
+    y = nb.nn.functional.embedding(nb.tensor(index), w, **options)
+    ty = torch.nn.functional.embedding(torch.tensor(index), tw, **options)
+    y.backward(nb.tensor(g))
+    ty.backward(torch.tensor(g))
+    tol = dict(rtol=1e-6, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **tol)
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), **tol)  # renormalised
+    grad = tw.grad.to_dense() if tw.grad.is_sparse else tw.grad
+    np.testing.assert_allclose(w.grad.numpy(), grad.numpy(), **tol)
+    if "max_norm" in options:
+        assert not np.array_equal(w.detach().numpy(), w0)
+        assert w.detach().numpy()[[1, 3]].tolist() == w0[[1, 3]].tolist()  # not read: kept
+
+
+def test_embedding_module_passes_the_options_like_torch():
+    torch = pytest.importorskip("torch")
+    options = dict(padding_idx=1, max_norm=1.0, norm_type=1.0, scale_grad_by_freq=True)
+    layer, tlayer = Embedding(5, 3, **options), torch.nn.Embedding(5, 3, **options)
+    assert repr(layer) == repr(tlayer)
+    with nb.no_grad():
+        layer.weight.copy_(nb.tensor(tlayer.weight.detach().numpy()))
+    index = np.array([[0, 1, 4], [4, 4, 2]])
+    y, ty = layer(nb.tensor(index)), tlayer(torch.tensor(index))
+    y.sum().backward()
+    ty.sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(layer.weight.grad.numpy(), tlayer.weight.grad.numpy(),
+                               rtol=1e-6)
+    assert repr(Embedding(5, 3, sparse=True)) == repr(torch.nn.Embedding(5, 3, sparse=True))
+    pre = Embedding.from_pretrained(np.ones((3, 2)) * 3, max_norm=1.0)
+    np.testing.assert_allclose(pre(np.array([0])).numpy(), [[2 ** -0.5] * 2], rtol=1e-6)
+
+
+def test_embedding_scale_grad_by_freq_first_and_second_order_like_torch():
+    """Not a derivative (the gradient is rescaled on purpose), so no gradcheck: both
+    orders are torch's (its double backward gathers without the scale)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    w0, c0, v0 = (rng.standard_normal(s) for s in ((4, 3), (5, 3), (4, 3)))
+    index = np.array([1, 1, 3, 0, 1])
+    grads = []
+    for lib in (nb, torch):
+        w = lib.tensor(w0, requires_grad=True)
+        y = lib.nn.functional.embedding(lib.tensor(index), w, scale_grad_by_freq=True)
+        (first,) = lib.autograd.grad(((y ** 2) * lib.tensor(c0)).sum(), [w], create_graph=True)
+        (second,) = lib.autograd.grad((first * lib.tensor(v0)).sum(), [w])
+        grads.append((np.asarray(first.detach()), np.asarray(second)))
+    for mine, theirs in zip(*grads):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+
+
+@pytest.mark.parametrize("x_shape, index_shape, dim", [((5,), (2, 0), 0), ((5,), (2, 0, 3), -1),
+                                                       ((3, 4), (0,), 1), ((), (0, 2), 0)])
+def test_gather_of_an_empty_index_of_another_rank_like_torch(x_shape, index_shape, dim):
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(0).standard_normal(x_shape).astype(np.float32)
+    index = np.zeros(index_shape, np.int64)
+    x = nb.tensor(x0, requires_grad=True)
+    y = nb.gather(x, dim, index)
+    ty = torch.gather(torch.tensor(x0), dim, torch.tensor(index))
+    assert y.shape == tuple(ty.shape) and y.dtype == np.float32
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros(x_shape, np.float32))

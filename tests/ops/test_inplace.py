@@ -203,6 +203,10 @@ WRITES = {
                                                 m.full((3, 2), 0.5, dtype=m.float64)),
     "scatter out of place": lambda m, x: m.scatter(x, 0, m.tensor([[1, 1, 0, 2]]),
                                                    m.zeros(1, 4, dtype=m.float64)),
+    "masked_fill mask larger than x": lambda m, x: m.masked_fill(
+        x, m.tensor(np.arange(24).reshape(2, 3, 4) % 3 == 0), 7.0),
+    "index_fill on 0-d": lambda m, x: m.index_fill(x[1, 2], 0, m.tensor([0]), 4.0),
+    "scatter on 0-d": lambda m, x: m.scatter(x[0, 1], 0, m.tensor(0), x[2, 3] * 2.0),
     "add_ mul_ pow_": lambda m, x: x.add_(1.0, alpha=2.0).mul_(2.5).pow_(2),
     "clamp_ exp_": lambda m, x: x.clamp_(-0.5, 0.5).exp_(),
     "copy_ broadcast": lambda m, x: x.copy_(m.tensor([1.0, 2.0, 3.0, 4.0],
@@ -320,3 +324,61 @@ def test_data_is_a_tensor_on_the_same_storage_outside_autograd():
     ours, theirs = results
     for a, b in zip(ours, theirs):
         np.testing.assert_array_equal(a, b)
+
+
+# -- forms PyTorch takes: reduce='multiply', 0-d tensors, a mask broadcasting x larger ------------
+def _scatter_forms(lib, x, src):
+    index = lib.tensor([[2, 0, 1, 2], [2, 2, 0, 2]])
+    t0, i0 = lib.tensor(1.5, dtype=lib.float64), lib.tensor(0)
+    return [lib.scatter(x, 0, index, src, reduce="multiply"),
+            lib.scatter(x, 1, index[:, :3].T.contiguous(), src.T[:3, :2].contiguous(),
+                        reduce="multiply"),
+            x.scatter(-1, index, 2.5, reduce="multiply"),
+            x.clone().scatter_(0, index, src, reduce="multiply"),
+            lib.scatter(x, 0, index, src, reduce="add"),
+            lib.scatter(x, 0, index, 2.5),
+            lib.scatter(t0, 0, i0, lib.tensor(3.0, dtype=lib.float64)),
+            lib.scatter(t0, 0, i0, 2.5, reduce="add"),
+            lib.scatter(t0, 0, i0, 2.5, reduce="multiply"),
+            lib.scatter(t0, 0, lib.tensor([0]), lib.tensor([4.0], dtype=lib.float64),
+                        reduce="multiply"),
+            t0.clone().scatter_(0, i0, lib.tensor(3.0, dtype=lib.float64), reduce="add"),
+            lib.index_fill(t0, -1, lib.tensor(0), 8.0),
+            lib.index_fill(t0, 0, lib.tensor([0, 0]), lib.tensor(9.0, dtype=lib.float64))]
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+def test_scatter_multiply_and_0d_forms_match_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(8)
+    x0, s0 = rng.standard_normal((3, 4)), rng.standard_normal((2, 4))
+    mine = _scatter_forms(nb, nb.tensor(x0), nb.tensor(s0))
+    theirs = _scatter_forms(torch, torch.tensor(x0), torch.tensor(s0))
+    for y, ty in zip(mine, theirs, strict=True):
+        assert y.shape == tuple(ty.shape)
+        np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-15)
+    ints = nb.ones(3, dtype=nb.int64).scatter_(0, nb.tensor([0, 0]), nb.tensor([2, 3]),
+                                                reduce="multiply")
+    np.testing.assert_array_equal(ints.numpy(), [6, 1, 1])
+
+
+def test_scatter_multiply_has_no_gradient_and_other_refusals():
+    x = nb.ones(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="scatter_: reduce='multiply' has no gradient"):
+        nb.scatter(x, 0, nb.tensor([[0, 1]]), nb.ones(1, 2), reduce="multiply")
+    with nb.no_grad():
+        y = nb.scatter(x, 0, nb.tensor([[0, 1]]), nb.full((1, 2), 3.0), reduce="multiply")
+    np.testing.assert_array_equal(y.numpy()[0], [3.0, 1.0, 1.0, 1.0])
+    with pytest.raises(ValueError, match="reduce must be None, 'add' or 'multiply', got 'mean'"):
+        nb.scatter(nb.ones(3), 0, nb.tensor([0]), 1.0, reduce="mean")
+    with pytest.raises(IndexError, match=r"index_fill_: index 1 is out of bounds for dim 0 "
+                                         r"of size 1 \(the tensor has shape \(\)\)"):
+        nb.index_fill(nb.tensor(1.0), 0, nb.tensor([1]), 2.0)
+    with pytest.raises(IndexError, match="scatter_: index 1 is out of bounds"):
+        nb.scatter(nb.tensor(1.0), 0, nb.tensor(1), 2.0)
+    with pytest.raises(ValueError, match=r"masked_fill: a mask of shape \(2, 3\) does not "
+                                         r"broadcast with the tensor's shape \(4,\)"):
+        nb.masked_fill(nb.ones(4), nb.ones(2, 3, dtype=nb.bool), 0.0)
+    # the in-place form keeps x's shape, as torch refuses a mask that would grow it
+    with pytest.raises(ValueError, match=r"masked_fill_: a mask of shape \(2, 4\)"):
+        nb.ones(4).masked_fill_(nb.ones(2, 4, dtype=nb.bool), 0.0)

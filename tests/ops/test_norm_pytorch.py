@@ -239,3 +239,19 @@ def test_bad_input_raises_naming_op_argument_and_shapes():
         BatchNorm2d(3)(x)
     with pytest.raises(ValueError, match=r"BatchNorm1d: expected 2D or 3D input \(got 4D"):
         BatchNorm1d(3)(nb.tensor(np.zeros((2, 3, 1, 1), np.float32)))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_an_empty_1d_input_is_empty_like_torch(training):
+    torch = pytest.importorskip("torch")
+    empty = np.zeros(0, np.float32)
+    x = nb.tensor(empty, requires_grad=True)
+    y = nb.nn.functional.batch_norm(x, nb.tensor(empty), nb.tensor(empty), training=training)
+    ty = torch.nn.functional.batch_norm(torch.tensor(empty), torch.tensor(empty),
+                                        torch.tensor(empty), training=training)
+    assert y.shape == tuple(ty.shape) == (0,) and y.dtype == np.float32
+    y.sum().backward()
+    assert x.grad.shape == (0,)
+    with pytest.raises(ValueError, match=r"batch_norm: x must be \[N, C, \*\] \(at least 2 "
+                                         r"dims\), got shape \(3,\)"):
+        nb.nn.functional.batch_norm(nb.zeros(3), None, None, training=training)

@@ -494,3 +494,22 @@ def test_divisor_override_errors():
         with pytest.raises(TypeError, match=r"avg_pool2d: divisor_override must be None or "
                                             r"an int"):
             nb.avg_pool2d(X, 2, divisor_override=bad)
+
+
+@pytest.mark.parametrize("name", ["max_pool2d", "avg_pool2d"])
+@pytest.mark.parametrize("args", [((3, 3), (1, 1), (1,)), ((2, 2), ()), ((4, 4), (2, 2), (2,)),
+                                  ((3,), (2,), (1,)), ((2, 3), [], (1, 0))])
+def test_pool2d_one_tuples_and_empty_stride_like_torch(name, args):
+    """A 1-tuple stands for both dims; stride () or [] is the kernel size (torch)."""
+    torch = pytest.importorskip("torch")
+    x0 = np.random.default_rng(1).standard_normal((1, 2, 6, 7)).astype(np.float32)
+    y = getattr(nb.nn.functional, name)(nb.tensor(x0), *args)
+    ty = getattr(torch.nn.functional, name)(torch.tensor(x0), *args)
+    np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-6)
+    for one_d in ("max_pool1d", "avg_pool1d"):
+        y = getattr(nb.nn.functional, one_d)(nb.tensor(x0[0]), 2, ())
+        ty = getattr(torch.nn.functional, one_d)(torch.tensor(x0[0]), 2, ())
+        np.testing.assert_allclose(y.numpy(), ty.numpy(), rtol=1e-6)
+    with pytest.raises(TypeError, match=rf"{name}: padding must be an int or a pair of ints, "
+                                        r"got \(1, 1, 1\)"):
+        getattr(nb.nn.functional, name)(nb.tensor(x0), 3, 1, (1, 1, 1))

@@ -425,3 +425,39 @@ def test_nan_extremum_gradients_follow_pytorch(create_graph):
 def test_max_over_a_dim_of_a_0d_tensor_is_0d_with_keepdim():
     values, indices = nb.tensor(np.array(2.0)).max(0, keepdim=True)
     assert values.shape == () and indices.shape == () and indices.item() == 0
+
+
+@pytest.mark.parametrize("name", ["max", "min"])
+@given(shapes=st.sampled_from([((), ()), ((5,), ()), ((5, 1), (5,)), ((2, 1, 3), (1, 4, 3)),
+                               ((0, 1, 3), (0, 4, 3)), ((3, 4), (3, 4))]),
+       seed=st.integers(0, 2**16), form=st.sampled_from(["function", "method", "keyword"]))
+def test_max_min_of_two_tensors_are_maximum_minimum_like_pytorch(name, shapes, seed, form):
+    """torch.max(x, other) / x.max(other): the element-wise maximum, broadcast, with
+    torch's gradients (ties share g)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(seed)
+    a0, b0 = (rng.integers(-2, 3, s).astype(np.float64) for s in shapes)  # ties
+    outs = []
+    for lib in (nb, torch):
+        a, b = lib.tensor(a0, requires_grad=True), lib.tensor(b0, requires_grad=True)
+        if form == "method":
+            y = getattr(a, name)(b)
+        else:
+            y = getattr(lib, name)(a, b) if form == "function" else getattr(lib, name)(a, other=b)
+        weights = np.arange(1.0, 1.0 + y.numel()).reshape(tuple(y.shape))
+        (y * lib.tensor(weights)).sum().backward()
+        outs.append([np.asarray(v.detach()) for v in (y, a.grad, b.grad)])
+    for mine, theirs in zip(*outs):
+        assert mine.shape == theirs.shape
+        np.testing.assert_array_equal(mine, theirs)
+
+
+def test_max_min_of_two_tensors_refuse_reduction_arguments():
+    x, y = nb.ones(2, 3), nb.zeros(3)
+    with pytest.raises(TypeError, match=r"max: keepdim/axis/keepdims cannot be given with "
+                                        r"other \(x of shape \(2, 3\), other of shape \(3,\)\)"):
+        nb.max(x, y, True)
+    with pytest.raises(TypeError, match="min: other is given twice"):
+        nb.min(x, y, other=y)
+    with pytest.raises(TypeError, match="max: other must be a Tensor, got float"):
+        nb.max(x, other=2.0)

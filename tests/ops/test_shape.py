@@ -430,3 +430,24 @@ def test_split_chunk_squeeze_unsqueeze_errors():
         nb.unsqueeze(x, 3)
     with pytest.raises(TypeError, match=r"unsqueeze: dim must be an int, got \(0, 1\)"):
         nb.unsqueeze(x, (0, 1))
+
+
+@pytest.mark.parametrize("shapes, dim", [([(0,), (5, 5)], 1), ([(2, 3), (0,), (4, 3)], 0),
+                                         ([(0,), (0,)], 1), ([(0,), (2, 3), (0,)], -1)])
+def test_cat_skips_1d_empty_tensors_like_torch(shapes, dim):
+    """PyTorch's legacy rule: a (0,) tensor is skipped whatever the dim and other shapes;
+    it still takes part in the dtype promotion."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(s).astype(np.float64 if i == 0 else np.float32)
+              for i, s in enumerate(shapes)]
+    ts = [nb.tensor(a, requires_grad=a.size > 0) for a in arrays]
+    y = nb.cat(ts, dim)
+    ty = torch.cat([torch.tensor(a) for a in arrays], dim)
+    assert y.shape == tuple(ty.shape) and str(y.dtype)[7:] == str(ty.dtype)[6:]
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    if y.numel():
+        y.sum().backward()
+        for t in ts:
+            if t.requires_grad:
+                np.testing.assert_array_equal(t.grad.numpy(), np.ones(t.shape))
