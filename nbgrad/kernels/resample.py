@@ -2,8 +2,9 @@
 
 * ``separable_forward``: y[p, oh, ow] = sum_b ww[ow, b] sum_a wh[oh, a] x[p, ih[oh, a],
   iw[ow, b]], the interpolation of every mode (nearest: one tap of weight 1 per axis;
-  linear: two taps). Each output row first mixes its K input rows into one row (a
-  contiguous, vectorisable loop over W), then gathers its columns.
+  linear: two taps; bicubic: four, border taps repeated). Each output row first mixes
+  its K input rows into one row (a contiguous, vectorisable loop over W), then gathers
+  its columns. Repeated indices simply add.
 * ``separable_adjoint``: the transpose, dx[p, ih, iw] += wh ww g[p, oh, ow], in the same
   row-then-column order (a per-plane scatter, serial within the plane).
 * ``adaptive_avg_forward`` / ``adaptive_avg_adjoint`` / ``adaptive_max_forward``: the

@@ -1,10 +1,12 @@
 """Resampling: interpolation, adaptive pooling, pixel shuffle (PyTorch semantics).
 
-``interpolate`` covers 3-D [N, C, L] and 4-D [N, C, H, W] inputs in the modes 'nearest',
-'nearest-exact', 'linear' / 'bilinear' (align_corners True or False) and 'area'. Every
-mode is separable: per spatial axis a table of source indices and weights (computed with
-PyTorch's CPU rounding: the ratio and the source index in the input's float type, the
-nearest modes in float32), applied by one kernel (kernels/resample.py). The output is
+``interpolate`` covers 3-D [N, C, L], 4-D [N, C, H, W] and 5-D [N, C, D, H, W] inputs in
+the modes 'nearest', 'nearest-exact', 'linear' / 'bilinear' / 'trilinear' / 'bicubic'
+(align_corners True or False) and 'area'. Every mode is separable: per spatial axis a
+table of source indices and weights (computed with PyTorch's CPU rounding: the ratio, the
+source index and the cubic coefficients in the input's float type, the nearest modes in
+float32), applied by one kernel (kernels/resample.py); 5-D inputs take two passes, (H, W)
+on the [N*D, H, W] planes, then D on [N, D, OH*OW] (an identity column table). The output is
 linear in the input, so the backward (the transpose of the tables) is an op of its own
 (``interpolate_grad``) whose adjoint is the forward: second derivatives come for free.
 Adaptive pooling uses PyTorch's windows [floor(i L / O), ceil((i + 1) L / O)).
@@ -44,12 +46,49 @@ def _out_shape(shape: tuple, out: tuple) -> tuple:
 
 
 # -- interpolation tables -----------------------------------------------------------------
-@functools.lru_cache(maxsize=256)
-def _axis_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | None,
-               dtype: str) -> tuple[np.ndarray, np.ndarray]:
-    """(index, weight)[n_out, taps] for one axis, with PyTorch's CPU rounding."""
+def _source(n_in: int, n_out: int, align_corners: bool, scale: float | None, dtype: str,
+            cubic: bool) -> np.ndarray:
+    """PyTorch's real source positions (area_pixel_compute_source_index) in ``dtype``;
+    clamped at 0 except for cubic."""
     ft = np.dtype(dtype).type
     i = np.arange(n_out)
+    if align_corners:
+        ratio = ft(n_in - 1) / ft(n_out - 1) if n_out > 1 else ft(0)
+        return (ratio * i.astype(dtype)).astype(dtype)
+    ratio = ft(1.0 / scale) if scale is not None and scale > 0 else ft(n_in) / ft(n_out)
+    real = (ratio * (i.astype(dtype) + ft(0.5)) - ft(0.5)).astype(dtype)
+    return real if cubic else np.where(real < 0, ft(0), real).astype(dtype)
+
+
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    """PyTorch's get_cubic_upsample_coefficients (A = -0.75) in t's float type: the
+    weights [n, 4] of the taps floor - 1 .. floor + 2 at fraction t. As written in C++;
+    PyTorch's AVX2/AVX512 builds contract some multiply-adds (the source index, a step of
+    ``far``) into FMAs: their weights differ from these by a few ulps."""
+    ft = t.dtype.type
+    a = ft(-0.75)
+
+    def near(x):  # |x| <= 1: ((A + 2) x - (A + 3)) x^2 + 1
+        return ((a + ft(2)) * x - (a + ft(3))) * x * x + ft(1)
+
+    def far(x):  # 1 < |x| < 2: ((A x - 5 A) x + 8 A) x - 4 A
+        return ((a * x - ft(5) * a) * x + ft(8) * a) * x - ft(4) * a
+
+    s = ft(1) - t
+    return np.stack([far(t + ft(1)), near(t), near(s), far(s + ft(1))], axis=1).astype(t.dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def _axis_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: float | None,
+               dtype: str, copy_equal: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(index, weight)[n_out, taps] for one axis, with PyTorch's CPU rounding.
+    ``copy_equal``: 'nearest' ignores a given scale on an axis of n_out == n_in or 2 n_in
+    (the ratio n_in / n_out: a copy, a doubling), as PyTorch's 2-D kernel does (its 1-D and
+    3-D ones, and 'nearest-exact', use the scale)."""
+    ft = np.dtype(dtype).type
+    i = np.arange(n_out)
+    if mode == "nearest" and copy_equal and n_out in (n_in, 2 * n_in):
+        scale = None
     if mode in ("nearest", "nearest-exact"):
         f32 = np.float32
         ratio = (f32(1.0 / scale) if scale is not None and scale > 0
@@ -60,27 +99,25 @@ def _axis_taps(mode: str, n_in: int, n_out: int, align_corners: bool, scale: flo
             src = np.floor(((i + 0.5) * np.float64(ratio)).astype(f32))
         index = np.minimum(src.astype(np.int64), n_in - 1)
         return index[:, None].copy(), np.ones((n_out, 1), dtype)
-    if n_out == n_in:  # PyTorch copies: both taps on i, weights (1, 0)
+    cubic = mode == "bicubic"
+    if n_out == n_in and not cubic:  # PyTorch copies: both taps on i, weights (1, 0)
         index = np.stack([i, i], axis=1)
         return index, np.array([[1, 0]], dtype).repeat(n_out, axis=0)
-    if align_corners:
-        ratio = ft(n_in - 1) / ft(n_out - 1) if n_out > 1 else ft(0)
-        real = ratio * i.astype(dtype)
-    else:
-        ratio = (ft(1.0 / scale) if scale is not None and scale > 0
-                 else ft(n_in) / ft(n_out))
-        real = ratio * (i.astype(dtype) + ft(0.5)) - ft(0.5)
-        real = np.where(real < 0, ft(0), real).astype(dtype)
+    real = _source(n_in, n_out, align_corners, scale, dtype, cubic)
+    # guard_index_and_lambda: floorf (in float32 even for double), the fraction in [0, 1]
     i0 = np.minimum(np.floor(real.astype(np.float32)).astype(np.int64), n_in - 1)
     lam1 = np.minimum(np.maximum(real - i0.astype(dtype), ft(0)), ft(1)).astype(dtype)
+    if cubic:  # 4 taps floor - 1 .. floor + 2, each access index clamped to [0, n_in - 1]
+        index = np.clip(i0[:, None] + np.arange(-1, 3), 0, n_in - 1)
+        return index, _cubic_weights(lam1)
     i1 = i0 + (i0 < n_in - 1)
     return np.stack([i0, i1], axis=1), np.stack([ft(1) - lam1, lam1], axis=1).astype(dtype)
 
 
 def _tables(mode: str, in_size: tuple, out_size: tuple, scales: tuple, align_corners: bool,
-            dtype: np.dtype) -> tuple:
+            dtype: np.dtype, copy_equal: bool) -> tuple:
     """(ih, wh, iw, ww) for the planes of ``_planes``: 1-D gets a one-row H table."""
-    taps = [_axis_taps(mode, n, o, align_corners, s, dtype.str)
+    taps = [_axis_taps(mode, n, o, align_corners, s, dtype.str, copy_equal)
             for n, o, s in zip(in_size, out_size, scales)]
     if len(taps) == 1:
         taps.insert(0, (np.zeros((1, 1), np.int64), np.ones((1, 1), dtype)))
@@ -88,20 +125,48 @@ def _tables(mode: str, in_size: tuple, out_size: tuple, scales: tuple, align_cor
     return ih, wh, iw, ww
 
 
-def _interp(x: np.ndarray, mode, out_size, scales, align_corners) -> np.ndarray:
+def _identity_taps(m: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(m)[:, None], np.ones((m, 1), dtype)
+
+
+def _interp(x: np.ndarray, mode, out_size, scales, align_corners,
+            copy_equal: bool = True) -> np.ndarray:
     spatial = len(out_size)
+    if spatial == 3:  # (H, W) on the [N*D, H, W] planes, then D on [N, D, OH*OW]
+        D, H, W = x.shape[-3:]
+        N = math.prod(x.shape[:-3])
+        y = _interp(np.ascontiguousarray(x).reshape(N * D, H, W), mode, out_size[1:],
+                    scales[1:], align_corners, copy_equal=False)
+        m = out_size[1] * out_size[2]
+        tabs = (*_axis_taps(mode, D, out_size[0], align_corners, scales[0], x.dtype.str),
+                *_identity_taps(m, x.dtype))
+        y = _sized(K.separable_forward, N * out_size[0] * m)(y.reshape(N, D, m), *tabs)
+        return y.reshape(_out_shape(x.shape, out_size))
     P, H, W = _planes(x.shape, spatial)
-    tabs = _tables(mode, x.shape[-spatial:], out_size, scales, align_corners, x.dtype)
+    tabs = _tables(mode, x.shape[-spatial:], out_size, scales, align_corners, x.dtype,
+                   copy_equal and spatial == 2)
     y = _sized(K.separable_forward, P * tabs[0].shape[0] * tabs[2].shape[0])(
         np.ascontiguousarray(x).reshape(P, H, W), *tabs)
     return y.reshape(_out_shape(x.shape, out_size))
 
 
 def _interp_adjoint(g: np.ndarray, mode, out_size, scales, align_corners,
-                    x_shape: tuple) -> np.ndarray:
+                    x_shape: tuple, copy_equal: bool = True) -> np.ndarray:
     spatial = len(out_size)
+    if spatial == 3:  # the transpose of _interp's two passes, in reverse order
+        D, H, W = x_shape[-3:]
+        N = math.prod(x_shape[:-3])
+        m = out_size[1] * out_size[2]
+        tabs = (*_axis_taps(mode, D, out_size[0], align_corners, scales[0], g.dtype.str),
+                *_identity_taps(m, g.dtype))
+        gd = _sized(K.separable_adjoint, N * D * m)(
+            np.ascontiguousarray(g).reshape(N, out_size[0], m), *tabs, D, m)
+        dx = _interp_adjoint(gd.reshape(N * D, *out_size[1:]), mode, out_size[1:],
+                             scales[1:], align_corners, (N * D, H, W), copy_equal=False)
+        return dx.reshape(x_shape)
     P, H, W = _planes(x_shape, spatial)
-    tabs = _tables(mode, x_shape[-spatial:], out_size, scales, align_corners, g.dtype)
+    tabs = _tables(mode, x_shape[-spatial:], out_size, scales, align_corners, g.dtype,
+                   copy_equal and spatial == 2)
     g3 = np.ascontiguousarray(g).reshape(P, tabs[0].shape[0], tabs[2].shape[0])
     return _sized(K.separable_adjoint, P * H * W)(g3, *tabs, H, W).reshape(x_shape)
 
@@ -119,6 +184,13 @@ def _interp_samples(rng):
     yield s((1, 2, 4, 3), "bilinear", (6, 4), scales=(1.6, 1.5), label="given scales")
     yield s((2, 2, 3, 4), "nearest", (7, 5), label="nearest")
     yield s((1, 3, 5), "nearest-exact", (3,), label="nearest-exact down")
+    yield s((1, 2, 4, 3), "nearest", (4, 5), scales=(1.1, 1.7), label="nearest, H copied")
+    yield s((2, 2, 4, 5), "bicubic", (7, 3), label="bicubic")
+    yield s((1, 2, 5, 3), "bicubic", (3, 6), align=True, label="bicubic, align_corners")
+    yield s((1, 1, 3, 4), "bicubic", (5, 4), scales=(1.7, 1.1), label="bicubic, scales")
+    yield s((1, 2, 3, 4, 2), "trilinear", (5, 3, 4), label="trilinear")
+    yield s((1, 1, 2, 3, 4), "trilinear", (3, 5, 2), align=True, label="trilinear, align")
+    yield s((2, 1, 3, 2, 4), "nearest", (4, 5, 3), label="nearest 3-D")
 
 
 @register("interpolate", samples=_interp_samples)
@@ -187,15 +259,19 @@ def interpolate(input, size: int | tuple | None = None,
                 scale_factor: float | tuple | None = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
-    """Resize [N, C, L] or [N, C, H, W], as ``torch.nn.functional.interpolate``.
+    """Resize [N, C, L], [N, C, H, W] or [N, C, D, H, W], as
+    ``torch.nn.functional.interpolate``.
 
     Output size ``size``, or floor(in * scale_factor) per axis. Output position o reads
-    source position (o + 0.5) r - 0.5 (clamped at 0), r = 1 / scale_factor when a scale
-    is given and ``recompute_scale_factor`` is not True, else in / out; with
-    ``align_corners`` o (in - 1) / (out - 1). 'linear'/'bilinear' weight the two
-    neighbours of the source position; 'nearest' takes floor(o r), 'nearest-exact'
+    source position s = (o + 0.5) r - 0.5 (clamped at 0 except for bicubic), r = 1 /
+    scale_factor when a scale is given and ``recompute_scale_factor`` is not True, else
+    in / out; with ``align_corners`` s = o (in - 1) / (out - 1). 'linear'/'bilinear'/
+    'trilinear' weight the two neighbours of s per axis; 'bicubic' the four taps
+    floor(s) - 1 .. floor(s) + 2 (clamped to [0, in - 1]) with the cubic convolution
+    weights of A = -0.75 at t = s - floor(s); 'nearest' takes floor(o r), 'nearest-exact'
     floor((o + 0.5) r) (both clamped to in - 1); 'area' is adaptive average pooling.
-    Not supported: 5-D inputs ('trilinear'), 'bicubic', ``antialias=True``.
+    Also [N, C, D, H, W] for 'nearest', 'nearest-exact', 'trilinear' and 'area'.
+    Not supported: ``antialias=True``.
     """
     op = "interpolate"
     x = float_input(op, input, "input")
@@ -214,10 +290,10 @@ def interpolate(input, size: int | tuple | None = None,
                          f"(got size={size!r}, scale_factor={scale_factor!r})")
     if size is None and scale_factor is None:
         raise ValueError(f"{op}: either size or scale_factor should be defined")
-    if x.ndim not in (3, 4):
+    if x.ndim not in (3, 4, 5):
         raise NotImplementedError(
-            f"{op}: only 3-D [N, C, L] and 4-D [N, C, H, W] inputs are supported, got "
-            f"input of shape {x.shape} ({x.ndim}-D) for mode {mode!r}")
+            f"{op}: only 3-D [N, C, L], 4-D [N, C, H, W] and 5-D [N, C, D, H, W] inputs are "
+            f"supported, got input of shape {x.shape} ({x.ndim}-D) for mode {mode!r}")
     need = {"linear": 3, "bilinear": 4, "trilinear": 5, "bicubic": 4}.get(mode)
     if need is not None and need != x.ndim:
         raise NotImplementedError(f"{op}: got {x.ndim}D input (shape {x.shape}), but {mode} "
@@ -227,8 +303,6 @@ def interpolate(input, size: int | tuple | None = None,
             raise ValueError(f"{op}: anti-alias option is restricted to bilinear and bicubic "
                              f"modes and requires a 4-D tensor as input (got mode={mode!r})")
         raise NotImplementedError(f"{op}: antialias=True is not supported by nbgrad")
-    if mode == "bicubic":
-        raise NotImplementedError(f"{op}: mode 'bicubic' is not supported by nbgrad")
     in_size = tuple(x.shape[2:])
     if size is not None:
         out = _spatial_sizes(op, "output size", size, dim, x.shape, int)
@@ -246,7 +320,7 @@ def interpolate(input, size: int | tuple | None = None,
                          f"input {in_size} and output {tuple(out)} (input shape {x.shape}, "
                          f"size={size!r}, scale_factor={scale_factor!r})")
     if mode == "area":
-        return (adaptive_avg_pool1d if dim == 1 else adaptive_avg_pool2d)(x, tuple(out))
+        return AdaptiveAvgPool.apply(x, out_size=tuple(out))
     return Interpolate.apply(x, mode=mode, out_size=tuple(out), scales=tuple(scales),
                              align_corners=bool(align_corners))
 
@@ -290,8 +364,20 @@ def _window_tables(in_size: tuple, out_size: tuple) -> tuple:
     return (*_windows(in_size[0], out_size[0]), *_windows(in_size[1], out_size[1]))
 
 
+def _identity_windows(m: int) -> tuple[np.ndarray, np.ndarray]:
+    return np.arange(m, dtype=np.int64), np.arange(1, m + 1, dtype=np.int64)
+
+
 def _avg(x: np.ndarray, out_size: tuple) -> np.ndarray:
     spatial = len(out_size)
+    if spatial == 3:  # (H, W) windows on the [N*D, H, W] planes, then D on [N, D, OH*OW]
+        D, H, W = x.shape[-3:]
+        N = math.prod(x.shape[:-3])
+        m = out_size[1] * out_size[2]
+        y = _avg(np.ascontiguousarray(x).reshape(N * D, H, W), out_size[1:])
+        y = _sized(K.adaptive_avg_forward, N * D * m)(
+            y.reshape(N, D, m), *_windows(D, out_size[0]), *_identity_windows(m))
+        return y.reshape(_out_shape(x.shape, out_size))
     P, H, W = _planes(x.shape, spatial)
     if all(o == 1 for o in out_size):  # global pooling: one vectorised sum per plane
         ft = x.dtype.type
@@ -305,6 +391,15 @@ def _avg(x: np.ndarray, out_size: tuple) -> np.ndarray:
 
 def _avg_adjoint(g: np.ndarray, out_size: tuple, x_shape: tuple) -> np.ndarray:
     spatial = len(out_size)
+    if spatial == 3:  # the transpose of _avg's two passes, in reverse order
+        D, H, W = x_shape[-3:]
+        N = math.prod(x_shape[:-3])
+        m = out_size[1] * out_size[2]
+        gd = _sized(K.adaptive_avg_adjoint, N * D * m)(
+            np.ascontiguousarray(g).reshape(N, out_size[0], m), *_windows(D, out_size[0]),
+            *_identity_windows(m), D, m)
+        dx = _avg_adjoint(gd.reshape(N * D, *out_size[1:]), out_size[1:], (N * D, H, W))
+        return dx.reshape(x_shape)
     P, H, W = _planes(x_shape, spatial)
     if all(o == 1 for o in out_size):
         ft = g.dtype.type
@@ -321,11 +416,12 @@ def _avg_samples(rng):
     yield Sample(rng.standard_normal((2, 4, 6)), out_size=(1, 1), label="unbatched global")
     yield Sample(rng.standard_normal((2, 3, 10)), out_size=(4,), label="1-D")
     yield Sample(rng.standard_normal((1, 2, 3, 4)), out_size=(5, 6), label="out > in")
+    yield Sample(rng.standard_normal((1, 2, 5, 3, 4)), out_size=(3, 2, 5), label="3-D")
 
 
 @register("adaptive_avg_pool2d", samples=_avg_samples)
 class AdaptiveAvgPool(Function):
-    """Adaptive average pooling over the last len(out_size) (1 or 2) dims."""
+    """Adaptive average pooling over the last len(out_size) (1, 2 or 3) dims."""
 
     @staticmethod
     def forward(ctx, x, out_size):
@@ -455,6 +551,16 @@ def adaptive_avg_pool2d(input, output_size: int | tuple) -> Tensor:
     x = _pool_input("adaptive_avg_pool2d", input, 2)
     return AdaptiveAvgPool.apply(x, out_size=_output_size("adaptive_avg_pool2d", output_size,
                                                           x, 2))
+
+
+def adaptive_avg_pool3d(input, output_size: int | tuple) -> Tensor:
+    """Adaptive average pooling of [N, C, D, H, W] or [C, D, H, W] to ``output_size`` (an
+    int or a triple; None keeps the input's size), as
+    ``torch.nn.functional.adaptive_avg_pool3d``: windows [floor(i L / O), ceil((i + 1) L /
+    O)) per axis (pooled over (H, W), then over D)."""
+    x = _pool_input("adaptive_avg_pool3d", input, 3)
+    return AdaptiveAvgPool.apply(x, out_size=_output_size("adaptive_avg_pool3d", output_size,
+                                                          x, 3))
 
 
 def _adaptive_max(op: str, input: Any, output_size: Any, return_indices: bool,

@@ -35,20 +35,24 @@ def _close(ours, theirs, dtype):
 
 spatial = st.integers(1, 9)
 modes_3d = st.sampled_from(["nearest", "nearest-exact", "linear", "area"])
-modes_4d = st.sampled_from(["nearest", "nearest-exact", "bilinear", "area"])
+modes_4d = st.sampled_from(["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
+modes_5d = st.sampled_from(["nearest", "nearest-exact", "trilinear", "area"])
 
 
 @st.composite
 def interp_cases(draw):
-    ndim = draw(st.sampled_from([3, 4]))
-    mode = draw(modes_3d if ndim == 3 else modes_4d)
+    ndim = draw(st.sampled_from([3, 4, 4, 5]))
+    mode = draw({3: modes_3d, 4: modes_4d, 5: modes_5d}[ndim])
+    sizes = spatial if ndim < 5 else st.integers(1, 5)
     shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3))) + tuple(
-        draw(spatial) for _ in range(ndim - 2))
+        draw(sizes) for _ in range(ndim - 2))
     kwargs = {"mode": mode}
-    if mode in ("linear", "bilinear"):
+    if mode in ("linear", "bilinear", "bicubic", "trilinear"):
         kwargs["align_corners"] = draw(st.booleans())
     if draw(st.booleans()):
         sizes = tuple(draw(spatial) for _ in range(ndim - 2))
+        if draw(st.booleans()):  # out == in on some axes (PyTorch's copy shortcuts)
+            sizes = tuple(n if draw(st.booleans()) else o for n, o in zip(shape[2:], sizes))
         kwargs["size"] = sizes if draw(st.booleans()) or ndim == 3 else sizes[0]
     else:
         scale = st.floats(0.3, 3.5).map(lambda s: round(s, 3))
@@ -77,19 +81,40 @@ def test_interpolate_matches_torch(case, seed):
         # PyTorch's nearest backward maps out == in and out == 2 in by shortcuts that its
         # forward does not take (given scales): the reference is the exact adjoint of its
         # forward, the source positions read off a forward of the flat positions.
-        dxt = _nearest_adjoint(x, y.shape, kwargs)
+        dxt = _adjoint_of_torch_forward(x, y.shape, kwargs)
+    elif kwargs["mode"] == "bicubic" and y.shape == x.shape:
+        # likewise its bicubic backward copies g when out == in, which its forward (given
+        # scales) does not
+        dxt = _adjoint_of_torch_forward(x, y.shape, kwargs)
     _close(dx, dxt, dtype)
 
 
-def _nearest_adjoint(x, y_shape, kwargs):
-    pos = np.arange(np.prod(x.shape[2:]), dtype=np.float64).reshape((1, 1) + x.shape[2:])
-    src = F.interpolate(torch.tensor(pos), **kwargs).numpy().astype(np.int64).reshape(-1)
+def _adjoint_of_torch_forward(x, y_shape, kwargs):
+    """A^T g for the matrix A of torch's forward, read off (in float64) from its action on
+    the one-hot planes; g as drawn by ``_both``."""
+    n = int(np.prod(x.shape[2:]))
+    basis = np.eye(n).reshape((n, 1) + x.shape[2:])
+    a = F.interpolate(torch.tensor(basis), **kwargs).numpy().reshape(n, -1)  # [in, out]
     g = np.random.default_rng(1).standard_normal(y_shape).astype(x.dtype)
-    planes = g.reshape(x.shape[0] * x.shape[1], -1)
-    dx = np.zeros((planes.shape[0], pos.size), x.dtype)
-    for k in range(src.size):
-        dx[:, src[k]] += planes[:, k]
-    return dx.reshape(x.shape)
+    planes = g.reshape(x.shape[0] * x.shape[1], -1).astype(np.float64)
+    return (planes @ a.T).astype(x.dtype).reshape(x.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_in,n_out", [(7, 13), (13, 7), (100, 37), (37, 100), (5, 500),
+                                        (50, 51), (3, 3), (1, 4)])
+def test_bicubic_coefficients_on_long_axes(n_in, n_out, dtype):
+    # one-hot planes: each output is one tap's weight (or the sum of the clamped taps at
+    # the borders). PyTorch's vectorised CPU builds contract some multiply-adds into FMAs
+    # (the source index, one step of the outer cubic), a few ulps of the weights.
+    x = np.eye(n_in, dtype=dtype)[:, None, None, :]
+    tol = 4e-6 if dtype == np.float32 else 1e-14
+    for kw in ({"size": (1, n_out)}, {"size": (1, n_out), "align_corners": True},
+               {"scale_factor": (1, n_out / n_in + 0.013)}):
+        y = R.interpolate(nb.tensor(x), mode="bicubic", **kw).numpy()
+        yt = F.interpolate(torch.tensor(x), mode="bicubic", **kw).numpy()
+        np.testing.assert_allclose(y, yt, rtol=0, atol=tol)
+        np.testing.assert_allclose(y.sum(axis=0), 1, atol=tol * 4)  # a partition of unity
 
 
 @pytest.mark.parametrize("n_in,n_out", [(7, 13), (13, 7), (100, 37), (37, 100), (5, 500)])
@@ -123,11 +148,13 @@ def test_deprecated_aliases():
 
 @st.composite
 def pool_cases(draw):
-    spatial_dims = draw(st.sampled_from([1, 2]))
+    spatial_dims = draw(st.sampled_from([1, 2, 3]))
     batched = draw(st.booleans())
     shape = ((draw(st.integers(1, 2)),) if batched else ()) + (draw(st.integers(1, 3)),) + \
         tuple(draw(st.integers(1, 11)) for _ in range(spatial_dims))
     out = tuple(draw(st.one_of(st.integers(1, 12), st.none())) for _ in range(spatial_dims))
+    if spatial_dims == 3:
+        shape = shape[:-3] + tuple(min(n, 6) for n in shape[-3:])
     if spatial_dims == 1 or draw(st.booleans()):
         out = out[0] if out[0] is not None else 3
     return spatial_dims, shape, out, draw(st.sampled_from([np.float32, np.float64]))
@@ -139,12 +166,13 @@ def test_adaptive_pools_match_torch(case, seed):
     spatial_dims, shape, out, dtype = case
     rng = np.random.default_rng(seed)
     x = rng.permutation(np.prod(shape)).reshape(shape).astype(dtype) / 7  # no ties
-    avg = R.adaptive_avg_pool1d if spatial_dims == 1 else R.adaptive_avg_pool2d
-    avg_t = F.adaptive_avg_pool1d if spatial_dims == 1 else F.adaptive_avg_pool2d
-    y, dx, yt, dxt = _both(avg, avg_t, x, output_size=out)
+    name = f"adaptive_avg_pool{spatial_dims}d"
+    y, dx, yt, dxt = _both(getattr(R, name), getattr(F, name), x, output_size=out)
     assert y.shape == yt.shape
     _close(y, yt, dtype)
     _close(dx, dxt, dtype)
+    if spatial_dims == 3:
+        return
     mx = R.adaptive_max_pool1d if spatial_dims == 1 else R.adaptive_max_pool2d
     mx_t = F.adaptive_max_pool1d if spatial_dims == 1 else F.adaptive_max_pool2d
     y, dx, yt, dxt = _both(mx, mx_t, x, output_size=out)
@@ -226,6 +254,12 @@ def test_second_derivative_against_torch():
     lambda x: R.interpolate(x, size=(5, 70), mode="nearest-exact"),
     lambda x: R.adaptive_avg_pool2d(x, (7, 3)),
     lambda x: R.adaptive_max_pool2d(x, (5, 5)),
+    lambda x: R.interpolate(x, scale_factor=(1.7, 0.8), mode="bicubic"),
+    lambda x: R.interpolate(x, size=(13, 50), mode="bicubic", align_corners=True),
+    lambda x: R.interpolate(x.reshape(4, 8, 2, 24, 40), scale_factor=(2.5, 1.3, 0.7),
+                            mode="trilinear"),
+    lambda x: R.interpolate(x.reshape(4, 4, 4, 24, 40), size=(7, 9, 11), mode="nearest"),
+    lambda x: R.interpolate(x.reshape(4, 4, 4, 24, 40), size=(3, 13, 6), mode="area"),
 ])
 def test_same_bits_at_1_and_2_threads(call):
     x = np.random.default_rng(0).standard_normal((4, 16, 24, 40)).astype(np.float32)
@@ -243,6 +277,7 @@ def test_same_bits_at_1_and_2_threads(call):
 # -- bad input ------------------------------------------------------------------------------
 X4 = np.zeros((1, 2, 4, 4), np.float32)
 X3 = np.zeros((1, 2, 4), np.float32)
+X5 = np.zeros((1, 2, 2, 4, 4), np.float32)
 
 
 @pytest.mark.parametrize("x,kwargs,exc,match", [
@@ -259,7 +294,11 @@ X3 = np.zeros((1, 2, 4), np.float32)
     (X4, dict(size=2.5), TypeError, "size"),
     (X4, dict(size=2, recompute_scale_factor=True), ValueError, "recompute_scale_factor"),
     (X4, dict(size=2, mode="bilinear", antialias=True), NotImplementedError, "antialias"),
-    (X4, dict(size=2, mode="bicubic"), NotImplementedError, "bicubic"),
+    (X4, dict(size=2, mode="bicubic", antialias=True), NotImplementedError, "antialias"),
+    (X5, dict(size=2, mode="bicubic"), NotImplementedError, r"5D input.*bicubic.*needs 4D"),
+    (X4, dict(size=2, mode="trilinear"), NotImplementedError, r"4D input.*needs 5D"),
+    (X5, dict(size=(2, 3)), ValueError, r"spatial dimensions of \[2, 4, 4\]"),
+    (np.zeros((1, 1, 2, 2, 2, 2), np.float32), dict(size=2), NotImplementedError, "6-D"),
     (X4, dict(size=2, mode="cubic"), NotImplementedError, "mode 'cubic'"),
     (np.zeros((2, 4), np.float32), dict(size=2), NotImplementedError, r"shape \(2, 4\)"),
 ])
@@ -267,7 +306,7 @@ def test_interpolate_bad_input(x, kwargs, exc, match):
     with pytest.raises(exc, match=match):
         R.interpolate(nb.tensor(x), **kwargs)
     # PyTorch raises the same type, or RuntimeError from its C++ checks (nbgrad: ValueError)
-    if match in ("antialias", "bicubic"):  # what nbgrad leaves out: PyTorch computes it
+    if match == "antialias":  # what nbgrad leaves out: PyTorch computes it
         return
     with pytest.raises((exc, RuntimeError) if exc is ValueError else exc):
         F.interpolate(torch.tensor(x), **kwargs)
