@@ -17,7 +17,7 @@ import importlib
 import sys
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
-          "surface", "resample",
+          "surface", "resample", "attention",
           "optim",
           "examples",
           "distributed",

@@ -72,6 +72,7 @@ from .resampling import (
 )
 from .sparse import Embedding
 from .spectral import FNO, SpectralConv1d, SpectralConv2d
+from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
            "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool1d",
@@ -85,4 +86,5 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "MarginRankingLoss", "MultiLabelSoftMarginLoss", "PoissonNLLLoss", "SoftMarginLoss",
            "TripletMarginLoss", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "PixelShuffle", "PixelUnshuffle", "Unflatten", "Upsample", "UpsamplingBilinear2d",
-           "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d"]
+           "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
+           "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer"]

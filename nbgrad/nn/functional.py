@@ -25,6 +25,7 @@ from ..ops import (
     _args,
     activation,
     activation_extra,
+    attention,
     conv,
     elementwise,
     indexing,
@@ -82,6 +83,7 @@ upsample_nearest = resample.upsample_nearest
 upsample_bilinear = resample.upsample_bilinear
 adaptive_avg_pool1d = resample.adaptive_avg_pool1d
 adaptive_avg_pool2d = resample.adaptive_avg_pool2d
+adaptive_avg_pool3d = resample.adaptive_avg_pool3d
 adaptive_max_pool1d = resample.adaptive_max_pool1d
 adaptive_max_pool2d = resample.adaptive_max_pool2d
 pixel_shuffle = resample.pixel_shuffle
@@ -90,6 +92,7 @@ group_norm = _group_norm.group_norm
 instance_norm = _group_norm.instance_norm
 cosine_similarity = linalg.cosine_similarity
 pairwise_distance = linalg.pairwise_distance
+scaled_dot_product_attention = attention.scaled_dot_product_attention
 
 
 # -- activations with inplace= -----------------------------------------------------------------
@@ -288,16 +291,17 @@ def one_hot(tensor: Any, num_classes: int = -1) -> Tensor:
     return Tensor(out)
 
 
-__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
-           "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d", "conv_transpose2d",
-           "cosine_embedding_loss", "cosine_similarity", "cross_entropy", "dropout", "elu",
-           "embedding", "gaussian_nll_loss", "gelu", "glu", "group_norm", "hardsigmoid",
-           "hardswish", "hardtanh", "hinge_embedding_loss", "huber_loss", "instance_norm",
-           "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
-           "logsigmoid", "margin_ranking_loss", "max_pool1d", "max_pool2d", "mish", "mse_loss",
-           "multilabel_soft_margin_loss", "nll_loss", "normalize", "one_hot", "pad",
-           "pairwise_distance", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "relu",
-           "relu6", "selu", "sigmoid", "silu", "smooth_l1_loss", "soft_margin_loss", "softmax",
-           "softmin", "softplus", "softsign", "tanh", "tanhshrink", "triplet_margin_loss",
-           "upsample", "upsample_bilinear", "upsample_nearest"]
+__all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+           "adaptive_max_pool1d", "adaptive_max_pool2d", "avg_pool1d", "avg_pool2d", "batch_norm",
+           "binary_cross_entropy", "binary_cross_entropy_with_logits", "celu", "conv1d", "conv2d",
+           "conv_transpose2d", "cosine_embedding_loss", "cosine_similarity", "cross_entropy",
+           "dropout", "elu", "embedding", "gaussian_nll_loss", "gelu", "glu", "group_norm",
+           "hardsigmoid", "hardswish", "hardtanh", "hinge_embedding_loss", "huber_loss",
+           "instance_norm", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu",
+           "linear", "log_softmax", "logsigmoid", "margin_ranking_loss", "max_pool1d",
+           "max_pool2d", "mish", "mse_loss", "multilabel_soft_margin_loss", "nll_loss",
+           "normalize", "one_hot", "pad", "pairwise_distance", "pixel_shuffle", "pixel_unshuffle",
+           "poisson_nll_loss", "relu", "relu6", "scaled_dot_product_attention", "selu", "sigmoid",
+           "silu", "smooth_l1_loss", "soft_margin_loss", "softmax", "softmin", "softplus",
+           "softsign", "tanh", "tanhshrink", "triplet_margin_loss", "upsample",
+           "upsample_bilinear", "upsample_nearest"]

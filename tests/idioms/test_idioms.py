@@ -22,13 +22,9 @@ import nbgrad as nb  # noqa: E402
 import nbgrad.nn.functional as nb_functional  # noqa: E402
 import nbgrad.utils.data  # noqa: E402, F401  (a script's `from torch.utils.data import ...`)
 
-PENDING = "pending: "
 KNOWN_GAPS: dict[str, str] = {
     # tensor idioms
-    "F_scaled_dot_product_attention": PENDING + "F.scaled_dot_product_attention",
     # module idioms
-    "multihead_attention": PENDING + "nn.MultiheadAttention",
-    "transformer_encoder_layer": PENDING + "nn.TransformerEncoderLayer",
 }
 
 # allclose tolerances by dtype (float32's are the issue's)

@@ -146,6 +146,7 @@ CASES.update({
     "upsample_bilinear": [(lambda r: [_x(r, 1, 2, 3, 3)], dict(size=(4, 6)))],
     "adaptive_avg_pool1d": [(lambda r: [_x(r, 2, 3, 10)], dict(output_size=4))],
     "adaptive_avg_pool2d": [(lambda r: [_x(r, 2, 3, 7, 5)], dict(output_size=(3, None)))],
+    "adaptive_avg_pool3d": [(lambda r: [_x(r, 2, 5, 4, 3)], dict(output_size=(2, 3, 2)))],
     "adaptive_max_pool1d": [(lambda r: [_x(r, 2, 3, 10)], dict(output_size=3))],
     "adaptive_max_pool2d": [(lambda r: [_x(r, 2, 3, 7, 5)], dict(output_size=2))],
     "pixel_shuffle": [(lambda r: [_x(r, 2, 8, 3, 2)], dict(upscale_factor=2))],
@@ -154,6 +155,8 @@ CASES.update({
     "instance_norm": [(lambda r: [_x(r, 2, 3, 5), None, None, _x(r, 3), _x(r, 3)], {})],
     "cosine_similarity": [(lambda r: [_x(r, 3, 4), _x(r, 1, 4)], dict(dim=-1))],
     "pairwise_distance": [(lambda r: [_x(r, 3, 4), _x(r, 3, 4)], dict(p=3.0))],
+    "scaled_dot_product_attention": [(lambda r: [_x(r, 2, 5, 4), _x(r, 2, 6, 4), _x(r, 2, 6, 3)],
+                                      dict(is_causal=True))],
 })
 # float32 constants in PyTorch's kernels (hardsigmoid's 1/6) show in float64 at ~3e-8
 F64_RTOL = {"hardsigmoid": 1e-7}
@@ -312,11 +315,12 @@ def _torch_parameters(name):
     fn = getattr(TF, name)
     try:
         params = list(inspect.signature(fn).parameters)
-    except ValueError:  # a builtin: its docstring's first line holds the signature
+    except ValueError:
         params = []
     if not params or params[0] == "args":
-        head = fn.__doc__.strip().splitlines()[0]
-        params = [p.split("=")[0].strip() for p in re.search(r"\((.*)\)", head)[1].split(",")]
+        # a builtin: its docstring opens with the signature (over one or more lines)
+        head = re.match(r"\s*\w+\((.*?)\)", fn.__doc__, re.DOTALL)[1]
+        params = [p.split("=")[0].strip() for p in head.split(",")]
     return params
 
 
@@ -406,6 +410,7 @@ BAD = {
     "upsample_bilinear": lambda: F.upsample_bilinear(np.ones((1, 1, 4)), size=2),
     "adaptive_avg_pool1d": lambda: F.adaptive_avg_pool1d(np.ones((1, 1, 4)), (2, 2)),
     "adaptive_avg_pool2d": lambda: F.adaptive_avg_pool2d(np.ones((1, 1, 4, 4)), (2, 2, 2)),
+    "adaptive_avg_pool3d": lambda: F.adaptive_avg_pool3d(np.ones((1, 1, 4, 4)), (2, 2)),
     "adaptive_max_pool1d": lambda: F.adaptive_max_pool1d(np.ones((1, 1, 4, 4)), 2),
     "adaptive_max_pool2d": lambda: F.adaptive_max_pool2d(np.ones((1, 1, 4, 4)), -1),
     "pixel_shuffle": lambda: F.pixel_shuffle(np.ones((1, 3, 2, 2)), 2),
@@ -414,6 +419,7 @@ BAD = {
     "instance_norm": lambda: F.instance_norm(np.ones((2, 3, 4)), weight=np.ones(4)),
     "cosine_similarity": lambda: F.cosine_similarity(_X, np.ones((3, 3))),
     "pairwise_distance": lambda: F.pairwise_distance(_X, np.ones((3, 3))),
+    "scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(_X, _X, _X.T),
 }
 
 
