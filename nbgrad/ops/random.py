@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, rng
-from ..device import check_device
+from ..device import check_device, check_layout
 from ..tensor import FLOAT_DTYPES, Tensor, rand, randn
 from . import _args, inplace
 
@@ -98,13 +98,14 @@ def randint_like(input: Any, low: int | None = None, high: int | None = None, *,
 
 
 def normal(mean: Any = 0.0, std: Any = 1.0, size: Sequence[int] | None = None, *,
-           generator: Any = None, dtype: Any = None, requires_grad: bool = False,
-           device: Any = None) -> Tensor:
+           generator: Any = None, dtype: Any = None, layout: Any = None,
+           requires_grad: bool = False, device: Any = None) -> Tensor:
     """Samples of N(mean, std^2) (``torch.normal``): ``mean`` and ``std`` tensors (or one
     of them a number) broadcast against each other and give the shape, or two numbers
     with ``size``. Drawn as ``mean + std * randn`` from one generator; the result is a
     new tensor outside the graph (PyTorch gives mean and std zero gradient)."""
     check_device(device, "normal")
+    check_layout(layout, "normal")
     numbers = [not isinstance(v, Tensor | np.ndarray) for v in (mean, std)]
     if all(numbers) == (size is None):
         raise TypeError("normal: give mean and std as tensors (or one of them a number), or "
