@@ -16,9 +16,9 @@ result depends on that row alone: the same bits at any thread count.
 """
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
-from ..runtime.jit import PARALLEL, njit_with_serial
+from ..runtime.jit import PARALLEL, SERIAL, njit_with_serial
 
 DIGITS = 256
 
@@ -26,35 +26,38 @@ DIGITS = 256
 FLOAT, SIGNED, UNSIGNED = 0, 1, 2
 
 
-@njit_with_serial(**PARALLEL)
-def ordered_keys(bits, width, kind, infinity, descending, keys):
-    """keys[r, j]: the bits of a value (``width`` bytes of a FLOAT, SIGNED or UNSIGNED
-    number) as a key that orders like the value, or reversed for ``descending`` (the
-    complement within the width).
+@njit(**SERIAL)
+def _key(bits, width, kind, infinity, descending):
+    """The bits of a value (``width`` bytes of a FLOAT, SIGNED or UNSIGNED number) as a
+    key that orders like the value, or reversed for ``descending`` (the complement within
+    the width).
 
     Floats: positives get the sign bit set, negatives have every bit flipped, so the
     keys of -inf < ... < -0.0 < 0.0 < ... < inf ascend; -0.0 counts as 0.0 (they tie,
     as in PyTorch) and every NaN (magnitude bits above ``infinity``'s) gets the
     largest key. Signed integers: the sign bit flipped."""
-    R, N = bits.shape
     top = np.uint64(1) << np.uint64(8 * width - 1)
     ones = np.uint64(0xFFFFFFFFFFFFFFFF) >> np.uint64(64 - 8 * width)
-    nan_key = ones ^ ones if descending else ones
-    inf = np.uint64(infinity)
+    b = np.uint64(bits)
+    if kind == FLOAT:
+        if b & ~top > np.uint64(infinity):
+            b = ones  # NaN
+        elif b == top:  # -0.0
+            b = top
+        else:
+            b = ~b & ones if b & top else b | top
+    elif kind == SIGNED:
+        b = b ^ top
+    return b ^ ones if descending else b
+
+
+@njit_with_serial(**PARALLEL)
+def ordered_keys(bits, width, kind, infinity, descending, keys):
+    """keys[r, j] = ``_key`` of bits[r, j]."""
+    R, N = bits.shape
     for r in prange(R):
         for j in range(N):
-            b = np.uint64(bits[r, j])
-            if kind == FLOAT:
-                if b & ~top > inf:
-                    keys[r, j] = nan_key
-                    continue
-                if b == top:  # -0.0
-                    b = np.uint64(0)
-                b = ~b & ones if b & top else b | top
-            elif kind == SIGNED:
-                b = b ^ top
-            keys[r, j] = b ^ ones if descending else b
-
+            keys[r, j] = _key(bits[r, j], width, kind, infinity, descending)
 
 
 @njit_with_serial(**PARALLEL)
@@ -92,29 +95,37 @@ def argsort_rows(keys, passes, idx):
         idx[r, :] = src_idx
 
 
+@njit(**SERIAL)
+def _insert(kept_key, kept_idx, slot, key, j):
+    """Put (key, j) into the sorted buffer, whose entries from ``slot`` on are free or
+    leaving: larger keys move one place up; an equal key stays before it."""
+    while slot > 0 and kept_key[slot - 1] > key:
+        kept_key[slot] = kept_key[slot - 1]
+        kept_idx[slot] = kept_idx[slot - 1]
+        slot -= 1
+    kept_key[slot] = key
+    kept_idx[slot] = j
+
+
 @njit_with_serial(**PARALLEL)
-def smallest_rows(keys, idx):
-    """idx[r] = the positions of the k = idx.shape[1] smallest keys of row r in ascending
-    order of key, the lower position first among equal keys (k >= 1)."""
-    R, N = keys.shape
+def smallest_rows(bits, width, kind, infinity, descending, idx):
+    """idx[r] = the positions of the k = idx.shape[1] smallest ``_key``s of row r of
+    ``bits`` in ascending order of key, the lower position first among equal keys
+    (1 <= k <= N); the keys are made as the row is read. The first k fill the buffer;
+    after them an element enters only if its key is below the largest kept one, which
+    then leaves."""
+    R, N = bits.shape
     k = idx.shape[1]
     for r in prange(R):
         kept_key = np.empty(k, np.uint64)
         kept_idx = np.empty(k, np.int64)
-        size = 0
-        for j in range(N):
-            key = keys[r, j]
-            if size == k:
-                if key >= kept_key[k - 1]:
-                    continue
-                slot = k - 1  # the largest kept entry leaves
-            else:
-                slot = size
-                size += 1
-            while slot > 0 and kept_key[slot - 1] > key:
-                kept_key[slot] = kept_key[slot - 1]
-                kept_idx[slot] = kept_idx[slot - 1]
-                slot -= 1
-            kept_key[slot] = key
-            kept_idx[slot] = j
+        for j in range(k):
+            _insert(kept_key, kept_idx, j, _key(bits[r, j], width, kind, infinity,
+                                                descending), j)
+        largest = kept_key[k - 1]
+        for j in range(k, N):
+            key = _key(bits[r, j], width, kind, infinity, descending)
+            if key < largest:
+                _insert(kept_key, kept_idx, k - 1, key, j)
+                largest = kept_key[k - 1]
         idx[r, :] = kept_idx

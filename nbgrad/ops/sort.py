@@ -38,15 +38,17 @@ from .shape import reshape
 SELECT_K_MAX = 64
 
 
-def _keys(rows: np.ndarray, descending: bool) -> tuple[np.ndarray, int]:
-    """(keys, width): the uint64 sort keys of ``rows`` (2-D; ``kernels/sort.py:
-    ordered_keys``) and the number of low bytes in which they can differ. Half floats are
-    keyed as float32, integers of 4 bytes or fewer (and bools) as 4-byte integers."""
+def _bits(rows: np.ndarray) -> tuple[np.ndarray, int, int, int]:
+    """(bits, width, kind, infinity): ``rows`` (2-D) as the unsigned integers that
+    ``kernels/sort.py`` turns into sort keys, their width in bytes, what they hold
+    (FLOAT, SIGNED or UNSIGNED) and the bits of inf for floats. Half floats are read as
+    float32, integers of 4 bytes or fewer (and bools) as 4-byte integers."""
     kind, size = rows.dtype.kind, rows.dtype.itemsize
     if kind == "f":
         rows = rows.astype(np.float64 if size > 4 else np.float32, copy=False)
-        code, infinity = sort_kernels.FLOAT, np.array(np.inf, rows.dtype)
-        infinity = int(infinity.view(np.uint64 if size > 4 else np.uint32))
+        code = sort_kernels.FLOAT
+        infinity = int(np.array(np.inf, rows.dtype).view(np.uint64 if size > 4
+                                                         else np.uint32))
     else:
         signed = kind != "u"
         wide = np.int64 if signed else np.uint64
@@ -55,10 +57,7 @@ def _keys(rows: np.ndarray, descending: bool) -> tuple[np.ndarray, int]:
         code, infinity = (sort_kernels.SIGNED if signed else sort_kernels.UNSIGNED), 0
     width = rows.dtype.itemsize
     bits = np.ascontiguousarray(rows).view(np.uint64 if width == 8 else np.uint32)
-    keys = np.empty(bits.shape, np.uint64)
-    for_work(sort_kernels.ordered_keys, bits.size)(bits, width, code, infinity, descending,
-                                                   keys)
-    return keys, width
+    return bits, width, code, infinity
 
 
 def _order(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> np.ndarray:
@@ -70,11 +69,14 @@ def _order(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> n
     moved = np.moveaxis(x, dim, -1)
     idx = np.zeros(moved.shape[:-1] + (count,), np.int64)
     if idx.size:
-        keys, width = _keys(moved.reshape(-1, n), descending)
+        bits, width, code, infinity = _bits(moved.reshape(-1, n))
         rows = idx.reshape(-1, count)
+        key_args = (bits, width, code, infinity, descending)
         if count < n and count <= SELECT_K_MAX:
-            for_work(sort_kernels.smallest_rows, keys.size)(keys, rows)
+            for_work(sort_kernels.smallest_rows, bits.size)(*key_args, rows)
         else:
+            keys = np.empty(bits.shape, np.uint64)
+            for_work(sort_kernels.ordered_keys, bits.size)(*key_args, keys)
             order = np.empty(keys.shape, np.int64)
             for_work(sort_kernels.argsort_rows, keys.size)(keys, width, order)
             rows[:] = order[:, :count]
