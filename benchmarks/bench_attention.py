@@ -2,8 +2,8 @@
 PyTorch's CPU kernel (torch 2.13: its flash-attention CPU kernel) at the same thread
 count, timed in alternating blocks in one process (``paired_times``).
 
-* ``sdpa`` [B=8, heads=8, L=1024, d=64] (the issue's target, <= 1.0x) and L=4096, d=64
-  with B=1 (for information), no mask, and causal at L=1024.
+* ``sdpa`` [B=8, heads=8, L=1024, d=64] (the issue's target, <= 1.0x), its forward
+  alone, and L=4096, d=64 with B=1 (for information), no mask, and causal at L=1024.
 * The note of the L=4096 row gives the peak memory of nbgrad's forward + backward
   (tracemalloc, which NumPy reports its buffers to) against the bytes of the inputs,
   the output and the three gradients: the fused kernels keep no [L, S] buffer.
@@ -54,6 +54,25 @@ def _row(rng, torch, shape, causal, target):
     return Row(name, t_nb, t_torch, target), run_nb, (q, k, v, g)
 
 
+def _forward_row(rng, torch, shape) -> Row:
+    """Forward only (inputs that require grad, so the saved state is as in training)."""
+    q, k, v, _ = _operands(rng, shape)
+    leaves = [nb.tensor(a, requires_grad=True) for a in (q, k, v)]
+
+    def run_nb():
+        scaled_dot_product_attention(*leaves)
+
+    run_torch = None
+    if torch is not None:
+        tl = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+
+        def run_torch():
+            torch.nn.functional.scaled_dot_product_attention(*tl)
+
+    t_nb, t_torch = paired_times(run_nb, run_torch, repeats=3, warmup=1, rounds=2)
+    return Row(f"sdpa forward {list(shape)} f32", t_nb, t_torch, "info")
+
+
 def _peak_note(run_nb, arrays) -> str:
     """Peak bytes NumPy allocated during one forward + backward, against the bytes of
     q, k, v, g, the output and the three gradients."""
@@ -72,6 +91,7 @@ def run(torch) -> list[Row]:
     rows = []
     row, _, _ = _row(rng, torch, (8, 8, 1024, 64), False, "<=1.0x")
     rows.append(row)
+    rows.append(_forward_row(rng, torch, (8, 8, 1024, 64)))
     row, _, _ = _row(rng, torch, (8, 8, 1024, 64), True, "info")
     rows.append(row)
     row, run_nb, arrays = _row(rng, torch, (1, 8, 4096, 64), False, "info")

@@ -168,11 +168,29 @@ def test_dropout_gradient_uses_the_forward_mask():
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("n_l, n_s, kind", [(77, 77, "none"), (130, 1030, "bool"),
+                                            (1024, 1024, "causal"), (300, 64, "float")])
+def test_head_dim_64_float32_paths_match_torch(n_l, n_s, kind):
+    """d = 64 in float32 is one register panel wide: the kernels read V, K, Q and dO in
+    place rather than packed; lengths off and on the block sizes, masks, causal."""
+    rng = np.random.default_rng(n_l + n_s)
+    q = rng.standard_normal((1, 2, n_l, 64)).astype(np.float32)
+    k, v = (rng.standard_normal((1, 2, n_s, 64)).astype(np.float32) for _ in range(2))
+    g = rng.standard_normal((1, 2, n_l, 64)).astype(np.float32)
+    kw = {"is_causal": True} if kind == "causal" else {}
+    if kind == "bool":
+        kw["attn_mask"] = rng.random((n_l, n_s)) < 0.7
+        kw["attn_mask"][3] = False  # a fully masked row
+    elif kind == "float":
+        kw["attn_mask"] = rng.standard_normal((n_l, n_s)).astype(np.float32)
+    close(*run_both(q, k, v, g, **kw), np.float32)
+
+
 @pytest.mark.parametrize("kw", [{}, {"is_causal": True}, {"dropout_p": 0.2}])
 def test_same_bits_at_1_and_2_threads(kw):
     rng = np.random.default_rng(8)
-    arrays = [rng.standard_normal((4, 2, 200, 32)).astype(np.float32) for _ in range(3)]
-    g = rng.standard_normal((4, 2, 200, 32)).astype(np.float32)
+    arrays = [rng.standard_normal((4, 2, 200, 64)).astype(np.float32) for _ in range(3)]
+    g = rng.standard_normal((4, 2, 200, 64)).astype(np.float32)
 
     def run():
         ts = [nb.tensor(a, requires_grad=True) for a in arrays]
