@@ -111,21 +111,22 @@ def _insert(kept_key, kept_idx, slot, key, j):
 def smallest_rows(bits, width, kind, infinity, descending, idx):
     """idx[r] = the positions of the k = idx.shape[1] smallest ``_key``s of row r of
     ``bits`` in ascending order of key, the lower position first among equal keys
-    (1 <= k <= N); the keys are made as the row is read. The first k fill the buffer;
-    after them an element enters only if its key is below the largest kept one, which
-    then leaves."""
+    (1 <= k <= N). The row's keys are made first (a loop LLVM vectorises); the first k
+    fill the buffer, and after them an element enters only if its key is below the
+    largest kept one, which then leaves."""
     R, N = bits.shape
     k = idx.shape[1]
     for r in prange(R):
+        keys = np.empty(N, np.uint64)
+        for j in range(N):
+            keys[j] = _key(bits[r, j], width, kind, infinity, descending)
         kept_key = np.empty(k, np.uint64)
         kept_idx = np.empty(k, np.int64)
         for j in range(k):
-            _insert(kept_key, kept_idx, j, _key(bits[r, j], width, kind, infinity,
-                                                descending), j)
+            _insert(kept_key, kept_idx, j, keys[j], j)
         largest = kept_key[k - 1]
         for j in range(k, N):
-            key = _key(bits[r, j], width, kind, infinity, descending)
-            if key < largest:
-                _insert(kept_key, kept_idx, k - 1, key, j)
+            if keys[j] < largest:
+                _insert(kept_key, kept_idx, k - 1, keys[j], j)
                 largest = kept_key[k - 1]
         idx[r, :] = kept_idx
