@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import broadcast_sum, strided_apply
 from ..kernels import resample as K
 from ..runtime.jit import POOL_PARALLEL_MIN, for_work
 from ..tensor import Tensor, lift
@@ -379,9 +380,10 @@ def _avg(x: np.ndarray, out_size: tuple) -> np.ndarray:
             y.reshape(N, D, m), *_windows(D, out_size[0]), *_identity_windows(m))
         return y.reshape(_out_shape(x.shape, out_size))
     P, H, W = _planes(x.shape, spatial)
-    if all(o == 1 for o in out_size):  # global pooling: one vectorised sum per plane
-        ft = x.dtype.type
-        y = np.ascontiguousarray(x).reshape(P, H * W).sum(axis=1) / ft(H) / ft(W)
+    if all(o == 1 for o in out_size):  # global pooling: the mean of each plane (sum's kernel)
+        planes = np.ascontiguousarray(x).reshape(P, H * W)
+        y = broadcast_sum.reduce_term(strided_apply.COPY, planes, None, (P, 1), 1.0 / (H * W),
+                                      planes.shape)
         return y.reshape(_out_shape(x.shape, out_size))
     y = _sized(K.adaptive_avg_forward, x.size)(
         np.ascontiguousarray(x).reshape(P, H, W),
