@@ -97,28 +97,9 @@ def check_device(value: Any, op: str) -> device:
 
 
 # -- memory formats and layouts: PyTorch's names, accepted and without effect ----------------
-class memory_format:  # noqa: N801  (PyTorch's name)
-    """A memory format (``nb.preserve_format``, ``nb.contiguous_format``,
-    ``nb.channels_last``, ``nb.channels_last_3d``), the ``memory_format=`` argument of
-    ``Tensor.to``, ``float()``..., ``clone``, ``contiguous`` and the ``*_like`` factories.
-    nbgrad's arrays are C-contiguous (or NumPy views of such) and no value depends on
-    the layout, so every format is accepted and none changes anything."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"nbgrad.{self.name}"
-
-    def __reduce__(self) -> str:
-        return self.name  # pickles as the module attribute nbgrad.device.<name>
-
-
-class layout:  # noqa: N801  (PyTorch's name)
-    """A tensor layout: only ``nb.strided`` (dense arrays), the ``layout=`` argument of
-    PyTorch's factories."""
+class _Named:
+    """A constant known by its name: printed as ``nbgrad.<name>`` and pickled as the
+    module attribute ``nbgrad.device.<name>``."""
 
     __slots__ = ("name",)
 
@@ -130,6 +111,23 @@ class layout:  # noqa: N801  (PyTorch's name)
 
     def __reduce__(self) -> str:
         return self.name
+
+
+class memory_format(_Named):  # noqa: N801  (PyTorch's name)
+    """A memory format (``nb.preserve_format``, ``nb.contiguous_format``,
+    ``nb.channels_last``, ``nb.channels_last_3d``), the ``memory_format=`` argument of
+    ``Tensor.to``, ``float()``..., ``clone``, ``contiguous`` and the ``*_like`` factories.
+    nbgrad's arrays are C-contiguous (or NumPy views of such) and no value depends on
+    the layout, so every format is accepted and none changes anything."""
+
+    __slots__ = ()
+
+
+class layout(_Named):  # noqa: N801  (PyTorch's name)
+    """A tensor layout: only ``nb.strided`` (dense arrays), the ``layout=`` argument of
+    PyTorch's factories."""
+
+    __slots__ = ()
 
 
 preserve_format = memory_format("preserve_format")

@@ -113,3 +113,19 @@ def constant_weight(op: str, name: str, value, x: Tensor) -> np.ndarray | None:
     if t.dtype.kind not in "biuf":
         raise TypeError(f"{op}: {name} must be real numbers, got {t.dtype} (shape {t.shape})")
     return np.asarray(t._data, dtype=x.dtype)
+
+
+def broadcast_weight(op: str, name: str, value, x, error: type = ValueError
+                     ) -> np.ndarray | None:
+    """A weight that broadcasts to ``x``'s shape without enlarging it (None if not given);
+    ``error`` (PyTorch's type for the op) otherwise."""
+    w = constant_weight(op, name, value, x)
+    if w is not None:
+        try:
+            fits = np.broadcast_shapes(w.shape, x.shape) == x.shape
+        except ValueError:
+            fits = False
+        if not fits:
+            raise error(f"{op}: {name} of shape {w.shape} does not broadcast to the "
+                        f"input's shape {x.shape}")
+    return w

@@ -27,6 +27,7 @@ from ..tensor import Tensor, lift
 from ._args import float_input, real
 from ._loss_reduction import (
     REDUCTIONS,
+    broadcast_weight,
     check_reduction,
     constant_weight,
     float64_sum,
@@ -116,20 +117,6 @@ class BCEWithLogits(Function):
         return (gx if need_x else None), (gt if need_t else None)
 
 
-def _broadcast_weight(op: str, name: str, value, x: Tensor) -> np.ndarray | None:
-    """A weight that broadcasts to ``x``'s shape without enlarging it."""
-    w = constant_weight(op, name, value, x)
-    if w is not None:
-        try:
-            fits = np.broadcast_shapes(w.shape, x.shape) == x.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise ValueError(f"{op}: {name} of shape {w.shape} does not broadcast to the "
-                             f"input's shape {x.shape}")
-    return w
-
-
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str = "mean",
                                      pos_weight=None) -> Tensor:
     """Binary cross-entropy of sigmoid(input) against target, from the logits:
@@ -142,8 +129,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction: str 
     reduction = check_reduction(op, reduction)
     x = float_input(op, input, "input")
     t = target_like(op, x, target)
-    w = _broadcast_weight(op, "weight", weight, x)
-    pw = _broadcast_weight(op, "pos_weight", pos_weight, x)
+    w = broadcast_weight(op, "weight", weight, x)
+    pw = broadcast_weight(op, "pos_weight", pos_weight, x)
     return BCEWithLogits.apply(x, t, weight=w, pos_weight=pw, reduction=reduction)
 
 

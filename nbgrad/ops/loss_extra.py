@@ -19,7 +19,14 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from ._args import float_input, real
-from ._loss_reduction import REDUCTIONS, constant_weight, grad_scale, reduced, target_like
+from ._loss_reduction import (
+    REDUCTIONS,
+    broadcast_weight,
+    constant_weight,
+    grad_scale,
+    reduced,
+    target_like,
+)
 from .activation import softplus
 from .elementwise import exp, log, sqrt
 from .pointwise_math import clamp_min, log1p
@@ -144,15 +151,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
         raise ValueError(f"{op}: target of shape {t.shape} differs from input of shape "
                          f"{x.shape}; they must have the same size (as PyTorch)")
     t = target_like(op, x, t)
-    w = constant_weight(op, "weight", weight, x)
-    if w is not None:
-        try:
-            fits = np.broadcast_shapes(w.shape, x.shape) == x.shape
-        except ValueError:
-            fits = False
-        if not fits:
-            raise RuntimeError(f"{op}: weight of shape {w.shape} does not broadcast to the "
-                               f"input's shape {x.shape}")
+    w = broadcast_weight(op, "weight", weight, x, RuntimeError)
     xd = x._data
     if not ((xd >= 0) & (xd <= 1)).all():
         raise RuntimeError(f"{op}: all elements of input should be between 0 and 1 "
