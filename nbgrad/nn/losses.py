@@ -82,7 +82,11 @@ class GaussianNLLLoss(Module):
                                             self.reduction)
 
 
-class MarginRankingLoss(Module):
+class _PairMarginLoss(Module):
+    """A loss of (input1, input2, target) with a margin: the function in ``loss``."""
+
+    loss: Any
+
     def __init__(self, margin: float = 0.0, size_average: bool | None = None,
                  reduce: bool | None = None, reduction: str = "mean") -> None:
         super().__init__()
@@ -90,8 +94,11 @@ class MarginRankingLoss(Module):
         self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input1: Tensor, input2: Any, target: Any) -> Tensor:
-        return loss_extra.margin_ranking_loss(input1, input2, target, self.margin,
-                                              self.reduction)
+        return type(self).loss(input1, input2, target, self.margin, self.reduction)
+
+
+class MarginRankingLoss(_PairMarginLoss):
+    loss = staticmethod(loss_extra.margin_ranking_loss)
 
 
 class HingeEmbeddingLoss(Module):
@@ -129,16 +136,8 @@ class MultiLabelSoftMarginLoss(Module):
                                                       self.reduction)
 
 
-class CosineEmbeddingLoss(Module):
-    def __init__(self, margin: float = 0.0, size_average: bool | None = None,
-                 reduce: bool | None = None, reduction: str = "mean") -> None:
-        super().__init__()
-        self.margin = margin
-        self.reduction = _legacy_reduction(size_average, reduce, reduction)
-
-    def forward(self, input1: Tensor, input2: Any, target: Any) -> Tensor:
-        return loss_extra.cosine_embedding_loss(input1, input2, target, self.margin,
-                                                self.reduction)
+class CosineEmbeddingLoss(_PairMarginLoss):
+    loss = staticmethod(loss_extra.cosine_embedding_loss)
 
 
 class TripletMarginLoss(Module):

@@ -18,6 +18,15 @@ from .module import Module
 from .parameter import Parameter
 
 
+def _affine_parameters(module: Module, affine: bool, bias: bool, shape: tuple,
+                       dtype: Any) -> None:
+    """``weight`` (ones) and ``bias`` (zeros) of ``shape`` when ``affine`` (bias only with
+    ``bias``); None under those names otherwise, as PyTorch registers them."""
+    module.register_parameter("weight", Parameter(np.ones(shape, dtype)) if affine else None)
+    module.register_parameter("bias", Parameter(np.zeros(shape, dtype))
+                              if affine and bias else None)
+
+
 class LayerNorm(Module):
     """Normalise over the trailing dims ``normalized_shape``; weight (ones) and bias
     (zeros) of that shape when ``elementwise_affine`` (bias only with ``bias=True``)."""
@@ -29,15 +38,7 @@ class LayerNorm(Module):
         self.normalized_shape = _normalized_shape(normalized_shape)
         self.eps, self.elementwise_affine = eps, elementwise_affine
         dtype = _float_dtype("LayerNorm", dtype)
-        if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -62,15 +63,7 @@ class _BatchNorm(Module):
         dtype = _float_dtype(owner, dtype)
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
-        if affine:
-            self.weight = Parameter(np.ones(num_features, dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(num_features, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_features,), dtype)
         if track_running_stats:
             self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
             self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
@@ -142,15 +135,7 @@ class GroupNorm(Module):
         dtype = _float_dtype("GroupNorm", dtype)
         self.num_groups, self.num_channels = num_groups, num_channels
         self.eps, self.affine = eps, affine
-        if affine:
-            self.weight = Parameter(np.ones(num_channels, dtype))
-            if bias:
-                self.bias = Parameter(np.zeros(num_channels, dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_channels,), dtype)
 
     def forward(self, x: Tensor) -> Tensor:
         return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
