@@ -1,6 +1,9 @@
 """Run the benchmark suites and print one ratio table: ``python -m benchmarks [suite ...]``.
 ``python -m benchmarks compile [workload ...]`` measures compile latency instead
 (bench_compile.py: fresh processes, empty kernel cache; minutes).
+``python -m benchmarks limits`` only measures and prints this host's limits (limits.py:
+GEMM peaks and memory bandwidth; a few seconds), which a full run measures first and
+uses for the table's "of bound" column.
 
 Each suite is a module ``benchmarks/bench_<name>.py`` with ``run(torch) -> list[Row]``
 (``torch`` is None where PyTorch is not installed). ``--torch-first`` imports PyTorch
@@ -30,6 +33,9 @@ def main() -> None:
 
         compile_main(sys.argv[2:])
         return
+    if sys.argv[1:2] == ["limits"]:
+        _limits_main()
+        return
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("suites", nargs="*", choices=SUITES + [[]], default=[],
                         help="suites to run (default: all)")
@@ -47,6 +53,7 @@ def main() -> None:
     import nbgrad  # noqa: F401  (starts nbgrad's kernel thread pool)
 
     from .harness import THREADS, jax_step, print_table, torch_or_none, use_neighbour
+    from .limits import format_limits, measure_limits
 
     if args.jax == "after":
         jax = _import_jax()
@@ -60,12 +67,25 @@ def main() -> None:
         use_neighbour(jax_step(jax))
         print(f"JAX {jax.__version__} imported {'before' if args.jax == 'first' else 'after'} "
               "nbgrad; a JAX step runs before each of nbgrad's timed blocks")
+    limits = measure_limits(THREADS)
+    print(format_limits(limits))
     rows = []
     for name in args.suites or SUITES:
         module = importlib.import_module(f"benchmarks.bench_{name}")
         rows.extend(module.run(torch))
     print()
-    print_table(rows)
+    print_table(rows, limits)
+
+
+def _limits_main() -> None:
+    import numba
+
+    from .harness import THREADS
+    from .limits import format_limits, measure_limits
+
+    numba.set_num_threads(THREADS)
+    print(f"threads: {THREADS}")
+    print(format_limits(measure_limits(THREADS)))
 
 
 def _import_jax():

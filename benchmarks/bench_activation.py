@@ -64,7 +64,7 @@ def _row(name, nb_fn, torch_fn, torch, x, g, n_bytes, copy_bw, target, extra=())
     bw = n_bytes / t_nb
     note = (f"{bw / 1e9:.1f} GB/s = {100 * bw / copy_bw:.0f}% of copy "
             f"{copy_bw / 1e9:.1f} GB/s")
-    return Row(name, t_nb, t_torch, target, note)
+    return Row(name, t_nb, t_torch, target, note, bytes=n_bytes)
 
 
 def run(torch) -> list[Row]:
@@ -72,25 +72,35 @@ def run(torch) -> list[Row]:
     copy_bw = stream_copy_bandwidth()
     f = None if torch is None else torch.nn.functional
     n4 = N_ELEMENTWISE * 4
+    # Each row's bytes (its "of bound" too) are the minimal bytes of forward + backward.
     rows = [
-        # forward reads x, writes y; backward reads g and x (or y), writes dx
+        # gelu: forward reads x, writes y (2 x 4n); backward reads g and x, writes dx
+        # (3 x 4n): 5 x 4n
         _elementwise("W2 gelu (erf) fwd+bwd, 4M f32", nb.gelu,
                      None if f is None else f.gelu, torch, 5 * n4, copy_bw, "<=1.0x", rng),
+        # tanh: forward reads x, writes y (2 x 4n); backward reads g and y, writes dx
+        # (3 x 4n): 5 x 4n
         _elementwise("W3 tanh fwd+bwd, 4M f32", nb.tanh,
                      None if torch is None else torch.tanh, torch, 5 * n4, copy_bw,
                      "<=0.5x", rng),
+        # silu: forward reads x, writes y (2 x 4n); backward reads g and x, writes dx
+        # (3 x 4n): 5 x 4n
         _elementwise("W2b silu fwd+bwd, 4M f32", nb.silu,
                      None if f is None else f.silu, torch, 5 * n4, copy_bw, "<=1.0x", rng),
     ]
     x = rng.standard_normal(SOFTMAX_SHAPE).astype(np.float32) * 3
     g = rng.standard_normal(SOFTMAX_SHAPE).astype(np.float32)
+    # softmax: forward reads x, writes y (2 x 16 MiB); backward reads g and y, writes dx
+    # (3 x 16 MiB): 5 x x.nbytes (the row sums stay in registers)
     rows.append(_row("W2c softmax rows fwd+bwd, [4096,1024] f32", nb.softmax,
                      None if f is None else (lambda t: f.softmax(t, dim=-1)), torch, x, g,
                      5 * x.nbytes, copy_bw, "<=1.0x"))
     logits = rng.standard_normal(CE_SHAPE).astype(np.float32) * 3
     target = rng.integers(0, CE_SHAPE[1], CE_SHAPE[0])
-    # forward reads the logits, backward reads them again and writes dlogits
+    # cross_entropy: forward reads the logits and the int64 targets (writes a scalar);
+    # backward reads both again and writes dlogits: 3 x logits + 2 x targets bytes
     rows.append(_row("W2d cross_entropy fwd+bwd, [4096,1000] f32", nb.cross_entropy,
                      None if f is None else f.cross_entropy, torch, logits, None,
-                     3 * logits.nbytes, copy_bw, "<=1.0x", extra=(target,)))
+                     3 * logits.nbytes + 2 * target.nbytes, copy_bw, "<=1.0x",
+                     extra=(target,)))
     return rows

@@ -13,8 +13,12 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numba
+
+if TYPE_CHECKING:
+    from .limits import Limits
 
 THREADS = min(2, numba.config.NUMBA_NUM_THREADS)
 
@@ -25,15 +29,38 @@ _neighbour: Callable[[], object] | None = None
 
 @dataclass
 class Row:
+    """One workload's times. ``flops`` (GEMM-bound workloads) or ``bytes`` (streaming
+    ones, the minimal bytes read + written by forward + backward) give it a bound on
+    this host (``bound_s``); ``dtype`` picks the sgemm or dgemm peak for ``flops``."""
+
     workload: str
     nbgrad_s: float
     torch_s: float | None
     target: str = ""
     note: str = ""
+    flops: float | None = None
+    bytes: float | None = None
+    dtype: str = "float32"
 
     @property
     def ratio(self) -> float | None:
         return None if self.torch_s is None else self.nbgrad_s / self.torch_s
+
+    def bound_s(self, limits: Limits | None) -> float | None:
+        """The time the row's FLOPs take at the GEMM peak, or its bytes at the best
+        bandwidth; None without a bound or without limits."""
+        if limits is None:
+            return None
+        if self.flops is not None:
+            return self.flops / (limits.peak_gflops(self.dtype) * 1e9)
+        if self.bytes is not None:
+            return self.bytes / (limits.bandwidth_gbs * 1e9)
+        return None
+
+    def of_bound(self, limits: Limits | None) -> float | None:
+        """Bound time / nbgrad time (1.0 = at the bound), or None."""
+        bound = self.bound_s(limits)
+        return None if bound is None else bound / self.nbgrad_s
 
 
 def median_time(fn: Callable[[], object], repeats: int = 7, warmup: int = 2) -> float:
@@ -127,11 +154,22 @@ def format_seconds(s: float | None) -> str:
     return f"{s:.2f} s"
 
 
-def print_table(rows: list[Row]) -> None:
-    header = f"{'workload':<44} {'nbgrad':>10} {'torch':>10} {'ratio':>7}  {'target':<8} note"
+def format_fraction(fraction: float | None) -> str:
+    """A fraction of the bound as a percentage; "-" for None."""
+    if fraction is None:
+        return "-"
+    pct = 100 * fraction
+    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def print_table(rows: list[Row], limits: Limits | None = None) -> None:
+    """The table; "of bound" is each row's bound time / nbgrad time (``Row.of_bound``)."""
+    header = (f"{'workload':<44} {'nbgrad':>10} {'torch':>10} {'ratio':>7} {'of bound':>8}"
+              f"  {'target':<8} note")
     print(header)
     print("-" * len(header))
     for r in rows:
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
         print(f"{r.workload:<44} {format_seconds(r.nbgrad_s):>10} "
-              f"{format_seconds(r.torch_s):>10} {ratio:>7}  {r.target:<8} {r.note}")
+              f"{format_seconds(r.torch_s):>10} {ratio:>7} "
+              f"{format_fraction(r.of_bound(limits)):>8}  {r.target:<8} {r.note}")
