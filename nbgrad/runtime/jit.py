@@ -32,14 +32,16 @@ from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 from . import cache
-from .startup import host_vector_bytes
+from .startup import target_vector_bytes
 
 # Before the first ``njit(cache=True)`` of nbgrad, since every kernel module imports its
 # preset from here (tests/testcache.py checks every cached dispatcher of nbgrad).
 cache.install()
 
-#: The width of the host's vector registers, which the kernels compile for (runtime/startup.py).
-VECTOR_BYTES = host_vector_bytes()
+#: The width of the vectors the kernels compile to, for the CPU Numba compiles for (its host's,
+#: or the one NUMBA_CPU_NAME / NUMBA_CPU_FEATURES name): 64 (AVX-512 zmm), 32 (AVX ymm) or 16.
+#: kernels/tiles.py sizes the register tiles by it (runtime/startup.py: target_vector_bytes).
+VECTOR_BYTES = target_vector_bytes()
 
 FMA = {"contract"}
 REASSOC = {"reassoc"}

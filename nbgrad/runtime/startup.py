@@ -27,7 +27,8 @@ PREFER_256_BIT = "prefer-256-bit"
 
 
 def host_vector_bytes() -> int:
-    """Width of the widest float vector registers of this CPU (64, 32 or 16 bytes)."""
+    """Width of the widest float vector registers of this CPU (64, 32 or 16 bytes), which
+    may not be what Numba compiles for (``target_vector_bytes``)."""
     from llvmlite import binding as llvm
 
     features = llvm.get_host_cpu_features()
@@ -36,6 +37,94 @@ def host_vector_bytes() -> int:
     if features.get("avx", False):
         return 32
     return 16
+
+
+# A loop LLVM's vectoriser widens to the vector registers it prefers for the CPU and
+# features it compiles for: x[i] += 2 y[i] over float32.
+VECTOR_PROBE = r"""
+define void @probe(float* noalias nocapture %x, float* noalias nocapture readonly %y, i64 %n) {
+entry:
+  %any = icmp sgt i64 %n, 0
+  br i1 %any, label %loop, label %exit
+loop:
+  %i = phi i64 [ 0, %entry ], [ %next, %loop ]
+  %px = getelementptr inbounds float, float* %x, i64 %i
+  %py = getelementptr inbounds float, float* %y, i64 %i
+  %xi = load float, float* %px
+  %yi = load float, float* %py
+  %twice = fmul float %yi, 2.0
+  %sum = fadd float %xi, %twice
+  store float %sum, float* %px
+  %next = add nuw nsw i64 %i, 1
+  %more = icmp slt i64 %next, %n
+  br i1 %more, label %loop, label %exit
+exit:
+  ret void
+}
+"""
+
+
+def numba_target() -> tuple[str, str]:
+    """The CPU name and feature string Numba compiles for: those of its code generator
+    once it exists, else what it will be created with (``NUMBA_CPU_NAME`` and
+    ``NUMBA_CPU_FEATURES`` as Numba's configuration read them, ``prefer_full_vectors``'
+    setting, the host's name and features for what is unset). A name without features
+    keeps the host's features: ``NUMBA_CPU_NAME=haswell`` alone on an AVX-512 host still
+    compiles AVX-512 code, only tuned for Haswell."""
+    from llvmlite import binding as llvm
+    from numba.core import config
+    from numba.core.codegen import get_host_cpu_features
+    from numba.core.registry import cpu_target
+
+    if "_toplevel_target_context" in vars(cpu_target):  # the code generator exists
+        _, name, features = cpu_target.target_context.codegen().magic_tuple()
+        return name, features
+    name = config.CPU_NAME if config.CPU_NAME is not None else llvm.get_host_cpu_name()
+    features = (config.CPU_FEATURES if config.CPU_FEATURES is not None
+                else get_host_cpu_features())
+    return name, features
+
+
+def target_vector_bytes() -> int:
+    """Width of the vectors Numba's loops compile to, in bytes: the vector width LLVM's
+    loop vectoriser chooses for the CPU name and features Numba compiles for
+    (``numba_target``), which are the host's only when the environment names no CPU.
+    On x86 that is 64 (zmm) only with ``avx512f`` and without the ``prefer-256-bit``
+    tuning (on by default for Intel's AVX-512 cores, off after ``prefer_full_vectors``),
+    32 with AVX, 16 with SSE2 alone; on aarch64, NEON's 16."""
+    return vectorised_bytes(*numba_target())
+
+
+def vectorised_bytes(name: str, features: str) -> int:
+    """The widest float vector, in bytes, in ``VECTOR_PROBE`` optimised at -O3 (as Numba
+    optimises a kernel) for CPU ``name`` with ``features``; 16 if it has none. About
+    5-10 ms. LLVM's new pass manager where llvmlite has it (0.44 on), else the legacy
+    one (Numba 0.60's llvmlite)."""
+    import re
+
+    from llvmlite import binding as llvm
+
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    triple = llvm.get_process_triple()
+    machine = llvm.Target.from_triple(triple).create_target_machine(
+        cpu=name, features=features, opt=3)
+    module = llvm.parse_assembly(VECTOR_PROBE)
+    module.triple = triple
+    if hasattr(llvm, "create_pass_builder"):
+        tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+        tuning.loop_vectorization = True
+        passes = llvm.create_pass_builder(machine, tuning)
+        passes.getModulePassManager().run(module, passes)
+    else:
+        builder = llvm.PassManagerBuilder()
+        builder.opt_level, builder.loop_vectorize = 3, True
+        passes = llvm.ModulePassManager()
+        machine.add_analysis_passes(passes)
+        builder.populate(passes)
+        passes.run(module)
+    lanes = max(map(int, re.findall(r"<(\d+) x float>", str(module))), default=1)
+    return max(16, 4 * lanes)
 
 
 def prefer_full_vectors() -> bool:
