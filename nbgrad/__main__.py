@@ -1,7 +1,8 @@
 """Command line: ``python -m nbgrad demo`` trains a small graph neural operator and
 gradchecks the ops it used; ``check`` gradchecks every registered op through its samples,
 first and second derivatives; ``warmup`` compiles kernels ahead of time; ``ops`` lists
-the registry."""
+the registry; ``info`` prints the host (CPU, vector width, caches), Numba's target and the
+GEMM's tile and block sizes chosen for it."""
 
 from __future__ import annotations
 
@@ -81,6 +82,34 @@ def _warmup(ops: str, dtypes: list[str], jobs: int) -> int:
     return 0
 
 
+def _info() -> int:
+    from numba.core.registry import cpu_target
+
+    from .kernels import matmul, tiles
+    from .runtime import host
+
+    facts = host.facts()
+    _, cpu_name, features = cpu_target.target_context.codegen().magic_tuple()
+    caches = ", ".join(f"{name} {size >> 10} KiB" for name, size in sorted(facts.caches.items()))
+    print(f"cpu          {facts.cpu_model}")
+    print(f"vectors      {facts.vector_bytes * 8}-bit ({facts.vector_bytes} bytes)")
+    print(f"caches       {caches} per instance (from {facts.caches_from})")
+    wide = "-prefer-256-bit" in features.split(",")
+    print(f"numba target {cpu_name}" + (", full-width vectors (-prefer-256-bit)" if wide else ""))
+    nr = tiles.TILE_VECTORS * facts.vector_bytes // 4
+    print(f"gemm tile    {tiles.TILE_ROWS} x {tiles.TILE_VECTORS} vectors "
+          f"({tiles.TILE_ROWS} x {nr} float32, {tiles.TILE_ROWS} x {nr // 2} float64): "
+          f"{tiles.TILE_REASON}")
+    depth = host.gemm_depth()
+    print(f"gemm block   {depth} bytes of k ({depth // 4} float32, {depth // 8} float64) by "
+          f"{matmul.NC} columns of b: the deepest block (power of two, "
+          f"{host.GEMM_DEPTH_MIN}..{host.GEMM_DEPTH_MAX}) filling at most half of L2 with "
+          f"a sliver of a in a quarter of L1d")
+    print(f"gemm packing b read in place up to {int(matmul.IN_PLACE_SPAN) >> 10} KiB per "
+          f"block (fixed), packed beyond (with at least {int(matmul.PACK_MIN_ROWS)} rows of a)")
+    return 0
+
+
 def _jobs(text: str) -> int:
     jobs = int(text)
     if jobs < 1:
@@ -112,7 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ops.add_argument("--saves", action="store_true",
                      help="which inputs and outputs each op saves for its backward (what "
                           "an in-place change makes backward refuse); runs every op once")
+    sub.add_parser("info", help="the host's CPU, vector width and caches, and the GEMM "
+                                "tile and block sizes chosen for it")
     args = parser.parse_args(argv)
+    if args.command == "info":
+        return _info()
     if args.command == "ops":
         return _list_ops(args.saves)
     if args.command == "warmup":

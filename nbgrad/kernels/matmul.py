@@ -24,8 +24,9 @@ reference-count update on every call.
 
 Packing, per task (a block of output tiles):
 
-* b: b is taken in blocks of ``depth`` = KC_BYTES / itemsize values of k (512 float32,
-  256 float64) by NC columns, which stay in L2, each cut into NR-wide panels. The tile
+* b: b is taken in blocks of ``depth`` values of k by NC columns, which stay in L2, each
+  cut into NR-wide panels; ``depth`` is the host's (runtime/host.py: ``gemm_depth``, from
+  its L1d and L2 sizes; KC_BYTES / itemsize in ``matrix_product``). The tile
   reads a panel's rows with unit stride: in place from a row-major b (row stride N), or
   from a contiguous copy when b is read transposed, when its block spans more than
   IN_PLACE_SPAN bytes and many rows of a read it (PACK_MIN_ROWS), or when the panel is
@@ -68,6 +69,7 @@ from numba import (
 )
 from numba.extending import overload, register_jitable
 
+from ..runtime.host import gemm_depth
 from ..runtime.jit import (
     PARALLEL,
     PARALLEL_WORK_MIN,
@@ -80,7 +82,11 @@ from .gemm import data_pointer, stack_buffer
 from .tiles import TILE_ROWS, panel_cols, tile_buffer
 
 MR = TILE_ROWS  # rows of the register tile (kernels/tiles.py)
-KC_BYTES = 2048  # depth of a packed block of b, in bytes of k values (float32: 512 k)
+# Depth of a packed block of b, in bytes of k values (float32: 512 k), for
+# ``matrix_product`` (called inside other kernels' loops, compiled with it as a constant);
+# ``product`` takes the host's from runtime/host.py (``gemm_depth``: 2048 when the caches
+# cannot be read). No depth changes the bits (see "K is cut into blocks" above).
+KC_BYTES = 2048
 # Columns of b per packed block (a multiple of every NR): 256 x depth values are 512 KB,
 # half of a Zen 4 core's L2. Each sliver of a is packed once per block, so a wider
 # block packs a less often (docs/benchmarks.md#matmul).
@@ -91,7 +97,9 @@ NC = 256
 # as the span; past a few hundred KB its rows evict each other from L1 and L2, and with
 # many rows of a per panel a contiguous copy pays for itself. Below the span, or with
 # few rows (the 32-row conv GEMMs), the copy costs more than it saves
-# (docs/benchmarks.md#matmul).
+# (docs/benchmarks.md#matmul). Packing past L1d instead (batches of 128 x 128 products,
+# whose 512-byte rows map a panel onto half of L1d's sets) helped a @ b and hurt a^T @ b
+# (docs/benchmarks.md#matmul), so the span stays fixed.
 IN_PLACE_SPAN = np.uint64(128 << 10)
 PACK_MIN_ROWS = np.uint64(128)
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
@@ -300,11 +308,12 @@ def _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp):
 
 
 @njit(**SERIAL)
-def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, bp):
+def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, ap, bp):
     """out[o0 + i N + j] = sum_k op(x)[i, k] op(y)[k, j] for r0 <= i < r1, c0 <= j < c1:
     b block by block (NC columns by ``depth`` values of k, in L2; panels packed where b is
-    transposed or the panel partial), each block swept by the slivers of MR rows of a (in
-    place, or packed if partial), each across the block's panels."""
+    transposed or the panel partial, or spanning more than ``span`` bytes of b), each
+    block swept by the slivers of MR rows of a (in place, or packed if partial), each
+    across the block's panels."""
     nr = panel_cols(out)
     itemsize = np.uint64(out.itemsize)
     out_ptr = data_pointer(out)
@@ -312,7 +321,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
         nc = min(NC_U, c1 - jc)
         for pc in range(np.uint64(0), K, depth):
             kc = min(depth, K - pc)
-            packed = y_t or (kc * N * itemsize > IN_PLACE_SPAN and r1 - r0 >= PACK_MIN_ROWS)
+            packed = y_t or (kc * N * itemsize > span and r1 - r0 >= PACK_MIN_ROWS)
             if packed:
                 _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp)
             elif nc % nr:
@@ -355,14 +364,15 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, ap, 
 
 def _block_signature(dt):
     u, flag, flat = types.uint64, types.boolean, types.Array(dt, 1, "C")
-    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 9), flat)
+    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flat)
 
 
 @compiled_once(_block_signature, **SERIAL)
-def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, work):
+def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
+                work):
     """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0
     and o0) packing into work[:depth MR] and work[depth MR:]."""
-    _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth,
+    _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
            work[: depth * MR_U], work[depth * MR_U:])
 
 
@@ -377,7 +387,7 @@ def _split(n, parts, part, unit):
 
 
 @njit(**SERIAL)
-def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
+def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth, span,
           work):
     """Task t: block (t // col_parts % row_parts, t % col_parts) of output batch
     t // (row_parts col_parts), packing into ``work`` (the running thread's buffer)."""
@@ -390,7 +400,7 @@ def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, d
         return
     u = np.uint64
     _call_block(x, u(x_map[i] * M * K), x_t, y, u(y_map[i] * K * N), y_t, out, u(i * M * N),
-                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), work)
+                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), u(span), work)
 
 
 def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
@@ -420,28 +430,31 @@ def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     work = np.empty(depth * (MR + cols), out.dtype)
     u = np.uint64
     _call_block(x.reshape(-1), u(0), x_t, y.reshape(-1), u(0), y_t, out.reshape(-1), u(0),
-                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), work)
+                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, work)
 
 
 @njit(**PARALLEL)
 def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, parallel,
-             slots):
+             slots, depth_bytes=KC_BYTES, span=IN_PLACE_SPAN):
     """All tasks of the product into the flat buffer out (see ``product``); ``slots``
-    packing buffers, one per pool thread."""
+    packing buffers, one per pool thread; blocks of b ``depth_bytes`` of k values deep
+    and read in place up to ``span`` bytes (arguments, not constants: ``product`` passes
+    the host's depth, ``runtime.host.gemm_depth``, and tests other choices; the defaults
+    are the fixed ones of ``matrix_product``)."""
     tasks = x_map.size * row_parts * col_parts
     nr = panel_cols(out)
-    depth = min(KC_BYTES // out.itemsize, K)
+    depth = min(depth_bytes // out.itemsize, K)
     cols = min(NC, (N + nr - 1) // nr * nr)
     work = np.empty((slots, depth * (MR + cols)), out.dtype)
     if parallel:
         for t in prange(tasks):
             # prange's index is unsigned: as an int64, one compile of _task serves both loops
             _task(np.int64(t), x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts,
-                  col_parts, depth, work[get_thread_id()])
+                  col_parts, depth, span, work[get_thread_id()])
     else:
         for t in range(tasks):
             _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
-                  work[0])
+                  span, work[0])
 
 
 # -- thin products ---------------------------------------------------------------------------
@@ -548,14 +561,17 @@ def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, i
 
 
 def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
-            x_t: bool, y_t: bool, threads: int = 1, parallel: bool | None = None
-            ) -> np.ndarray:
+            x_t: bool, y_t: bool, threads: int = 1, parallel: bool | None = None,
+            depth_bytes: int | None = None, span: int | None = None) -> np.ndarray:
     """``out[i] = op(x[x_map[i]]) @ op(y[y_map[i]])`` for C-contiguous stacks x[Bx, ., .],
     y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
     from ``runtime.jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread,
     ``threads`` (the pool's size) how many parts the output is split into;
-    the bits are the same either way. An output with far fewer whole register tiles as
+    the bits are the same either way. ``depth_bytes``: the depth of the packed blocks of
+    b in bytes of k values, ``span``: the largest block of a row-major b read in place
+    (defaults: the host's ``runtime.host.gemm_depth`` and IN_PLACE_SPAN; every choice
+    gives the same bits). An output with far fewer whole register tiles as
     its transpose is computed transposed (``computed_transposed``: a matrix times a
     vector fills one column of each tile as given, whole tile rows transposed)."""
     M = x.shape[2] if x_t else x.shape[1]
@@ -579,7 +595,9 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
         else:
             _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
                      y_t, out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
-                     config.NUMBA_NUM_THREADS)
+                     config.NUMBA_NUM_THREADS,
+                     gemm_depth() if depth_bytes is None else depth_bytes,
+                     int(IN_PLACE_SPAN if span is None else span))
     return np.ascontiguousarray(out.transpose(0, 2, 1)) if swapped else out
 
 

@@ -32,6 +32,9 @@ from ..runtime.jit import VECTOR_BYTES
 
 TILE_ROWS = 4 if VECTOR_BYTES == 64 else 3  # rows of a register tile (see above)
 TILE_VECTORS = 4  # vector registers per row of a register tile
+#: Why the tile has this shape on this host (``python -m nbgrad info``).
+TILE_REASON = (f"{TILE_ROWS * TILE_VECTORS} accumulators + {2 * TILE_ROWS} broadcasts + "
+               f"2 loads of {'32' if VECTOR_BYTES == 64 else '16'} vector registers")
 
 
 def panel_cols(like) -> int:
