@@ -31,7 +31,10 @@ _neighbour: Callable[[], object] | None = None
 class Row:
     """One workload's times. ``flops`` (GEMM-bound workloads) or ``bytes`` (streaming
     ones, the minimal bytes read + written by forward + backward) give it a bound on
-    this host (``bound_s``); ``dtype`` picks the sgemm or dgemm peak for ``flops``."""
+    this host (``bound_s``); ``dtype`` picks the sgemm or dgemm peak for ``flops``, and
+    ``working_set`` the size at which a streaming row's bandwidth is measured (a tanh
+    forward + backward touches x, y, g and dx: 4 arrays, and moves 5 array sizes; 64 MB
+    may run from a large last-level cache, faster than main memory)."""
 
     workload: str
     nbgrad_s: float
@@ -41,6 +44,7 @@ class Row:
     flops: float | None = None
     bytes: float | None = None
     dtype: str = "float32"
+    working_set: float | None = None  # bytes of the distinct arrays a streaming row touches
 
     @property
     def ratio(self) -> float | None:
@@ -53,8 +57,8 @@ class Row:
             return None
         if self.flops is not None:
             return self.flops / (limits.peak_gflops(self.dtype) * 1e9)
-        if self.bytes is not None:
-            return self.bytes / (limits.bandwidth_gbs * 1e9)
+        if self.bytes is not None:  # at the bandwidth measured at the row's own size
+            return self.bytes / (limits.bandwidth_for(self.working_set) * 1e9)
         return None
 
     def of_bound(self, limits: Limits | None) -> float | None:

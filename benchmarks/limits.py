@@ -6,6 +6,14 @@ parallel Numba triad). The benchmark table then prints each annotated workload's
 a fraction of its bound: the time its FLOPs would take at the GEMM peak, or the time its
 minimal bytes would take at the best bandwidth (``harness.Row.bound_s``).
 
+The main-memory bandwidths are measured on arrays far larger than a workload's (256 MiB,
+3 x 128 MiB); a workload that touches 64 MiB may run partly from a large last-level cache
+(this project's hosts report 480 MiB of L3), where the same loops move bytes faster, and
+its time would print above 100% of a main-memory bound. ``bandwidth_at(n_bytes)`` measures
+the same parallel copy and triad with arrays that together hold ``n_bytes`` (a workload's
+working set), and a ``Row`` with a ``working_set`` has its bytes bound at the bandwidth of its
+own working set (``Limits.bandwidth_for``).
+
 NumPy's BLAS thread count is set through threadpoolctl where it is installed, else
 through the OpenBLAS library NumPy loaded (its ``*_set_num_threads`` symbol, via ctypes),
 and restored afterwards; where neither works, the peaks are measured at whatever count
@@ -18,7 +26,7 @@ import ctypes
 import platform
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numba
@@ -43,11 +51,27 @@ class Limits:
     blas_control: str = ""
     cpu: str = ""
     numba_cpu: str = ""
+    # GB/s at a working-set size in bytes (``bandwidth_at``), filled on first request
+    sized_gbs: dict = field(default_factory=dict)
 
     @property
     def bandwidth_gbs(self) -> float:
-        """The best of the measured bandwidths: the bound for streaming workloads."""
+        """The best of the main-memory bandwidths: the bound for streaming workloads."""
         return max(self.copy_gbs, self.triad_gbs, self.triad_parallel_gbs)
+
+    def bandwidth_for(self, working_set: float | None) -> float:
+        """The bandwidth bound of a workload that touches ``working_set`` bytes: the best
+        of the main-memory bandwidths and the one measured at that size (``bandwidth_at``,
+        on ``threads`` threads; the best measured so far in this process, else measured
+        now; kept in ``sized_gbs``).
+        A working set that fits in a cache streams faster than main memory; one that does
+        not measures about the main-memory figure, which then stays the bound."""
+        if working_set is None:
+            return self.bandwidth_gbs
+        key = int(working_set)
+        best = max(self.sized_gbs.get(key, 0.0), _AT_SIZE.get((key, self.threads), 0.0))
+        self.sized_gbs[key] = best if best > 0 else bandwidth_at(key, self.threads)
+        return max(self.bandwidth_gbs, self.sized_gbs[key])
 
     def peak_gflops(self, dtype: str = "float32") -> float:
         """The GEMM peak for ``dtype`` (sgemm for float32, dgemm for float64): the
@@ -160,6 +184,50 @@ def _parallel_triad(a, b, c, s):
         a[i] = b[i] + s * c[i]
 
 
+@njit(cache=True, parallel=True)
+def _parallel_copy(src, dst):
+    for i in prange(src.size):
+        dst[i] = src[i]
+
+
+# bandwidth_at's best result so far, by (bytes, threads): a benchmark measures it before
+# each row of that size (on a shared host one measurement can fall in another process's
+# burst), and the rows' notes and bounds (Limits.bandwidth_for) use the best
+_AT_SIZE: dict = {}
+
+
+def bandwidth_at(n_bytes: int, threads: int, repeats: int = 20) -> float:
+    """GB/s (bytes read + written per second) of the better of a parallel Numba copy
+    (source and destination of n_bytes / 2 each) and a parallel Numba triad a = b + s*c
+    (three arrays of n_bytes / 3) on ``threads`` threads: the arrays together hold
+    ``n_bytes``, a workload's working set, so that a set that fits in the last-level cache
+    is measured there, as the workload runs. Best of ``repeats`` after a warm-up (the
+    arrays are written first: no page faults timed). Each call measures; the result is
+    the best for (n_bytes, threads) over the calls so far."""
+    key = (int(n_bytes), threads)
+    _AT_SIZE[key] = max(_AT_SIZE.get(key, 0.0), *_measure_at(int(n_bytes), threads, repeats))
+    return _AT_SIZE[key]
+
+
+def _measure_at(n_bytes: int, threads: int, repeats: int) -> tuple[float, float]:
+    """(copy, triad) GB/s over ``n_bytes`` of float64 arrays (at least one element each)."""
+    half = max(n_bytes // 16, 1)
+    third = max(n_bytes // 24, 1)
+    src = np.full(half, 1.0)
+    dst = np.zeros(half)
+    a = np.zeros(third)
+    b = np.full(third, 1.0)
+    c = np.full(third, 2.0)
+    before = numba.get_num_threads()
+    numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        t_copy = _best_time(lambda: _parallel_copy(src, dst), repeats)
+        t_triad = _best_time(lambda: _parallel_triad(a, b, c, 3.0), repeats)
+    finally:
+        numba.set_num_threads(before)
+    return 2 * src.nbytes / t_copy / GB, 3 * a.nbytes / t_triad / GB
+
+
 def _copy_gbs(n_bytes: int, repeats: int) -> float:
     src = np.ones(n_bytes // 8, np.float64)
     dst = np.empty_like(src)
@@ -263,5 +331,14 @@ def format_limits(limits: Limits) -> str:
         f"{limits.triad_gbs:.1f} GB/s (NumPy, 1 thread), {limits.triad_parallel_gbs:.1f} "
         f"GB/s (Numba, {n} threads)",
         f"bounds: float32 FLOPs at {limits.peak_gflops('float32'):.1f} GFLOP/s, float64 at "
-        f"{limits.peak_gflops('float64'):.1f}; bytes at {limits.bandwidth_gbs:.1f} GB/s",
-    ])
+        f"{limits.peak_gflops('float64'):.1f}; bytes at {limits.bandwidth_gbs:.1f} GB/s "
+        "(main memory), or at the bandwidth measured at a row's own working set where the "
+        "row gives one (its note)",
+    ] + [format_sized(limits)] * bool(limits.sized_gbs))
+
+
+def format_sized(limits: Limits) -> str:
+    """One line of the bandwidths measured at working-set sizes (``Limits.sized_gbs``)."""
+    sizes = ", ".join(f"{gbs:.1f} GB/s at {n / 2**20:.0f} MiB"
+                      for n, gbs in sorted(limits.sized_gbs.items()))
+    return f"bandwidth at working-set sizes (Numba copy/triad, {limits.threads} threads): {sizes}"

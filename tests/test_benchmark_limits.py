@@ -109,3 +109,71 @@ def test_measure_limits_at_a_tiny_size_returns_positive_numbers():
     assert limits.threads == 2
     assert limits.blas_control
     assert "GFLOP/s" in format_limits(limits)
+
+
+# --- the bandwidth at a row's own working set -------------------------------------------
+
+from benchmarks.limits import bandwidth_at, format_sized  # noqa: E402
+
+
+def test_working_set_row_bound_uses_the_bandwidth_measured_at_its_size():
+    # main memory's best is 20 GB/s; 64 MB measured at 50 GB/s (as from a large cache)
+    limits = _limits(sized_gbs={64_000_000: 50.0})
+    row = Row("tanh", nbgrad_s=0.004, torch_s=None, bytes=80e6,
+              working_set=64e6)
+    # 80 MB at 50 GB/s is 1.6 ms; nbgrad took 4 ms
+    assert limits.bandwidth_for(64e6) == 50.0
+    assert row.bound_s(limits) == pytest.approx(0.0016)
+    assert row.of_bound(limits) == pytest.approx(0.4)
+    # the same row without a working set keeps the main-memory bound: 80 MB at 20 GB/s
+    plain = Row("tanh", nbgrad_s=0.004, torch_s=None, bytes=80e6)
+    assert plain.bound_s(limits) == pytest.approx(0.004)
+
+
+def test_working_set_bound_is_never_looser_than_main_memory():
+    # a size measured slower than main memory's best (a busy moment) keeps main memory's
+    limits = _limits(sized_gbs={512_000_000: 12.0})
+    assert limits.bandwidth_for(512e6) == 20.0
+    row = Row("big", nbgrad_s=0.05, torch_s=None, bytes=1e9, working_set=512e6)
+    assert row.of_bound(limits) == pytest.approx(1.0)
+
+
+def test_working_set_row_with_flops_or_without_limits():
+    limits = _limits(sized_gbs={1000: 99.0})
+    gemm = Row("gemm", nbgrad_s=0.02, torch_s=None, flops=1e9, bytes=1e6,
+               working_set=1000)
+    assert gemm.bound_s(limits) == pytest.approx(0.01)  # the sgemm peak, not bytes
+    assert Row("s", 0.01, None, bytes=1e6, working_set=1000).of_bound(None) is None
+    no_bytes = Row("overhead", 1e-5, None, working_set=1000)
+    assert no_bytes.bound_s(limits) is None
+
+
+def test_bandwidth_for_measures_an_unmeasured_size_and_then_keeps_the_best():
+    size = 3 * 2**20 + 8  # a size no other test measures
+    limits = _limits(copy_gbs=1e-9, triad_gbs=1e-9, triad_parallel_gbs=1e-9)
+    got = limits.bandwidth_for(size)
+    assert got > 0
+    assert list(limits.sized_gbs) == [size]
+    assert limits.bandwidth_for(size) == got  # not measured again
+    # bandwidth_at measures on every call and returns the best so far, which the next
+    # bound takes up
+    again = bandwidth_at(size, limits.threads, repeats=2)
+    assert again >= got
+    assert limits.bandwidth_for(size) == again
+    assert bandwidth_at(size, limits.threads, repeats=1) >= again
+
+
+def test_bandwidth_at_tiny_sizes_runs():
+    # smaller than one element per array: still one element each, a positive rate
+    assert bandwidth_at(8, 1, repeats=1) > 0
+    assert bandwidth_at(48 * 1024, 2, repeats=2) > 0
+
+
+def test_format_sized_and_format_limits_list_the_sizes():
+    limits = _limits(sized_gbs={64 * 2**20: 55.5, 2**20: 160.0})
+    line = format_sized(limits)
+    assert "160.0 GB/s at 1 MiB" in line and "55.5 GB/s at 64 MiB" in line
+    assert line.index("1 MiB") < line.index("64 MiB")
+    assert "2 threads" in line
+    assert line in format_limits(limits)
+    assert "working-set" not in format_limits(_limits())

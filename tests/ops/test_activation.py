@@ -362,3 +362,36 @@ def test_bad_input_raises_naming_op_and_shapes():
     with pytest.raises(TypeError,
                        match="clamp: min is nbgrad.float64 but x is nbgrad.float32"):
         nb.clamp(nb.tensor(np.zeros(3, np.float32)), lo64)
+
+
+# -- what each backward reads (issue 49: a point-wise backward reads only what it needs) --------
+
+
+@pytest.mark.parametrize("name, saves", [("tanh", "output"), ("sigmoid", "output"),
+                                         ("silu", "input")])
+def test_pointwise_backward_saves_one_array_output_or_input(name, saves):
+    """tanh and sigmoid keep only their output y for the backward (g (1 - y^2),
+    g y (1 - y)), silu only its input x: one saved array, no derivative array, the
+    memory of y or x itself (not a copy)."""
+    x = nb.tensor(np.random.default_rng(3).standard_normal(300_000).astype(np.float32),
+                  requires_grad=True)
+    y = getattr(nb, name)(x)
+    (saved,) = y.grad_fn.saved_tensors
+    kept = (y if saves == "output" else x).numpy()
+    assert np.shares_memory(saved, kept)
+    other = (x if saves == "output" else y).numpy()
+    assert not np.shares_memory(saved, other)
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid"])
+def test_backward_from_the_output_matches_the_formula(name):
+    """dx from y alone: g (1 - y^2) for tanh, g y (1 - y) for sigmoid, evaluated in float64
+    on the float32 output the forward returned (large enough for the parallel kernels)."""
+    rng = np.random.default_rng(4)
+    x = nb.tensor((rng.standard_normal(300_000) * 3).astype(np.float32), requires_grad=True)
+    g = rng.standard_normal(300_000).astype(np.float32)
+    y = getattr(nb, name)(x)
+    y.backward(g)
+    y64, g64 = y.numpy().astype(np.float64), g.astype(np.float64)
+    want = g64 * (1 - y64 * y64) if name == "tanh" else g64 * y64 * (1 - y64)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=2e-6, atol=1e-30)
