@@ -12,6 +12,7 @@ from typing import Any
 
 from ..ops import loss_extra
 from ..tensor import Tensor
+from .activation import _buffer
 from .module import Module
 
 
@@ -28,14 +29,10 @@ def _legacy_reduction(size_average: bool | None, reduce: bool | None, reduction:
     return new
 
 
-def _buffer(value: Any) -> Tensor | None:
-    if value is None:
-        return None
-    return value.detach() if isinstance(value, Tensor) else Tensor(value)
+class _WeightedLoss(Module):
+    """A loss of (input, target) with a ``weight`` buffer: the function in ``loss``."""
 
-
-class BCELoss(Module):
-    """binary_cross_entropy; ``weight`` is a buffer."""
+    loss: Any
 
     def __init__(self, weight: Any = None, size_average: bool | None = None,
                  reduce: bool | None = None, reduction: str = "mean") -> None:
@@ -44,7 +41,13 @@ class BCELoss(Module):
         self.reduction = _legacy_reduction(size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Any) -> Tensor:
-        return loss_extra.binary_cross_entropy(input, target, self.weight, self.reduction)
+        return type(self).loss(input, target, self.weight, self.reduction)
+
+
+class BCELoss(_WeightedLoss):
+    """binary_cross_entropy; ``weight`` is a buffer."""
+
+    loss = staticmethod(loss_extra.binary_cross_entropy)
 
 
 class KLDivLoss(Module):
@@ -122,18 +125,10 @@ class SoftMarginLoss(Module):
         return loss_extra.soft_margin_loss(input, target, self.reduction)
 
 
-class MultiLabelSoftMarginLoss(Module):
+class MultiLabelSoftMarginLoss(_WeightedLoss):
     """multilabel_soft_margin_loss; ``weight`` is a buffer."""
 
-    def __init__(self, weight: Any = None, size_average: bool | None = None,
-                 reduce: bool | None = None, reduction: str = "mean") -> None:
-        super().__init__()
-        self.register_buffer("weight", _buffer(weight))
-        self.reduction = _legacy_reduction(size_average, reduce, reduction)
-
-    def forward(self, input: Tensor, target: Any) -> Tensor:
-        return loss_extra.multilabel_soft_margin_loss(input, target, self.weight,
-                                                      self.reduction)
+    loss = staticmethod(loss_extra.multilabel_soft_margin_loss)
 
 
 class CosineEmbeddingLoss(_PairMarginLoss):

@@ -27,7 +27,14 @@ from ..kernels import norm as norm_kernels
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from . import _args
-from .norm import _batch_stats_input_grad, _like, _needed, _standardized, batch_norm
+from .norm import (
+    _batch_stats_input_grad,
+    _like,
+    _needed,
+    _running,
+    _standardized,
+    batch_norm,
+)
 from .reduce import sum as reduce_sum
 
 
@@ -147,20 +154,6 @@ def group_norm(input: Any, num_groups: int, weight: Any = None, bias: Any = None
                            eps=_args.real("group_norm", "eps", eps))
 
 
-def _running(name: str, value: Any, channels: int) -> np.ndarray | None:
-    """A running-statistics buffer as the float array that is updated in place."""
-    if value is None:
-        return None
-    array = value._data if isinstance(value, Tensor) else value
-    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
-        raise TypeError(f"instance_norm: {name} must be a float tensor or array, got "
-                        f"{getattr(array, 'dtype', type(array).__name__)}")
-    if array.shape != (channels,):
-        raise ValueError(f"instance_norm: {name} has shape {array.shape} but x has "
-                         f"{channels} channels (dim 1); it needs shape ({channels},)")
-    return array
-
-
 def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
                   weight: Any = None, bias: Any = None, use_input_stats: bool = True,
                   momentum: float = 0.1, eps: float = 1e-5) -> Tensor:
@@ -179,8 +172,8 @@ def instance_norm(input: Any, running_mean: Any = None, running_var: Any = None,
         raise ValueError(f"instance_norm: expected input with at least 2 dimensions "
                          f"[N, C, *], got shape {tuple(x.shape)}")
     c = x.shape[1]
-    running_mean = _running("running_mean", running_mean, c)
-    running_var = _running("running_var", running_var, c)
+    running_mean = _running("instance_norm", "running_mean", running_mean, c)
+    running_var = _running("instance_norm", "running_var", running_var, c)
     if (running_mean is None) != (running_var is None):
         raise ValueError("instance_norm: running_mean and running_var must either both be "
                          "None or neither be None")

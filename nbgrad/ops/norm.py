@@ -255,16 +255,17 @@ def _update_running(running_mean: np.ndarray, running_var: np.ndarray, batch_mea
                         + momentum * (batch_var * (count / (count - 1))))
 
 
-def _running(name: str, value: Any, channels: int) -> np.ndarray | None:
-    """A running-statistics buffer as the float array that is updated in place."""
+def _running(op: str, name: str, value: Any, channels: int) -> np.ndarray | None:
+    """A running-statistics buffer of ``op`` as the float array that is updated in
+    place."""
     if value is None:
         return None
     array = value._data if isinstance(value, Tensor) else value
     if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
-        raise TypeError(f"batch_norm: {name} must be a float tensor or array, got "
+        raise TypeError(f"{op}: {name} must be a float tensor or array, got "
                         f"{getattr(array, 'dtype', type(array).__name__)}")
     if array.shape != (channels,):
-        raise ValueError(f"batch_norm: {name} has shape {array.shape} but x has "
+        raise ValueError(f"{op}: {name} has shape {array.shape} but x has "
                          f"{channels} channels (dim 1); it needs shape ({channels},)")
     return array
 
@@ -285,8 +286,8 @@ def batch_norm(x: Any, running_mean: Any, running_var: Any, weight: Any = None,
         raise ValueError(f"batch_norm: x must be [N, C, *] (at least 2 dims), got shape "
                          f"{tuple(x.shape)}")
     c = x.shape[1]
-    running_mean = _running("running_mean", running_mean, c)
-    running_var = _running("running_var", running_var, c)
+    running_mean = _running("batch_norm", "running_mean", running_mean, c)
+    running_var = _running("batch_norm", "running_var", running_var, c)
     if (running_mean is None) != (running_var is None):
         raise ValueError("batch_norm: give both running_mean and running_var, or neither")
     if not training and running_mean is None:
