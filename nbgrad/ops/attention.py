@@ -214,14 +214,14 @@ def scaled_dot_product_attention(query: Any, key: Any, value: Any, attn_mask: An
 def _mask_array(attn_mask: Any, batch: tuple, n_l: int, n_s: int,
                 dtype: np.dtype) -> np.ndarray:
     m = attn_mask._data if isinstance(attn_mask, Tensor) else np.asarray(attn_mask)
+    target = batch + (n_l, n_s)
     try:
-        np.broadcast_shapes(m.shape, batch + (n_l, n_s))
-        if m.ndim > len(batch) + 2 or np.broadcast_shapes(m.shape, batch + (n_l, n_s)) \
-                != batch + (n_l, n_s):
-            raise ValueError
+        fits = m.ndim <= len(target) and np.broadcast_shapes(m.shape, target) == target
     except ValueError:
+        fits = False
+    if not fits:
         raise ValueError(f"{OP}: attn_mask of shape {m.shape} does not broadcast to the "
-                         f"attention shape {batch + (n_l, n_s)} ([..., L, S])") from None
+                         f"attention shape {target} ([..., L, S])")
     if m.dtype == bool:
         return np.where(m, 0, -np.inf).astype(dtype)
     if m.dtype.kind != "f":

@@ -67,7 +67,7 @@ def _order(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> n
     n = x.shape[dim]
     count = n if k is None else k
     moved = np.moveaxis(x, dim, -1)
-    idx = np.zeros(moved.shape[:-1] + (count,), np.int64)
+    idx = np.empty(moved.shape[:-1] + (count,), np.int64)  # every entry written below
     if idx.size:
         bits, width, code, infinity = _bits(moved.reshape(-1, n))
         rows = idx.reshape(-1, count)
@@ -77,9 +77,10 @@ def _order(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> n
         else:
             keys = np.empty(bits.shape, np.uint64)
             for_work(sort_kernels.ordered_keys, bits.size)(*key_args, keys)
-            order = np.empty(keys.shape, np.int64)
+            order = rows if count == n else np.empty(keys.shape, np.int64)
             for_work(sort_kernels.argsort_rows, keys.size)(keys, width, order)
-            rows[:] = order[:, :count]
+            if order is not rows:
+                rows[:] = order[:, :count]
     return np.moveaxis(idx, -1, dim)
 
 
