@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ctypes
 import platform
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
@@ -32,6 +31,8 @@ from functools import partial
 import numba
 import numpy as np
 from numba import njit, prange
+
+from nbgrad.runtime.host import best_time
 
 GB = 1e9
 
@@ -165,12 +166,7 @@ def _symbol(lib, names):
 def _best_time(fn: Callable[[], object], repeats: int) -> float:
     """Best wall time of ``fn()`` over ``repeats`` runs after one warm-up call."""
     fn()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
+    return best_time(fn, repeats)
 
 
 def _gemm_gflops(a: np.ndarray, b: np.ndarray, c: np.ndarray, repeats: int) -> float:

@@ -1,8 +1,9 @@
 """Command line: ``python -m nbgrad demo`` trains a small graph neural operator and
 gradchecks the ops it used; ``check`` gradchecks every registered op through its samples,
 first and second derivatives; ``warmup`` compiles kernels ahead of time; ``ops`` lists
-the registry; ``info`` prints the host (CPU, vector width, caches), Numba's target and the
-GEMM's tile and block sizes chosen for it."""
+the registry; ``info`` prints the host (CPU, vector width, caches), Numba's target, the
+GEMM's tile and block sizes chosen for it and the timings they were chosen by
+(``--search`` times them again)."""
 
 from __future__ import annotations
 
@@ -82,10 +83,10 @@ def _warmup(ops: str, dtypes: list[str], jobs: int) -> int:
     return 0
 
 
-def _info() -> int:
+def _info(search_again: bool) -> int:
     from numba.core.registry import cpu_target
 
-    from .kernels import matmul, tiles
+    from .kernels import tiles
     from .runtime import host
 
     facts = host.facts()
@@ -100,14 +101,59 @@ def _info() -> int:
     print(f"gemm tile    {tiles.TILE_ROWS} x {tiles.TILE_VECTORS} vectors "
           f"({tiles.TILE_ROWS} x {nr} float32, {tiles.TILE_ROWS} x {nr // 2} float64): "
           f"{tiles.TILE_REASON}")
-    depth = host.gemm_depth()
-    print(f"gemm block   {depth} bytes of k ({depth // 4} float32, {depth // 8} float64) by "
-          f"{matmul.NC} columns of b: the deepest block (power of two, "
-          f"{host.GEMM_DEPTH_MIN}..{host.GEMM_DEPTH_MAX}) filling at most half of L2 with "
-          f"a sliver of a in a quarter of L1d")
-    print(f"gemm packing b read in place up to {int(matmul.IN_PLACE_SPAN) >> 10} KiB per "
-          f"block (fixed), packed beyond (with at least {int(matmul.PACK_MIN_ROWS)} rows of a)")
+    _print_blocking(search_again)
     return 0
+
+
+def _print_blocking(search_again: bool) -> None:
+    """The GEMM blocking of kernels/gemm_search.py (searching now if no run has, or
+    ``search_again``), each candidate's speed, and the float32 GEMM rate of nbgrad and of
+    NumPy's BLAS."""
+    from .kernels import gemm_search, matmul
+    from .runtime.threads import get_num_threads
+
+    threads = get_num_threads()
+    found = gemm_search.result(threads, matmul.product, matmul.guessed_blocking(),
+                               again=search_again)
+    chosen = found.chosen
+    print(f"gemm block   {_blocking_text(chosen)} by {matmul.NC} columns ({found.source}; "
+          f"guessed from the caches: {_blocking_text(found.guess)})")
+    for c, rate in sorted(found.gflops.items(), key=lambda item: -item[1]):
+        mark = "  <- chosen" if c == chosen else ""
+        print(f"  timed      {_blocking_text(c):58s} {rate:6.1f} GFLOP/s{mark}")
+    nb_rate, blas_rate = _gemm_rates(threads)
+    print(f"gemm rate    float32 {_RATE_SIZE}^3 at {threads} threads: nbgrad {nb_rate:.0f} "
+          f"GFLOP/s, NumPy's BLAS {blas_rate:.0f} GFLOP/s")
+
+
+def _blocking_text(c) -> str:
+    a_t = "copied" if c.pack_t else "in place"
+    return (f"{c.depth_bytes} bytes of k, b in place to {c.span >> 10} KiB, "
+            f"a^T {a_t}")
+
+
+_RATE_SIZE = 1024
+
+
+def _gemm_rates(threads: int) -> tuple[float, float]:
+    """GFLOP/s of nbgrad's and NumPy's float32 _RATE_SIZE^3 products, best of five each,
+    alternating."""
+    import numpy as np
+
+    from .kernels.matmul import product
+    from .runtime.host import best_time
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((_RATE_SIZE, _RATE_SIZE)).astype(np.float32)
+    b = rng.standard_normal((_RATE_SIZE, _RATE_SIZE)).astype(np.float32)
+    one = np.zeros(1, np.int64)
+    runs = (lambda: product(a[None], b[None], one, one, False, False, threads), lambda: a @ b)
+    best = [float("inf")] * 2
+    for _ in range(5):
+        for i, run in enumerate(runs):
+            best[i] = min(best[i], best_time(run, repeats=1))
+    flops = 2 * _RATE_SIZE ** 3
+    return flops / best[0] / 1e9, flops / best[1] / 1e9
 
 
 def _jobs(text: str) -> int:
@@ -141,11 +187,14 @@ def main(argv: list[str] | None = None) -> int:
     ops.add_argument("--saves", action="store_true",
                      help="which inputs and outputs each op saves for its backward (what "
                           "an in-place change makes backward refuse); runs every op once")
-    sub.add_parser("info", help="the host's CPU, vector width and caches, and the GEMM "
-                                "tile and block sizes chosen for it")
+    info = sub.add_parser("info", help="the host's CPU, vector width and caches, and the "
+                                       "GEMM tile and block sizes chosen for it")
+    info.add_argument("--search", action="store_true",
+                      help="time the GEMM's block sizes again (best on a quiet machine) and "
+                           "keep the result")
     args = parser.parse_args(argv)
     if args.command == "info":
-        return _info()
+        return _info(args.search)
     if args.command == "ops":
         return _list_ops(args.saves)
     if args.command == "warmup":

@@ -16,6 +16,10 @@ from nbgrad.ops import conv_plan
 # passes alongside (nbgrad.runtime.compile_ahead.BackwardAhead) stays off; test_compiling.py runs it
 # in subprocesses of its own.
 os.environ["NBGRAD_COMPILE_AHEAD"] = "0"
+# Products use the blocking guessed from the caches rather than timing candidates at the
+# first large one (a few seconds at an unpredictable test, and any choice gives the same
+# bits); tests/kernels/test_gemm_search.py runs the search itself.
+os.environ["NBGRAD_GEMM_SEARCH"] = "0"
 
 # First calls compile Numba kernels, so no per-example deadline; CI draws fewer examples.
 settings.register_profile("dev", deadline=None, max_examples=40,

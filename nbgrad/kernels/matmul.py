@@ -25,11 +25,13 @@ reference-count update on every call.
 Packing, per task (a block of output tiles):
 
 * b: b is taken in blocks of ``depth`` values of k by NC columns, which stay in L2, each
-  cut into NR-wide panels; ``depth`` is the host's (runtime/host.py: ``gemm_depth``, from
-  its L1d and L2 sizes; KC_BYTES / itemsize in ``matrix_product``). The tile
+  cut into NR-wide panels; ``depth`` is the host's (kernels/gemm_search.py: derived from
+  its L1d and L2 sizes, confirmed by timing; KC_BYTES / itemsize in ``matrix_product``).
+  The tile
   reads a panel's rows with unit stride: in place from a row-major b (row stride N), or
   from a contiguous copy when b is read transposed, when its block spans more than
-  IN_PLACE_SPAN bytes and many rows of a read it (PACK_MIN_ROWS), or when the panel is
+  the host's span (IN_PLACE_SPAN, or the timed choice) and many rows of a read it
+  (PACK_MIN_ROWS), or when the panel is
   narrower than NR: kc x NR, or kc x its tile's columns for a last partial panel
   (``tile_cols``; columns past N are zeros).
 * a: each sliver of MR full rows by kc values of k is read in place, through a's row and
@@ -79,13 +81,14 @@ from ..runtime.jit import (
     plain,
 )
 from .gemm import data_pointer, stack_buffer
+from .gemm_search import Blocking, blocking
 from .tiles import TILE_ROWS, panel_cols, tile_buffer
 
 MR = TILE_ROWS  # rows of the register tile (kernels/tiles.py)
 # Depth of a packed block of b, in bytes of k values (float32: 512 k), for
 # ``matrix_product`` (called inside other kernels' loops, compiled with it as a constant);
-# ``product`` takes the host's from runtime/host.py (``gemm_depth``: 2048 when the caches
-# cannot be read). No depth changes the bits (see "K is cut into blocks" above).
+# ``product`` takes the host's (kernels/gemm_search.py). No depth changes the bits (see
+# "K is cut into blocks" above).
 KC_BYTES = 2048
 # Columns of b per packed block (a multiple of every NR): 256 x depth values are 512 KB,
 # half of a Zen 4 core's L2. Each sliver of a is packed once per block, so a wider
@@ -99,9 +102,16 @@ NC = 256
 # few rows (the 32-row conv GEMMs), the copy costs more than it saves
 # (docs/benchmarks.md#matmul). Packing past L1d instead (batches of 128 x 128 products,
 # whose 512-byte rows map a panel onto half of L1d's sets) helped a @ b and hurt a^T @ b
-# (docs/benchmarks.md#matmul), so the span stays fixed.
+# (docs/benchmarks.md#matmul). This is the guess; kernels/gemm_search.py times it against
+# a quarter and four times as wide on the host.
 IN_PLACE_SPAN = np.uint64(128 << 10)
 PACK_MIN_ROWS = np.uint64(128)
+# Whether each sliver of an a read transposed (a^T @ g) is copied before its block's
+# panels sweep it: read in place, its MR values per k sit one row of a apart, and with a
+# power-of-two row length the sliver's lines fall into a few sets of L1d and evict each
+# other; a copy reads them once per block. The fixed choice for ``matrix_product``;
+# kernels/gemm_search.py times both on the host for ``product``.
+PACK_T = False
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
@@ -308,12 +318,13 @@ def _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp):
 
 
 @njit(**SERIAL)
-def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, ap, bp):
+def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, pack_t, ap,
+           bp):
     """out[o0 + i N + j] = sum_k op(x)[i, k] op(y)[k, j] for r0 <= i < r1, c0 <= j < c1:
     b block by block (NC columns by ``depth`` values of k, in L2; panels packed where b is
     transposed or the panel partial, or spanning more than ``span`` bytes of b), each
-    block swept by the slivers of MR rows of a (in place, or packed if partial), each
-    across the block's panels."""
+    block swept by the slivers of MR rows of a (in place, or packed if partial, or if a is
+    read transposed and ``pack_t``), each across the block's panels."""
     nr = panel_cols(out)
     itemsize = np.uint64(out.itemsize)
     out_ptr = data_pointer(out)
@@ -329,7 +340,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
                 _pack_rows(y, y0 + pc * N, N, kc, j_last, nc % nr, bp, (j_last - jc) * kc)
             for i0 in range(r0, r1, MR_U):
                 rows = min(MR_U, r1 - i0)
-                if rows == MR_U:
+                if rows == MR_U and not (x_t and pack_t):
                     a, a0 = x, x0 + (pc * M + i0 if x_t else i0 * K + pc)
                     a_row, a_step = (np.uint64(1), M) if x_t else (K, np.uint64(1))
                 else:
@@ -364,15 +375,15 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
 
 def _block_signature(dt):
     u, flag, flat = types.uint64, types.boolean, types.Array(dt, 1, "C")
-    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flat)
+    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flag, flat)
 
 
 @compiled_once(_block_signature, **SERIAL)
 def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
-                work):
+                pack_t, work):
     """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0
     and o0) packing into work[:depth MR] and work[depth MR:]."""
-    _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
+    _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, pack_t,
            work[: depth * MR_U], work[depth * MR_U:])
 
 
@@ -388,7 +399,7 @@ def _split(n, parts, part, unit):
 
 @njit(**SERIAL)
 def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth, span,
-          work):
+          pack_t, work):
     """Task t: block (t // col_parts % row_parts, t % col_parts) of output batch
     t // (row_parts col_parts), packing into ``work`` (the running thread's buffer)."""
     nr = panel_cols(out)
@@ -400,7 +411,7 @@ def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, d
         return
     u = np.uint64
     _call_block(x, u(x_map[i] * M * K), x_t, y, u(y_map[i] * K * N), y_t, out, u(i * M * N),
-                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), u(span), work)
+                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), u(span), pack_t, work)
 
 
 def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
@@ -430,17 +441,19 @@ def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     work = np.empty(depth * (MR + cols), out.dtype)
     u = np.uint64
     _call_block(x.reshape(-1), u(0), x_t, y.reshape(-1), u(0), y_t, out.reshape(-1), u(0),
-                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, work)
+                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, PACK_T,
+                work)
 
 
 @njit(**PARALLEL)
 def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, parallel,
-             slots, depth_bytes=KC_BYTES, span=IN_PLACE_SPAN):
+             slots, depth_bytes=KC_BYTES, span=IN_PLACE_SPAN, pack_t=PACK_T):
     """All tasks of the product into the flat buffer out (see ``product``); ``slots``
     packing buffers, one per pool thread; blocks of b ``depth_bytes`` of k values deep
-    and read in place up to ``span`` bytes (arguments, not constants: ``product`` passes
-    the host's depth, ``runtime.host.gemm_depth``, and tests other choices; the defaults
-    are the fixed ones of ``matrix_product``)."""
+    and read in place up to ``span`` bytes, slivers of a transposed a copied if ``pack_t``
+    (arguments, not constants: ``product`` passes
+    the host's, kernels/gemm_search.py, and tests other choices; the defaults are the
+    fixed ones of ``matrix_product``)."""
     tasks = x_map.size * row_parts * col_parts
     nr = panel_cols(out)
     depth = min(depth_bytes // out.itemsize, K)
@@ -450,11 +463,11 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
         for t in prange(tasks):
             # prange's index is unsigned: as an int64, one compile of _task serves both loops
             _task(np.int64(t), x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts,
-                  col_parts, depth, span, work[get_thread_id()])
+                  col_parts, depth, span, pack_t, work[get_thread_id()])
     else:
         for t in range(tasks):
             _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
-                  span, work[0])
+                  span, pack_t, work[0])
 
 
 # -- thin products ---------------------------------------------------------------------------
@@ -562,18 +575,20 @@ def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, i
 
 def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
             x_t: bool, y_t: bool, threads: int = 1, parallel: bool | None = None,
-            depth_bytes: int | None = None, span: int | None = None) -> np.ndarray:
+            depth_bytes: int | None = None, span: int | None = None,
+            pack_t: bool | None = None) -> np.ndarray:
     """``out[i] = op(x[x_map[i]]) @ op(y[y_map[i]])`` for C-contiguous stacks x[Bx, ., .],
     y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
     from ``runtime.jit.PARALLEL_WORK_MIN`` multiply-adds) chooses the thread pool or one thread,
     ``threads`` (the pool's size) how many parts the output is split into;
     the bits are the same either way. ``depth_bytes``: the depth of the packed blocks of
-    b in bytes of k values, ``span``: the largest block of a row-major b read in place
-    (defaults: the host's ``runtime.host.gemm_depth`` and IN_PLACE_SPAN; every choice
-    gives the same bits). An output with far fewer whole register tiles as
-    its transpose is computed transposed (``computed_transposed``: a matrix times a
-    vector fills one column of each tile as given, whole tile rows transposed)."""
+    b in bytes of k values, ``span``: the largest block of a row-major b read in place,
+    ``pack_t``: whether slivers of a transposed a are copied (defaults: the host's,
+    kernels/gemm_search.py; every choice gives the same bits). An output with far fewer
+    whole register tiles as its transpose is computed transposed (``computed_transposed``:
+    a matrix times a vector fills one column of each tile as given, whole tile rows
+    transposed)."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]
@@ -596,9 +611,27 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
             _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
                      y_t, out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
                      config.NUMBA_NUM_THREADS,
-                     gemm_depth() if depth_bytes is None else depth_bytes,
-                     int(IN_PLACE_SPAN if span is None else span))
+                     *_blocking(batches * M * N * K, threads, depth_bytes, span, pack_t))
     return np.ascontiguousarray(out.transpose(0, 2, 1)) if swapped else out
+
+
+@functools.cache
+def guessed_blocking() -> Blocking:
+    """The blocking derived from the host's caches (runtime/host.py) and the fixed
+    choices above, before kernels/gemm_search.py times it."""
+    return Blocking(gemm_depth(), int(IN_PLACE_SPAN), PACK_T)
+
+
+def _blocking(work: int, threads: int, depth_bytes: int | None, span: int | None,
+              pack_t: bool | None) -> tuple[int, int, bool]:
+    """(depth_bytes, span, pack_t): the ones given, else the host's
+    (kernels/gemm_search.py)."""
+    if depth_bytes is None or span is None or pack_t is None:
+        chosen = blocking(work, threads, product, guessed_blocking())
+        depth_bytes = chosen.depth_bytes if depth_bytes is None else depth_bytes
+        span = chosen.span if span is None else span
+        pack_t = chosen.pack_t if pack_t is None else pack_t
+    return depth_bytes, int(span), bool(pack_t)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -81,6 +81,16 @@ def install_stamp() -> str:
 _symbol_providers: dict[bytes, Callable[[], object]] = {}
 
 
+def kernel_cache_dir(py_func: Callable) -> Path | None:
+    """The directory Numba caches ``py_func``'s kernels in (the first of its locators that
+    finds a writable place), or None where there is none."""
+    for locator_class in caching.CacheImpl._locator_classes:
+        locator = locator_class.from_function(py_func, py_func.__code__.co_filename)
+        if locator is not None:
+            return Path(locator.get_cache_path())
+    return None
+
+
 def provide_symbol(name: str, provide: Callable[[], object]) -> None:
     """Call ``provide()`` before loading any cached kernel whose data names ``name``."""
     _symbol_providers[name.encode()] = provide

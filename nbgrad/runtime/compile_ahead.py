@@ -143,6 +143,7 @@ class BackwardAhead:
             os.path.abspath(__file__))))
         path = [package_root, *filter(None, [os.environ.get("PYTHONPATH")])]
         env = dict(os.environ, NBGRAD_COMPILE_AHEAD="0", NBGRAD_COMPILE_NOTICE_SECONDS="-1",
+                   NBGRAD_GEMM_SEARCH="0",
                    PYTHONPATH=os.pathsep.join(path), **startup.numba_target_env())
         self.process = subprocess.Popen(
             [sys.executable, "-c", "from nbgrad.compiling import _compile_backwards; "

@@ -19,6 +19,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 CACHE_DIR = Path("/sys/devices/system/cpu/cpu0/cache")
@@ -130,3 +132,14 @@ def gemm_depth() -> int:
     """``gemm_depth_bytes`` of this host."""
     return gemm_depth_bytes(facts().caches)
 
+
+
+def best_time(fn: Callable[[], object], repeats: int) -> float:
+    """The shortest wall time of ``repeats`` calls of fn() (the least disturbed by other
+    work on the host)."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best

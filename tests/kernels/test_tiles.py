@@ -1,6 +1,9 @@
-"""kernels/matmul.py's blocking choices (runtime/host.py): every candidate depth of the
-packed blocks of b, and reading b in place or packed, gives products that match float64
-NumPy and the same bits as each other, at 1 and 2 threads."""
+"""kernels/matmul.py's blocking choices (kernels/gemm_search.py): every candidate depth of
+the packed blocks of b, reading b in place or packed, and reading a transposed a in place
+or copied, gives products that match float64 NumPy and the same bits as each other, at 1
+and 2 threads."""
+
+import itertools
 
 import numba
 import numpy as np
@@ -45,15 +48,14 @@ def test_every_choice_is_correct_and_bitwise_equal(shape, x_t, y_t, dtype):
     tol = 4e-6 * k if dtype == np.float32 else 1e-13 * k
     scale = np.sqrt(k)
     first = None
-    for depth in DEPTHS:
-        for span in SPANS:
-            got = matmul.product(x, y, maps, maps, x_t, y_t, 1, False, depth, span)
-            assert got.dtype == dtype and got.shape == want.shape
-            np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale)
-            if first is None:
-                first = got
-            else:
-                np.testing.assert_array_equal(got, first, err_msg=f"depth {depth} span {span}")
+    for depth, span, pack_t in itertools.product(DEPTHS, SPANS, (False, True)):
+        got = matmul.product(x, y, maps, maps, x_t, y_t, 1, False, depth, span, pack_t)
+        assert got.dtype == dtype and got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol * scale)
+        if first is None:
+            first = got
+        else:
+            np.testing.assert_array_equal(got, first, err_msg=f"{depth} {span} {pack_t}")
 
 
 @pytest.mark.parametrize("x_t, y_t", [(False, False), (False, True), (True, False)])

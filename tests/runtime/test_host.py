@@ -95,6 +95,6 @@ def test_info_command(capsys):
     assert main(["info"]) == 0
     out = capsys.readouterr().out
     for label in ("cpu", "vectors", "caches", "numba target", "gemm tile", "gemm block",
-                  "gemm packing"):
+                  "gemm rate"):
         assert f"\n{label} " in f"\n{out}"
-    assert f"{host.gemm_depth()} bytes of k" in out
+    assert f"guessed from the caches: {host.gemm_depth()} bytes of k" in out
