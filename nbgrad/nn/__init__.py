@@ -23,6 +23,7 @@ from .activation import (
 )
 from .activation_extra import CELU, GLU, SELU, Hardsigmoid, Hardswish, Mish, Softsign, Tanhshrink
 from .containers import ModuleDict, ModuleList, Sequential
+from .embeddings import GridEmbedding2D, GridEmbeddingND, SinusoidalEmbedding
 from .layers import (
     AvgPool1d,
     AvgPool2d,
@@ -57,6 +58,8 @@ from .normalization import (
     InstanceNorm2d,
     LayerNorm,
 )
+from .operator_blocks import ChannelMLP, DomainPadding
+from .operator_losses import H1Loss, LpLoss
 from .operators import GNO, LNO, ONO
 from .parameter import Parameter
 from .resampling import (
@@ -87,4 +90,6 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "TripletMarginLoss", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "PixelShuffle", "PixelUnshuffle", "Unflatten", "Upsample", "UpsamplingBilinear2d",
            "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer"]
+           "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
+           "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
+           "LpLoss", "H1Loss"]
