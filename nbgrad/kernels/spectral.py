@@ -8,6 +8,9 @@ rfft2(x) = fft over H of rfft over W:
     block 0: rows kx = 0 .. m1-1,       columns ky = 0 .. m2-1
     block 1: rows kx = H-m1 .. H-1,     columns ky = 0 .. m2-1   (2-D only)
 
+(the 3-D kernels ``rfft3_modes``/``irfft3_modes``: four blocks m1 x m2 x m3 of rfftn over
+a D x H x W grid, the corners of the two full axes as in the original FNO's weights1-4;
+block blk starts at row 0 or D - m1 (blk % 2) and at row 0 or H - m2 (blk // 2)),
 held as split real/imaginary arrays ``[S, nblk, m1, m2]`` (S = batch x channels; a mode
 k = (r, c) of a block is flattened to r * m2 + c where the mixing needs a vector). The
 op is
@@ -34,16 +37,19 @@ from __future__ import annotations
 
 import numpy as np
 import rocket_fft  # noqa: F401  (loads DUCC0 and the Numba overloads before any cache load)
-from numba import prange
+from numba import njit, prange
 from rocket_fft import c2c, c2r, r2c
 
-from ..runtime.jit import PARALLEL_FUSED, njit_with_serial
+from ..runtime.jit import PARALLEL_FUSED, SERIAL, njit_with_serial
 from .basics import copy_into
 
 # The axes arguments of DUCC's transforms on a block of grids [s, H, W] (global arrays
 # are frozen into the compiled kernels as constants).
 _AXIS_H = np.array([1], np.int64)
 _AXIS_W = np.array([2], np.int64)
+# ... and on a block of 3-D grids [s, D, H, W]: the two full axes, the half axis
+_AXES_DH = np.array([1, 2], np.int64)
+_AXIS_W3 = np.array([3], np.int64)
 # Grids per task of the transforms: one DUCC call transforms SLICES grids at once (its
 # plan is made once per call, and it runs several rows in SIMD lanes). Fixed, so the
 # grouping of the grids (hence every bit) depends on the shape alone.
@@ -81,7 +87,7 @@ def rfft_modes(x, m1, nblk, spec_like, out_re, out_im):
 @njit_with_serial(**PARALLEL_FUSED)
 def irfft_modes(y_re, y_im, spec_like, out):
     """out[s] = irfft2(P y[s]) on an H x W grid (H, W = out.shape[1:]): y[s, blk, r, c]
-    placed at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1], as in rfft_modes.
+    added at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1], as in rfft_modes.
     The imaginary parts of the columns c = 0 and c = W/2 (W even) are ignored, as by any
     c2r transform (numpy.fft.irfft2, torch.fft.irfft2)."""
     S, H, W = out.shape
@@ -95,7 +101,9 @@ def irfft_modes(y_re, y_im, spec_like, out):
                 row0 = 0 if blk == 0 else H - m1
                 for r in range(m1):
                     for c in range(m2):
-                        spec[s - s0, row0 + r, c] = y_re[s, blk, r, c] + 1j * y_im[s, blk, r, c]
+                        # += : blocks that overlap (SpectralConv's odd mode counts pad a
+                        # block with zero weights) add, so P stays the adjoint of R
+                        spec[s - s0, row0 + r, c] += y_re[s, blk, r, c] + 1j * y_im[s, blk, r, c]
         cols = spec  # H = 1: the fft along H is the identity
         if H > 1:
             cols = np.empty((s1 - s0, H, m2), spec_like.dtype)
@@ -167,3 +175,62 @@ def weight_grad_modes(a_re, a_im, g_re, g_im, scale, out_re, out_im):
         for k in range(M):
             dr[k] *= scale[k]
             di[k] *= scale[k]
+
+
+@njit(**SERIAL, inline="always")
+def _corner(blk, D, H, m1, m2):
+    """First (d, h) index of corner block ``blk`` (0..3) of a D x H grid of modes: rows
+    from the top (even blk) or bottom, columns from the left (blk < 2) or right."""
+    return (0 if blk % 2 == 0 else D - m1), (0 if blk // 2 == 0 else H - m2)
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def rfft3_modes(x, m1, m2, spec_like, out_re, out_im):
+    """out[s, blk, r, q, c] = rfftn(x[s])[d(blk, r), h(blk, q), c] for c < m3
+    (m3 = out.shape[4]), with d(blk, r) = r or D - m1 + r (blk % 2 = 0 or 1) and
+    h(blk, q) = q or H - m2 + q (blk // 2 = 0 or 1). x: real [S, D, H, W] (C-contiguous);
+    out: [S, 4, m1, m2, m3]. Blocks may overlap (each reads its own copy)."""
+    S, D, H, W = x.shape
+    m3 = out_re.shape[4]
+    for t in prange((S + SLICES - 1) // SLICES):
+        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+        # rfft along W, then the complex fft along D and H of the m3 kept columns only
+        half = np.empty((s1 - s0, D, H, W // 2 + 1), spec_like.dtype)
+        r2c(x[s0:s1], half, _AXIS_W3, True, 1.0, 1)
+        spec = np.empty((s1 - s0, D, H, m3), spec_like.dtype)
+        c2c(half[:, :, :, :m3], spec, _AXES_DH, True, 1.0, 1)
+        for s in range(s0, s1):
+            for blk in range(4):
+                d0, h0 = _corner(blk, D, H, m1, m2)
+                for r in range(m1):
+                    for q in range(m2):
+                        for c in range(m3):
+                            v = spec[s - s0, d0 + r, h0 + q, c]
+                            out_re[s, blk, r, q, c] = v.real
+                            out_im[s, blk, r, q, c] = v.imag
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def irfft3_modes(y_re, y_im, spec_like, out):
+    """out[s] = irfftn(P y[s]) on a D x H x W grid (out: [S, D, H, W]): y[s, blk, r, q, c]
+    added at (d(blk, r), h(blk, q), c) of a zero half spectrum [D, H, W//2 + 1], as in
+    rfft3_modes (overlapping blocks add: P is the adjoint of R). The imaginary parts of
+    the columns c = 0 and c = W/2 (W even) are ignored, as by any c2r transform."""
+    S, D, H, W = out.shape
+    m1, m2, m3 = y_re.shape[2], y_re.shape[3], y_re.shape[4]
+    scale = 1.0 / (D * H * W)
+    for t in prange((S + SLICES - 1) // SLICES):
+        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+        spec = np.zeros((s1 - s0, D, H, m3), spec_like.dtype)
+        for s in range(s0, s1):
+            for blk in range(4):
+                d0, h0 = _corner(blk, D, H, m1, m2)
+                for r in range(m1):
+                    for q in range(m2):
+                        for c in range(m3):
+                            spec[s - s0, d0 + r, h0 + q, c] += (
+                                y_re[s, blk, r, q, c] + 1j * y_im[s, blk, r, q, c])
+        cols = np.empty((s1 - s0, D, H, m3), spec_like.dtype)
+        c2c(spec, cols, _AXES_DH, False, 1.0, 1)
+        # c2r reads the m3 given columns and takes the rest of the W//2 + 1 as zeros
+        c2r(cols, out[s0:s1], _AXIS_W3, False, scale, 1)

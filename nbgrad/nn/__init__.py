@@ -74,7 +74,7 @@ from .resampling import (
     UpsamplingNearest2d,
 )
 from .sparse import Embedding
-from .spectral import FNO, SpectralConv1d, SpectralConv2d
+from .spectral import FNO, SpectralConv, SpectralConv1d, SpectralConv2d
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
@@ -92,4 +92,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
            "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
-           "LpLoss", "H1Loss"]
+           "LpLoss", "H1Loss", "SpectralConv"]

@@ -1,22 +1,32 @@
 """Fourier neural operator layers: ``SpectralConv1d``, ``SpectralConv2d`` and the ``FNO``
-model (Li et al., "Fourier Neural Operator for Parametric PDEs", 2021), channels first.
+model (Li et al., "Fourier Neural Operator for Parametric PDEs", 2021), channels first;
+``SpectralConv`` (any grid dimension 1-3) as neuraloperator configures it.
 
 The complex weights of a spectral convolution are stored as two real parameters,
-``weight_real`` and ``weight_imag``, initialised as the original FNO code does:
-``scale * U[0, 1)`` for both parts with ``scale = 1 / (in_channels * out_channels)``.
+``weight_real`` and ``weight_imag``. SpectralConv1d/2d initialise them as the original
+FNO code does: ``scale * U[0, 1)`` for both parts with ``scale = 1 / (in_channels *
+out_channels)``; ``SpectralConv`` as neuraloperator does (see its docstring).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from ..ops._args import is_int
+from ..ops._args import float_operands, is_int
 from ..ops.activation import gelu
 from ..ops.pad import pad
-from ..ops.spectral import spectral_conv1d, spectral_conv2d
-from ..tensor import Tensor
+from ..ops.shape import stack
+from ..ops.spectral import (
+    SpectralConv1dFn,
+    SpectralConv2dFn,
+    SpectralConv3dFn,
+    spectral_conv1d,
+    spectral_conv2d,
+)
+from ..tensor import Tensor, lift
 from . import init
 from .layers import Conv1d, Conv2d, _float_dtype, _positive
 from .module import Module
@@ -132,3 +142,273 @@ class FNO(Module):
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, modes={self.modes}, padding={self.padding}"
+
+
+# -- SpectralConv: neuraloperator's layer, any dimension 1-3 -------------------------------
+_FN = {1: SpectralConv1dFn, 2: SpectralConv2dFn, 3: SpectralConv3dFn}
+_FFT_NORMS = ("forward", "backward", "ortho")
+
+
+def _mode_list(owner: str, name: str, value: Any) -> list[int]:
+    """An int or a sequence of 1-3 positive ints as a list (ValueError naming ``name``)."""
+    values = [value] if is_int(value) else value
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{owner}: {name} must be an int or a sequence of 1 to 3 ints, got "
+                         f"{value!r}")
+    values = list(values)
+    if not 1 <= len(values) <= 3 or not all(is_int(m) and m > 0 for m in values):
+        raise ValueError(f"{owner}: {name} must be 1 to 3 positive ints (one per grid dim), "
+                         f"got {value!r}")
+    return [int(m) for m in values]
+
+
+def _check_rank(rank: Any) -> None:
+    """rank: a fraction of the dense parameter count in (0, 1], or a positive int."""
+    if isinstance(rank, bool) or not isinstance(rank, (int, float, np.integer, np.floating)):
+        raise ValueError(f"SpectralConv: rank must be a float in (0, 1] or a positive int, "
+                         f"got {rank!r}")
+    if is_int(rank) and rank <= 0:
+        raise ValueError(f"SpectralConv: rank must be a positive int or a float in (0, 1], "
+                         f"got {rank!r}")
+    if not is_int(rank) and not 0.0 < float(rank) <= 1.0:
+        raise ValueError(f"SpectralConv: rank = {rank!r} is outside (0, 1]")
+
+
+def _two_sided(w: Tensor, axis: int, k: int) -> tuple[Tensor, Tensor]:
+    """The positive and negative frequency blocks of weights ``w`` whose ``axis`` holds k
+    modes in fftshift order (index i <-> frequency i - k // 2, so frequencies
+    -(k // 2) .. k - k // 2 - 1): with p = k - k // 2 and n = k // 2,
+
+        pos = w[.., n : n + p, ..]           frequencies 0 .. p - 1    (rows 0 .. p - 1)
+        neg = [0,] w[.., 0 : n, ..]          frequencies -p .. -1      (rows N - p .. N - 1)
+
+    both p long: for odd k, neg starts with a zero row for the frequency -p that is not
+    kept (the op adds overlapping blocks, so that zero row also covers k = N odd)."""
+    p, n = k - k // 2, k // 2
+    lead = (slice(None),) * axis
+    pos = w[lead + (slice(n, n + p),)]
+    neg = w[lead + (slice(0, n),)]
+    if p > n:
+        widths = [0, 0] * (w.ndim - 1 - axis) + [1, 0]
+        neg = pad(neg, widths)
+    return pos, neg
+
+
+class SpectralConv(Module):
+    """neuraloperator's ``SpectralConv`` on grids of 1 to 3 dims, dense weights.
+
+    x [B, in_channels, *grid] -> [B, out_channels, *grid] with d = len(n_modes) grid dims:
+
+        X = rfftn(x) over the grid, fftshift over all but the last grid dim
+        Y = 0 except Y[b, o, S] = sum_i X[b, i, S] W[i, o]         (separable: X[b, o, S] W[o])
+        y = irfftn(ifftshift(Y), s=grid) + bias
+
+    S: the kept modes, ``n_modes[j]`` frequencies centred on 0 along each grid dim j < d-1
+    (-(n // 2) .. n - n // 2 - 1) and the first ``n_modes[-1]`` rfft bins of the last.
+    ``n_modes`` counts the last dim as the reference does: given m, it keeps m // 2 + 1
+    bins (the property returns the kept counts, e.g. n_modes=(8, 8) -> [8, 5]).
+
+    Weights: ``weight_real`` and ``weight_imag`` (the reference's complex ``weight`` =
+    weight_real + i weight_imag), each [in, out, *max_n_modes] ([in, *max_n_modes] if
+    ``separable``; then in_channels == out_channels), modes in fftshift order along the
+    first d - 1 grid dims; ``max_n_modes`` defaults to the kept n_modes and is taken as
+    given (the reference does not halve its last entry). ``n_modes`` may be set after
+    construction up to ``max_n_modes``: the forward uses the centre of the weights along
+    the first d - 1 dims and their first bins along the last, as the reference slices
+    them. Initialisation as the reference: each complex weight ~ CN(0, init_std^2) (real
+    and imaginary parts N(0, init_std^2 / 2)), bias ~ init_std * N(0, 1) [out, 1, ..];
+    init_std 'auto' = sqrt(2 / (in + out)).
+
+    ``fft_norm`` ('forward', the default, 'backward' or 'ortho') is kept for the
+    reference's API: with output grid = input grid the three give the same layer (the
+    forward and inverse scalings multiply to 1 / prod(grid) in each). The inverse ignores
+    the imaginary parts of the last dim's bin 0 and Nyquist bin, as the reference's
+    ``enforce_hermitian_symmetry=True`` (and any c2r transform) does.
+
+    Not here (NotImplementedError naming the argument): factorised weights
+    (``factorization``), ``complex_data``, ``resolution_scaling_factor`` and an
+    ``output_shape`` other than the input grid, 'half'/'mixed' ``fno_block_precision``.
+    ``rank``, ``implementation``, ``fixed_rank_modes`` and ``decomposition_kwargs`` are
+    checked and kept for the factorised weights. Modes beyond a grid's Fourier modes
+    (n_modes[j] > N_j, or n_modes[-1] // 2 + 1 > N_last // 2 + 1) are a ValueError.
+    """
+
+    def __init__(self, in_channels: int, out_channels: int, n_modes: int | Sequence[int],
+                 complex_data: bool = False, max_n_modes: int | Sequence[int] | None = None,
+                 bias: bool = True, separable: bool = False,
+                 resolution_scaling_factor: Any = None, fno_block_precision: str = "full",
+                 rank: float = 1.0, factorization: str | None = None,
+                 implementation: str = "reconstructed", enforce_hermitian_symmetry: bool = True,
+                 fixed_rank_modes: bool = False, decomposition_kwargs: dict | None = None,
+                 init_std: float | str = "auto", fft_norm: str = "forward", dtype: Any = None,
+                 generator: Any = None) -> None:
+        super().__init__()
+        name = "SpectralConv"
+        _positive(name, in_channels=in_channels, out_channels=out_channels)
+        if factorization is not None:
+            raise NotImplementedError(f"{name}: factorization={factorization!r} (factorised "
+                                      "weights) is not implemented yet; use None (dense)")
+        if complex_data:
+            raise NotImplementedError(f"{name}: complex_data=True is not implemented; "
+                                      "nbgrad's spectral convolution takes real data")
+        if resolution_scaling_factor is not None:
+            raise NotImplementedError(f"{name}: resolution_scaling_factor="
+                                      f"{resolution_scaling_factor!r} is not implemented; "
+                                      "use None (output grid = input grid)")
+        if fno_block_precision != "full":
+            raise NotImplementedError(f"{name}: fno_block_precision={fno_block_precision!r} "
+                                      "is not implemented; use 'full' (the dtype argument "
+                                      "picks float32 or float64)")
+        if implementation not in ("reconstructed", "factorized"):
+            raise ValueError(f"{name}: implementation must be 'reconstructed' or "
+                             f"'factorized', got {implementation!r}")
+        if fft_norm not in _FFT_NORMS:
+            raise ValueError(f"{name}: fft_norm must be one of {_FFT_NORMS}, got {fft_norm!r}")
+        _check_rank(rank)
+        if separable and in_channels != out_channels:
+            raise ValueError(f"{name}: separable=True needs in_channels == out_channels, got "
+                             f"in_channels={in_channels} and out_channels={out_channels}")
+        if init_std == "auto":
+            init_std = (2.0 / (in_channels + out_channels)) ** 0.5
+        elif isinstance(init_std, bool) or not isinstance(init_std, (int, float)) \
+                or not init_std > 0:
+            raise ValueError(f"{name}: init_std must be 'auto' or a positive float, got "
+                             f"{init_std!r}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.complex_data, self.separable = False, bool(separable)
+        self.order = None
+        self.n_modes = n_modes
+        self.order = len(self._n_modes)
+        if max_n_modes is None:
+            max_n_modes = list(self._n_modes)
+        else:
+            max_n_modes = _mode_list(name, "max_n_modes", max_n_modes)
+            if len(max_n_modes) != self.order:
+                raise ValueError(f"{name}: max_n_modes {max_n_modes} has {len(max_n_modes)} "
+                                 f"entries but n_modes has {self.order}")
+        self.max_n_modes = max_n_modes
+        self._check_modes_fit(self._n_modes)
+        self.resolution_scaling_factor = None
+        self.fno_block_precision, self.rank = fno_block_precision, rank
+        self.factorization, self.implementation = factorization, implementation
+        self.enforce_hermitian_symmetry = bool(enforce_hermitian_symmetry)
+        self.fixed_rank_modes = fixed_rank_modes
+        self.decomposition_kwargs = dict(decomposition_kwargs or {})
+        self.init_std, self.fft_norm = float(init_std), fft_norm
+        dt = _float_dtype(name, dtype)
+        chans = (in_channels,) if separable else (in_channels, out_channels)
+        shape = chans + tuple(max_n_modes)
+        self.weight_real = Parameter(np.empty(shape, dt))
+        self.weight_imag = Parameter(np.empty(shape, dt))
+        # a complex normal of variance init_std^2: each part carries half of it
+        init.normal_(self.weight_real, 0.0, self.init_std / 2 ** 0.5, generator=generator)
+        init.normal_(self.weight_imag, 0.0, self.init_std / 2 ** 0.5, generator=generator)
+        if bias:
+            self.bias = Parameter(np.empty((out_channels,) + (1,) * self.order, dt))
+            init.normal_(self.bias, 0.0, self.init_std, generator=generator)
+        else:
+            self.register_parameter("bias", None)
+
+    @property
+    def n_modes(self) -> list[int]:
+        """The kept modes per grid dim (the last: rfft bins, m // 2 + 1 of the m given)."""
+        return list(self._n_modes)
+
+    @n_modes.setter
+    def n_modes(self, n_modes: int | Sequence[int]) -> None:
+        modes = _mode_list("SpectralConv", "n_modes", n_modes)
+        if self.order is not None and len(modes) != self.order:
+            raise ValueError(f"SpectralConv: n_modes {n_modes!r} has {len(modes)} entries "
+                             f"but the layer has {self.order} grid dims")
+        # the last dim's rfft keeps m // 2 + 1 bins of m modes, as the reference
+        modes[-1] = modes[-1] // 2 + 1
+        if self.order is not None:
+            self._check_modes_fit(modes)
+        self._n_modes = modes
+
+    def _check_modes_fit(self, modes: list[int]) -> None:
+        for j, (m, mx) in enumerate(zip(modes, self.max_n_modes)):
+            if m > mx:
+                raise ValueError(f"SpectralConv: n_modes[{j}] keeps {m} modes (n_modes = "
+                                 f"{modes}, the last as rfft bins) but max_n_modes[{j}] = "
+                                 f"{mx}: the weights hold {self.max_n_modes}")
+
+    def transform(self, x: Tensor, output_shape: Sequence[int] | None = None) -> Tensor:
+        """The reference's resampling of a skip connection to the output grid: x itself
+        here (output grid = input grid; anything else is not implemented)."""
+        x = lift(x)
+        if output_shape is not None and tuple(output_shape) != tuple(x.shape[2:]):
+            raise NotImplementedError(f"SpectralConv.transform: output_shape={output_shape!r}"
+                                      f" differs from the input grid {tuple(x.shape[2:])}; "
+                                      "resampling is not implemented")
+        return x
+
+    def _active_weights(self) -> tuple[Tensor, Tensor]:
+        """The kept part of the weights, as the reference slices them: the centre of
+        max_n_modes along the first d - 1 dims, the first bins along the last."""
+        lead = (slice(None),) * (1 if self.separable else 2)
+        idx = []
+        for j, (m, mx) in enumerate(zip(self._n_modes, self.max_n_modes)):
+            start = mx - m
+            if j == self.order - 1:
+                idx.append(slice(0, m))
+            else:  # [start // 2, mx - ceil(start / 2)): m entries, centred
+                idx.append(slice(start // 2, mx - (start + 1) // 2))
+        key = lead + tuple(idx)
+        wr, wi = self.weight_real[key], self.weight_imag[key]
+        if self.separable:  # diagonal in the channels: W[i, o] = delta_io w[i]
+            c = self.in_channels
+            eye = Tensor(np.eye(c, dtype=wr.dtype).reshape((c, c) + (1,) * self.order))
+            wr = wr.reshape((c, 1) + tuple(wr.shape[1:])) * eye
+            wi = wi.reshape((c, 1) + tuple(wi.shape[1:])) * eye
+        return wr, wi
+
+    def _blocks(self, w: Tensor) -> Tensor:
+        """Weights [in, out, K_1, .., K_d] as the op's blocks: [in, out, K_d] (1-D),
+        [2, in, out, p_1, K_2] (2-D), [4, in, out, p_1, p_2, K_3] (3-D) with block
+        j = b_1 + 2 b_2 (b = 1: the negative frequencies of that dim)."""
+        k = self._n_modes
+        if self.order == 1:
+            return w
+        pos, neg = _two_sided(w, 2, k[0])
+        if self.order == 2:
+            return stack([pos, neg], 0)
+        blocks = [None] * 4
+        for b1, half in enumerate((pos, neg)):
+            p2, n2 = _two_sided(half, 3, k[1])
+            blocks[b1], blocks[b1 + 2] = p2, n2
+        return stack(blocks, 0)
+
+    def forward(self, x: Tensor, output_shape: Sequence[int] | None = None) -> Tensor:
+        x = lift(x)
+        d = self.order
+        if x.ndim != d + 2:
+            layout = "[B, C, " + ", ".join(f"N{j + 1}" for j in range(d)) + "]"
+            raise ValueError(f"SpectralConv: x must be {d + 2}-D {layout} for n_modes of "
+                             f"{d} dims, got shape {tuple(x.shape)}")
+        if x.shape[1] != self.in_channels:
+            raise ValueError(f"SpectralConv: x has {x.shape[1]} channels (shape "
+                             f"{tuple(x.shape)}) but in_channels = {self.in_channels}")
+        grid = tuple(x.shape[2:])
+        if output_shape is not None and tuple(output_shape) != grid:
+            raise NotImplementedError(f"SpectralConv: output_shape={tuple(output_shape)!r} "
+                                      f"differs from the input grid {grid}; resampling is "
+                                      "not implemented")
+        float_operands("SpectralConv", x=x, weight_real=self.weight_real)
+        for j, (m, n) in enumerate(zip(self._n_modes, grid)):
+            avail = n // 2 + 1 if j == d - 1 else n
+            if m > avail:
+                what = (f"{m} rfft bins (n_modes[-1] // 2 + 1)" if j == d - 1 else f"{m}")
+                raise ValueError(f"SpectralConv: n_modes[{j}] keeps {what} modes but grid "
+                                 f"dim {j} of x (shape {tuple(x.shape)}) has only {avail} "
+                                 f"Fourier modes ({n}{' // 2 + 1' if j == d - 1 else ''})")
+        wr, wi = self._active_weights()
+        y = _FN[d].apply(x, self._blocks(wr), self._blocks(wi))
+        if self.bias is not None:
+            y = y + self.bias
+        return y
+
+    def extra_repr(self) -> str:
+        return (f"{self.in_channels}, {self.out_channels}, n_modes={self._n_modes}, "
+                f"max_n_modes={self.max_n_modes}, separable={self.separable}, "
+                f"bias={self.bias is not None}")

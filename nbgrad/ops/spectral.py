@@ -1,8 +1,11 @@
-"""Spectral convolution, the Fourier layer of FNO: ``spectral_conv1d`` and
-``spectral_conv2d`` (docs/derivations.md#spectral-convolution).
+"""Spectral convolution, the Fourier layer of FNO: ``spectral_conv1d``, ``spectral_conv2d``
+and ``spectral_conv3d`` (docs/derivations.md#spectral-convolution).
 
-Both run the kernels of ``kernels/spectral.py`` on a 2-D grid: the 1-D op is the grid
-of one row (H = 1) with one block of modes. The op is bilinear in (x, w): with
+The 1-D and 2-D ops run the 2-D kernels of ``kernels/spectral.py`` (the 1-D op is the
+grid of one row, H = 1, with one block of modes); the 3-D op runs the 3-D kernels with
+four corner blocks. The kernels add blocks that share a mode (the public functions
+refuse such weights; ``nn.SpectralConv`` pads a block with zero weights for an odd
+mode count and relies on it). The op is bilinear in (x, w): with
 f(x, w) the op and h(x, g) its weight gradient (the registered ``*_weight_grad`` ops),
 
     df/dx^T g = f(g, conj w^T)        df/dw^T g = h(x, g)
@@ -25,30 +28,38 @@ from ..tensor import Tensor, lift
 from ._args import float_operands
 
 
-# -- array helpers (x as [B, C, H, W], weights as [nblk, Cin, Cout, m1, m2]) ----------------
+# -- array helpers (x as [B, C, *grid], weights as [nblk, Cin, Cout, *mshape]) --------------
+# ``mshape`` is the mode shape of one block: (1, m) in 1-D (one row), (m1, m2) in 2-D,
+# (m1, m2, m3) in 3-D; a block's modes are flattened to M = prod(mshape) for the mixing.
 def _complex_like(dtype: np.dtype) -> np.ndarray:
     return np.empty(0, np.complex64 if dtype == np.float32 else np.complex128)
 
 
-def _spectrum(x: np.ndarray, nblk: int, m1: int, m2: int) -> tuple[np.ndarray, np.ndarray]:
-    """The kept modes of rfft2(x) as (re, im), each [B, C, nblk, m1 * m2]."""
-    B, C, H, W = x.shape
-    x3 = np.ascontiguousarray(x).reshape(B * C, H, W)
-    re = np.empty((B * C, nblk, m1, m2), x.dtype)
+def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
+    B, C = x.shape[:2]
+    xs = np.ascontiguousarray(x).reshape((B * C,) + x.shape[2:])
+    re = np.empty((B * C, nblk) + mshape, x.dtype)
     im = np.empty_like(re)
-    for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
-        x3, m1, nblk, _complex_like(x.dtype), re, im)
-    return re.reshape(B, C, nblk, m1 * m2), im.reshape(B, C, nblk, m1 * m2)
+    if x.ndim == 5:
+        for_work(kernels.rfft3_modes, x.size, SPECTRAL_PARALLEL_MIN)(
+            xs, mshape[0], mshape[1], _complex_like(x.dtype), re, im)
+    else:
+        for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
+            xs, mshape[0], nblk, _complex_like(x.dtype), re, im)
+    M = int(np.prod(mshape))
+    return re.reshape(B, C, nblk, M), im.reshape(B, C, nblk, M)
 
 
-def _synthesis(re: np.ndarray, im: np.ndarray, m1: int, hw: tuple) -> np.ndarray:
-    """irfft2 onto an H x W grid of the modes (re, im) [B, C, nblk, m1 * m2]."""
+def _synthesis(re: np.ndarray, im: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
+    """irfftn onto ``grid`` (2 or 3 dims) of the modes (re, im) [B, C, nblk, M]."""
     B, C, nblk, M = re.shape
-    out = np.empty((B * C, hw[0], hw[1]), re.dtype)
-    shape = (B * C, nblk, m1, M // m1)
-    for_work(kernels.irfft_modes, out.size, SPECTRAL_PARALLEL_MIN)(
+    out = np.empty((B * C,) + tuple(grid), re.dtype)
+    shape = (B * C, nblk) + mshape
+    kernel = kernels.irfft3_modes if len(grid) == 3 else kernels.irfft_modes
+    for_work(kernel, out.size, SPECTRAL_PARALLEL_MIN)(
         re.reshape(shape), im.reshape(shape), _complex_like(re.dtype), out)
-    return out.reshape(B, C, hw[0], hw[1])
+    return out.reshape((B, C) + tuple(grid))
 
 
 def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -62,70 +73,79 @@ def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]
     return out_re, out_im
 
 
-def _weight_scale(hw: tuple, m1: int, m2: int, dtype: np.dtype) -> np.ndarray:
-    """c_ky / (H W) for the flattened modes k = r * m2 + ky: c = 1 for ky = 0 and for
-    ky = W/2 (W even), the bins that stand for themselves only; 2 for the others, which
-    stand for ky and W - ky."""
-    H, W = hw
-    c = np.full(m2, 2.0)
+def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
+    """c_k / prod(grid) for the flattened modes (last-axis index k fastest): c = 1 for
+    k = 0 and for k = W/2 (W even), the bins that stand for themselves only; 2 for the
+    others, which stand for k and W - k."""
+    W, m = grid[-1], mshape[-1]
+    c = np.full(m, 2.0)
     c[0] = 1.0
-    if W % 2 == 0 and m2 > W // 2:
+    if W % 2 == 0 and m > W // 2:
         c[W // 2] = 1.0
-    return np.tile(c / (H * W), m1).astype(dtype)
+    return np.tile(c / np.prod(grid), int(np.prod(mshape[:-1]))).astype(dtype)
 
 
-def _weight_grad(x_re, x_im, g_re, g_im, hw: tuple, m1: int) -> tuple[np.ndarray, np.ndarray]:
+def _weight_grad(x_re, x_im, g_re, g_im, grid: tuple, mshape: tuple):
     """dW [nblk, Cin, Cout, M] from the modes of x and g."""
     B, Cin, nblk, M = x_re.shape
     Cout = g_re.shape[1]
     out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
     out_im = np.empty_like(out_re)
-    scale = _weight_scale(hw, m1, M // m1, x_re.dtype)
+    scale = _weight_scale(grid, mshape, x_re.dtype)
     for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, SPECTRAL_PARALLEL_MIN)(
         x_re, x_im, g_re, g_im, scale, out_re, out_im)
     return out_re, out_im
 
 
 def _as_grid(a: np.ndarray, dim: int) -> np.ndarray:
-    """x [B, C, N] as [B, C, 1, N] (1-D); x [B, C, H, W] unchanged."""
+    """x [B, C, N] as [B, C, 1, N] (1-D); 2-D and 3-D grids unchanged."""
     return a.reshape(a.shape[:2] + (1, a.shape[2])) if dim == 1 else a
 
 
 def _as_blocks(w: np.ndarray, dim: int) -> np.ndarray:
-    """Weights as [nblk, Cin, Cout, m1 * m2]: [Cin, Cout, m] (1-D) or [2, Cin, Cout, m1, m2]."""
+    """Weights as [nblk, Cin, Cout, M]: from [Cin, Cout, m] (1-D), [2, Cin, Cout, m1, m2]
+    (2-D) or [4, Cin, Cout, m1, m2, m3] (3-D)."""
     w = np.ascontiguousarray(w)
     if dim == 1:
         return w.reshape((1,) + w.shape)
-    return w.reshape(w.shape[:3] + (w.shape[3] * w.shape[4],))
+    return w.reshape(w.shape[:3] + (int(np.prod(w.shape[3:])),))
+
+
+def _swap(dim: int) -> tuple:
+    """The axes of w^T: input and output channels swapped."""
+    return (1, 0, 2) if dim == 1 else (0, 2, 1) + tuple(range(3, dim + 3))
 
 
 def _channels_swapped(w: Tensor, dim: int) -> Tensor:
-    return w.permute(1, 0, 2) if dim == 1 else w.permute(0, 2, 1, 3, 4)
+    return w.permute(*_swap(dim))
 
 
 # -- the ops ------------------------------------------------------------------------------
 class _SpectralConv(Function):
-    """y = irfft2(P mix(R rfft2(x), w_real + i w_imag)); subclasses fix ``dim``."""
+    """y = irfftn(P mix(R rfftn(x), w_real + i w_imag)); subclasses fix ``dim``."""
 
     dim = 2
 
     @classmethod
-    def _modes(cls, w_shape: tuple) -> tuple[int, int, int]:
-        return (1, 1, w_shape[2]) if cls.dim == 1 else (2, w_shape[3], w_shape[4])
+    def _modes(cls, w_shape: tuple) -> tuple[int, tuple]:
+        """(nblk, mshape) of weights of ``w_shape``."""
+        if cls.dim == 1:
+            return 1, (1, w_shape[2])
+        return w_shape[0], tuple(w_shape[3:])
 
     @classmethod
     def _run(cls, x, w_real, w_imag) -> tuple:
-        """(y, the modes of x, the weights as blocks, (nblk, m1, m2, (H, W))) on arrays."""
-        nblk, m1, m2 = cls._modes(w_real.shape)
-        x4 = _as_grid(x, cls.dim)
-        hw = x4.shape[2:]
+        """(y, the modes of x, the weights as blocks, (nblk, mshape, grid)) on arrays."""
+        nblk, mshape = cls._modes(w_real.shape)
+        xg = _as_grid(x, cls.dim)
+        grid = xg.shape[2:]
         w_re, w_im = _as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim)
-        x_re, x_im = _spectrum(x4, nblk, m1, m2)
+        x_re, x_im = _spectrum(xg, nblk, mshape)
         y_re, y_im = _mix(x_re, x_im, w_re, w_im, False)
-        y = _synthesis(y_re, y_im, m1, hw)
+        y = _synthesis(y_re, y_im, mshape, grid)
         if cls.dim == 1:
             y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
-        return y, (x_re, x_im, w_re, w_im), (nblk, m1, m2, hw)
+        return y, (x_re, x_im, w_re, w_im), (nblk, mshape, grid)
 
     @classmethod
     def forward(cls, ctx, x, w_real, w_imag):
@@ -136,15 +156,15 @@ class _SpectralConv(Function):
     @classmethod
     def backward(cls, ctx, g):
         x_re, x_im, w_re, w_im = ctx.saved_tensors
-        nblk, m1, m2, hw = ctx.geometry
+        nblk, mshape, grid = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
-        g_re, g_im = _spectrum(_as_grid(g, cls.dim), nblk, m1, m2)
+        g_re, g_im = _spectrum(_as_grid(g, cls.dim), nblk, mshape)
         dx = dwr = dwi = None
         if need_x:
             d_re, d_im = _mix(g_re, g_im, w_re, w_im, True)
-            dx = _synthesis(d_re, d_im, m1, hw).reshape(ctx.input_arrays[0].shape)
+            dx = _synthesis(d_re, d_im, mshape, grid).reshape(ctx.input_arrays[0].shape)
         if need_wr or need_wi:
-            dr, di = _weight_grad(x_re, x_im, g_re, g_im, hw, m1)
+            dr, di = _weight_grad(x_re, x_im, g_re, g_im, grid, mshape)
             w_shape = ctx.input_arrays[1].shape
             dwr = dr.reshape(w_shape) if need_wr else None
             dwi = di.reshape(w_shape) if need_wi else None
@@ -159,28 +179,30 @@ class _SpectralConv(Function):
             dx = cls.apply(g, _channels_swapped(w_real, cls.dim),
                            -_channels_swapped(w_imag, cls.dim))
         if need_wr or need_wi:
-            dwr, dwi = cls.weight_grad_op.apply(x, g, modes=cls._modes(w_real.shape)[1:])
+            mshape = cls._modes(w_real.shape)[1]
+            dwr, dwi = cls.weight_grad_op.apply(x, g, modes=mshape)
         return dx, dwr if need_wr else None, dwi if need_wi else None
 
 
 class _SpectralConvWeightGrad(Function):
-    """(dw_real, dw_imag) = h(x, g) = c_ky / (H W) sum_b conj(R rfft2 x) (R rfft2 g), the
-    weight gradient of spectral_conv as an op (params: modes = (m1, m2); m1 = 1 in 1-D).
-    Bilinear: its vjp is spectral_conv itself."""
+    """(dw_real, dw_imag) = h(x, g) = c_k / prod(grid) sum_b conj(R rfftn x) (R rfftn g), the
+    weight gradient of spectral_conv as an op (params: modes = the block's mode shape,
+    (1, m) in 1-D, (m1, m2) in 2-D, (m1, m2, m3) in 3-D). Bilinear: its vjp is
+    spectral_conv itself."""
 
     conv_op: type[_SpectralConv]
 
     @classmethod
     def forward(cls, ctx, x, g, modes):
         dim = cls.conv_op.dim
-        m1, m2 = modes
-        nblk = 1 if dim == 1 else 2
-        x4, g4 = _as_grid(x, dim), _as_grid(g, dim)
-        x_re, x_im = _spectrum(x4, nblk, m1, m2)
-        g_re, g_im = _spectrum(g4, nblk, m1, m2)
-        dr, di = _weight_grad(x_re, x_im, g_re, g_im, x4.shape[2:], m1)
-        shape = ((x.shape[1], g.shape[1], m2) if dim == 1
-                 else (2, x.shape[1], g.shape[1], m1, m2))
+        mshape = tuple(int(m) for m in modes)
+        nblk = 2 ** (dim - 1)
+        xg, gg = _as_grid(x, dim), _as_grid(g, dim)
+        x_re, x_im = _spectrum(xg, nblk, mshape)
+        g_re, g_im = _spectrum(gg, nblk, mshape)
+        dr, di = _weight_grad(x_re, x_im, g_re, g_im, xg.shape[2:], mshape)
+        shape = ((x.shape[1], g.shape[1], mshape[1]) if dim == 1
+                 else (nblk, x.shape[1], g.shape[1]) + mshape)
         ctx.save_for_backward(x, g)
         return dr.reshape(shape), di.reshape(shape)
 
@@ -200,7 +222,7 @@ class _SpectralConvWeightGrad(Function):
         x, g = ctx.saved_tensors
         f, dim = cls.conv_op, cls.conv_op.dim
         need_x, need_g = ctx.needs_input_grad[:2]
-        swap = (1, 0, 2) if dim == 1 else (0, 2, 1, 3, 4)
+        swap = _swap(dim)
         dx = f._run(g, a_re.transpose(swap), -a_im.transpose(swap))[0] if need_x else None
         dg = f._run(x, a_re, a_im)[0] if need_g else None
         return dx, dg
@@ -216,10 +238,14 @@ def _conv_samples(dim: int):
             yield sample((2, 3, 8), (3, 2, 3), "even N, modes 3")
             yield sample((1, 2, 7), (2, 3, 4), "odd N, all modes (N//2 + 1)")
             yield sample((2, 1, 6), (1, 2, 4), "even N, the Nyquist mode kept")
-        else:
+        elif dim == 2:
             yield sample((2, 2, 6, 8), (2, 2, 3, 2, 3), "even grid")
             yield sample((1, 3, 5, 7), (2, 3, 2, 2, 4), "odd grid, all columns")
             yield sample((1, 2, 4, 6), (2, 2, 1, 2, 4), "m1 = H/2, Nyquist column kept")
+        else:
+            yield sample((2, 2, 4, 4, 6), (4, 2, 3, 2, 1, 3), "even grid, m1 = D/2")
+            yield sample((1, 2, 5, 3, 5), (4, 2, 2, 1, 1, 3), "odd grid, all columns")
+            yield sample((1, 1, 2, 4, 4), (4, 1, 2, 1, 2, 3), "m2 = H/2, Nyquist column kept")
     return samples
 
 
@@ -234,10 +260,14 @@ def _weight_grad_samples(dim: int):
             yield sample((2, 3, 8), 2, (1, 3), "even N, modes 3")
             yield sample((1, 2, 7), 3, (1, 4), "odd N, all modes")
             yield sample((2, 1, 6), 2, (1, 4), "even N, the Nyquist mode kept")
-        else:
+        elif dim == 2:
             yield sample((2, 2, 6, 8), 3, (2, 3), "even grid")
             yield sample((1, 2, 5, 7), 2, (2, 4), "odd grid, all columns")
             yield sample((1, 2, 4, 6), 1, (2, 4), "m1 = H/2, Nyquist column kept")
+        else:
+            yield sample((2, 2, 4, 4, 6), 3, (2, 1, 3), "even grid, m1 = D/2")
+            yield sample((1, 2, 5, 3, 5), 2, (1, 1, 3), "odd grid, all columns")
+            yield sample((1, 1, 2, 4, 4), 2, (1, 2, 3), "m2 = H/2, Nyquist column kept")
     return samples
 
 
@@ -251,6 +281,11 @@ class SpectralConv2dFn(_SpectralConv):
     dim = 2
 
 
+@register("spectral_conv3d", samples=_conv_samples(3))
+class SpectralConv3dFn(_SpectralConv):
+    dim = 3
+
+
 @register("spectral_conv1d_weight_grad", samples=_weight_grad_samples(1))
 class SpectralConv1dWeightGrad(_SpectralConvWeightGrad):
     conv_op = SpectralConv1dFn
@@ -261,8 +296,14 @@ class SpectralConv2dWeightGrad(_SpectralConvWeightGrad):
     conv_op = SpectralConv2dFn
 
 
+@register("spectral_conv3d_weight_grad", samples=_weight_grad_samples(3))
+class SpectralConv3dWeightGrad(_SpectralConvWeightGrad):
+    conv_op = SpectralConv3dFn
+
+
 SpectralConv1dFn.weight_grad_op = SpectralConv1dWeightGrad
 SpectralConv2dFn.weight_grad_op = SpectralConv2dWeightGrad
+SpectralConv3dFn.weight_grad_op = SpectralConv3dWeightGrad
 
 
 # -- public functions ---------------------------------------------------------------------
@@ -270,12 +311,14 @@ def _check(op: str, x: Tensor, w_real: Tensor, w_imag: Tensor, dim: int) -> None
     """Ranks, channels and modes of a spectral convolution (ValueError naming the op, the
     argument and the shapes)."""
     float_operands(op, x=x, w_real=w_real, w_imag=w_imag)
-    x_layout = "[B, C_in, N]" if dim == 1 else "[B, C_in, H, W]"
-    w_layout = "[C_in, C_out, modes]" if dim == 1 else "[2, C_in, C_out, modes1, modes2]"
+    x_layout = {1: "[B, C_in, N]", 2: "[B, C_in, H, W]", 3: "[B, C_in, D, H, W]"}[dim]
+    w_layout = {1: "[C_in, C_out, modes]", 2: "[2, C_in, C_out, modes1, modes2]",
+                3: "[4, C_in, C_out, modes1, modes2, modes3]"}[dim]
     if x.ndim != dim + 2:
         raise ValueError(f"{op}: x must be {dim + 2}-D {x_layout}, got shape {x.shape}")
-    if w_real.ndim != 2 * dim + 1:
-        raise ValueError(f"{op}: w_real must be {2 * dim + 1}-D {w_layout}, got shape "
+    w_rank = 3 if dim == 1 else dim + 3
+    if w_real.ndim != w_rank:
+        raise ValueError(f"{op}: w_real must be {w_rank}-D {w_layout}, got shape "
                          f"{w_real.shape}")
     if w_imag.shape != w_real.shape:
         raise ValueError(f"{op}: w_imag has shape {w_imag.shape} but w_real has shape "
@@ -283,7 +326,11 @@ def _check(op: str, x: Tensor, w_real: Tensor, w_imag: Tensor, dim: int) -> None
     if dim == 2 and w_real.shape[0] != 2:
         raise ValueError(f"{op}: w_real must hold 2 blocks of modes (rows [:modes1] and "
                          f"[-modes1:]) in its first dim {w_layout}, got shape {w_real.shape}")
-    cin = w_real.shape[dim - 1]
+    if dim == 3 and w_real.shape[0] != 4:
+        raise ValueError(f"{op}: w_real must hold 4 blocks of modes (the corners [:modes1] "
+                         f"or [-modes1:] x [:modes2] or [-modes2:]) in its first dim "
+                         f"{w_layout}, got shape {w_real.shape}")
+    cin = w_real.shape[0 if dim == 1 else 1]
     if x.shape[1] != cin:
         raise ValueError(f"{op}: x has {x.shape[1]} channels (shape {x.shape}) but w_real "
                          f"expects C_in = {cin} (shape {w_real.shape})")
@@ -293,14 +340,16 @@ def _check(op: str, x: Tensor, w_real: Tensor, w_imag: Tensor, dim: int) -> None
     n = x.shape[-1]
     m = w_real.shape[-1]
     if m > n // 2 + 1:
-        name = "modes" if dim == 1 else "modes2"
+        name = "modes" if dim == 1 else f"modes{dim}"
         raise ValueError(f"{op}: {name} = {m} (w_real shape {w_real.shape}) is larger than "
                          f"the {n // 2 + 1} Fourier modes (N // 2 + 1) of the last dim of x "
                          f"(shape {x.shape})")
-    if dim == 2 and 2 * w_real.shape[3] > x.shape[2]:
-        raise ValueError(f"{op}: modes1 = {w_real.shape[3]} (w_real shape {w_real.shape}) is "
-                         f"larger than H // 2 = {x.shape[2] // 2} for x of shape {x.shape}: "
-                         "the row blocks [:modes1] and [-modes1:] would overlap")
+    for d in range(dim - 1):  # the full (two-sided) axes: D and H, or H
+        m, n, axis = w_real.shape[3 + d], x.shape[2 + d], "DH"[d + 3 - dim]
+        if 2 * m > n:
+            raise ValueError(f"{op}: modes{d + 1} = {m} (w_real shape {w_real.shape}) is "
+                             f"larger than {axis} // 2 = {n // 2} for x of shape {x.shape}: "
+                             f"the blocks [:modes{d + 1}] and [-modes{d + 1}:] would overlap")
 
 
 def spectral_conv1d(x: Any, w_real: Any, w_imag: Any) -> Tensor:
@@ -338,4 +387,23 @@ def spectral_conv2d(x: Any, w_real: Any, w_imag: Any) -> Tensor:
     return SpectralConv2dFn.apply(x, w_real, w_imag)
 
 
-__all__ = ["spectral_conv1d", "spectral_conv2d"]
+def spectral_conv3d(x: Any, w_real: Any, w_imag: Any) -> Tensor:
+    """FNO's 3-D Fourier layer on x[B, C_in, D, H, W] -> [B, C_out, D, H, W].
+
+    w_real and w_imag [4, C_in, C_out, m1, m2, m3] (w = w_real + i w_imag), m1 <= D // 2,
+    m2 <= H // 2, m3 <= W // 2 + 1. With X = rfftn(x) over (D, H, W)
+    ([B, C_in, D, H, W // 2 + 1]) and Y zero but the four corner blocks
+
+        Y[:, :, s1, s2, :m3] = einsum('bixyz,ioxyz->boxyz', X[:, :, s1, s2, :m3], w[j])
+
+    for j = 0 .. 3 with s1 = [:m1] (j even) or [-m1:] (j odd) and s2 = [:m2] (j < 2) or
+    [-m2:] (j >= 2), y = irfftn(Y, s=(D, H, W)): the original FNO's SpectralConv3d
+    (weights1 .. weights4 are w[0], w[1], w[2], w[3]). Gradients for x, w_real and
+    w_imag; twice differentiable (bilinear in x and w).
+    """
+    x, w_real, w_imag = lift(x), lift(w_real), lift(w_imag)
+    _check("spectral_conv3d", x, w_real, w_imag, 3)
+    return SpectralConv3dFn.apply(x, w_real, w_imag)
+
+
+__all__ = ["spectral_conv1d", "spectral_conv2d", "spectral_conv3d"]
