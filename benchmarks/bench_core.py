@@ -2,7 +2,8 @@
 plus the compile-time and warm-cache start-up latency a new user meets first.
 
 W1  a[1,1024] * b[4096,1024], then .sum().backward()      target <= 0.5x PyTorch
-W4  A[512,512] @ B[512,512], then .sum().backward()       target <= 1.2x
+W4  A[512,512] @ B[512,512], then .sum().backward()       target <= 1.1x
+W4f the forward A @ B alone                                 target <= 1.1x, >= 85% of bound
 W9  10 x (y = y * b + a) on [64] tensors, .sum().backward()  target <= 1.0x
 Warm-cache ``import nbgrad`` + first W1 call (fresh process)   target < 2 s
 
@@ -82,32 +83,42 @@ def _w1(torch):
                bytes=n_bytes)
 
 
-def _w4(torch):
-    name = "W4 A[512,512]@B[512,512] .sum().backward()"
+def _w4(torch, backward: bool = True):
+    """W4: A @ B, then .sum().backward() (or the forward alone: W4f, whose bound is the
+    host's sgemm peak that the issue's 85% target refers to)."""
+    name = ("W4 A[512,512]@B[512,512] .sum().backward()" if backward
+            else "W4f A[512,512]@B[512,512] forward")
     rng = np.random.default_rng(1)
     a_np = rng.standard_normal((512, 512)).astype(np.float32)
     b_np = rng.standard_normal((512, 512)).astype(np.float32)
-    a = nb.tensor(a_np, requires_grad=True)
-    b = nb.tensor(b_np, requires_grad=True)
+    a = nb.tensor(a_np, requires_grad=backward)
+    b = nb.tensor(b_np, requires_grad=backward)
 
     def step_nb():
-        a.grad = b.grad = None
-        nb.matmul(a, b).sum().backward()
+        if backward:
+            a.grad = b.grad = None
+            nb.matmul(a, b).sum().backward()
+        else:
+            nb.matmul(a, b)
 
     step_torch = None
     if torch is not None:
-        ta = torch.tensor(a_np, requires_grad=True)
-        tb = torch.tensor(b_np, requires_grad=True)
+        ta = torch.tensor(a_np, requires_grad=backward)
+        tb = torch.tensor(b_np, requires_grad=backward)
 
         def step_torch():
-            ta.grad = tb.grad = None
-            (ta @ tb).sum().backward()
+            if backward:
+                ta.grad = tb.grad = None
+                (ta @ tb).sum().backward()
+            else:
+                ta @ tb
 
     t_nb, t_torch = paired_times(step_nb, step_torch)
     # FLOPs: forward A @ B is 2*M*N*K; backward G @ B^T and A^T @ G are as many each
     m, k = a_np.shape
     n = b_np.shape[1]
-    return Row(name, t_nb, t_torch, "<=1.2x", flops=3 * 2 * m * n * k)
+    products = 3 if backward else 1
+    return Row(name, t_nb, t_torch, "<=1.1x", flops=products * 2 * m * n * k)
 
 
 def _w9(torch):
@@ -147,7 +158,7 @@ def run(torch) -> list[Row]:
           f" + first W1 {cold_call:.2f} s")
     print(f"core: warm cache, fresh process: import {warm_import:.2f} s + first W1 "
           f"{warm_call:.2f} s = {warm_import + warm_call:.2f} s (target < 2 s)")
-    rows = [_w1(torch), _w4(torch), _w9(torch)]
+    rows = [_w1(torch), _w4(torch), _w4(torch, backward=False), _w9(torch)]
     rows.append(Row("startup: warm import + first W1 (fresh proc)", warm_import + warm_call,
                     None, "<2s"))
     return rows

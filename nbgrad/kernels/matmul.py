@@ -106,16 +106,27 @@ NC = 256
 # a quarter and four times as wide on the host.
 IN_PLACE_SPAN = np.uint64(128 << 10)
 PACK_MIN_ROWS = np.uint64(128)
-# Whether each sliver of an a read transposed (a^T @ g) is copied before its block's
-# panels sweep it: read in place, its MR values per k sit one row of a apart, and with a
-# power-of-two row length the sliver's lines fall into a few sets of L1d and evict each
-# other; a copy reads them once per block. The fixed choice for ``matrix_product``;
-# kernels/gemm_search.py times both on the host for ``product``.
-PACK_T = False
+# Whether an a read transposed (a^T @ g, a weight gradient) is copied per block, in
+# groups of GROUP_ROWS rows, before its slivers sweep the block's panels. Read in place,
+# a sliver's MR values of one k sit one row of a apart, and with a power-of-two row
+# length its kc lines fall into a few sets of L1d and L2 and evict each other (1024^3:
+# 0.55x the rate of a @ b); a group copy reads each k's GROUP_ROWS values as one cache
+# line of float32 (0.77x; 512^3: 0.88x against 0.80x in place). The guess for
+# ``product`` (kernels/gemm_search.py times both); ``matrix_product``, inside other
+# kernels' loops on small matrices, reads in place as when those kernels were tuned.
+PACK_T = True
+GROUP_ROWS = np.uint64(16)
+
 A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
 _TWO, _FOUR = np.uint64(2), np.uint64(4)  # tile widths in vectors: tile_cols
+
+
+@register_jitable(inline="always")
+def a_rows(pack_t):
+    """Rows of a's packing buffer (times the depth): a group, or one sliver."""
+    return GROUP_ROWS if pack_t else MR_U
 
 
 # -- the register tile -------------------------------------------------------------------
@@ -257,6 +268,25 @@ def _pack_sliver(x, x0, x_t, M, K, i0, rows, pc, kc, ap):
 
 
 @njit(**SERIAL)
+def _pack_group_t(x, x0, M, g0, g1, pc, kc, ap):
+    """Rows g0 <= i < g1 of op(x) = x^T (x itself [K, M]) over k in [pc, pc + kc), as
+    consecutive slivers: ap[s kc MR + k MR + r] = x[x0 + (pc + k) M + g0 + s MR + r]
+    (zeros for rows past g1). Each k reads one contiguous run of x's row."""
+    n = g1 - g0
+    full = n // MR_U
+    for k in range(kc):
+        src = x0 + (pc + k) * M + g0
+        for s in range(full):
+            dst = s * kc * MR_U + k * MR_U
+            for r in range(MR_U):
+                ap[dst + r] = x[src + s * MR_U + r]
+        if full * MR_U < n:
+            dst = full * kc * MR_U + k * MR_U
+            for r in range(MR_U):
+                ap[dst + r] = x[src + full * MR_U + r] if full * MR_U + r < n else 0
+
+
+@njit(**SERIAL)
 def _pack_rows(y, y0, ldy, kc, j0, width, bp, p0):
     """bp[p0 + k nr + j] = y[y0 + k ldy + j0 + j]: a panel of a row-major b, its rows as
     long as its tile's (nr = tile_cols; zeros for j >= width)."""
@@ -323,8 +353,9 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
     """out[o0 + i N + j] = sum_k op(x)[i, k] op(y)[k, j] for r0 <= i < r1, c0 <= j < c1:
     b block by block (NC columns by ``depth`` values of k, in L2; panels packed where b is
     transposed or the panel partial, or spanning more than ``span`` bytes of b), each
-    block swept by the slivers of MR rows of a (in place, or packed if partial, or if a is
-    read transposed and ``pack_t``), each across the block's panels."""
+    block swept by the slivers of MR rows of a (in place, or packed if partial; if a is
+    read transposed and ``pack_t``, packed GROUP_ROWS rows at a time), each across the
+    block's panels."""
     nr = panel_cols(out)
     itemsize = np.uint64(out.itemsize)
     out_ptr = data_pointer(out)
@@ -340,7 +371,12 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
                 _pack_rows(y, y0 + pc * N, N, kc, j_last, nc % nr, bp, (j_last - jc) * kc)
             for i0 in range(r0, r1, MR_U):
                 rows = min(MR_U, r1 - i0)
-                if rows == MR_U and not (x_t and pack_t):
+                if x_t and pack_t:
+                    in_group = (i0 - r0) % GROUP_ROWS
+                    if in_group == 0:
+                        _pack_group_t(x, x0, M, i0, min(i0 + GROUP_ROWS, r1), pc, kc, ap)
+                    a, a0, a_row, a_step = ap, in_group * kc, np.uint64(1), MR_U
+                elif rows == MR_U:
                     a, a0 = x, x0 + (pc * M + i0 if x_t else i0 * K + pc)
                     a_row, a_step = (np.uint64(1), M) if x_t else (K, np.uint64(1))
                 else:
@@ -382,9 +418,11 @@ def _block_signature(dt):
 def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
                 pack_t, work):
     """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0
-    and o0) packing into work[:depth MR] and work[depth MR:]."""
+    and o0) packing a into the first ``a_rows(pack_t)`` rows of depth values of work,
+    b into the rest."""
+    split = depth * a_rows(pack_t)
     _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, pack_t,
-           work[: depth * MR_U], work[depth * MR_U:])
+           work[:split], work[split:])
 
 
 @njit(**SERIAL)
@@ -438,10 +476,10 @@ def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     nr = panel_cols(out)
     depth = min(KC_BYTES // out.itemsize, K)
     cols = min(NC, (N + nr - 1) // nr * nr)
-    work = np.empty(depth * (MR + cols), out.dtype)
+    work = np.empty(depth * (a_rows(False) + cols), out.dtype)
     u = np.uint64
     _call_block(x.reshape(-1), u(0), x_t, y.reshape(-1), u(0), y_t, out.reshape(-1), u(0),
-                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, PACK_T,
+                u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, False,
                 work)
 
 
@@ -458,7 +496,7 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
     nr = panel_cols(out)
     depth = min(depth_bytes // out.itemsize, K)
     cols = min(NC, (N + nr - 1) // nr * nr)
-    work = np.empty((slots, depth * (MR + cols)), out.dtype)
+    work = np.empty((slots, depth * (a_rows(pack_t) + cols)), out.dtype)
     if parallel:
         for t in prange(tasks):
             # prange's index is unsigned: as an int64, one compile of _task serves both loops
