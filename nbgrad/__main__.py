@@ -118,9 +118,12 @@ def _print_blocking(search_again: bool) -> None:
     chosen = found.chosen
     print(f"gemm block   {_blocking_text(chosen)} by {matmul.NC} columns ({found.source}; "
           f"guessed from the caches: {_blocking_text(found.guess)})")
-    for c, rate in sorted(found.gflops.items(), key=lambda item: -item[1]):
+    if found.speed:
+        print("  timed      (speed: the mean over the timed products of the fastest time over "
+              "this one's)")
+    for c, speed in sorted(found.speed.items(), key=lambda item: -item[1]):
         mark = "  <- chosen" if c == chosen else ""
-        print(f"  timed      {_blocking_text(c):58s} {rate:6.1f} GFLOP/s{mark}")
+        print(f"  timed      {_blocking_text(c):58s} speed {speed:.3f}{mark}")
     nb_rate, blas_rate = _gemm_rates(threads)
     print(f"gemm rate    float32 {_RATE_SIZE}^3 at {threads} threads: nbgrad {nb_rate:.0f} "
           f"GFLOP/s, NumPy's BLAS {blas_rate:.0f} GFLOP/s")

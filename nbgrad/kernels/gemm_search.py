@@ -41,9 +41,11 @@ SEARCH_MIN_WORK = 256 ** 3
 #: (a shared host's speed moves by a few percent between rounds).
 MARGIN = 0.03
 ROUNDS = 3
-# The timed float32 products (n x n times n x n, a read transposed or not): a power-of-two
-# row length is where reading a transposed a in place suffers most (see matmul.PACK_T).
-PRODUCTS = ((512, False), (512, True), (1024, False), (1024, True))
+# The timed float32 products (batches, n, a read transposed or not) of n x n times n x n:
+# large products, where a power-of-two row length makes reading a transposed a in place
+# suffer most (see matmul.PACK_T), and a batch of small ones, whose blocks fit L2.
+PRODUCTS = ((1, 512, False), (1, 512, True), (1, 1024, False), (1, 1024, True),
+            (64, 128, False), (64, 128, True))
 FILE_NAME = "nbgrad-gemm-blocking.json"
 
 
@@ -62,7 +64,7 @@ class Blocking:
 class SearchResult:
     chosen: Blocking
     guess: Blocking
-    gflops: dict  # Blocking -> median GFLOP/s of the timed products
+    speed: dict  # Blocking -> mean over the timed products of (fastest time / its time)
     source: str  # "search", "file <path>" or "guess (<reason>)"
 
 
@@ -81,14 +83,15 @@ def _timed_products(threads: int, product: Callable) -> list[Callable[[Blocking]
     """One call of kernels/matmul.py's ``product`` per timed product, each taking the
     blocking to run with."""
     rng = np.random.default_rng(0)
-    one = np.zeros(1, np.int64)
 
-    def run(size, x_t):
-        a, b = (rng.standard_normal((1, size, size)).astype(np.float32) for _ in range(2))
-        return lambda c: product(a, b, one, one, x_t, False, threads, None, c.depth_bytes,
+    def run(batches, size, x_t):
+        a, b = (rng.standard_normal((batches, size, size)).astype(np.float32)
+                for _ in range(2))
+        maps = np.arange(batches)
+        return lambda c: product(a, b, maps, maps, x_t, False, threads, None, c.depth_bytes,
                                  c.span, c.pack_t)
 
-    return [run(size, x_t) for size, x_t in PRODUCTS]
+    return [run(*shape) for shape in PRODUCTS]
 
 
 def _clock(fn: Callable[[], object]) -> float:
@@ -97,24 +100,28 @@ def _clock(fn: Callable[[], object]) -> float:
 
 def search(threads: int, product: Callable, start: Blocking,
            clock: Callable[[Callable[[], object]], float] = _clock) -> SearchResult:
-    """Time every candidate around ``start`` (the guess) with ``product`` in ROUNDS
-    alternating rounds; the fastest median wins if it beats ``start`` by more than
-    MARGIN."""
+    """Time every candidate around ``start`` (the guess) on every product in ROUNDS
+    alternating rounds. A candidate's speed on a product is the fastest candidate's
+    median time over its own, its score the mean speed over the products (each counts
+    alike, however long it takes); the best score wins if it beats ``start``'s by more
+    than MARGIN."""
     runs = _timed_products(threads, product)
     pool = candidates(start)
     for c in pool:  # compile and warm up outside the timing
         for run in runs:
             run(c)
-    times: dict[Blocking, list[float]] = {c: [] for c in pool}
+    times: dict[tuple[Blocking, int], list[float]] = {}
     for _ in range(ROUNDS):
         for c in pool:
-            times[c].append(sum(clock(lambda run=run, c=c: run(c)) for run in runs))
-    median = {c: statistics.median(ts) for c, ts in times.items()}
-    best = min(pool, key=median.__getitem__)
-    chosen = best if median[best] < (1 - MARGIN) * median[start] else start
-    flops = sum(2 * size ** 3 for size, _ in PRODUCTS)
-    return SearchResult(chosen, start, {c: flops / t / 1e9 for c, t in median.items()},
-                        "search")
+            for i, run in enumerate(runs):
+                times.setdefault((c, i), []).append(clock(lambda run=run, c=c: run(c)))
+    median = {key: statistics.median(ts) for key, ts in times.items()}
+    fastest = [min(median[c, i] for c in pool) for i in range(len(runs))]
+    speed = {c: statistics.fmean(fastest[i] / median[c, i] for i in range(len(runs)))
+             for c in pool}
+    best = max(pool, key=speed.__getitem__)
+    chosen = best if speed[best] * (1 - MARGIN) > speed[start] else start
+    return SearchResult(chosen, start, speed, "search")
 
 
 # -- the record on disk ------------------------------------------------------------------
@@ -150,11 +157,11 @@ def load(threads: int, path: Path | None, start: Blocking) -> SearchResult | Non
     try:
         chosen = Blocking(int(entry["depth_bytes"]), int(entry["span"]),
                           bool(entry["pack_t"]))
-        gflops = {Blocking(int(d), int(s), bool(p)): float(g)
-                  for d, s, p, g in entry["gflops"]}
+        speed = {Blocking(int(d), int(s), bool(p)): float(v)
+                 for d, s, p, v in entry["speed"]}
     except (TypeError, KeyError, ValueError):
         return None
-    return SearchResult(chosen, start, gflops, f"file {path}")
+    return SearchResult(chosen, start, speed, f"file {path}")
 
 
 def save(result: SearchResult, threads: int, path: Path | None) -> None:
@@ -166,7 +173,7 @@ def save(result: SearchResult, threads: int, path: Path | None) -> None:
     records[_record_key(threads)] = {
         "depth_bytes": result.chosen.depth_bytes, "span": result.chosen.span,
         "pack_t": result.chosen.pack_t,
-        "gflops": [[c.depth_bytes, c.span, c.pack_t, g] for c, g in result.gflops.items()]}
+        "speed": [[c.depth_bytes, c.span, c.pack_t, v] for c, v in result.speed.items()]}
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(json.dumps(records, indent=1))

@@ -44,7 +44,8 @@ Packing, per task (a block of output tiles):
   and for the conv GEMMs alike (docs/benchmarks.md#matmul).
 * Serial products with one term per sum (an outer product), or one output row against a
   b that would be copied, skip the GEMM (``is_thin``, ``_thin_product``).
-* K is cut into blocks of ``depth``; the tile of the first block starts from zero, the
+* K is cut into blocks of ``depth`` (one block when K is at most twice that:
+  ``block_depth``); the tile of the first block starts from zero, the
   next ones from the partial sums stored in ``out`` (exact: a stored float is reloaded
   unchanged), so every element is still one FMA chain over k in ascending order.
 
@@ -106,14 +107,16 @@ NC = 256
 # a quarter and four times as wide on the host.
 IN_PLACE_SPAN = np.uint64(128 << 10)
 PACK_MIN_ROWS = np.uint64(128)
-# Whether an a read transposed (a^T @ g, a weight gradient) is copied per block, in
-# groups of GROUP_ROWS rows, before its slivers sweep the block's panels. Read in place,
-# a sliver's MR values of one k sit one row of a apart, and with a power-of-two row
-# length its kc lines fall into a few sets of L1d and L2 and evict each other (1024^3:
-# 0.55x the rate of a @ b); a group copy reads each k's GROUP_ROWS values as one cache
-# line of float32 (0.77x; 512^3: 0.88x against 0.80x in place). The guess for
-# ``product`` (kernels/gemm_search.py times both); ``matrix_product``, inside other
-# kernels' loops on small matrices, reads in place as when those kernels were tuned.
+# Whether an a read transposed (a^T @ g, a weight gradient) whose block spans more than
+# the span is copied per block, in groups of GROUP_ROWS rows, before its slivers sweep
+# the block's panels. Read in place, a sliver's MR values of one k sit one row of a
+# apart, and with a power-of-two row length its kc lines fall into a few sets of L1d and
+# L2 and evict each other (1024^3: 0.55x the rate of a @ b); a group copy reads each k's
+# GROUP_ROWS values as one cache line of float32 (0.77x; 512^3: 0.88x against 0.80x in
+# place). A block within the span (batches of 128 x 128) reads as fast in place, where
+# the copy costs 10-15%. The guess for ``product`` (kernels/gemm_search.py times both);
+# ``matrix_product``, inside other kernels' loops on small matrices, reads in place as
+# when those kernels were tuned.
 PACK_T = True
 GROUP_ROWS = np.uint64(16)
 
@@ -121,6 +124,13 @@ A_PAIR = 2 * MR  # a's values of one tile at k and k + 1
 # The same constants unsigned, for the index arithmetic of the kernels.
 MR_U, NC_U = np.uint64(MR), np.uint64(NC)
 _TWO, _FOUR = np.uint64(2), np.uint64(4)  # tile widths in vectors: tile_cols
+
+
+@register_jitable(inline="always")
+def block_depth(depth, K):
+    """Values of k per block of b: ``depth``, or all of K when K is at most twice that
+    (one block then spares the tile a reload of its sums, and the block is still small)."""
+    return K if K <= 2 * depth else depth
 
 
 @register_jitable(inline="always")
@@ -354,8 +364,8 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
     b block by block (NC columns by ``depth`` values of k, in L2; panels packed where b is
     transposed or the panel partial, or spanning more than ``span`` bytes of b), each
     block swept by the slivers of MR rows of a (in place, or packed if partial; if a is
-    read transposed and ``pack_t``, packed GROUP_ROWS rows at a time), each across the
-    block's panels."""
+    read transposed, spans more than ``span`` bytes per block and ``pack_t``, packed
+    GROUP_ROWS rows at a time), each across the block's panels."""
     nr = panel_cols(out)
     itemsize = np.uint64(out.itemsize)
     out_ptr = data_pointer(out)
@@ -364,6 +374,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
         for pc in range(np.uint64(0), K, depth):
             kc = min(depth, K - pc)
             packed = y_t or (kc * N * itemsize > span and r1 - r0 >= PACK_MIN_ROWS)
+            group_a = x_t and pack_t and kc * M * itemsize > span
             if packed:
                 _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp)
             elif nc % nr:
@@ -371,7 +382,7 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
                 _pack_rows(y, y0 + pc * N, N, kc, j_last, nc % nr, bp, (j_last - jc) * kc)
             for i0 in range(r0, r1, MR_U):
                 rows = min(MR_U, r1 - i0)
-                if x_t and pack_t:
+                if group_a:
                     in_group = (i0 - r0) % GROUP_ROWS
                     if in_group == 0:
                         _pack_group_t(x, x0, M, i0, min(i0 + GROUP_ROWS, r1), pc, kc, ap)
@@ -494,7 +505,7 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
     fixed ones of ``matrix_product``)."""
     tasks = x_map.size * row_parts * col_parts
     nr = panel_cols(out)
-    depth = min(depth_bytes // out.itemsize, K)
+    depth = block_depth(depth_bytes // out.itemsize, K)
     cols = min(NC, (N + nr - 1) // nr * nr)
     work = np.empty((slots, depth * (a_rows(pack_t) + cols)), out.dtype)
     if parallel:

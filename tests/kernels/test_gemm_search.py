@@ -4,7 +4,6 @@ tests/kernels/test_tiles.py's."""
 
 import json
 
-import numpy as np
 import pytest
 
 from nbgrad.kernels import gemm_search as gs
@@ -47,8 +46,8 @@ def test_search_takes_the_fastest(monkeypatch):
     clock = _scripted(monkeypatch, lambda c: 1.0 if c == fast else 2.0)
     found = gs.search(2, matmul.product, GUESS, clock)
     assert found.chosen == fast and found.guess == GUESS
-    assert set(found.gflops) == set(gs.candidates(GUESS))
-    assert found.gflops[fast] == pytest.approx(2 * found.gflops[GUESS])
+    assert set(found.speed) == set(gs.candidates(GUESS))
+    assert found.speed[fast] == 1.0 and found.speed[GUESS] == pytest.approx(0.5)
 
 
 def test_search_keeps_the_guess_within_the_margin(monkeypatch):
@@ -68,20 +67,20 @@ def test_search_times_every_candidate_every_round(monkeypatch):
 
 def test_search_with_real_products(monkeypatch):
     """The search runs the GEMM itself (small products here) and reports rates."""
-    monkeypatch.setattr(gs, "PRODUCTS", ((64, False), (96, True)))
+    monkeypatch.setattr(gs, "PRODUCTS", ((1, 64, False), (3, 96, True)))
     found = gs.search(1, matmul.product, GUESS)
-    assert found.chosen in found.gflops
-    assert all(np.isfinite(rate) and rate > 0 for rate in found.gflops.values())
+    assert found.chosen in found.speed and max(found.speed.values()) <= 1.0
+    assert all(0 < speed <= 1 for speed in found.speed.values())
 
 
 def test_record_round_trip(tmp_path):
     path = tmp_path / gs.FILE_NAME
     found = gs.SearchResult(gs.Blocking(1024, 32 << 10, True), GUESS,
-                            {gs.Blocking(1024, 32 << 10, True): 300.0, GUESS: 250.0}, "search")
+                            {gs.Blocking(1024, 32 << 10, True): 1.0, GUESS: 0.8}, "search")
     gs.save(found, 2, path)
     gs.save(gs.SearchResult(GUESS, GUESS, {GUESS: 100.0}, "search"), 1, path)
     loaded = gs.load(2, path, GUESS)
-    assert loaded.chosen == found.chosen and loaded.gflops == found.gflops
+    assert loaded.chosen == found.chosen and loaded.speed == found.speed
     assert loaded.source == f"file {path}"
     assert gs.load(1, path, GUESS).chosen == GUESS
     assert gs.load(3, path, GUESS) is None
