@@ -12,6 +12,8 @@ from typing import Any
 
 #: public name -> the submodule that defines it
 _HOMES = {"burgers1d": "burgers", "cache_dir": "_cache", "chain_graph": "chain",
+          "convert_neuralop": "convert", "load_burgers": "neuralop_files",
+          "load_darcy_flow": "neuralop_files", "read_npz": "neuralop_files",
           "darcy2d": "darcy", "heat1d": "heat", "heat_trajectories": "heat",
           "load_digits": "digits", "split_digits": "digits"}
 
