@@ -18,7 +18,7 @@ import numpy as np
 from ..ops._args import float_operands, is_int
 from ..ops.activation import gelu
 from ..ops.pad import pad
-from ..ops.shape import stack
+from ..ops.shape import concat, stack
 from ..ops.spectral import (
     SpectralConv1dFn,
     SpectralConv2dFn,
@@ -26,8 +26,10 @@ from ..ops.spectral import (
     spectral_conv1d,
     spectral_conv2d,
 )
+from ..ops.spectral_parts import IrfftnCorners, RfftnCorners
 from ..tensor import Tensor, lift
 from . import init
+from .factorized import FactorizedTensor, canonical_factorization
 from .layers import Conv1d, Conv2d, _float_dtype, _positive
 from .module import Module
 from .parameter import Parameter
@@ -225,11 +227,20 @@ class SpectralConv(Module):
     the imaginary parts of the last dim's bin 0 and Nyquist bin, as the reference's
     ``enforce_hermitian_symmetry=True`` (and any c2r transform) does.
 
-    Not here (NotImplementedError naming the argument): factorised weights
-    (``factorization``), ``complex_data``, ``resolution_scaling_factor`` and an
-    ``output_shape`` other than the input grid, 'half'/'mixed' ``fno_block_precision``.
-    ``rank``, ``implementation``, ``fixed_rank_modes`` and ``decomposition_kwargs`` are
-    checked and kept for the factorised weights. Modes beyond a grid's Fourier modes
+    Factorised weights: ``factorization`` 'CP', 'Tucker' or 'TT' (any case; None or
+    'Dense' for dense) holds the complex weight tensor of the shape above as factors in
+    ``self.weight`` (``nn.factorized.FactorizedTensor``: ranks from ``rank``, a fraction in
+    (0, 1] of the dense parameter count or a positive int, as tensorly computes them;
+    ``fixed_rank_modes`` (Tucker; True = [0]) keeps those modes at full rank; entries of
+    the dense tensor ~ CN(0, init_std^2) at start). ``implementation='reconstructed'``
+    forms the dense weights from the factors with ops and runs the spectral convolution
+    op; 'factorized' contracts the kept spectrum with the factors directly (the
+    ``rfftn_corners``/``irfftn_corners`` ops around ``FactorizedTensor.contract``); both
+    give the same layer. ``decomposition_kwargs`` is kept and unused.
+
+    Not here (NotImplementedError naming the argument): ``complex_data``,
+    ``resolution_scaling_factor`` and an ``output_shape`` other than the input grid,
+    'half'/'mixed' ``fno_block_precision``. Modes beyond a grid's Fourier modes
     (n_modes[j] > N_j, or n_modes[-1] // 2 + 1 > N_last // 2 + 1) are a ValueError.
     """
 
@@ -245,9 +256,7 @@ class SpectralConv(Module):
         super().__init__()
         name = "SpectralConv"
         _positive(name, in_channels=in_channels, out_channels=out_channels)
-        if factorization is not None:
-            raise NotImplementedError(f"{name}: factorization={factorization!r} (factorised "
-                                      "weights) is not implemented yet; use None (dense)")
+        factorization = canonical_factorization(name, factorization)
         if complex_data:
             raise NotImplementedError(f"{name}: complex_data=True is not implemented; "
                                       "nbgrad's spectral convolution takes real data")
@@ -265,6 +274,8 @@ class SpectralConv(Module):
         if fft_norm not in _FFT_NORMS:
             raise ValueError(f"{name}: fft_norm must be one of {_FFT_NORMS}, got {fft_norm!r}")
         _check_rank(rank)
+        if isinstance(fixed_rank_modes, bool):  # the reference: True keeps mode 0's rank
+            fixed_rank_modes = [0] if fixed_rank_modes else None
         if separable and in_channels != out_channels:
             raise ValueError(f"{name}: separable=True needs in_channels == out_channels, got "
                              f"in_channels={in_channels} and out_channels={out_channels}")
@@ -298,11 +309,16 @@ class SpectralConv(Module):
         dt = _float_dtype(name, dtype)
         chans = (in_channels,) if separable else (in_channels, out_channels)
         shape = chans + tuple(max_n_modes)
-        self.weight_real = Parameter(np.empty(shape, dt))
-        self.weight_imag = Parameter(np.empty(shape, dt))
-        # a complex normal of variance init_std^2: each part carries half of it
-        init.normal_(self.weight_real, 0.0, self.init_std / 2 ** 0.5, generator=generator)
-        init.normal_(self.weight_imag, 0.0, self.init_std / 2 ** 0.5, generator=generator)
+        if factorization is None:
+            self.weight_real = Parameter(np.empty(shape, dt))
+            self.weight_imag = Parameter(np.empty(shape, dt))
+            # a complex normal of variance init_std^2: each part carries half of it
+            init.normal_(self.weight_real, 0.0, self.init_std / 2 ** 0.5, generator=generator)
+            init.normal_(self.weight_imag, 0.0, self.init_std / 2 ** 0.5, generator=generator)
+        else:  # factors whose dense tensor has entries ~ CN(0, init_std^2)
+            self.weight = FactorizedTensor(shape, factorization, rank, fixed_rank_modes, dt,
+                                           owner=name)
+            self.weight.normal_(self.init_std, generator=generator)
         if bias:
             self.bias = Parameter(np.empty((out_channels,) + (1,) * self.order, dt))
             init.normal_(self.bias, 0.0, self.init_std, generator=generator)
@@ -343,7 +359,7 @@ class SpectralConv(Module):
                                       "resampling is not implemented")
         return x
 
-    def _active_weights(self) -> tuple[Tensor, Tensor]:
+    def _active_index(self) -> tuple:
         """The kept part of the weights, as the reference slices them: the centre of
         max_n_modes along the first d - 1 dims, the first bins along the last."""
         lead = (slice(None),) * (1 if self.separable else 2)
@@ -354,8 +370,16 @@ class SpectralConv(Module):
                 idx.append(slice(0, m))
             else:  # [start // 2, mx - ceil(start / 2)): m entries, centred
                 idx.append(slice(start // 2, mx - (start + 1) // 2))
-        key = lead + tuple(idx)
-        wr, wi = self.weight_real[key], self.weight_imag[key]
+        return lead + tuple(idx)
+
+    def _active_weights(self) -> tuple[Tensor, Tensor]:
+        """The kept dense weights (reconstructed from the factors if factorised), the
+        separable ones as the diagonal [c, c, ..]."""
+        key = self._active_index()
+        if self.factorization is None:
+            wr, wi = self.weight_real[key], self.weight_imag[key]
+        else:
+            wr, wi = self.weight.to_tensor(key)
         if self.separable:  # diagonal in the channels: W[i, o] = delta_io w[i]
             c = self.in_channels
             eye = Tensor(np.eye(c, dtype=wr.dtype).reshape((c, c) + (1,) * self.order))
@@ -394,7 +418,7 @@ class SpectralConv(Module):
             raise NotImplementedError(f"SpectralConv: output_shape={tuple(output_shape)!r} "
                                       f"differs from the input grid {grid}; resampling is "
                                       "not implemented")
-        float_operands("SpectralConv", x=x, weight_real=self.weight_real)
+        float_operands("SpectralConv", x=x, **self._a_weight())
         for j, (m, n) in enumerate(zip(self._n_modes, grid)):
             avail = n // 2 + 1 if j == d - 1 else n
             if m > avail:
@@ -402,13 +426,73 @@ class SpectralConv(Module):
                 raise ValueError(f"SpectralConv: n_modes[{j}] keeps {what} modes but grid "
                                  f"dim {j} of x (shape {tuple(x.shape)}) has only {avail} "
                                  f"Fourier modes ({n}{' // 2 + 1' if j == d - 1 else ''})")
-        wr, wi = self._active_weights()
-        y = _FN[d].apply(x, self._blocks(wr), self._blocks(wi))
+        if self.factorization is not None and self.implementation == "factorized":
+            y = self._factorized_forward(x)
+        else:
+            wr, wi = self._active_weights()
+            y = _FN[d].apply(x, self._blocks(wr), self._blocks(wi))
         if self.bias is not None:
             y = y + self.bias
         return y
 
+    def _a_weight(self) -> dict[str, Tensor]:
+        if self.factorization is None:
+            return {"weight_real": self.weight_real}
+        return {"weight.factor0_real": self.weight.factor0_real}
+
+    def _factorized_forward(self, x: Tensor) -> Tensor:
+        """The factors applied to the kept spectrum directly (W never formed):
+
+            X = R rfftn(x) (corner blocks) -> centred modes [B, in, k_1, .., K_d]
+            Y = W.contract(X)  (FactorizedTensor.contract)
+            y = irfftn(P Y) with Y cut back into corner blocks
+
+        The corner op rows are p = k - k // 2 per block: the centred layout takes the
+        positive block (frequencies 0 .. p - 1) after the last k // 2 rows of the
+        negative one (frequencies -(k // 2) .. -1); going back, ``_two_sided`` pads the
+        negative block with the zero row it needs for odd k."""
+        k = self._n_modes
+        p = [m - m // 2 for m in k[:-1]] + [k[-1]]
+        re, im = RfftnCorners.apply(x, modes=tuple(p))
+        xc = (self._centred(re), self._centred(im))
+        yr, yi = self.weight.contract(xc, self.separable, self._active_index())
+        return IrfftnCorners.apply(self._corners(yr), self._corners(yi), grid=x.shape[2:])
+
+    def _centred(self, a: Tensor) -> Tensor:
+        """Corner blocks [B, C, 2^(d-1), p_1, .., K] -> centred modes [B, C, k_1, .., K]."""
+        d, k = self.order, self._n_modes
+        blocks = [a[:, :, j] for j in range(2 ** (d - 1))]
+
+        def join(pos: Tensor, neg: Tensor, axis: int, m: int) -> Tensor:
+            n, pp = m // 2, m - m // 2
+            tail = (slice(None),) * axis + (slice(pp - n, pp),)
+            return concat([neg[tail], pos], axis) if n else pos
+
+        if d == 1:
+            return blocks[0]
+        if d == 2:
+            return join(blocks[0], blocks[1], 2, k[0])
+        # block j = b1 + 2 b2: join along dim 1 for each b2, then along dim 2
+        rows = [join(blocks[2 * b2], blocks[2 * b2 + 1], 2, k[0]) for b2 in (0, 1)]
+        return join(rows[0], rows[1], 3, k[1])
+
+    def _corners(self, y: Tensor) -> Tensor:
+        """Centred modes [B, C, k_1, .., K] -> corner blocks [B, C, 2^(d-1), p_1, .., K]."""
+        d, k = self.order, self._n_modes
+        if d == 1:
+            return y.unsqueeze(2)
+        pos, neg = _two_sided(y, 2, k[0])
+        if d == 2:
+            return stack([pos, neg], 2)
+        blocks = [None] * 4
+        for b1, half in enumerate((pos, neg)):
+            blocks[b1], blocks[b1 + 2] = _two_sided(half, 3, k[1])
+        return stack(blocks, 2)
+
     def extra_repr(self) -> str:
+        fac = "" if self.factorization is None else (
+            f", factorization={self.factorization!r}, rank={self.rank!r}, "
+            f"implementation={self.implementation!r}")
         return (f"{self.in_channels}, {self.out_channels}, n_modes={self._n_modes}, "
                 f"max_n_modes={self.max_n_modes}, separable={self.separable}, "
-                f"bias={self.bias is not None}")
+                f"bias={self.bias is not None}{fac}")

@@ -240,7 +240,7 @@ def test_reference_defaults_names_and_initialisation():
 
 # -- bad input ----------------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs, error, match", [
-    (dict(factorization="tucker"), NotImplementedError, r"factorization='tucker'"),
+    (dict(factorization="svd"), ValueError, r"SpectralConv: factorization"),
     (dict(complex_data=True), NotImplementedError, r"complex_data"),
     (dict(resolution_scaling_factor=2), NotImplementedError, r"resolution_scaling_factor"),
     (dict(fno_block_precision="half"), NotImplementedError, r"fno_block_precision"),

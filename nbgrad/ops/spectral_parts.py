@@ -1,0 +1,180 @@
+"""The two halves of the spectral convolution as ops: ``rfftn_corners`` (analysis: the kept
+corner blocks of rfftn(x)) and ``irfftn_corners`` (synthesis: irfftn of blocks put back
+among zeros), for layers that mix the modes with ops of their own (the factorised
+weights of ``nn.SpectralConv``). Both run the kernels of ``kernels/spectral.py``.
+
+Blocks, for a grid of d = 1, 2 or 3 dims and ``modes`` = (p_1, .., p_{d-1}, K) (the rows
+per block along each full axis, the rfft bins of the last axis): nblk = 2^(d-1) blocks
+[B, C, nblk, *modes]; block j = b_1 + 2 b_2 starts at row 0 (b = 0) or N - p (b = 1) of
+each full axis, as the original FNO's weights1..4. With R the block reader, P its adjoint
+(overlapping blocks add), N = prod(grid) and s_k = 1 for the last axis's bin 0 and (even
+W) Nyquist bin, 1/2 for the others (the bins the half spectrum stands for twice):
+
+    A(x) = R rfftn(x)             S(Y) = irfftn(P Y)
+    A^T(G) = N S(s G)             S^T(g) = A(g) / (N s)
+
+(A^T: dx = Re sum_k G_k e^{+ik.n}; S^T: y = sum_k (1/(N s_k)) Re(Y_k e^{ik.n}) over the
+half spectrum). Both ops are linear, so each vjp is the other op and they differentiate
+to any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..function import Function, Sample, register
+from ..tensor import Tensor, lift
+from ._args import float_operands, is_int
+from .spectral import _spectrum, _synthesis
+
+
+def _nblk(dim: int) -> int:
+    return 2 ** (dim - 1)
+
+
+def _kernel_modes(modes: tuple) -> tuple:
+    """The kernels' block mode shape: (1, K) in 1-D, the modes otherwise."""
+    return (1, modes[0]) if len(modes) == 1 else tuple(modes)
+
+
+def _half_weight(grid: tuple, modes: tuple, dtype: Any) -> np.ndarray:
+    """s broadcast over [.., *modes]: 1 at last-axis bin 0 and the Nyquist bin (even W),
+    1/2 elsewhere."""
+    W, K = grid[-1], modes[-1]
+    s = np.full(K, 0.5)
+    s[0] = 1.0
+    if W % 2 == 0 and K > W // 2:
+        s[W // 2] = 1.0
+    return s.astype(dtype)
+
+
+def _analysis(x: np.ndarray, modes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    dim = x.ndim - 2
+    mshape = _kernel_modes(modes)
+    xg = x.reshape(x.shape[:2] + (1, x.shape[2])) if dim == 1 else x
+    re, im = _spectrum(xg, _nblk(dim), mshape)
+    shape = x.shape[:2] + (_nblk(dim),) + tuple(modes)
+    return re.reshape(shape), im.reshape(shape)
+
+
+def _synth(re: np.ndarray, im: np.ndarray, grid: tuple) -> np.ndarray:
+    B, C, nblk = re.shape[:3]
+    modes = re.shape[3:]
+    mshape = _kernel_modes(modes)
+    M = int(np.prod(mshape))
+    g2 = (1,) + tuple(grid) if len(grid) == 1 else tuple(grid)
+    y = _synthesis(np.ascontiguousarray(re).reshape(B, C, nblk, M),
+                   np.ascontiguousarray(im).reshape(B, C, nblk, M), mshape, g2)
+    return y.reshape((B, C) + tuple(grid))
+
+
+@register("rfftn_corners", samples=lambda rng: _samples(rng, True))
+class RfftnCorners(Function):
+    """(re, im) = R rfftn(x): x [B, C, *grid] -> [B, C, 2^(d-1), *modes] each."""
+
+    @staticmethod
+    def forward(ctx, x, modes):
+        ctx.modes, ctx.grid = tuple(int(m) for m in modes), tuple(x.shape[2:])
+        return _analysis(x, ctx.modes)
+
+    @staticmethod
+    def backward(ctx, g_re, g_im):
+        s = _half_weight(ctx.grid, ctx.modes, g_re.dtype)
+        n = float(np.prod(ctx.grid))
+        return n * _synth(g_re * s, g_im * s, ctx.grid)
+
+    @staticmethod
+    def vjp(ctx, g_re, g_im):
+        s = Tensor(_half_weight(ctx.grid, ctx.modes, g_re.dtype))
+        n = float(np.prod(ctx.grid))
+        return IrfftnCorners.apply(g_re * s, g_im * s, grid=ctx.grid) * n
+
+
+@register("irfftn_corners", samples=lambda rng: _samples(rng, False))
+class IrfftnCorners(Function):
+    """y = irfftn(P (re + i im)) onto ``grid``: [B, C, 2^(d-1), *modes] -> [B, C, *grid]."""
+
+    @staticmethod
+    def forward(ctx, re, im, grid):
+        ctx.grid, ctx.modes = tuple(int(n) for n in grid), tuple(re.shape[3:])
+        return _synth(re, im, ctx.grid)
+
+    @staticmethod
+    def backward(ctx, g):
+        c = 1.0 / (np.prod(ctx.grid) * _half_weight(ctx.grid, ctx.modes, g.dtype))
+        g_re, g_im = _analysis(np.ascontiguousarray(g), ctx.modes)
+        need_re, need_im = ctx.needs_input_grad[:2]
+        return (g_re * c if need_re else None), (g_im * c if need_im else None)
+
+    @staticmethod
+    def vjp(ctx, g):
+        c = Tensor(1.0 / (np.prod(ctx.grid) * _half_weight(ctx.grid, ctx.modes, g.dtype)))
+        g_re, g_im = RfftnCorners.apply(g, modes=ctx.modes)
+        return g_re * c, g_im * c
+
+
+def _samples(rng, analysis: bool):
+    cases = [((2, 2, 8), (3,), "1-D even N, modes 3"),
+             ((1, 2, 6), (4,), "1-D even N, Nyquist kept"),
+             ((1, 2, 5, 7), (3, 4), "2-D odd grid, overlapping rows, all columns"),
+             ((2, 1, 4, 6), (2, 4), "2-D even grid, Nyquist column"),
+             ((1, 2, 3, 4, 5), (2, 2, 2), "3-D mixed grid, overlapping rows")]
+    for shape, modes, label in cases:
+        if analysis:
+            yield Sample(rng.standard_normal(shape), modes=modes, label=label)
+        else:
+            bshape = shape[:2] + (2 ** (len(modes) - 1),) + modes
+            yield Sample(rng.standard_normal(bshape), rng.standard_normal(bshape),
+                         grid=shape[2:], label=label)
+
+
+def _check_modes(op: str, grid: tuple, modes: Any, shape_desc: str) -> tuple:
+    d = len(grid)
+    if not 1 <= d <= 3:
+        raise ValueError(f"{op}: the grid must have 1 to 3 dims, got {shape_desc}")
+    if isinstance(modes, (str, bytes)) or not hasattr(modes, "__len__") \
+            or len(modes) != d or not all(is_int(m) and m > 0 for m in modes):
+        raise ValueError(f"{op}: modes must be {d} positive ints (one per grid dim), got "
+                         f"{modes!r} for {shape_desc}")
+    for j, (m, n) in enumerate(zip(modes, grid)):
+        avail = n // 2 + 1 if j == d - 1 else n
+        if m > avail:
+            raise ValueError(f"{op}: modes[{j}] = {m} exceeds the {avail} modes of grid dim "
+                             f"{j} ({shape_desc})")
+    return tuple(int(m) for m in modes)
+
+
+def rfftn_corners(x: Any, modes: tuple) -> tuple[Tensor, Tensor]:
+    """The kept corner blocks of rfftn(x) over the grid of x [B, C, *grid] (d = 1-3
+    dims): (re, im), each [B, C, 2^(d-1), *modes]; block j = b_1 + 2 b_2 holds rows
+    [0, p) (b = 0) or [N - p, N) (b = 1) of each full axis and bins [0, K) of the last
+    (``modes`` = (p_1, .., K)). Unnormalised (numpy.fft.rfftn's 'backward' norm)."""
+    x = lift(x)
+    float_operands("rfftn_corners", x=x)
+    if x.ndim < 3:
+        raise ValueError(f"rfftn_corners: x must be [B, C, *grid], got shape {x.shape}")
+    m = _check_modes("rfftn_corners", tuple(x.shape[2:]), modes, f"x of shape {x.shape}")
+    return RfftnCorners.apply(x, modes=m)
+
+
+def irfftn_corners(re: Any, im: Any, grid: tuple) -> Tensor:
+    """irfftn onto ``grid`` of corner blocks (re + i im) [B, C, 2^(d-1), *modes] put back
+    into a zero half spectrum (overlaps add), the adjoint layout of ``rfftn_corners``; the
+    imaginary parts of the last axis's bin 0 and Nyquist bin are ignored (c2r)."""
+    re, im = lift(re), lift(im)
+    float_operands("irfftn_corners", re=re, im=im)
+    if re.shape != im.shape:
+        raise ValueError(f"irfftn_corners: re has shape {re.shape} but im has shape "
+                         f"{im.shape}; they must match")
+    grid = tuple(grid)
+    d = len(grid)
+    if re.ndim != d + 3 or re.shape[2] != 2 ** (d - 1):
+        raise ValueError(f"irfftn_corners: re must be [B, C, {2 ** (d - 1)}, *modes] for a "
+                         f"grid of {d} dims {grid}, got shape {re.shape}")
+    _check_modes("irfftn_corners", grid, tuple(re.shape[3:]), f"grid {grid}")
+    return IrfftnCorners.apply(re, im, grid=grid)
+
+
+__all__ = ["rfftn_corners", "irfftn_corners"]
