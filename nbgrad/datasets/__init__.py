@@ -14,6 +14,7 @@ from typing import Any
 _HOMES = {"burgers1d": "burgers", "cache_dir": "_cache", "chain_graph": "chain",
           "convert_neuralop": "convert", "load_burgers": "neuralop_files",
           "load_darcy_flow": "neuralop_files", "read_npz": "neuralop_files",
+          "poisson_point_cloud": "point_cloud",
           "darcy2d": "darcy", "heat1d": "heat", "heat_trajectories": "heat",
           "load_digits": "digits", "split_digits": "digits"}
 

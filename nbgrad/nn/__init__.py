@@ -24,6 +24,7 @@ from .activation import (
 from .activation_extra import CELU, GLU, SELU, Hardsigmoid, Hardswish, Mish, Softsign, Tanhshrink
 from .containers import ModuleDict, ModuleList, Sequential
 from .embeddings import GridEmbedding2D, GridEmbeddingND, SinusoidalEmbedding
+from .gno_block import GNOBlock, IntegralTransform, LinearChannelMLP
 from .layers import (
     AvgPool1d,
     AvgPool2d,
@@ -92,4 +93,5 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
            "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
-           "LpLoss", "H1Loss", "SpectralConv"]
+           "LpLoss", "H1Loss", "SpectralConv", "GNOBlock", "IntegralTransform",
+           "LinearChannelMLP"]
