@@ -24,6 +24,7 @@ from .activation import (
 from .activation_extra import CELU, GLU, SELU, Hardsigmoid, Hardswish, Mish, Softsign, Tanhshrink
 from .containers import ModuleDict, ModuleList, Sequential
 from .embeddings import GridEmbedding2D, GridEmbeddingND, SinusoidalEmbedding
+from .fno import FNO, TFNO, FNOBlocks, SoftGating, skip_connection
 from .gno_block import GNOBlock, IntegralTransform, LinearChannelMLP
 from .layers import (
     AvgPool1d,
@@ -75,7 +76,7 @@ from .resampling import (
     UpsamplingNearest2d,
 )
 from .sparse import Embedding
-from .spectral import FNO, SpectralConv, SpectralConv1d, SpectralConv2d
+from .spectral import SpectralConv, SpectralConv1d, SpectralConv2d
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
@@ -94,4 +95,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
            "LpLoss", "H1Loss", "SpectralConv", "GNOBlock", "IntegralTransform",
-           "LinearChannelMLP"]
+           "LinearChannelMLP", "TFNO", "FNOBlocks", "SoftGating", "skip_connection"]

@@ -1,6 +1,8 @@
-"""Fourier neural operator layers: ``SpectralConv1d``, ``SpectralConv2d`` and the ``FNO``
-model (Li et al., "Fourier Neural Operator for Parametric PDEs", 2021), channels first;
-``SpectralConv`` (any grid dimension 1-3) as neuraloperator configures it.
+"""Spectral convolutions, the Fourier layers of FNO (Li et al., "Fourier Neural Operator
+for Parametric PDEs", 2021), channels first: ``SpectralConv1d`` and ``SpectralConv2d`` as
+the original code has them, and ``SpectralConv`` (any grid dimension 1-3; dense,
+separable or factorised weights) as neuraloperator configures it. The models built from
+them are in nn/fno.py.
 
 The complex weights of a spectral convolution are stored as two real parameters,
 ``weight_real`` and ``weight_imag``. SpectralConv1d/2d initialise them as the original
@@ -16,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from ..ops._args import float_operands, is_int
-from ..ops.activation import gelu
 from ..ops.pad import pad
 from ..ops.shape import concat, stack
 from ..ops.spectral import (
@@ -30,7 +31,7 @@ from ..ops.spectral_parts import IrfftnCorners, RfftnCorners
 from ..tensor import Tensor, lift
 from . import init
 from .factorized import FactorizedTensor, canonical_factorization
-from .layers import Conv1d, Conv2d, _float_dtype, _positive
+from .layers import _float_dtype, _positive
 from .module import Module
 from .parameter import Parameter
 
@@ -85,65 +86,6 @@ class SpectralConv2d(Module):
     def extra_repr(self) -> str:
         return (f"{self.in_channels}, {self.out_channels}, modes1={self.modes1}, "
                 f"modes2={self.modes2}")
-
-
-class FNO(Module):
-    """Fourier neural operator, channels first: x [B, C_in, *grid] -> [B, C_out, *grid]
-    with ``dim`` = 1 (grid N) or 2 (grid H x W).
-
-    As the original FNO: a point-wise lift to ``width`` channels; ``n_layers`` Fourier
-    layers v <- gelu(K(v) + W v) (K a spectral convolution, W a point-wise linear map; no
-    gelu after the last layer); a point-wise projection width -> ``hidden`` (128) -> gelu
-    -> out_channels. The point-wise maps are 1x1 convolutions. ``modes``: an int (every
-    spectral dim) or a pair (modes1, modes2). ``padding`` > 0 zero-pads the end of each
-    spatial dim after the lift and crops it before the projection (the original code's
-    treatment of non-periodic inputs). The grid coordinates, if wanted, are channels of x.
-    """
-
-    def __init__(self, in_channels: int, out_channels: int, width: int,
-                 modes: int | tuple[int, int], n_layers: int = 4, dim: int = 2,
-                 padding: int = 0, hidden: int = 128, dtype: Any = None) -> None:
-        super().__init__()
-        if dim not in (1, 2):
-            raise ValueError(f"FNO: dim must be 1 or 2, got {dim!r}")
-        modes = (modes,) * dim if is_int(modes) else tuple(modes)
-        if len(modes) != dim:
-            raise ValueError(f"FNO: modes must be an int or {dim} ints for dim={dim}, got "
-                             f"{modes!r}")
-        _positive("FNO", in_channels=in_channels, out_channels=out_channels, width=width,
-                  n_layers=n_layers, hidden=hidden, **{f"modes[{i}]": m
-                                                       for i, m in enumerate(modes)})
-        if not is_int(padding) or padding < 0:
-            raise ValueError(f"FNO: padding must be a non-negative int, got {padding!r}")
-        self.dim, self.modes, self.padding, self.n_layers = dim, modes, int(padding), n_layers
-        pointwise = Conv1d if dim == 1 else Conv2d
-        spectral = SpectralConv1d if dim == 1 else SpectralConv2d
-        self.lift = pointwise(in_channels, width, 1, dtype=dtype)
-        for i in range(n_layers):
-            setattr(self, f"spectral{i}", spectral(width, width, *modes, dtype=dtype))
-            setattr(self, f"pointwise{i}", pointwise(width, width, 1, dtype=dtype))
-        self.proj1 = pointwise(width, hidden, 1, dtype=dtype)
-        self.proj2 = pointwise(hidden, out_channels, 1, dtype=dtype)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if x.ndim != self.dim + 2:
-            layout = "[B, C, N]" if self.dim == 1 else "[B, C, H, W]"
-            raise ValueError(f"FNO: input must be {self.dim + 2}-D {layout} for dim="
-                             f"{self.dim}, got shape {tuple(x.shape)}")
-        v = self.lift(x)
-        p = self.padding
-        if p:
-            v = pad(v, (0, p) * self.dim)
-        for i in range(self.n_layers):
-            v = getattr(self, f"spectral{i}")(v) + getattr(self, f"pointwise{i}")(v)
-            if i < self.n_layers - 1:
-                v = gelu(v)
-        if p:
-            v = v[..., :-p] if self.dim == 1 else v[..., :-p, :-p]
-        return self.proj2(gelu(self.proj1(v)))
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}, modes={self.modes}, padding={self.padding}"
 
 
 # -- SpectralConv: neuraloperator's layer, any dimension 1-3 -------------------------------

@@ -1,4 +1,5 @@
-"""spectral_conv1d, spectral_conv2d (FNO's Fourier layer) and the SpectralConv/FNO modules."""
+"""spectral_conv1d, spectral_conv2d (FNO's Fourier layer) and the SpectralConv1d/2d modules
+(the FNO model: tests/nn/test_fno.py)."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import nbgrad as nb
-from nbgrad.nn.spectral import FNO, SpectralConv1d, SpectralConv2d
+from nbgrad.nn.spectral import SpectralConv1d, SpectralConv2d
 from nbgrad.testing import gradcheck, gradgradcheck
 
 
@@ -273,35 +274,3 @@ def test_spectral_conv_modules_shapes_and_init():
     layer1 = SpectralConv1d(3, 2, 4, dtype=np.float64)
     assert layer1.weight_imag.shape == (3, 2, 4) and layer1.weight_imag.dtype == np.float64
     assert layer1(nb.randn(5, 3, 16, dtype=np.float64)).shape == (5, 2, 16)
-
-
-@pytest.mark.parametrize("dim, grid, padding", [(2, (12, 12), 0), (2, (10, 12), 2),
-                                                (1, (24,), 3)])
-def test_fno_forward_shape_and_adam_reduces_the_loss(dim, grid, padding):
-    nb.manual_seed(1)
-    rng = np.random.default_rng(1)
-    model = FNO(2, 1, width=8, modes=4 if dim == 2 else 5, n_layers=2, dim=dim,
-                padding=padding, hidden=16)
-    x = nb.tensor(rng.standard_normal((4, 2) + grid).astype(np.float32))
-    target = nb.tensor(np.sin(x.numpy().sum(1, keepdims=True)))
-    assert model(x).shape == (4, 1) + grid
-    opt = nb.optim.Adam(model.parameters(), lr=3e-3)
-    losses = []
-    for _ in range(15):
-        opt.zero_grad()
-        loss = nb.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    assert losses[-1] < 0.8 * losses[0]
-
-
-def test_fno_bad_arguments():
-    with pytest.raises(ValueError, match="FNO: dim must be 1 or 2"):
-        FNO(1, 1, 4, 2, dim=3)
-    with pytest.raises(ValueError, match="FNO: modes must be an int or 2 ints"):
-        FNO(1, 1, 4, (2, 2, 2))
-    with pytest.raises(ValueError, match=r"FNO: input must be 4-D"):
-        FNO(1, 1, 4, 2)(nb.zeros(2, 1, 8))
-    with pytest.raises(ValueError, match=r"spectral_conv2d: modes1 = 5"):
-        FNO(1, 1, 4, 5)(nb.zeros(2, 1, 8, 8))

@@ -1,0 +1,513 @@
+"""FNOBlocks, FNO and TFNO (neuraloperator's configuration, grids of 1-3 dims) against a
+PyTorch reference of the same architecture written out below from the reference
+library's code (rfftn + centred mode slices + irfft, 1x1 convolutions, gelu, group /
+instance / batch norm, soft-gating, symmetric domain padding, the grid embedding): the
+reference takes the nbgrad model's parameters by name and must reproduce its forward and
+every gradient (input and parameters), float64 and float32, for the skips, channel-MLP,
+padding, embedding, norms, preactivation and n_modes settings; hypothesis over small
+configurations; training; bad input."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.nn.embeddings import GridEmbedding2D, GridEmbeddingND
+from nbgrad.nn.fno import FNO, TFNO, FNOBlocks, SoftGating, skip_connection
+
+
+# -- the PyTorch reference ----------------------------------------------------------------
+def t_spectral(torch, x, p, pre, conv):
+    """neuraloperator's SpectralConv.forward, real data, dense weights."""
+    d = conv.order
+    dims = list(range(-d, 0))
+    grid = list(x.shape[2:])
+    fft_size = grid[:-1] + [grid[-1] // 2 + 1]
+    X = torch.fft.rfftn(x, norm="forward", dim=dims)
+    if d > 1:
+        X = torch.fft.fftshift(X, dim=dims[:-1])
+    w = torch.complex(p[pre + "weight_real"], p[pre + "weight_imag"])
+    starts = [mx - min(n, m) for n, m, mx in zip(fft_size, conv.n_modes, conv.max_n_modes)]
+    lead = 1 if conv.separable else 2
+    sw = [slice(None)] * lead
+    sw += [slice(s // 2, -s // 2) if s else slice(None) for s in starts[:-1]]
+    sw += [slice(None, -starts[-1]) if starts[-1] else slice(None)]
+    w = w[tuple(sw)]
+    sx = [slice(None), slice(None)]
+    for n, k in zip(fft_size, w.shape[lead:]):
+        sx.append(slice(n // 2 - k // 2, n // 2 + k // 2 + k % 2))
+    sx[-1] = slice(None, w.shape[-1])
+    sx = tuple(sx)
+    out = torch.zeros([x.shape[0], conv.out_channels] + fft_size, dtype=X.dtype)
+    letters = "xyz"[:d]
+    if conv.separable:
+        out[sx] = X[sx] * w
+    else:
+        out[sx] = torch.einsum(f"bi{letters},io{letters}->bo{letters}", X[sx], w)
+    if d > 1:
+        out = torch.fft.ifftshift(out, dim=dims[:-1])
+        out = torch.fft.ifftn(out, s=grid[:-1], dim=dims[:-1], norm="forward")
+    keep = torch.ones(fft_size[-1], dtype=x.dtype)
+    keep[0] = 0
+    if grid[-1] % 2 == 0:
+        keep[-1] = 0
+    out = torch.complex(out.real, out.imag * keep)
+    y = torch.fft.irfft(out, n=grid[-1], dim=-1, norm="forward")
+    return y + p[pre + "bias"] if pre + "bias" in p else y
+
+
+def t_conv1x1(torch, x, w, b=None):
+    """A 1x1 Conv1d over the flattened grid."""
+    size = list(x.shape)
+    y = torch.nn.functional.conv1d(x.reshape(size[0], size[1], -1), w, b)
+    return y.reshape([size[0], w.shape[0]] + size[2:])
+
+
+def t_channel_mlp(torch, x, p, pre):
+    h = torch.nn.functional.gelu(t_conv1x1(torch, x, p[pre + "fcs.0.weight"],
+                                           p[pre + "fcs.0.bias"]))
+    return t_conv1x1(torch, h, p[pre + "fcs.1.weight"], p[pre + "fcs.1.bias"])
+
+
+def t_skip(torch, x, p, pre, kind, kernel=1):
+    """The reference's skip_connection (or, kernel > 1, its local convolution bias)."""
+    if kind == "identity":
+        return x
+    if kind == "soft-gating":
+        return p[pre + "weight"] * x
+    if kernel > 1:   # Conv{n}d with 'same' padding, no bias
+        conv = getattr(torch.nn.functional, f"conv{x.ndim - 2}d")
+        return conv(x, p[pre + "weight"], padding="same")
+    return t_conv1x1(torch, x, p[pre + "conv.weight"])
+
+
+def t_norm(torch, x, p, pre, kind, groups):
+    F = torch.nn.functional
+    if kind == "group_norm":
+        return F.group_norm(x, groups, p[pre + "weight"], p[pre + "bias"], eps=1e-5)
+    if kind == "instance_norm":
+        return F.instance_norm(x, eps=1e-5)
+    return F.batch_norm(x, None, None, p[pre + "weight"], p[pre + "bias"], training=True)
+
+
+def t_block(torch, x, p, blocks, i, pre="fno_blocks."):
+    """neuraloperator's FNOBlocks.forward(x, i) (post- or pre-activation)."""
+    gelu = torch.nn.functional.gelu
+    last = i == blocks.n_layers - 1
+    norm = blocks.norm is not None
+    kind = None
+    if norm:
+        kind = {"GroupNorm": "group_norm", "_InstanceNorm": "instance_norm"}.get(
+            type(blocks.norm[0]).__name__, "batch_norm")
+        groups = getattr(blocks.norm[0], "num_groups", 1)
+    nrm = lambda v, k: t_norm(torch, v, p, f"{pre}norm.{2 * i + k}.", kind, groups)  # noqa
+    if blocks.preactivation:
+        x = gelu(x)
+        if norm:
+            x = nrm(x, 0)
+    sf = sm = None
+    if blocks.fno_skip is not None:
+        sf = t_skip(torch, x, p, f"{pre}fno_skips.{i}.", blocks.fno_skip,
+                    blocks.conv_bias_kernel)
+    if blocks.use_channel_mlp and blocks.channel_mlp_skip is not None:
+        sm = t_skip(torch, x, p, f"{pre}channel_mlp_skips.{i}.", blocks.channel_mlp_skip)
+    if blocks.stabilizer == "tanh":
+        x = torch.tanh(x)
+    u = t_spectral(torch, x, p, f"{pre}convs.{i}.", blocks.convs[i])
+    if norm and not blocks.preactivation:
+        u = nrm(u, 0)
+    u = u + sf if sf is not None else u
+    if not last:
+        u = gelu(u)
+    if norm and blocks.preactivation:
+        u = nrm(u, 1)
+    if blocks.use_channel_mlp:
+        u = t_channel_mlp(torch, u, p, f"{pre}channel_mlp.{i}.")
+        u = u + sm if sm is not None else u
+    if blocks.preactivation:
+        return u
+    if norm:
+        u = nrm(u, 1)
+    return gelu(u) if not last else u
+
+
+def t_fno(torch, x, p, model):
+    """neuraloperator's FNO.forward."""
+    d = model.n_dim
+    if model.positional_embedding is not None:
+        bounds = model.positional_embedding.grid_boundaries
+        axes = [a + (b - a) * torch.arange(n, dtype=torch.float64) / n
+                for n, (a, b) in zip(x.shape[2:], bounds)]
+        grid = torch.stack(torch.meshgrid(*axes, indexing="ij")).to(x.dtype)
+        x = torch.cat([x, grid[None].expand(x.shape[0], *grid.shape)], dim=1)
+    v = t_channel_mlp(torch, x, p, "lifting.")
+    pads = None
+    if model.domain_padding is not None:
+        f = model.domain_padding.domain_padding
+        f = f if isinstance(f, list) else [f] * d
+        pads = [round(fk * n) for fk, n in zip(f, v.shape[2:])]
+        v = torch.nn.functional.pad(v, [q for pk in reversed(pads) for q in (pk, pk)])
+    for i in range(model.n_layers):
+        v = t_block(torch, v, p, model.fno_blocks, i)
+    if pads is not None:
+        v = v[(Ellipsis,) + tuple(slice(pk, -pk) if pk else slice(None) for pk in pads)]
+    return t_channel_mlp(torch, v, p, "projection.")
+
+
+# -- comparison ----------------------------------------------------------------------------
+def compare(torch, model, x_shape, run_torch, dtype=np.float64, seed=0):
+    """Forward and every gradient of ``model`` (nbgrad, ``dtype``) against ``run_torch``
+    (float64, the same parameters by name)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(x_shape)
+    names = [n for n, _ in model.named_parameters()]
+    params = dict(model.named_parameters())
+    for q in params.values():
+        q.grad = None
+    xt = nb.tensor(x.astype(dtype), requires_grad=True)
+    y = model(xt)
+    g = rng.standard_normal(y.shape)
+    y.backward(nb.tensor(g.astype(dtype)))
+    tx = torch.tensor(x, requires_grad=True)
+    tp = {n: torch.tensor(params[n].numpy().astype(np.float64), requires_grad=True)
+          for n in names}
+    ty = run_torch(tx, tp)
+    ty.backward(torch.tensor(g))
+    tol = (dict(rtol=1e-9, atol=1e-11) if dtype == np.float64
+           else dict(rtol=2e-3, atol=2e-4))
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), err_msg="y", **tol)
+    np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), err_msg="x.grad", **tol)
+    for n in names:
+        # gradient scales differ by orders between parameters: compare each to its own size
+        if tp[n].grad is None:   # a parameter of another layer than the one run
+            assert params[n].grad is None or not np.any(params[n].grad.numpy()), n
+            continue
+        ref = tp[n].grad.numpy()
+        atol = tol["atol"] * max(1.0, float(np.abs(ref).max()))
+        np.testing.assert_allclose(params[n].grad.numpy(), ref, rtol=tol["rtol"], atol=atol,
+                                   err_msg=n)
+
+
+def compare_fno(torch, model, x_shape, dtype=np.float64, seed=0):
+    compare(torch, model, x_shape, lambda tx, tp: t_fno(torch, tx, tp, model), dtype, seed)
+
+
+def make(n_modes, cin, cout, hidden, seed=0, **kw):
+    nb.manual_seed(seed)
+    kw.setdefault("dtype", np.float64)
+    return FNO(n_modes, cin, cout, hidden, **kw)
+
+
+def perturb(model, seed=1):
+    """Move the parameters off their initial values (soft-gating weights and norm
+    weights start at 1, biases at 0), so every term of the reference is exercised."""
+    rng = np.random.default_rng(seed)
+    with nb.no_grad():
+        for _, q in model.named_parameters():
+            q.copy_(nb.tensor((q.numpy() + 0.3 * rng.standard_normal(q.shape))
+                              .astype(q.numpy().dtype)))
+    return model
+
+
+# -- PyTorch oracle ------------------------------------------------------------------------
+FNO_CASES = [
+    # (n_modes, grid, kwargs)
+    ((8,), (16,), {}),
+    ((6, 6), (10, 9), {}),
+    ((4, 4, 4), (6, 5, 6), dict(n_layers=2)),
+    ((5,), (12,), dict(fno_skip="soft-gating", channel_mlp_skip="linear")),
+    ((4, 6), (8, 8), dict(fno_skip="identity", channel_mlp_skip="identity", n_layers=3)),
+    ((4, 6), (8, 8), dict(fno_skip=None, channel_mlp_skip=None, n_layers=2)),
+    ((4, 4), (8, 7), dict(use_channel_mlp=False, n_layers=3)),
+    ((6, 4), (9, 8), dict(domain_padding=0.25, n_layers=2)),
+    ((4, 4, 2), (5, 6, 4), dict(domain_padding=[0.2, 0.0, 0.5], n_layers=2)),
+    ((4, 4), (8, 8), dict(positional_embedding=None, n_layers=2)),
+    ((4, 4), (8, 8), dict(positional_embedding=GridEmbedding2D(2, [[-1, 1], [0, 2]]),
+                          n_layers=2)),
+    ((6,), (10,), dict(norm="group_norm", norm_groups=2, n_layers=2)),
+    ((4, 4), (8, 8), dict(norm="instance_norm", n_layers=2)),
+    ((4, 4, 4), (4, 5, 6), dict(norm="batch_norm", n_layers=2)),
+    ((6,), (12,), dict(preactivation=True, n_layers=3)),
+    ((4, 6), (8, 8), dict(preactivation=True, norm="group_norm", norm_groups=2,
+                          domain_padding=0.125, n_layers=2)),
+    ((6,), (12,), dict(stabilizer="tanh", n_layers=2, lifting_channel_ratio=1.5,
+                       projection_channel_ratio=3, channel_mlp_expansion=1.0)),
+    ((6, 6), (8, 8), dict(separable=True, max_n_modes=(8, 4), n_layers=2)),
+    ((5,), (12,), dict(conv_bias_kernel=3, n_layers=2)),
+    ((4, 4), (8, 8), dict(conv_bias_kernel=2, n_layers=2)),
+]
+
+
+@pytest.mark.parametrize("n_modes, grid, kw", FNO_CASES)
+def test_fno_forward_and_gradients_against_torch_float64(n_modes, grid, kw):
+    torch = pytest.importorskip("torch")
+    model = perturb(make(n_modes, 2, 3, 4, **kw))
+    compare_fno(torch, model, (2, 2) + grid)
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 7, 15])
+def test_fno_float32_against_torch_float64(case):
+    torch = pytest.importorskip("torch")
+    n_modes, grid, kw = FNO_CASES[case]
+    model = perturb(make(n_modes, 2, 3, 4, **dict(kw, dtype=np.float32)))
+    compare_fno(torch, model, (2, 2) + grid, dtype=np.float32)
+
+
+def test_fno_blocks_alone_in_and_out_channels_differ():
+    torch = pytest.importorskip("torch")
+    nb.manual_seed(2)
+    blocks = perturb(FNOBlocks(3, 5, (4, 4), n_layers=2, channel_mlp_skip="linear",
+                               dtype=np.float64))
+    # forward(x, index) runs layer index: layer 0 (not the last) ends in gelu, layer 1 not
+    for i in (0, 1):
+        compare(torch, _Indexed(blocks, i), (2, 3, 6, 8),
+                lambda tx, tp, i=i: t_block(torch, tx, tp, blocks, i, pre=""), seed=i)
+
+
+class _Indexed(nb.nn.Module):
+    def __init__(self, blocks, index):
+        super().__init__()
+        self.blocks, self.index = blocks, index
+
+    def named_parameters(self, *args, **kwargs):
+        return self.blocks.named_parameters(*args, **kwargs)
+
+    def forward(self, x):
+        return self.blocks(x, self.index)
+
+
+def test_n_modes_set_after_construction_against_torch():
+    torch = pytest.importorskip("torch")
+    model = perturb(make((8, 8), 1, 1, 4, n_layers=2))
+    assert model.n_modes == (8, 8) and model.fno_blocks.convs[0].n_modes == [8, 5]
+    model.n_modes = (5, 4)
+    assert model.n_modes == (5, 4) and model.fno_blocks.n_modes == (5, 4)
+    assert all(c.n_modes == [5, 3] for c in model.fno_blocks.convs)
+    assert model.fno_blocks.convs[1].weight_real.shape == (4, 4, 8, 5)
+    compare_fno(torch, model, (2, 1, 6, 7))
+
+
+def test_second_derivatives_against_torch():
+    torch = pytest.importorskip("torch")
+    model = perturb(make((4,), 1, 1, 3, n_layers=2, norm="group_norm"))
+    rng = np.random.default_rng(3)
+    x, g = rng.standard_normal((2, 1, 8)), rng.standard_normal((2, 1, 8))
+    names = [n for n, _ in model.named_parameters()]
+    params = [q for _, q in model.named_parameters()]
+    xt = nb.tensor(x, requires_grad=True)
+    first = nb.grad((model(xt) * nb.tensor(g)).sum(), [xt] + params, create_graph=True)
+    # the last bias's first derivative is sum(g), which no leaf changes: leave it out
+    keep = [k for k, n in enumerate(["x"] + names) if n != "projection.fcs.1.bias"]
+    leaves = [xt] + params
+    second = nb.grad(sum((d * d).sum() for d in first), [leaves[k] for k in keep])
+    tx = torch.tensor(x, requires_grad=True)
+    tp = {n: torch.tensor(q.numpy(), requires_grad=True) for n, q in zip(names, params)}
+    ty = t_fno(torch, tx, tp, model)
+    tleaves = [tx] + [tp[n] for n in names]
+    tfirst = torch.autograd.grad((ty * torch.tensor(g)).sum(), tleaves, create_graph=True)
+    tsecond = torch.autograd.grad(sum((d * d).sum() for d in tfirst),
+                                  [tleaves[k] for k in keep])
+    for n, a, b in zip([(["x"] + names)[k] for k in keep], second, tsecond):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-10, err_msg=n)
+
+
+# -- hypothesis: small configurations -----------------------------------------------------
+SKIPS = st.sampled_from(["linear", "identity", "soft-gating", None])
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 2), SKIPS, SKIPS, st.booleans(), st.booleans(),
+       st.sampled_from([None, "group_norm", "instance_norm"]), st.data())
+def test_property_against_torch(d, n_layers, fno_skip, mlp_skip, use_mlp, pre, norm, data):
+    torch = pytest.importorskip("torch")
+    grid = tuple(data.draw(st.lists(st.integers(3, 7), min_size=d, max_size=d), label="grid"))
+    n_modes = [data.draw(st.integers(1, n), label=f"n_modes[{j}]")
+               for j, n in enumerate(grid)]
+    padding = data.draw(st.sampled_from([None, 0.0, 0.2]), label="domain_padding")
+    embed = data.draw(st.sampled_from(["grid", None]), label="positional_embedding")
+    model = perturb(make(n_modes, 2, 1, 2, n_layers=n_layers, fno_skip=fno_skip,
+                         channel_mlp_skip=mlp_skip, use_channel_mlp=use_mlp,
+                         preactivation=pre, norm=norm, domain_padding=padding,
+                         positional_embedding=embed, seed=sum(grid)), seed=len(grid))
+    compare_fno(torch, model, (2, 2) + grid, seed=n_layers)
+
+
+# -- layout, defaults, skips ---------------------------------------------------------------
+def test_reference_defaults_and_state_dict_layout():
+    model = FNO((8, 8), 1, 1, 16)
+    keys = set(model.state_dict())
+    assert model.n_layers == 4 and model.lifting_channels == 32
+    assert model.projection_channels == 32
+    assert isinstance(model.positional_embedding, GridEmbeddingND)
+    assert model.domain_padding is None and model.fno_blocks.norm is None
+    for key in ("lifting.fcs.0.weight", "lifting.fcs.1.bias", "projection.fcs.1.weight",
+                "fno_blocks.convs.3.weight_real", "fno_blocks.convs.0.bias",
+                "fno_blocks.fno_skips.0.conv.weight", "fno_blocks.channel_mlp.2.fcs.0.weight",
+                "fno_blocks.channel_mlp_skips.1.weight"):
+        assert key in keys, key
+    assert model.state_dict()["lifting.fcs.0.weight"].shape == (32, 3, 1)   # 1 + 2 coords
+    assert model.state_dict()["fno_blocks.channel_mlp.0.fcs.0.weight"].shape == (8, 16, 1)
+    assert "fno_blocks.fno_skips.0.conv.bias" not in keys
+    assert model.state_dict()["fno_blocks.convs.0.weight_real"].shape == (16, 16, 8, 5)
+    np.testing.assert_array_equal(
+        model.state_dict()["fno_blocks.channel_mlp_skips.0.weight"].numpy(),
+        np.ones((1, 16, 1, 1)))
+    assert model(nb.randn(2, 1, 10, 12)).shape == (2, 1, 10, 12)
+    # a state dict loads into a model of the same configuration
+    other = FNO((8, 8), 1, 1, 16)
+    other.load_state_dict(model.state_dict())
+    x = nb.randn(1, 1, 9, 9)
+    np.testing.assert_array_equal(other(x).numpy(), model(x).numpy())
+
+
+def test_skip_connection_kinds():
+    x = nb.tensor(np.random.default_rng(0).standard_normal((2, 3, 4, 5)))
+    gate = skip_connection(3, 3, n_dim=2, skip_type="soft-gating", dtype=np.float64)
+    assert isinstance(gate, SoftGating) and gate.weight.shape == (1, 3, 1, 1)
+    np.testing.assert_array_equal(gate(x).numpy(), x.numpy())
+    assert skip_connection(3, 3, skip_type="identity")(x) is x
+    lin = skip_connection(3, 2, n_dim=2, skip_type="LINEAR", dtype=np.float64)
+    w = lin.conv.weight.numpy()[:, :, 0]
+    np.testing.assert_allclose(lin(x).numpy(), np.einsum("oi,bihw->bohw", w, x.numpy()),
+                               rtol=1e-12)
+    biased = SoftGating(3, n_dim=2, bias=True, dtype=np.float64)
+    np.testing.assert_array_equal(biased(x).numpy(), x.numpy() + 1)
+
+
+def test_tfno_defaults_pass_to_spectral_conv():
+    # TFNO = FNO with factorization='Tucker', rank=0.1 unless given; the factorised
+    # weights are SpectralConv's: either it builds them or it says it cannot
+    for kwargs, fac, rank in [({}, "tucker", 0.1), (dict(factorization="cp", rank=0.5),
+                                                    "cp", 0.5)]:
+        try:
+            model = TFNO((8, 8), 1, 1, 8, n_layers=2, **kwargs)
+        except NotImplementedError as e:
+            assert "SpectralConv" in str(e) and "factorization" in str(e), e
+            continue
+        assert model.factorization.lower() == fac and model.rank == rank
+        for conv in model.fno_blocks.convs:
+            assert conv.factorization.lower() == fac and conv.rank == rank
+        assert model(nb.randn(1, 1, 8, 8)).shape == (1, 1, 8, 8)
+
+
+@pytest.mark.parametrize("n_modes, grid, padding", [((8, 8), (12, 12), None),
+                                                  ((8, 6), (10, 12), 0.2),
+                                                  ((10,), (24,), 0.125),
+                                                  ((4, 4, 4), (6, 6, 6), 0.25)])
+def test_forward_shape_and_adam_reduces_the_loss(n_modes, grid, padding):
+    nb.manual_seed(1)
+    rng = np.random.default_rng(1)
+    model = FNO(n_modes, 2, 1, 8, n_layers=2, domain_padding=padding)
+    x = nb.tensor(rng.standard_normal((4, 2) + grid).astype(np.float32))
+    target = nb.tensor(np.sin(x.numpy().sum(1, keepdims=True)))
+    assert model(x).shape == (4, 1) + grid and model(x).dtype == np.float32
+    opt = nb.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(20):
+        opt.zero_grad()
+        loss = nb.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+
+
+def test_learns_a_smoothing_operator():
+    nb.manual_seed(4)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 1, 16))
+    # target: a fixed low-pass filter of x (a linear operator an FNO can represent)
+    X = np.fft.rfft(x, axis=-1)
+    X[..., 4:] = 0
+    y = np.fft.irfft(X, n=16, axis=-1)
+    model = FNO((8,), 1, 1, 8, n_layers=2, dtype=np.float64)
+    opt = nb.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(40):
+        opt.zero_grad()
+        loss = nb.mse_loss(model(nb.tensor(x)), nb.tensor(y))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.3 * losses[0]
+
+
+# -- bad input -----------------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(fno_skip="gated"), ValueError, r"FNOBlocks: fno_skip must be one of .*'gated'"),
+    (dict(channel_mlp_skip="id"), ValueError, r"FNOBlocks: channel_mlp_skip must be"),
+    (dict(domain_padding=1.0), ValueError, r"FNO: domain_padding must be fractions in "
+                                           r"\[0, 1\)"),
+    (dict(domain_padding=-0.1), ValueError, r"FNO: domain_padding"),
+    (dict(domain_padding=[0.1]), ValueError, r"FNO: domain_padding must be None, a number "
+                                             r"or 2 numbers"),
+    (dict(norm="layer_norm"), ValueError, r"FNOBlocks: norm must be None or one of"),
+    (dict(norm="ada_in"), NotImplementedError, r"FNOBlocks: norm='ada_in'"),
+    (dict(complex_data=True), NotImplementedError, r"FNO: complex_data"),
+    (dict(resolution_scaling_factor=2), NotImplementedError,
+     r"FNO: resolution_scaling_factor"),
+    (dict(stabilizer="relu"), ValueError, r"FNOBlocks: stabilizer"),
+    (dict(positional_embedding="sine"), ValueError, r"FNO: positional_embedding must be"),
+    (dict(positional_embedding=GridEmbeddingND(1, dim=3)), ValueError,
+     r"FNO: positional_embedding has dim=3"),
+    (dict(fno_skip="identity", conv_bias_kernel=3), ValueError,
+     r"FNOBlocks: conv_bias_kernel=3 needs fno_skip='linear'"),
+    (dict(lifting_channel_ratio=0), ValueError, r"FNO: lifting_channel_ratio"),
+    (dict(n_modes=(4, 4, 4, 4)), ValueError, r"FNO: n_modes must be 1 to 3"),
+    (dict(n_modes=(4, 0)), ValueError, r"FNO: n_modes must be 1 to 3 positive ints"),
+    (dict(hidden_channels=0), ValueError, r"FNO: hidden_channels must be a positive int"),
+    (dict(max_n_modes=(2, 2)), ValueError, r"SpectralConv: n_modes\[0\] keeps 4 modes"),
+])
+def test_bad_construction_names_layer_and_argument(kwargs, error, match):
+    args = dict(n_modes=(4, 4), in_channels=1, out_channels=1, hidden_channels=4)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        FNO(**args)
+
+
+def test_bad_construction_of_blocks_and_skips():
+    with pytest.raises(ValueError, match=r"FNOBlocks: channel_mlp_expansion=0.1 gives"):
+        FNOBlocks(4, 4, 4, channel_mlp_expansion=0.1)
+    with pytest.raises(ValueError, match=r"FNOBlocks: fno_skip='identity' needs"):
+        FNOBlocks(4, 2, 4, fno_skip="identity")
+    with pytest.raises(ValueError, match=r"SoftGating: in_features=4 and out_features=2"):
+        FNOBlocks(4, 2, 4, fno_skip="soft-gating")
+    with pytest.raises(ValueError, match=r"skip_connection: skip_type must be one of"):
+        skip_connection(2, 2, skip_type="dense")
+    with pytest.raises(NotImplementedError, match=r"FNOBlocks: conv_bias_kernel > 1"):
+        FNOBlocks(2, 2, (4, 4, 4), conv_bias_kernel=3)
+    with pytest.raises(TypeError, match=r"FNOBlocks: conv_module must be a Module class"):
+        FNOBlocks(2, 2, 4, conv_module=len)
+
+
+@pytest.mark.parametrize("n_modes, x_shape, match", [
+    ((4, 4), (2, 1, 8), r"FNO: input must be \[B, in_channels=1, d_1, d_2\] .* got shape "
+                        r"\(2, 1, 8\)"),
+    ((4,), (2, 2, 8), r"FNO: input must be \[B, in_channels=1, d_1\]"),
+    ((8, 4), (2, 1, 6, 8), r"FNO: n_modes\[0\] keeps 8 modes but grid dim 0 of the input "
+                           r"\(shape \(2, 4, 6, 8\)\) has only 6"),
+    ((4, 12), (2, 1, 8, 8), r"FNO: n_modes\[1\] keeps 7 rfft bins .* only 5 Fourier"),
+])
+def test_bad_input_names_layer_argument_and_shapes(n_modes, x_shape, match):
+    model = FNO(n_modes, 1, 1, 4)
+    with pytest.raises(ValueError, match=match):
+        model(nb.zeros(*x_shape))
+
+
+def test_modes_above_nyquist_after_padding_and_in_blocks():
+    model = FNO((10,), 1, 1, 4, domain_padding=0.25)
+    assert model(nb.zeros(1, 1, 6)).shape == (1, 1, 6)      # 6 + 2 * 2 = 10 points
+    with pytest.raises(ValueError, match=r"FNO: n_modes\[0\] keeps 6 rfft bins .* input "
+                                         r"after domain padding"):
+        model(nb.zeros(1, 1, 4))                            # 4 + 2 * 1 = 6 points
+    blocks = FNOBlocks(2, 2, (6, 6))
+    with pytest.raises(ValueError, match=r"FNOBlocks: n_modes\[0\] keeps 6 modes"):
+        blocks(nb.zeros(1, 2, 5, 8))
+    with pytest.raises(ValueError, match=r"FNOBlocks: input must be \[B, in_channels=2"):
+        blocks(nb.zeros(1, 3, 8, 8))
+    with pytest.raises(IndexError, match=r"FNOBlocks: index must be an int in \[0, 1\)"):
+        blocks(nb.zeros(1, 2, 8, 8), 1)
+    with pytest.raises(NotImplementedError, match=r"output_shape"):
+        blocks(nb.zeros(1, 2, 8, 8), output_shape=(16, 16))
