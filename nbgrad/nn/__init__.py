@@ -25,6 +25,7 @@ from .activation_extra import CELU, GLU, SELU, Hardsigmoid, Hardswish, Mish, Sof
 from .containers import ModuleDict, ModuleList, Sequential
 from .embeddings import GridEmbedding2D, GridEmbeddingND, SinusoidalEmbedding
 from .fno import FNO, TFNO, FNOBlocks, SoftGating, skip_connection
+from .gino import FNOGNO, GINO, CachedGNOBlock
 from .gno_block import GNOBlock, IntegralTransform, LinearChannelMLP
 from .layers import (
     AvgPool1d,
@@ -95,4 +96,5 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
            "LpLoss", "H1Loss", "SpectralConv", "GNOBlock", "IntegralTransform",
-           "LinearChannelMLP", "TFNO", "FNOBlocks", "SoftGating", "skip_connection"]
+           "LinearChannelMLP", "TFNO", "FNOBlocks", "SoftGating", "skip_connection",
+           "GINO", "FNOGNO", "CachedGNOBlock"]
