@@ -79,6 +79,7 @@ from .resampling import (
 from .sparse import Embedding
 from .spectral import SpectralConv, SpectralConv1d, SpectralConv2d
 from .transformer import MultiheadAttention, TransformerEncoder, TransformerEncoderLayer
+from .uno import UNO, ScaledSpectralConv
 
 __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "ModuleList",
            "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d", "ConvTranspose2d", "MaxPool1d",
@@ -97,4 +98,4 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
            "LpLoss", "H1Loss", "SpectralConv", "GNOBlock", "IntegralTransform",
            "LinearChannelMLP", "TFNO", "FNOBlocks", "SoftGating", "skip_connection",
-           "GINO", "FNOGNO", "CachedGNOBlock"]
+           "GINO", "FNOGNO", "CachedGNOBlock", "UNO", "ScaledSpectralConv"]
