@@ -10,6 +10,7 @@ EXAMPLES = {
     "gno-regression": "graph neural operator fit of [sin x, cos x] on a 20-point chain",
     "darcy-gno": "graph neural operator for 2-D Darcy flow, permeability -> pressure",
     "darcy-fno": "Fourier neural operator for 2-D Darcy flow, permeability -> pressure",
+    "darcy-tfno": "Tucker-factorised FNO for Darcy flow as neuraloperator configures it",
     "burgers-fno": "1-D Fourier neural operator for viscous Burgers, u0 -> u(t=1)",
     "ono-heat": "orthogonal neural operator for the 1-D heat equation, u0 -> u(t=1)",
     "lno-heat": "Laplace neural operator for the 1-D heat equation, u0 -> u(t=1)",
