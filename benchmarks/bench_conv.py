@@ -1,5 +1,6 @@
-"""Convolution and pooling workloads W5a-W5d: forward + backward (every input's gradient),
-float32, nbgrad vs PyTorch CPU."""
+"""Convolution and pooling workloads W5a-W5e: forward + backward (every input's gradient),
+float32, nbgrad vs PyTorch CPU. W5e is a 1x1 convolution (an FNO's lifting, projection
+and skip layers), one matrix product per image (kernels/conv_pointwise.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ WORKLOADS = [
      dict(padding=1, groups=64), "<=1.0x"),
     ("W5d max_pool2d k2 s2 16x64x64x64", (16, 64, 64, 64), None,
      dict(kernel_size=2, stride=2), "<=1.0x"),
+    ("W5e conv2d 1x1 32x32x64x64->128", (32, 32, 64, 64), (128, 32, 1, 1), {}, "<=1.0x"),
 ]
 
 

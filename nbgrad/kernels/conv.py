@@ -19,7 +19,7 @@ implied by the output size (OH, OW), so asymmetric padding ('same' with an even 
 needs nothing extra. Input positions no output reads (trailing rows when the stride
 does not divide the span) get a zero gradient.
 
-Five implementations (ops/conv_plan.py picks one per role, and the serial or the
+Six implementations (ops/conv_plan.py picks one per role, and the serial or the
 parallel form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN;
 the ``*_cols`` kernels have one form, run in one slot or several). Each family's module
 has the same entry points, which ops/conv.py calls: ``forward(x, w, b, geometry, run)``,
@@ -37,6 +37,9 @@ it has), with ``geometry`` a ``ConvGeometry`` and ``run`` a ``KernelRun``:
 * ``conv2d_input_grad_shift`` (kernels/conv_shift.py): the input gradient alone, for
   layers of the two GEMM paths with stride 1 and an output as wide as the input: one
   offset-matrix product per image over column-shifted copies of g.
+* the ``pointwise`` family (kernels/conv_pointwise.py): 1x1 kernels at stride 1 without
+  padding, one matrix product per image on kernels/matmul.py (y = W x, dx = W^T g,
+  dW = sum over images of g x^T).
 The tests compare ``*_s1``, ``*_gemm``, ``*_cols`` and ``*_shift`` with ``*_direct``.
 The fast forms multiply implicit zeros (padding, scratch columns, tile padding) by the
 other operand, so they are exact only for finite operands (0 * inf = NaN); ``*_direct``

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import conv, conv_cols, conv_gemm, conv_s1, conv_shift
+from ..kernels import conv, conv_cols, conv_gemm, conv_pointwise, conv_s1, conv_shift
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
@@ -142,7 +142,7 @@ def _contig(a: np.ndarray) -> np.ndarray:
 # The kernel families by the names the plan gives them (ops/conv_plan.py); each module's
 # entry points take the arrays, the plan's ConvGeometry and the step's KernelRun.
 FAMILIES = {"direct": conv, "s1": conv_s1, "gemm": conv_gemm, "cols": conv_cols,
-            "shift": conv_shift}
+            "shift": conv_shift, "pointwise": conv_pointwise}
 
 
 def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan,

@@ -67,6 +67,16 @@ SHIFT_DTYPES = (np.float32,)
 #   [Kg, P] gather has no row runs.
 # The measurements behind each rule: docs/benchmarks.md#conv-weight-gradient.
 COLS_DOTS_PART = 512
+# Kernel-1 stride-1 one-group layers whose output is as large as the input (a 1x1 conv2d,
+# a kernel-1 conv1d, neuraloperator's ChannelMLP) are one matrix product per image:
+# on maps of at least POINTWISE_MIN_MAP positions they take the 'pointwise' family
+# (kernels/conv_pointwise.py) when POINTWISE is set (a switch for measuring against the
+# family they took before). Below that the per-image products are too short for the
+# GEMM's NR-wide panels, and 'cols' or 's1' are faster (2 threads, float32, forward +
+# backward, 32 -> 32 at N S = 2048: 8 positions 0.54 against 0.30 ms, 16: 0.31 / 0.26,
+# 32: 0.235 / 0.229, 64: 0.17 / 0.20, 128: 0.16 / 0.32; docs/benchmarks.md#conv-paths).
+POINTWISE = True
+POINTWISE_MIN_MAP = 64
 # The families whose kernels have one form and share their work out over slots: below
 # COLS_PARALLEL_MIN multiply-adds they run one slot in the calling thread.
 SLOT_FAMILIES = ("cols", "shift")
@@ -125,6 +135,18 @@ def shape_path(w_shape: tuple, geometry: ConvGeometry) -> str:
     return big if taps >= GEMM_MIN_TAPS and filters >= GEMM_MIN_FILTERS else "direct"
 
 
+def is_pointwise(w_shape: tuple, geometry: ConvGeometry, in_hw: tuple[int, int]) -> bool:
+    """Whether a layer takes the 'pointwise' family, a matrix product per image: a 1x1
+    kernel, stride 1, no padding, one group, an output map the size of the input and of
+    at least POINTWISE_MIN_MAP positions (with a 1x1 kernel the dilation
+    moves nothing; the size check excludes the cropped maps of conv_transpose2d's
+    output_padding and of conv2d_weight_grad's cropped g)."""
+    g = geometry
+    return (tuple(w_shape[2:]) == (1, 1) and (g.sh, g.sw) == (1, 1) and (g.ph, g.pw) == (0, 0)
+            and g.groups == 1 and tuple(in_hw) == g.out_hw
+            and g.OH * g.OW >= POINTWISE_MIN_MAP)
+
+
 def shifted_input_grad(w_shape: tuple, geometry: ConvGeometry, in_hw: tuple[int, int],
                        dtype: np.dtype) -> bool:
     """Whether the input gradient of a layer on the GEMM paths ('cols', 'gemm') takes
@@ -141,6 +163,8 @@ def shifted_input_grad(w_shape: tuple, geometry: ConvGeometry, in_hw: tuple[int,
 def choose_paths(w_shape: tuple, geometry: ConvGeometry, in_hw: tuple[int, int],
                  dtype: np.dtype) -> Paths:
     """The kernel families of a layer, from its shapes alone."""
+    if POINTWISE and is_pointwise(w_shape, geometry, in_hw):
+        return Paths("pointwise", "pointwise")
     path = shape_path(w_shape, geometry)
     if path in ("cols", "gemm") and shifted_input_grad(w_shape, geometry, in_hw, dtype):
         return Paths(path, "shift")
@@ -227,7 +251,10 @@ def plan_conv(batch: int, in_hw: tuple[int, int], w_shape: tuple, geometry: Conv
     exact = paths.conv == "direct" or w is None or finite(w)
     need_x, need_w = grads or (False, False)
     per_group = batch * geometry.groups  # (n, group) tasks of the s1 kernels
-    if paths.conv == "cols":
+    if paths.conv == "pointwise":
+        # the products split their output over every thread (kernels/matmul.py)
+        forward = weight_grad = _step("pointwise", work, threads, threads)
+    elif paths.conv == "cols":
         B = _block(batch, geometry.out_hw)
         blocks = -(-batch // B)
         form = _weight_grad_form(w_shape, geometry.groups, np.dtype(dtype), geometry.OW)

@@ -1,0 +1,123 @@
+"""Pointwise convolutions as matrix products: a kernel-1, stride-1, unpadded, one-group
+conv2d (or conv1d, or neuraloperator's ChannelMLP on [B, C, N] points) is one matrix
+product per image on kernels/matmul.py's register-tiled GEMM, with no im2col and no
+padded planes.
+
+With x viewed as [N, C, S] (S = H W positions), w as W[F, C] and g = dL/dy as [N, F, S]:
+
+    y[n]  = W @ x[n] (+ b[f] on every row f)            one [F, C] @ [C, S] per image
+    dx[n] = W^T @ g[n]                                   one [C, F] @ [F, S] per image
+    dW    = sum_n g[n] @ x[n]^T                          (see below)
+    db[f] = sum_{n, s} g[n, f, s]                        (ops/conv.py: conv2d_bias_grad)
+
+The kernel is 1x1, so the dilation moves no tap: a layer whose output is as large as its
+input (ops/conv_plan.py checks it) is exactly these products whatever its dilation.
+
+dW is one [F, S] @ [S, C] product per image (x read transposed in place), the partials
+summed in image order (``sum_partials``), a chunk of at most PARTIALS_MAX_BYTES of
+partials at a time. Joining the batch along the positions instead (g and x copied to
+[F, N S] and [C, N S], one product with K = N S) measured slower wherever this family is
+taken (maps of at least 64 positions: 16x16, 32 -> 32, batch 32, forward + backward,
+0.65-0.78 against 0.42-0.44 ms), and faster only on maps of a few positions, which take
+the other families (ops/conv_plan.py: POINTWISE_MIN_MAP).
+Every product gives the same bits at any thread count (kernels/matmul.py: each output
+element is one FMA chain over k in ascending order, owned by one task), and the partials
+are summed in a fixed order, so no result here depends on the thread count.
+
+Entry points, as every conv family's (kernels/conv.py): ``forward(x, w, b, geometry,
+run)``, ``input_grad(g, w, dx, geometry, run)``, ``weight_grad(x, g, geometry, run)``;
+``run.slots`` is the thread count the products split their output over and
+``run.parallel`` whether they run on the pool.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from numba import prange
+
+from ..runtime.jit import PARALLEL, PARALLEL_MIN, njit_with_serial
+from . import conv, matmul
+from .conv import ConvGeometry, KernelRun
+
+# dW partials (one [F, C] product per image) are summed a chunk of images at a time, so
+# that a large batch does not hold N F C partials at once.
+PARTIALS_MAX_BYTES = 8 << 20
+
+
+@functools.lru_cache(maxsize=64)
+def _maps(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(zeros, arange) batch maps of n products: one matrix against n, read-only."""
+    zeros, arange = np.zeros(n, np.int64), np.arange(n, dtype=np.int64)
+    zeros.flags.writeable = arange.flags.writeable = False
+    return zeros, arange
+
+
+def _stack(a: np.ndarray) -> np.ndarray:
+    """[N, C, H, W] as [N, C, H W] (a view of a C-contiguous array)."""
+    return a.reshape(a.shape[0], a.shape[1], a.shape[2] * a.shape[3])
+
+
+def _matrix(w: np.ndarray) -> np.ndarray:
+    """w[F, C, 1, 1] as a stack of one [F, C] matrix."""
+    return w.reshape(1, w.shape[0], w.shape[1])
+
+
+def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
+            run: KernelRun) -> np.ndarray:
+    """y[n] = W @ x[n] + b (b added in a second pass, skipped when it is all zeros)."""
+    N, C, H, W = x.shape
+    zeros, arange = _maps(N)
+    y = matmul.product(_matrix(w), _stack(x), zeros, arange, False, False, run.slots,
+                       run.parallel).reshape(N, w.shape[0], H, W)
+    if b.size and b.any():
+        kernel = conv.add_channel_bias
+        (kernel if y.size >= PARALLEL_MIN else kernel.serial)(y, b)
+    return y
+
+
+def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
+               run: KernelRun) -> np.ndarray:
+    """dx[n] = W^T @ g[n] (W read transposed in place); a new array of dx's shape."""
+    zeros, arange = _maps(g.shape[0])
+    return matmul.product(_matrix(w), _stack(g), zeros, arange, True, False, run.slots,
+                          run.parallel).reshape(dx.shape)
+
+
+@njit_with_serial(**PARALLEL)
+def sum_partials(acc, partials):
+    """acc[j] += partials[0, j] + partials[1, j] + ... in image order (summed in acc's
+    dtype), one element j per task: the same bits at any thread count."""
+    n, m = partials.shape
+    for j in prange(m):
+        s = acc[j]
+        for i in range(n):
+            s += partials[i, j]
+        acc[j] = s
+
+
+def _weight_grad_batched(x: np.ndarray, g: np.ndarray, run: KernelRun) -> np.ndarray:
+    N, C = x.shape[:2]
+    F = g.shape[1]
+    xs, gs = _stack(x), _stack(g)
+    dw = np.zeros(F * C, x.dtype)
+    chunk = max(1, PARTIALS_MAX_BYTES // max(1, F * C * x.itemsize))
+    summing = sum_partials if F * C * min(N, chunk) >= PARALLEL_MIN else sum_partials.serial
+    for n0 in range(0, N, chunk):
+        n1 = min(N, n0 + chunk)
+        _, arange = _maps(n1 - n0)
+        partials = matmul.product(gs[n0:n1], xs[n0:n1], arange, arange, False, True,
+                                  run.slots, run.parallel)
+        summing(dw, partials.reshape(n1 - n0, F * C))
+    return dw
+
+
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    """dW[F, C, 1, 1] = sum_n g[n] @ x[n]^T: one [F, S] @ [S, C] product per image,
+    the partials summed in image order."""
+    F, C = g.shape[1], x.shape[1]
+    if x.shape[0] == 0:
+        return np.zeros((F, C, 1, 1), x.dtype)
+    return _weight_grad_batched(x, g, run).reshape(F, C, 1, 1)
