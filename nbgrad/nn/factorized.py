@@ -34,6 +34,9 @@ import numpy as np
 
 from ..ops._args import is_int
 from ..ops.einsum import einsum
+from ..ops.elementwise import mul
+from ..ops.matmul import matmul
+from ..ops.shape import concat, permute, reshape, unsqueeze
 from ..tensor import Tensor
 from . import init
 from .module import Module
@@ -122,6 +125,103 @@ def ceinsum(eq: str, a: Complex, b: Complex) -> Complex:
     return (einsum(eq, ar, br) - einsum(eq, ai, bi), einsum(eq, ar, bi) + einsum(eq, ai, br))
 
 
+def cmatmul(a: Complex, b: Complex) -> Complex:
+    """matmul of two complex operands given as (re, im) (batch dims broadcast), as one
+    real GEMM: the smaller operand as a real 2 x 2 block, the other stacked,
+
+        [[ar, -ai], [ai, ar]] @ [br; bi] = [re; im]   (rows), or
+        [ar | ai] @ [[br, bi], [-bi, br]] = [re | im]   (columns),
+
+    the four real products of the definition in one larger (faster) product."""
+    ar, ai = a
+    br, bi = b
+    if ar.numel() <= br.numel():
+        m = int(ar.shape[-2])
+        left = concat([concat([ar, -ai], -1), concat([ai, ar], -1)], -2)
+        out = matmul(left, concat([br, bi], -2))
+        return out[..., :m, :], out[..., m:, :]
+    n = int(br.shape[-1])
+    out = matmul(concat([ar, ai], -1), _block(b))
+    return out[..., :n], out[..., n:]
+
+
+def cmul(a: Complex, b: Complex) -> Complex:
+    """Broadcast elementwise product of two complex operands given as (re, im)."""
+    ar, ai = a
+    br, bi = b
+    return (mul(ar, br) - mul(ai, bi), mul(ar, bi) + mul(ai, br))
+
+
+def _cmap(fn: Any, a: Complex) -> Complex:
+    return fn(a[0]), fn(a[1])
+
+
+def _t2(a: Tensor) -> Tensor:
+    return permute(a, (1, 0))
+
+
+def _block(w: Complex) -> Tensor:
+    """[.., c, c'] complex -> the real [.., 2c, 2c'] block [[re, im], [-im, re]], so that
+    [xr | xi] @ block = [xr re - xi im | xr im + xi re] (a complex product)."""
+    wr, wi = w
+    return concat([concat([wr, wi], -1), concat([-wi, wr], -1)], -2)
+
+
+def _cshape(a: Complex, shape: tuple) -> Complex:
+    return reshape(a[0], shape), reshape(a[1], shape)
+
+
+def _tucker_modes(core: Complex, mode_factors: list[Complex], n_lead: int) -> Complex:
+    """K[M, P] = sum_c G[p, c_1 .. c_d] prod_j U_j[m_j, c_j] (P = the n_lead channel
+    ranks flattened): G permuted to [c_1 .. c_d, P], then for j = d .. 1 the GEMM
+    U_j [m_j, c_j] @ t [c_<j, c_j, m_>j P] -> [c_<j, m_j, m_>j P] (no permutes after the
+    core's)."""
+    order = core[0].ndim
+    cs = [int(s) for s in core[0].shape[n_lead:]]
+    p = math.prod(int(s) for s in core[0].shape[:n_lead])
+    perm = tuple(range(n_lead, order)) + tuple(range(n_lead))
+    t = _cmap(lambda a: permute(a, perm), core)
+    right = p
+    for j in reversed(range(len(cs))):
+        left = math.prod(cs[:j])
+        shape = (cs[j], right) if left == 1 else (left, cs[j], right)
+        t = cmatmul(mode_factors[j], _cshape(t, shape))
+        right *= int(mode_factors[j][0].shape[0])
+    return _cmap(lambda a: reshape(a, (right // p, p)), t)
+
+
+def _cp_modes(weights: Complex | None, mode_factors: list[Complex]) -> Complex:
+    """K[M, R] = lam_R prod_j U_j[m_j, R] (lam = 1 when ``weights`` is None: the
+    Khatri-Rao product), built factor by factor as broadcast products."""
+    if weights is None:
+        n, r = (int(s) for s in mode_factors[0][0].shape)
+        t, mode_factors = _cshape(mode_factors[0], (n, 1, r)), mode_factors[1:]
+    else:
+        r, n = int(weights[0].shape[0]), 1
+        t = _cshape(weights, (1, 1, r))
+    for u in mode_factors:
+        m = int(u[0].shape[0])
+        t = cmul(t, _cshape(u, (1, m, r)))
+        n *= m
+        t = _cshape(t, (n, 1, r))
+    return _cshape(t, (n, r))
+
+
+def _tt_modes(mode_cores: list[Complex]) -> Complex:
+    """Km[r, M] = G_1[r, m_1, :] G_2[:, m_2, :] .. G_d[:, m_d, 0], the last core first:
+    t [r_j+1, m_>j] <- G_j [r_j m_j, r_j+1] @ t, then [r_j, m_j m_>j] (a view)."""
+    last = mode_cores[-1]
+    r, m = (int(s) for s in last[0].shape[:2])
+    t = _cmap(lambda a: reshape(a, (r, m)), last)
+    n = m
+    for g in reversed(mode_cores[:-1]):
+        r, m, r2 = (int(s) for s in g[0].shape)
+        t = cmatmul(_cshape(g, (r * m, r2)), t)
+        n *= m
+        t = _cshape(t, (r, n))
+    return t
+
+
 class FactorizedTensor(Module):
     """A complex tensor of ``shape`` in CP, Tucker or TT form (see the module docstring);
     parameters ``weights_{real,imag}`` (CP), ``core_{real,imag}`` (Tucker) and
@@ -204,13 +304,14 @@ class FactorizedTensor(Module):
         n = self.order
         letters = "abcdefgh"[:n]
         if self.factorization == "cp":
-            acc, w = "", None
-            for k in range(n):
-                u = f[f"factor{k}"]
-                w = u if w is None else ceinsum(f"{acc}R,{letters[k]}R->{acc}{letters[k]}R",
-                                                w, u)
-                acc += letters[k]
-            return ceinsum(f"{acc}R,R->{acc}", w, f["weights"])
+            # W = A B^T with A, B the Khatri-Rao products of the first h and the last n - h
+            # factors (lam in A), h balancing their rows: never the [*shape, R] product
+            us = [f[f"factor{k}"] for k in range(n)]
+            dims = tuple(int(u[0].shape[0]) for u in us)
+            h = min(range(1, n), key=lambda j: max(math.prod(dims[:j]), math.prod(dims[j:])))
+            a = _cp_modes(f["weights"], us[:h])
+            b = _cp_modes(None, us[h:])
+            return _cshape(cmatmul(a, _cmap(_t2, b)), dims)
         if self.factorization == "tucker":
             ranks = _RANK_LETTERS[:n]
             w, cur = f["core"], list(ranks)
@@ -232,61 +333,95 @@ class FactorizedTensor(Module):
     def contract(self, x: Complex, separable: bool, index: Sequence[slice] | None = None
                  ) -> Complex:
         """y = W[index] applied to the spectrum x [B, in, *modes] (re, im) without forming
-        W: y[b, o, m] = sum_i x[b, i, m] W[i, o, m] (separable: x[b, i, m] W[i, m]).
+        W: y[b, o, m] = sum_i x[b, i, m] W[i, o, m] (separable: y = x[b, i, m] W[i, m]).
 
-        CP: t = sum_i x U_in[i, r]; t *= prod_d U_d[m_d, r]; y = sum_r lam_r U_out[o, r] t.
-        Tucker: t[b, a, m] = sum_i x U_in; t <- sum_a t G (the core's in-rank); then the
-        out factor and each mode factor contract their rank index, mode by mode.
-        TT: the cores in sequence, the rank index carried along: in, out, modes."""
+        Every step is a (batched) GEMM, in the layout [M, B, channel] (M = prod(modes))
+        so that the modes are the GEMM batch; a complex product is one real GEMM,
+        [re | im] against a real 2 x 2 block (``_block``, ``cmatmul``):
+
+        1. the mode kernel K[M, P], from the factors that carry the modes alone (batch
+           free, <= P M entries): Tucker K = G x_d U_d (mode by mode), P = r_in r_out;
+           CP K[m, R] = lam_R prod_d U_d[m_d, R], P = R; TT K[m, A, o] =
+           sum_B G_1[A, o, B] (G_2 .. G_n)[B, m] (the mode cores chained first);
+        2. the batch side, each step [M, B, c] -> [M, B, c'] (no intermediate holds two
+           channel dims and the batch): Tucker x U_in, (x) K[m], (x) U_out^T, with U_in or
+           U_out folded into K instead when that costs fewer multiplies (never both: that
+           would be the dense W); CP (x U_in) * K[m] then U_out^T; TT (x G_0) K[m].
+
+        Separable: W[i, m] = U_in K[m]^T (Tucker, CP; TT: G_0 chained with K), the size of
+        one sample of x, then y = x * W.
+
+        Bound: with C the largest channel dim or channel rank, no intermediate exceeds
+        max(B, C) C M complex entries (Tucker, TT) or max(B, 1) C M (CP; C includes R);
+        the work is linear in B (tests/nn/test_factorized_speed_shapes.py)."""
         f = self.factors(index)
         d = self.order - (1 if separable else 2)
-        m = "xyz"[:d]
-        if self.factorization == "cp":
-            t = ceinsum(f"bi{m},iR->{'biR' if separable else 'bR'}{m}", x, f["factor0"])
-            lead = "biR" if separable else "bR"
-            first = 1 if separable else 2
-            for j in range(d):
-                t = ceinsum(f"{lead}{m},{m[j]}R->{lead}{m}", t, f[f"factor{first + j}"])
-            if separable:
-                return ceinsum(f"biR{m},R->bi{m}", t, f["weights"])
-            t = ceinsum(f"bR{m},R->bR{m}", t, f["weights"])
-            return ceinsum(f"bR{m},oR->bo{m}", t, f["factor1"])
-        if self.factorization == "tucker":
-            ranks = _RANK_LETTERS[:self.order]
-            a = ranks[0]
-            if separable:  # keep i: y[b, i, m] needs U_in[i, a] per channel
-                t = ceinsum(f"bi{m},i{a}->bi{a}{m}", x, f["factor0"])
-                lead, rest, first = "bi", ranks[1:], 1
-            else:
-                t = ceinsum(f"bi{m},i{a}->b{a}{m}", x, f["factor0"])
-                lead, rest, first = "b", ranks[1:], 1
-            t = ceinsum(f"{lead}{a}{m},{ranks}->{lead}{rest}{m}", t, f["core"])
-            cur = rest
-            if not separable:  # the out factor: its rank letter becomes o
-                t = ceinsum(f"{lead}{cur}{m},o{cur[0]}->{lead}o{cur[1:]}{m}", t,
-                            f["factor1"])
-                lead, cur, first = "bo", cur[1:], 2
-            for j in range(d):
-                r = cur[0]
-                cur = cur[1:]
-                t = ceinsum(f"{lead}{r}{cur}{m},{m[j]}{r}->{lead}{cur}{m}", t,
-                            f[f"factor{first + j}"])
-            return t
-        # TT: cores [r_k, s_k, r_{k+1}], r_0 = r_n = 1
+        first = self.order - d  # the factor index of the first mode
+        modes = tuple(int(s) for s in x[0].shape[2:])
+        n_b, n_i, n_m = int(x[0].shape[0]), int(x[0].shape[1]), math.prod(modes)
+        mode_factors = [f[f"factor{first + j}"] for j in range(d)]
         if separable:
-            t = ceinsum(f"bi{m},XiB->biB{m}", x, f["factor0"])
-            lead, first = "bi", 1
+            w = self._separable_weight(f, mode_factors)  # [i, M]
+            xs = _cmap(lambda t: reshape(t, (n_b, n_i, n_m)), x)
+            y = cmul(xs, _cmap(lambda t: unsqueeze(t, 0), w))
+            return _cmap(lambda t: reshape(t, (n_b, n_i) + modes), y)
+        # x [B, i, *modes] -> [M, B, 2i] = [re | im]: every batch-side step is then one
+        # real GEMM with a block weight (see _block), not four and two adds
+        t = concat([permute(reshape(a, (n_b, n_i, n_m)), (2, 0, 1)) for a in x], -1)
+        if self.factorization == "tucker":
+            u_in, u_out = f["factor0"], f["factor1"]
+            r_in, r_out = self.rank[0], self.rank[1]
+            k = _cshape(_tucker_modes(f["core"], mode_factors, 2), (n_m, r_in, r_out))
+            n_o = int(u_out[0].shape[0])
+            u_out_t = _cmap(_t2, u_out)  # [r_out, o]
+            # multiplies of the three orders (the mode kernel is common to all)
+            cost_none = n_m * n_b * (n_i * r_in + r_in * r_out + r_out * n_o)
+            cost_in = n_m * (n_i * r_in * r_out + n_b * (n_i * r_out + r_out * n_o))
+            cost_out = n_m * (r_in * r_out * n_o + n_b * (n_i * r_in + r_in * n_o))
+            best = min(cost_none, cost_in, cost_out)
+            if best == cost_none:
+                steps = [u_in, k, u_out_t]
+            elif best == cost_in:  # K'[m] = U_in K[m]: [M, i, r_out]
+                steps = [cmatmul(u_in, k), u_out_t]
+            else:  # K'[m] = K[m] U_out^T: [M, r_in, o]
+                steps = [u_in, cmatmul(k, u_out_t)]
+            for w in steps:
+                t = matmul(t, _block(w))
+        elif self.factorization == "cp":
+            k = _cp_modes(f["weights"], mode_factors)  # [M, R]
+            t = matmul(t, _block(f["factor0"]))  # [M, B, 2R]
+            r = int(k[0].shape[1])
+            t = cmul((t[..., :r], t[..., r:]), _cmap(lambda a: unsqueeze(a, 1), k))
+            t = matmul(concat(list(t), -1), _block(_cmap(_t2, f["factor1"])))  # [M, B, 2o]
         else:
-            t = ceinsum(f"bi{m},XiA->bA{m}", x, f["factor0"])
-            t = ceinsum(f"bA{m},AoB->boB{m}", t, f["factor1"])
-            lead, first = "bo", 2
-        for j in range(d):
-            t = ceinsum(f"{lead}A{m},A{m[j]}B->{lead}B{m}", t, f[f"factor{first + j}"])
-        re, im = t
-        return re.squeeze(2), im.squeeze(2)
+            g0 = _cmap(lambda a: a[0], f["factor0"])  # [i, A]
+            g1 = f["factor1"]  # [A, o, B]
+            r_a, n_o, r_b = (int(s) for s in g1[0].shape)
+            km = _tt_modes(mode_factors)  # [B, M]
+            # K[m, A, o] = sum_B Km[B, m] G_1[A, o, B]: [M, B] @ [B, A o]
+            g1b = _cmap(lambda a: reshape(permute(a, (2, 0, 1)), (r_b, r_a * n_o)), g1)
+            k = _cshape(cmatmul(_cmap(_t2, km), g1b), (n_m, r_a, n_o))
+            t = matmul(matmul(t, _block(g0)), _block(k))
+        # [M, B, 2o] -> [B, o, *modes] twice
+        n_o = int(t.shape[2]) // 2
+        return tuple(reshape(permute(h, (1, 2, 0)), (n_b, n_o) + modes)
+                     for h in (t[..., :n_o], t[..., n_o:]))
+
+    def _separable_weight(self, f: dict[str, Complex], mode_factors: list[Complex]
+                          ) -> Complex:
+        """The separable weight W[i, M] = U_in K^T (Tucker, CP) or G_0 Km (TT)."""
+        if self.factorization == "tucker":
+            k = _tucker_modes(f["core"], mode_factors, 1)  # [M, r]
+            return cmatmul(f["factor0"], _cmap(_t2, k))
+        if self.factorization == "cp":
+            k = _cp_modes(f["weights"], mode_factors)  # [M, R]
+            return cmatmul(f["factor0"], _cmap(_t2, k))
+        g0 = _cmap(lambda a: a[0], f["factor0"])  # [i, A]
+        return cmatmul(g0, _tt_modes(mode_factors))
 
     def extra_repr(self) -> str:
         return f"{self.factorization}, shape={self.shape}, rank={self.rank}"
 
 
-__all__ = ["FactorizedTensor", "canonical_factorization", "cp_rank", "tucker_rank", "tt_rank"]
+__all__ = ["FactorizedTensor", "canonical_factorization", "cmatmul", "cmul", "cp_rank",
+           "tucker_rank", "tt_rank"]
