@@ -111,12 +111,12 @@ PACK_MIN_ROWS = np.uint64(128)
 # the span is copied per block, in groups of GROUP_ROWS rows, before its slivers sweep
 # the block's panels. Read in place, a sliver's MR values of one k sit one row of a
 # apart, and with a power-of-two row length its kc lines fall into a few sets of L1d and
-# L2 and evict each other (1024^3: 0.55x the rate of a @ b); a group copy reads each k's
-# GROUP_ROWS values as one cache line of float32 (0.77x; 512^3: 0.88x against 0.80x in
-# place). A block within the span (batches of 128 x 128) reads as fast in place, where
-# the copy costs 10-15%. The guess for ``product`` (kernels/gemm_search.py times both);
-# ``matrix_product``, inside other kernels' loops on small matrices, reads in place as
-# when those kernels were tuned.
+# L2 and evict each other; a group copy reads each k's GROUP_ROWS values as one cache
+# line of float32. A block within the span (batches of 128 x 128) stays in L2 and reads
+# as fast in place, where the copy would only add a pass (docs/benchmarks.md#matmul).
+# The guess for ``product`` (kernels/gemm_search.py times both); ``matrix_product``,
+# inside other kernels' loops on small matrices, reads in place as when those kernels
+# were tuned.
 PACK_T = True
 GROUP_ROWS = np.uint64(16)
 

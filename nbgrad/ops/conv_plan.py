@@ -72,9 +72,7 @@ COLS_DOTS_PART = 512
 # on maps of at least POINTWISE_MIN_MAP positions they take the 'pointwise' family
 # (kernels/conv_pointwise.py) when POINTWISE is set (a switch for measuring against the
 # family they took before). Below that the per-image products are too short for the
-# GEMM's NR-wide panels, and 'cols' or 's1' are faster (2 threads, float32, forward +
-# backward, 32 -> 32 at N S = 2048: 8 positions 0.54 against 0.30 ms, 16: 0.31 / 0.26,
-# 32: 0.235 / 0.229, 64: 0.17 / 0.20, 128: 0.16 / 0.32; docs/benchmarks.md#conv-paths).
+# GEMM's NR-wide panels, and 'cols' or 's1' are faster (docs/benchmarks.md#conv-paths).
 POINTWISE = True
 POINTWISE_MIN_MAP = 64
 # The families whose kernels have one form and share their work out over slots: below
