@@ -15,6 +15,7 @@ EXAMPLES = {
     "ono-heat": "orthogonal neural operator for the 1-D heat equation, u0 -> u(t=1)",
     "lno-heat": "Laplace neural operator for the 1-D heat equation, u0 -> u(t=1)",
     "lno-rollout": "Laplace neural operator time stepper for heat, rolled out",
+    "gino-poisson": "geometry-informed neural operator for Poisson on point clouds, f -> u",
 }
 
 
