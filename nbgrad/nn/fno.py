@@ -410,6 +410,29 @@ def _padding_fractions(value: Any, n_dim: int) -> list[float] | float | None:
     return float(value) if ok else [float(v) for v in value]
 
 
+def grid_embedding(name: str, positional_embedding: Any, in_channels: int, d: int,
+                   modes_text: str) -> GridEmbeddingND | None:
+    """The positional embedding a model takes: a GridEmbeddingND of the unit box for
+    'grid', the given one (checked against the grid's ``d`` dims, named ``modes_text``,
+    and ``in_channels``), or None."""
+    if isinstance(positional_embedding, str) and positional_embedding == "grid":
+        return GridEmbeddingND(in_channels, dim=d, grid_boundaries=[[0.0, 1.0]] * d)
+    if isinstance(positional_embedding, GridEmbeddingND):
+        if positional_embedding.dim != d or (isinstance(positional_embedding, GridEmbedding2D)
+                                             and d != 2):
+            raise ValueError(f"{name}: positional_embedding has dim="
+                             f"{positional_embedding.dim} but {modes_text} has {d} grid dims")
+        if positional_embedding.in_channels != in_channels:
+            raise ValueError(f"{name}: positional_embedding takes in_channels="
+                             f"{positional_embedding.in_channels}, but in_channels="
+                             f"{in_channels}")
+        return positional_embedding
+    if positional_embedding is None:
+        return None
+    raise ValueError(f"{name}: positional_embedding must be 'grid', a GridEmbeddingND or "
+                     f"None, got {positional_embedding!r}")
+
+
 class FNO(Module):
     """The Fourier neural operator of neuraloperator (Li et al. 2021; Kossaifi et al.
     2024), x [B, in_channels, *grid] -> [B, out_channels, *grid] on d = len(n_modes) grid
@@ -483,25 +506,8 @@ class FNO(Module):
         self.preactivation, self.complex_data = preactivation, False
         self.fno_block_precision, self.resolution_scaling_factor = fno_block_precision, None
 
-        if isinstance(positional_embedding, str) and positional_embedding == "grid":
-            self.positional_embedding = GridEmbeddingND(in_channels, dim=d,
-                                                        grid_boundaries=[[0.0, 1.0]] * d)
-        elif isinstance(positional_embedding, GridEmbeddingND):
-            if positional_embedding.dim != d or (isinstance(positional_embedding,
-                                                            GridEmbedding2D) and d != 2):
-                raise ValueError(f"{name}: positional_embedding has dim="
-                                 f"{positional_embedding.dim} but n_modes {n_modes!r} has "
-                                 f"{d} grid dims")
-            if positional_embedding.in_channels != in_channels:
-                raise ValueError(f"{name}: positional_embedding takes in_channels="
-                                 f"{positional_embedding.in_channels}, but in_channels="
-                                 f"{in_channels}")
-            self.positional_embedding = positional_embedding
-        elif positional_embedding is None:
-            self.positional_embedding = None
-        else:
-            raise ValueError(f"{name}: positional_embedding must be 'grid', a "
-                             f"GridEmbeddingND or None, got {positional_embedding!r}")
+        self.positional_embedding = grid_embedding(name, positional_embedding, in_channels,
+                                                   d, f"n_modes {n_modes!r}")
 
         positive = fractions is not None and (
             sum(fractions) > 0 if isinstance(fractions, list) else fractions > 0)

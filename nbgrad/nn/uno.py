@@ -27,9 +27,9 @@ from ..ops.shape import concat
 from ..ops.spectral_parts import irfftn_corners, rfftn_corners
 from ..tensor import Tensor, lift
 from .containers import ModuleDict, ModuleList
-from .embeddings import GridEmbedding2D, GridEmbeddingND
+from .embeddings import GridEmbeddingND
 from .factorized import ceinsum
-from .fno import FNOBlocks, skip_connection
+from .fno import FNOBlocks, grid_embedding, skip_connection
 from .layers import _positive
 from .module import Module
 from .operator_blocks import ChannelMLP, DomainPadding
@@ -347,25 +347,8 @@ class UNO(Module):
         self.operator_block, self.integral_operator = operator_block, conv
         self._factors = factors
 
-        if isinstance(positional_embedding, str) and positional_embedding == "grid":
-            self.positional_embedding = GridEmbeddingND(in_channels, dim=d,
-                                                        grid_boundaries=[[0.0, 1.0]] * d)
-        elif isinstance(positional_embedding, GridEmbeddingND):
-            if positional_embedding.dim != d or (isinstance(positional_embedding,
-                                                            GridEmbedding2D) and d != 2):
-                raise ValueError(f"{name}: positional_embedding has dim="
-                                 f"{positional_embedding.dim} but uno_n_modes has {d} "
-                                 "grid dims")
-            if positional_embedding.in_channels != in_channels:
-                raise ValueError(f"{name}: positional_embedding takes in_channels="
-                                 f"{positional_embedding.in_channels}, but in_channels="
-                                 f"{in_channels}")
-            self.positional_embedding = positional_embedding
-        elif positional_embedding is None:
-            self.positional_embedding = None
-        else:
-            raise ValueError(f"{name}: positional_embedding must be 'grid', a "
-                             f"GridEmbeddingND or None, got {positional_embedding!r}")
+        self.positional_embedding = grid_embedding(name, positional_embedding, in_channels,
+                                                   d, "uno_n_modes")
 
         # end to end: the product of the layer scalings, per grid dim
         self.end_to_end_scaling_factor = [float(np.prod([f[k] for f in factors]))
