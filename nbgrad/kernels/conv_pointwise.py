@@ -16,10 +16,9 @@ input (ops/conv_plan.py checks it) is exactly these products whatever its dilati
 dW is one [F, S] @ [S, C] product per image (x read transposed in place), the partials
 summed in image order (``sum_partials``), a chunk of at most PARTIALS_MAX_BYTES of
 partials at a time. Joining the batch along the positions instead (g and x copied to
-[F, N S] and [C, N S], one product with K = N S) measured slower wherever this family is
-taken (maps of at least 64 positions: 16x16, 32 -> 32, batch 32, forward + backward,
-0.65-0.78 against 0.42-0.44 ms), and faster only on maps of a few positions, which take
-the other families (ops/conv_plan.py: POINTWISE_MIN_MAP).
+[F, N S] and [C, N S], one product with K = N S) pays for the copies wherever this family
+is taken, and wins only on maps of a few positions, which take the other families
+(ops/conv_plan.py: POINTWISE_MIN_MAP; docs/benchmarks.md#conv-paths).
 Every product gives the same bits at any thread count (kernels/matmul.py: each output
 element is one FMA chain over k in ascending order, owned by one task), and the partials
 are summed in a fixed order, so no result here depends on the thread count.
@@ -97,7 +96,10 @@ def sum_partials(acc, partials):
         acc[j] = s
 
 
-def _weight_grad_batched(x: np.ndarray, g: np.ndarray, run: KernelRun) -> np.ndarray:
+def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
+                run: KernelRun) -> np.ndarray:
+    """dW[F, C, 1, 1] = sum_n g[n] @ x[n]^T: one [F, S] @ [S, C] product per image,
+    the partials summed in image order."""
     N, C = x.shape[:2]
     F = g.shape[1]
     xs, gs = _stack(x), _stack(g)
@@ -110,14 +112,4 @@ def _weight_grad_batched(x: np.ndarray, g: np.ndarray, run: KernelRun) -> np.nda
         partials = matmul.product(gs[n0:n1], xs[n0:n1], arange, arange, False, True,
                                   run.slots, run.parallel)
         summing(dw, partials.reshape(n1 - n0, F * C))
-    return dw
-
-
-def weight_grad(x: np.ndarray, g: np.ndarray, geometry: ConvGeometry,
-                run: KernelRun) -> np.ndarray:
-    """dW[F, C, 1, 1] = sum_n g[n] @ x[n]^T: one [F, S] @ [S, C] product per image,
-    the partials summed in image order."""
-    F, C = g.shape[1], x.shape[1]
-    if x.shape[0] == 0:
-        return np.zeros((F, C, 1, 1), x.dtype)
-    return _weight_grad_batched(x, g, run).reshape(F, C, 1, 1)
+    return dw.reshape(F, C, 1, 1)

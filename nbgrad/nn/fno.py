@@ -30,7 +30,7 @@ from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, _BatchNorm
 from .operator_blocks import ChannelMLP, DomainPadding
 from .parameter import Parameter
-from .spectral import SpectralConv, _mode_list
+from .spectral import SpectralConv, _mode_list, check_modes_fit
 
 _SKIPS = ("linear", "identity", "soft-gating")
 _NORMS = ("group_norm", "instance_norm", "batch_norm", "ada_in")
@@ -151,18 +151,23 @@ def _norm(owner: str, norm: Any, n_dim: int, channels: int, groups: int,
                      f"got {norm!r}")
 
 
+def _real_same_grid(owner: str, complex_data: bool, resolution_scaling_factor: Any) -> None:
+    """What nbgrad's Fourier layers do not implement: complex data, and an output grid
+    other than the input's."""
+    if complex_data:
+        raise NotImplementedError(f"{owner}: complex_data=True is not implemented; "
+                                  "nbgrad's Fourier layers take real data")
+    if resolution_scaling_factor is not None:
+        raise NotImplementedError(f"{owner}: resolution_scaling_factor="
+                                  f"{resolution_scaling_factor!r} is not implemented; "
+                                  "use None (output grid = input grid)")
+
+
 def _check_grid(owner: str, conv: Module, shape: tuple, after: str = "") -> None:
     """Modes above a grid's Fourier modes: a ValueError naming ``owner`` and n_modes."""
-    if not isinstance(conv, SpectralConv):
-        return
-    kept, grid, d = conv.n_modes, shape[2:], conv.order
-    for j, (m, n) in enumerate(zip(kept, grid)):
-        avail = n // 2 + 1 if j == d - 1 else n
-        if m > avail:
-            what = f"{m} rfft bins (n_modes[-1] // 2 + 1)" if j == d - 1 else f"{m} modes"
-            raise ValueError(f"{owner}: n_modes[{j}] keeps {what} but grid dim {j} of the "
-                             f"input{after} (shape {shape}) has only {avail} Fourier modes "
-                             f"(the Nyquist limit of {n} points)")
+    if isinstance(conv, SpectralConv):
+        check_modes_fit(owner, "n_modes", conv.n_modes, shape[2:],
+                        f"the input{after} (shape {shape})")
 
 
 class FNOBlocks(Module):
@@ -215,13 +220,7 @@ class FNOBlocks(Module):
         _positive(name, in_channels=in_channels, out_channels=out_channels,
                   n_layers=n_layers, conv_bias_kernel=conv_bias_kernel)
         modes = _mode_list(name, "n_modes", n_modes)
-        if complex_data:
-            raise NotImplementedError(f"{name}: complex_data=True is not implemented; "
-                                      "nbgrad's Fourier layers take real data")
-        if resolution_scaling_factor is not None:
-            raise NotImplementedError(f"{name}: resolution_scaling_factor="
-                                      f"{resolution_scaling_factor!r} is not implemented; "
-                                      "use None (output grid = input grid)")
+        _real_same_grid(name, complex_data, resolution_scaling_factor)
         if stabilizer not in (None, "tanh"):
             raise ValueError(f"{name}: stabilizer must be None or 'tanh', got {stabilizer!r}")
         if not callable(non_linearity):
@@ -483,13 +482,7 @@ class FNO(Module):
                 raise ValueError(f"{name}: {arg} * hidden_channels must be at least 1 "
                                  f"channel, got {arg}={ratio!r} and hidden_channels="
                                  f"{hidden_channels}")
-        if complex_data:
-            raise NotImplementedError(f"{name}: complex_data=True is not implemented; "
-                                      "nbgrad's Fourier layers take real data")
-        if resolution_scaling_factor is not None:
-            raise NotImplementedError(f"{name}: resolution_scaling_factor="
-                                      f"{resolution_scaling_factor!r} is not implemented; "
-                                      "use None (output grid = input grid)")
+        _real_same_grid(name, complex_data, resolution_scaling_factor)
         fractions = _padding_fractions(domain_padding, d)
         self.n_dim, self._n_modes = d, n_modes
         self.in_channels, self.out_channels = in_channels, out_channels

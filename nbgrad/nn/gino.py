@@ -42,7 +42,7 @@ from .gno_block import GNOBlock, dispatch_weighting_fn
 from .layers import _positive
 from .module import Module
 from .operator_blocks import ChannelMLP
-from .spectral import SpectralConv, _mode_list
+from .spectral import SpectralConv, _mode_list, check_modes_fit
 
 _TANH = (None, "latent_embed", "both")
 
@@ -89,14 +89,9 @@ def _check_latent_grid(owner: str, arg: str, n_modes: list[int], grid: tuple) ->
     """fno_n_modes above the Nyquist limit of the grid: a ValueError naming ``owner``,
     fno_n_modes and ``arg``. Dim j keeps n_modes[j] of the grid's n_j modes; the last
     dim keeps n_modes[-1] // 2 + 1 of its n // 2 + 1 rfft bins (as SpectralConv)."""
-    for j, (m, n) in enumerate(zip(n_modes, grid)):
-        last = j == len(n_modes) - 1
-        kept, avail = (m // 2 + 1, n // 2 + 1) if last else (m, n)
-        if kept > avail:
-            what = f"{kept} rfft bins (n_modes // 2 + 1)" if last else f"{kept} modes"
-            raise ValueError(f"{owner}: fno_n_modes[{j}] = {m} keeps {what} but grid dim {j} "
-                             f"of {arg} (grid shape {tuple(grid)}) has only {avail} Fourier "
-                             f"modes (the Nyquist limit of {n} points)")
+    kept = [*n_modes[:-1], n_modes[-1] // 2 + 1]
+    check_modes_fit(owner, "fno_n_modes", kept, grid, f"{arg} (grid shape {tuple(grid)})",
+                    given=n_modes)
 
 
 def _coords(owner: str, arg: str, value: Any, lead: int, coord_dim: int,

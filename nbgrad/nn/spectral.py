@@ -88,6 +88,25 @@ class SpectralConv2d(Module):
                 f"modes2={self.modes2}")
 
 
+def check_modes_fit(owner: str, name: str, kept: Sequence[int], grid: Sequence[int],
+                    where: str, given: Sequence[int] | None = None) -> None:
+    """The Nyquist limit: grid dim j of ``where`` has ``grid[j]`` Fourier modes, the last
+    ``grid[-1] // 2 + 1`` rfft bins; ``kept[j]`` (the last counted in rfft bins) must fit.
+    A ValueError names ``owner`` and its argument ``name`` (``given``: the values the user
+    passed, when they differ from the kept counts)."""
+    d = len(kept)
+    for j, (m, n) in enumerate(zip(kept, grid)):
+        last = j == d - 1
+        avail = n // 2 + 1 if last else n
+        if m > avail:
+            arg = f"{name}[{j}]" + (f" = {given[j]}" if given is not None else "")
+            what = f"{m} rfft bins ({name}[-1] // 2 + 1)" if last else f"{m} modes"
+            count = f" ({n} // 2 + 1)" if last else ""
+            raise ValueError(f"{owner}: {arg} keeps {what} but grid dim {j} of {where} has "
+                             f"only {avail} Fourier modes{count}, the Nyquist limit of {n} "
+                             "points")
+
+
 # -- SpectralConv: neuraloperator's layer, any dimension 1-3 -------------------------------
 _FN = {1: SpectralConv1dFn, 2: SpectralConv2dFn, 3: SpectralConv3dFn}
 _FFT_NORMS = ("forward", "backward", "ortho")
@@ -361,13 +380,8 @@ class SpectralConv(Module):
                                       f"differs from the input grid {grid}; resampling is "
                                       "not implemented")
         float_operands("SpectralConv", x=x, **self._a_weight())
-        for j, (m, n) in enumerate(zip(self._n_modes, grid)):
-            avail = n // 2 + 1 if j == d - 1 else n
-            if m > avail:
-                what = (f"{m} rfft bins (n_modes[-1] // 2 + 1)" if j == d - 1 else f"{m}")
-                raise ValueError(f"SpectralConv: n_modes[{j}] keeps {what} modes but grid "
-                                 f"dim {j} of x (shape {tuple(x.shape)}) has only {avail} "
-                                 f"Fourier modes ({n}{' // 2 + 1' if j == d - 1 else ''})")
+        check_modes_fit("SpectralConv", "n_modes", self._n_modes, grid,
+                        f"x (shape {tuple(x.shape)})")
         if self.factorization is not None and self.implementation == "factorized":
             y = self._factorized_forward(x)
         else:

@@ -33,7 +33,7 @@ from .fno import FNOBlocks, grid_embedding, skip_connection
 from .layers import _positive
 from .module import Module
 from .operator_blocks import ChannelMLP, DomainPadding
-from .spectral import SpectralConv, _mode_list
+from .spectral import SpectralConv, _mode_list, check_modes_fit
 
 _FFT_FACTOR = {"forward": 1.0, "backward": 0.0, "ortho": 0.5}
 
@@ -175,14 +175,8 @@ class ScaledSpectralConv(SpectralConv):
 
     def check_modes(self, grid: Sequence[int], what: str, owner: str | None = None) -> None:
         """ValueError when the kept modes do not fit ``grid`` (Nyquist limits)."""
-        d = self.order
-        for j, (m, n) in enumerate(zip(self._n_modes, grid)):
-            avail = n // 2 + 1 if j == d - 1 else n
-            if m > avail:
-                kept = f"{m} rfft bins (n_modes[-1] // 2 + 1)" if j == d - 1 else f"{m} modes"
-                raise ValueError(f"{owner or 'ScaledSpectralConv'}: n_modes[{j}] keeps {kept} "
-                                 f"but grid dim {j} of the {what} {tuple(grid)} has only "
-                                 f"{avail} Fourier modes (the Nyquist limit of {n} points)")
+        check_modes_fit(owner or "ScaledSpectralConv", "n_modes", self._n_modes, grid,
+                        f"the {what} {tuple(grid)}")
 
     def forward(self, x: Tensor, output_shape: Sequence[int] | None = None) -> Tensor:
         x = lift(x)
