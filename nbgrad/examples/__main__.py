@@ -25,6 +25,8 @@ def main(argv: list[str]) -> int:
         width = max(map(len, EXAMPLES))
         for name, text in EXAMPLES.items():
             print(f"  {name:{width}s}  {text}")
+        print("\n`python -m nbgrad.examples NAME --help` lists the options of an example and "
+              "their defaults.")
         return 0 if argv[:1] in ([], ["-h"], ["--help"]) else 2
     module = importlib.import_module(f"nbgrad.examples.{argv[0].replace('-', '_')}")
     return module.main(argv[1:])

@@ -7,6 +7,7 @@ progress, printing, figures and checkpoints on rank 0 only."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -86,14 +87,36 @@ def read_checkpoint(path: str) -> dict:
 
 def progress(total: int, enabled: bool, unit: str = "step") -> Any:
     """A tqdm bar (the ``examples`` extra), or None without tqdm, when disabled or off the
-    main process."""
+    main process. It reads "compiling" until ``advance`` reports the first step done."""
     if not (enabled and is_main_process()):
         return None
     try:
         from tqdm.auto import tqdm
     except ImportError:
         return None
-    return tqdm(total=total, unit=unit, leave=False)
+    return tqdm(total=total, unit=unit, leave=False, desc="compiling")
+
+
+def advance(bar: Any, **postfix: str) -> None:
+    """One step done on ``bar`` (nothing if None), ``postfix`` shown after it. The first
+    step of a run compiles the kernels it uses (tens of seconds on an empty cache, then
+    milliseconds a step), so the bar's clock starts when it is done: neither the elapsed
+    time, nor the rate, nor the time left includes the compile."""
+    if bar is None:
+        return
+    if bar.n == 0:
+        _start_clock_after_first_step(bar)
+    else:
+        bar.update(1)
+    bar.set_postfix(postfix)
+
+
+def _start_clock_after_first_step(bar: Any) -> None:
+    """``bar`` at one step done, its clock and rate estimate started now; ``initial`` 1
+    takes the first step out of tqdm's rate, (n - initial) / elapsed."""
+    bar.reset()
+    bar.n = bar.initial = bar.last_print_n = 1
+    bar.set_description_str("", refresh=False)
 
 
 def train_epoch(model: Any, loader: Iterable, optimizer: Any, loss_fn: Callable,
@@ -112,9 +135,7 @@ def train_epoch(model: Any, loader: Iterable, optimizer: Any, loss_fn: Callable,
         if scheduler is not None:
             scheduler.step()
         losses.append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{losses[-1]:{loss_format}}")
+        advance(bar, loss=f"{losses[-1]:{loss_format}}")
     return losses
 
 
@@ -269,20 +290,49 @@ def field_panels(plt: Any, panels: list[tuple[np.ndarray, str]], losses: list[fl
     return fig
 
 
+class HelpWithDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` that shows every option's default, but for the two that say nothing:
+    False (a flag, off unless given) and None (the help text says what is used then)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def command_line(name: str, doc: str, plot_help: str = "where to save prediction vs truth",
                  epochs: int | None = None, quick: bool = True) -> argparse.ArgumentParser:
     """The parser of example ``name`` with the options every example takes: ``--quick``
     (a reduced size, unless ``quick`` is False), ``--epochs``, ``--seed``,
-    ``--no-progress`` and ``--plot``."""
+    ``--no-progress`` and ``--plot``. Every option's ``--help`` line shows its default
+    (``HelpWithDefaults``), so an option added to it needs a help text."""
     parser = argparse.ArgumentParser(prog=f"python -m nbgrad.examples {name}",
-                                     description=doc.splitlines()[0])
+                                     description=doc.splitlines()[0],
+                                     formatter_class=HelpWithDefaults)
     if quick:
-        parser.add_argument("--quick", action="store_true", help="a reduced size (tests)")
-    parser.add_argument("--epochs", type=int, default=epochs)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-progress", action="store_true")
+        parser.add_argument("--quick", action="store_true",
+                            help="a reduced size: fewer samples and epochs (tests)")
+    parser.add_argument("--epochs", type=int, default=epochs,
+                        help="epochs to train" if epochs else
+                        "epochs to train (default: the example's, fewer with --quick)")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the initial weights and the order of the data")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--plot", metavar="PNG", default=f"{name}.png", help=plot_help)
     return parser
+
+
+def check_distributed(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Exit with a usage message when ``--distributed`` was asked for without mpi4py,
+    rather than with a traceback from inside the training."""
+    if getattr(args, "distributed", False) and not mpi_available():
+        parser.error("--distributed needs mpi4py and an MPI library (pip install "
+                     "nbgrad[mpi]); start the ranks with mpiexec -n N python -m "
+                     "nbgrad.examples ...")
+
+
+def mpi_available() -> bool:
+    return importlib.util.find_spec("mpi4py") is not None
 
 
 def add_distributed_options(parser: argparse.ArgumentParser, batch_size: int) -> None:
@@ -291,24 +341,27 @@ def add_distributed_options(parser: argparse.ArgumentParser, batch_size: int) ->
     parser.add_argument("--batch-size", type=int, default=batch_size,
                         help="the batch (with --distributed: over all ranks)")
     parser.add_argument("--distributed", action="store_true",
-                        help="data-parallel over the ranks of mpiexec -n N")
+                        help="data-parallel over the ranks of mpiexec -n N (needs mpi4py)")
 
 
 def field_example_main(argv: list[str] | None, name: str, doc: str, train: Callable,
                        plot: Callable, sizes: dict, batch_size: int, lr: float,
-                       distributed: bool = False) -> int:
+                       distributed: bool = False,
+                       lr_help: str = "Adam's initial learning rate") -> int:
     """The command line of the examples that learn a field-to-field map with a relative L2
     loss (darcy-gno, darcy-fno, burgers-fno): ``train(**sizes[...], batch_size, lr, seed,
     show_progress)`` returns the history that the metric table and ``plot`` read. With
     ``distributed``, ``train`` also takes ``distributed`` and the command line
-    ``--distributed`` (run under ``mpiexec``)."""
+    ``--distributed`` (run under ``mpiexec``). ``lr_help``: what ``--lr`` sets."""
     parser = command_line(name, doc)
-    parser.add_argument("--lr", type=float, default=lr)
+    parser.add_argument("--lr", type=float, default=lr, help=lr_help)
     if distributed:
         add_distributed_options(parser, batch_size)
     else:
-        parser.add_argument("--batch-size", type=int, default=batch_size)
+        parser.add_argument("--batch-size", type=int, default=batch_size,
+                            help="samples per step")
     args = parser.parse_args(argv)
+    check_distributed(parser, args)
     size = dict(sizes["quick" if args.quick else "full"])
     if args.epochs is not None:
         size["epochs"] = args.epochs

@@ -131,7 +131,7 @@ def main(argv: list[str] | None, name: str, description: str, train: Callable[..
     parser = _common.command_line(name, description)
     parser.add_argument("--lr", type=float, default=None,
                         help="the learning rate (default: the example's)")
-    parser.add_argument("--batch-size", type=int, default=20)
+    parser.add_argument("--batch-size", type=int, default=20, help="samples per step")
     args = parser.parse_args(argv)
     epochs = args.epochs or sizes["quick" if args.quick else "full"]["epochs"]
     start = time.perf_counter()

@@ -210,4 +210,5 @@ def plot(history: dict, path: str, sample: int = 0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     return field_example_main(argv, "darcy-gno", __doc__, train, plot, SIZES,
-                              batch_size=BATCH_SIZE, lr=3e-3, distributed=True)
+                              batch_size=BATCH_SIZE, lr=3e-3, distributed=True,
+                              lr_help="Adam's peak learning rate (one-cycle schedule)")

@@ -147,9 +147,7 @@ def train(n_train: int = 1000, n_tests: tuple[int, ...] = (100, 50), epochs: int
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(h1=f"{losses[-1] / len(x):.4f}")
+            _common.advance(bar, h1=f"{losses[-1] / len(x):.4f}")
         scheduler.step()
         history["epoch_seconds"].append(time.perf_counter() - start)
         history["loss"] += losses
@@ -204,8 +202,8 @@ def plot(history: dict, path: str, sample: int = 0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _common.command_line("darcy-tfno", __doc__)
-    parser.add_argument("--lr", type=float, default=8e-3)
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--lr", type=float, default=8e-3, help="Adam's initial learning rate")
+    parser.add_argument("--batch-size", type=int, default=32, help="samples per step")
     parser.add_argument("--t-max", type=int, default=30,
                         help="CosineAnnealingLR's T_max, in epochs")
     parser.add_argument("--implementation", choices=("reconstructed", "factorized"),

@@ -137,14 +137,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = _common.command_line("digits", __doc__,
                                   "where to save the loss and accuracy curves", epochs=15,
                                   quick=False)
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
-    parser.add_argument("--lr", type=float, default=None)
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd",
+                        help="SGD with momentum 0.9, or Adam")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="the learning rate (default: 0.05 for SGD, 1e-3 for Adam)")
     _common.add_distributed_options(parser, batch_size=64)
     parser.add_argument("--checkpoint", metavar="NPZ", default=None,
                         help="save model and optimiser here after every epoch")
     parser.add_argument("--resume", metavar="NPZ", default=None,
                         help="continue from a --checkpoint file")
     args = parser.parse_args(argv)
+    _common.check_distributed(parser, args)
     start = time.perf_counter()
     history = train(args.epochs, args.optimizer, args.lr, args.batch_size, args.seed,
                     not args.no_progress, args.distributed, args.checkpoint, args.resume)

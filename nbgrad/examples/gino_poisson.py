@@ -145,9 +145,7 @@ def train(n_train: int = 200, n_test: int = 50, n_points: int = 512, n_queries: 
             optimizer.step()
             scheduler.step()
             losses.append(loss.item())
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1]:.4f}")
+            _common.advance(bar, loss=f"{losses[-1]:.4f}")
         history["epoch_seconds"].append(time.perf_counter() - start)
         history["loss"] += losses
         history["epoch_loss"].append(float(np.mean(losses)))
@@ -203,7 +201,7 @@ def plot(history: dict, path: str, sample: int = 0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _common.command_line("gino-poisson", __doc__)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=3e-3, help="Adam's initial learning rate")
     args = parser.parse_args(argv)
     size = dict(SIZES["quick" if args.quick else "full"])
     if args.epochs is not None:

@@ -20,7 +20,7 @@ import nbgrad as nb
 from nbgrad import nn
 from nbgrad.datasets import chain_graph
 from nbgrad.examples import _common
-from nbgrad.examples._common import losses_axis, metric_table, progress, report
+from nbgrad.examples._common import advance, losses_axis, metric_table, progress, report
 
 F32 = np.float32
 
@@ -75,9 +75,7 @@ def train(epochs: int = 1000, lr: float = 1e-2, width: int = 16, kernel_hidden: 
         opt.step()
         schedule.step()
         history["loss"].append(loss.item())
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(loss=f"{history['loss'][-1]:.2e}")
+        advance(bar, loss=f"{history['loss'][-1]:.2e}")
         if (epoch + 1) % every == 0:
             report(bar, f"epoch {epoch + 1:5d}/{epochs}  MSE {history['loss'][-1]:.3e}")
     if bar is not None:
@@ -111,7 +109,7 @@ def plot(history: dict, path: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _common.command_line("gno-regression", __doc__)
-    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--lr", type=float, default=1e-2, help="Adam's initial learning rate")
     args = parser.parse_args(argv)
     epochs = args.epochs or SIZES["quick" if args.quick else "full"]["epochs"]
     start = time.perf_counter()

@@ -187,7 +187,7 @@ def plot(history: dict, path: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = _common.command_line("lno-rollout", __doc__,
                                   "where to save the rollout vs truth images")
-    parser.add_argument("--lr", type=float, default=1e-2)
+    parser.add_argument("--lr", type=float, default=1e-2, help="Adam's initial learning rate")
     parser.add_argument("--hidden", type=int, default=0,
                         help="0: one LNO layer; N: athena's LNO -> N - ReLU - LNO")
     args = parser.parse_args(argv)
