@@ -1,6 +1,8 @@
 """Run the benchmark suites and print one ratio table: ``python -m benchmarks [suite ...]``.
 ``python -m benchmarks compile [workload ...]`` measures compile latency instead
 (bench_compile.py: fresh processes, empty kernel cache; minutes).
+``python -m benchmarks compiled [workload ...]`` times nb.compile against nbgrad eager,
+PyTorch eager, torch.compile and JAX jit (bench_compiled.py; its own table).
 ``python -m benchmarks limits`` only measures and prints this host's limits (limits.py:
 GEMM peaks and memory bandwidth; a few seconds), which a full run measures first and
 uses for the table's "of bound" column.
@@ -32,6 +34,11 @@ def main() -> None:
         from .bench_compile import main as compile_main
 
         compile_main(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["compiled"]:
+        from .bench_compiled import main as compiled_main
+
+        compiled_main(sys.argv[2:])
         return
     if sys.argv[1:2] == ["limits"]:
         _limits_main()

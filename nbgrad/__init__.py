@@ -30,6 +30,7 @@ with startup.collector_paused():
         set_detect_anomaly,
         set_grad_enabled,
     )
+    from .compiler import compile  # noqa: A004  (PyTorch's name: nb.compile)
     from .compiling import warmup
     from .device import (
         channels_last,

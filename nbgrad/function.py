@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
-from .autograd import grad_mode, versions
+from .autograd import grad_mode, tracing, versions
 from .autograd.anomaly import check_forward, user_stack
 from .autograd.anomaly import state as anomaly
 from .autograd.versions import same_memory
@@ -137,6 +137,9 @@ class Function:
     def apply(cls, *inputs: Any, **params: Any) -> Any:
         """Run ``forward`` on the inputs' arrays and, if any input needs a gradient, record
         the call as a graph node. Returns a Tensor, or a tuple of Tensors."""
+        recorder = tracing.recorder
+        if recorder is not None and recorder.recording():  # nb.compile is tracing
+            return recorder.apply(cls, inputs, params)
         grad_on = grad_mode.state.enabled
         arrays = []
         needs = []

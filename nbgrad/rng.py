@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from .autograd import tracing
+
 DEFAULT_SEED = 0
 SEED_LIMIT = 2 ** 64  # seeds are 0 <= s < 2**64, the range of torch's initial_seed()
 
@@ -178,6 +180,8 @@ def resolve(generator: Any, op: str) -> np.random.Generator:
     """The NumPy generator a draw of ``op`` takes its numbers from: the default
     generator's for None, an ``nb.Generator``'s own (the draw advances it), a NumPy
     Generator itself, or a new one seeded by an int (the older form of ``seed=``)."""
+    if tracing.recorder is not None:
+        tracing.recorder.event(f"a random draw ({op})", None)
     if generator is None:
         return default_generator._numpy
     if isinstance(generator, Generator):

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes, rng
-from .autograd import grad_mode, hooks
+from .autograd import grad_mode, hooks, tracing
 from .autograd.engine import backward
 from .autograd.hooks import RemovableHandle
 from .autograd.versions import Version
@@ -112,6 +112,8 @@ class Tensor:
         through it (``p.data.mul_(0.5)``) change this tensor without autograd knowing,
         and with a version counter of its own, so no backward refuses them. Prefer
         ``detach()`` (which shares the counter) or ``with nb.no_grad():``."""
+        if tracing.recorder is not None:
+            tracing.recorder.event(".data", self)
         return Tensor._wrap(self._data, None, 0)
 
     @data.setter
@@ -169,6 +171,8 @@ class Tensor:
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
+        if tracing.recorder is not None:
+            tracing.recorder.event("a gradient set by hand", self)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError(f"grad: assigned grad must be a Tensor or None, got "
@@ -253,6 +257,8 @@ class Tensor:
         tensor that does not require grad but was an op's input) before ``backward``
         change what backward computes, so copy first (``np.array(t)``) to modify.
         """
+        if tracing.recorder is not None:
+            tracing.recorder.event("numpy()", self)
         if force:
             return self._data.copy()
         if not self._requires_grad:
@@ -271,6 +277,8 @@ class Tensor:
         if self._data.size != 1:
             raise ValueError(f"item: only one-element tensors convert to a Python scalar; "
                              f"this one has shape {self.shape}")
+        if tracing.recorder is not None:
+            tracing.recorder.event("item()", self)
         return self._data.item()
 
     def __float__(self) -> float:
@@ -284,20 +292,28 @@ class Tensor:
         if self._data.size != 1:
             count = "no values" if self._data.size == 0 else "more than one value"
             raise RuntimeError(f"Boolean value of Tensor with {count} is ambiguous")
+        if tracing.recorder is not None:
+            tracing.recorder.event("a tensor's truth value", self)
         return bool(self._data.item())
 
     def tolist(self) -> Any:
+        if tracing.recorder is not None:
+            tracing.recorder.event("tolist()", self)
         return self._data.tolist()
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph (shares memory and the version counter, as
         in PyTorch: writing into it is seen by a backward that saved this tensor)."""
+        if tracing.recorder is not None:
+            tracing.recorder.event("detach()", self)
         t = Tensor._wrap(self._data, None, 0)
         t._counter = self._version_counter()
         return t
 
     def astype(self, dtype: Any) -> Tensor:
         """A copy in another dtype, cut from the graph."""
+        if tracing.recorder is not None:
+            tracing.recorder.event("astype()", self)
         return Tensor(self._data, dtype=dtype)
 
     def numel(self) -> int:

@@ -84,7 +84,7 @@ LAYERS = [
     ("ops", {"ops"}),
     ("library", {"functional", "nn", "optim", "data", "utils", "datasets", "serialization",
                  "distributed", "testing", "linalg"}),
-    ("tools", {"compiling"}),
+    ("tools", {"compiling", "compiler"}),
     ("package", {""}),
     ("programs", {"examples", "demo", "__main__"}),
 ]

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..kernels.broadcast_sum import sum_to_shape
 from ..runtime.compile_ahead import compile_hook
-from . import hooks, versions
+from . import hooks, tracing, versions
 from .anomaly import check_backward
 from .anomaly import state as anomaly
 from .grad_mode import enable_grad
@@ -344,6 +344,9 @@ def backward(t, grad: Any = None, retain_graph: bool | None = None,
     requires grad, and call each leaf's post-accumulate hooks right after its own. With
     ``create_graph`` the accumulated gradients are themselves differentiable (and the
     graph is kept unless ``retain_graph=False``)."""
+    recorder = tracing.recorder
+    if recorder is not None and recorder.recording():  # nb.compile is tracing
+        return recorder.backward(t, grad, retain_graph, create_graph)
     if not t._requires_grad:
         raise RuntimeError("backward: this tensor does not require grad and has no grad_fn "
                            "(did you create it under no_grad, or forget requires_grad=True?)")
@@ -376,6 +379,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph: bool | None = None,
     ``.grad``. An input the outputs do not depend on gets ``None``. With ``create_graph``
     the results are differentiable (``nb.grad(nb.grad(y, x, create_graph=True)[0].sum(),
     x)`` is a second derivative)."""
+    recorder = tracing.recorder
+    if recorder is not None and recorder.recording():  # nb.compile is tracing
+        return recorder.grad(outputs, inputs, grad_outputs, retain_graph, create_graph)
     single = hasattr(outputs, "_node")
     outputs = [outputs] if single else list(outputs)
     inputs = [inputs] if hasattr(inputs, "_node") else list(inputs)

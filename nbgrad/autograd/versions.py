@@ -24,6 +24,8 @@ from typing import Any
 
 import numpy as np
 
+from . import tracing
+
 clock = count()  # node numbers and write stamps, one sequence
 
 
@@ -55,6 +57,8 @@ class Version:
     def bump_all(counters: Sequence[Version]) -> None:
         """Count one in-place write of each storage, all at one clock reading (an
         optimiser's step)."""
+        if tracing.recorder is not None:
+            tracing.recorder.event("an in-place write", None)
         stamp = next(clock)
         for c in counters:
             c.value += 1

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..autograd import no_grad
+from ..autograd import no_grad, tracing
 from ..autograd.hooks import RemovableHandle
 from ..ops._args import float_dtype
 from ..ops.convert import to_arguments
@@ -249,6 +249,7 @@ class Module:
             raise ValueError(f"train: mode must be a bool, got {mode!r}")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
+        tracing.modes_changed()
         return self
 
     def eval(self) -> Module:
@@ -261,6 +262,9 @@ class Module:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default) or to zeros."""
+        recorder = tracing.recorder
+        if recorder is not None and recorder.recording():  # nb.compile is tracing
+            return recorder.call(self.zero_grad, set_to_none)
         for p in self.parameters():
             if p.grad is not None:
                 if set_to_none:

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..autograd import enable_grad
+from ..autograd import enable_grad, tracing
 from ..autograd.versions import Version
 from ..kernels import optim as kernels
 from ..runtime.compile_ahead import compile_hook
@@ -279,6 +279,9 @@ class Optimizer:
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Set every parameter's gradient to None (default), or to zeros in place, cut
         from any graph."""
+        recorder = tracing.recorder
+        if recorder is not None and recorder.recording():  # nb.compile is tracing
+            return recorder.call(self.zero_grad, set_to_none)
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -294,6 +297,9 @@ class Optimizer:
         """One update of every parameter that has a gradient. ``closure`` (optional)
         re-evaluates the model and returns the loss; it runs with gradients enabled and
         its result is returned."""
+        recorder = tracing.recorder
+        if recorder is not None and recorder.recording() and closure is None:
+            return recorder.call(self.step)  # nb.compile is tracing
         loss = None
         if closure is not None:
             with enable_grad():

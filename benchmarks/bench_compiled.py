@@ -1,0 +1,293 @@
+"""Compiled training steps: ``python -m benchmarks compiled [workload ...]``.
+
+Each workload runs as nbgrad eager, nbgrad compiled (``nb.compile`` of the whole step),
+PyTorch eager, ``torch.compile`` (of the loss; its backward is AOTAutograd's compiled
+backward, the optimiser eager) where a C++ compiler is present, and JAX
+(``jax.jit`` of the value-and-gradient step) where JAX is installed -- in one process,
+alternating, float32, 2 threads each; each contender's best median over the rounds.
+
+W17  a chain of point-wise ops on 1M elements, forward and backward:
+     h = tanh(1.5 x + 0.25) * 0.5; h = h + exp(-h*h) + x; h = silu(h); (h*h*g).sum(),
+     the gradient with respect to x                      targets vs JAX jit <= 1.0x
+W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.0x
+W3   tanh forward + backward on 4M elements (y = tanh(x); y.backward(g))
+W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-entropy,
+     SGD with momentum), batch 64                                          <= 0.8x
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+
+import numpy as np
+
+import nbgrad as nb
+
+from .bench_train import _params
+from .harness import THREADS, format_seconds, median_time
+
+F32 = np.float32
+CONTENDERS = ["nbgrad eager", "nbgrad compiled", "PyTorch eager", "torch.compile", "JAX jit"]
+
+
+# -- W17 -----------------------------------------------------------------------------------
+
+
+def _w17(torch, jax) -> dict:
+    rng = np.random.default_rng(17)
+    xa = rng.standard_normal(1 << 20).astype(F32)
+    ga = rng.standard_normal(1 << 20).astype(F32)
+    g = nb.tensor(ga)
+
+    def chain(x, g, tanh, exp, silu):
+        h = tanh(1.5 * x + 0.25) * 0.5
+        h = h + exp(-h * h) + x
+        h = silu(h)
+        return (h * h * g).sum()
+
+    def step(x):
+        chain(x, g, nb.tanh, nb.exp, nb.silu).backward()
+        return x.grad
+
+    steps = _nbgrad_steps(step, xa)
+    if torch is not None:
+        tg = torch.from_numpy(ga)
+        silu = torch.nn.functional.silu
+
+        def loss(x):
+            return chain(x, tg, torch.tanh, torch.exp, silu)
+
+        steps.update(_torch_steps(torch, loss, lambda: torch.from_numpy(xa).requires_grad_()))
+    if jax is not None:
+        jnp = jax.numpy
+        grad = jax.jit(jax.grad(lambda x, g: chain(x, g, jnp.tanh, jnp.exp, jax.nn.silu)))
+        jx, jg = jnp.asarray(xa), jnp.asarray(ga)
+        steps["JAX jit"] = lambda: grad(jx, jg).block_until_ready()
+    return steps
+
+
+def _nbgrad_steps(step, xa: np.ndarray) -> dict:
+    """nbgrad eager and compiled ``step`` of a fresh leaf holding ``xa``."""
+    compiled = nb.compile(step)
+    return {"nbgrad eager": lambda: step(nb.tensor(xa, requires_grad=True)),
+            "nbgrad compiled": lambda: compiled(nb.tensor(xa, requires_grad=True))}
+
+
+def _torch_steps(torch, loss, leaf) -> dict:
+    """PyTorch eager and (with a C++ compiler) torch.compile of ``loss(leaf())``, each
+    followed by its backward."""
+    def run(fn):
+        def step():
+            x = leaf()
+            fn(x).backward()
+            return x.grad
+        return step
+
+    steps = {"PyTorch eager": run(loss)}
+    if shutil.which("g++") or shutil.which("c++"):
+        steps["torch.compile"] = run(torch.compile(loss))
+    return steps
+
+
+# -- W3 ------------------------------------------------------------------------------------
+
+
+def _w3(torch, jax) -> dict:
+    rng = np.random.default_rng(3)
+    xa = rng.standard_normal(1 << 22).astype(F32)
+    ga = rng.standard_normal(1 << 22).astype(F32)
+
+    def step(x):
+        nb.tanh(x).backward(ga)
+        return x.grad
+
+    steps = _nbgrad_steps(step, xa)
+    if torch is not None:
+        tg = torch.from_numpy(ga)
+        steps.update(_torch_steps(torch, lambda x: (torch.tanh(x) * tg).sum(),
+                                  lambda: torch.from_numpy(xa).requires_grad_()))
+    if jax is not None:
+        jnp = jax.numpy
+        vjp = jax.jit(lambda x, g: jax.vjp(jnp.tanh, x)[1](g)[0])
+        jx, jg = jnp.asarray(xa), jnp.asarray(ga)
+        steps["JAX jit"] = lambda: vjp(jx, jg).block_until_ready()
+    return steps
+
+
+# -- training steps: W16, W10 --------------------------------------------------------------
+
+
+def _training(torch, jax, params: dict, loss_of, lr: float, momentum: float) -> dict:
+    """The SGD training step of ``loss_of(lib, p)`` (lib: "nbgrad", "torch" or "jax")
+    on copies of ``params``: nbgrad eager and compiled, PyTorch eager and compiled, JAX."""
+    steps = {}
+    for kind in ("nbgrad eager", "nbgrad compiled"):
+        p = {k: nb.tensor(v.copy(), requires_grad=True) for k, v in params.items()}
+        opt = nb.optim.SGD(list(p.values()), lr=lr, momentum=momentum)
+
+        def step(p=p, opt=opt):
+            opt.zero_grad()
+            loss = loss_of("nbgrad", p)
+            loss.backward()
+            opt.step()
+            return loss
+
+        steps[kind] = nb.compile(step) if kind == "nbgrad compiled" else step
+    if torch is not None:
+        for kind, wrap in (("PyTorch eager", lambda f: f), ("torch.compile", torch.compile)):
+            if kind == "torch.compile" and not (shutil.which("g++") or shutil.which("c++")):
+                continue
+            p = {k: torch.tensor(v.copy(), requires_grad=True) for k, v in params.items()}
+            opt = torch.optim.SGD(list(p.values()), lr=lr, momentum=momentum)
+            loss_fn = wrap(lambda p: loss_of("torch", p))
+
+            def step(p=p, opt=opt, loss_fn=loss_fn):
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(p)
+                loss.backward()
+                opt.step()
+                return loss
+
+            steps[kind] = step
+    if jax is not None:
+        steps["JAX jit"] = _jax_sgd(jax, params, lambda p: loss_of("jax", p), lr, momentum)
+    return steps
+
+
+def _jax_sgd(jax, params: dict, loss, lr: float, momentum: float):
+    state = {"p": {k: jax.numpy.asarray(v) for k, v in params.items()},
+             "v": {k: jax.numpy.zeros_like(v) for k, v in params.items()}}
+
+    @jax.jit
+    def update(p, v):
+        value, g = jax.value_and_grad(loss)(p)
+        v = jax.tree_util.tree_map(lambda v, g: momentum * v + g, v, g)
+        p = jax.tree_util.tree_map(lambda p, v: p - lr * v, p, v)
+        return value, p, v
+
+    def step():
+        value, state["p"], state["v"] = update(state["p"], state["v"])
+        return value.block_until_ready()
+    return step
+
+
+def _w16(torch, jax) -> dict:
+    rng = np.random.default_rng(16)
+    x = rng.random((256, 2)).astype(F32)
+    target = rng.standard_normal((256, 1)).astype(F32)
+    params = _params(rng, {"w0": (64, 2), "b0": (64,), "w1": (64, 64), "b1": (64,),
+                           "w2": (64, 64), "b2": (64,), "w3": (1, 64), "b3": (1,)})
+    data = _by_library(torch, jax, x, target)
+
+    def loss_of(lib, p):
+        tanh = {"nbgrad": nb.tanh, "torch": getattr(torch, "tanh", None),
+                "jax": getattr(getattr(jax, "numpy", None), "tanh", None)}[lib]
+        h, t = data[lib]
+        for i in range(3):
+            h = tanh(h @ p[f"w{i}"].T + p[f"b{i}"])
+        return ((h @ p["w3"].T + p["b3"] - t) ** 2).mean()
+
+    return _training(torch, jax, params, loss_of, 0.05, 0.0)
+
+
+def _w10(torch, jax) -> dict:
+    rng = np.random.default_rng(10)
+    x = rng.random((64, 1, 8, 8)).astype(F32)
+    labels = rng.integers(0, 10, 64)
+    params = _params(rng, {"w1": (16, 1, 3, 3), "b1": (16,), "w2": (32, 16, 3, 3),
+                           "b2": (32,), "l1": (64, 128), "c1": (64,), "l2": (10, 64),
+                           "c2": (10,)})
+    data = _by_library(torch, jax, x, labels)
+
+    def loss_of(lib, p):
+        images, y = data[lib]
+        if lib == "jax":
+            return _jax_cnn_loss(jax, images, y, p)
+        F = nb if lib == "nbgrad" else torch.nn.functional
+        h = F.max_pool2d(F.relu(F.conv2d(images, p["w1"], p["b1"], padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, p["w2"], p["b2"], padding=1)), 2)
+        h = F.relu(h.flatten(1) @ p["l1"].T + p["c1"])
+        return F.cross_entropy(h @ p["l2"].T + p["c2"], y)
+
+    return _training(torch, jax, params, loss_of, 0.05, 0.9)
+
+
+def _jax_cnn_loss(jax, images, labels, p):
+    lax, jnp = jax.lax, jax.numpy
+
+    def conv_relu_pool(h, w, b):
+        h = lax.conv_general_dilated(h, w, (1, 1), ((1, 1), (1, 1)))
+        h = jax.nn.relu(h + b[None, :, None, None])
+        return lax.reduce_window(h, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
+    h = conv_relu_pool(images, p["w1"], p["b1"])
+    h = conv_relu_pool(h, p["w2"], p["b2"])
+    h = jax.nn.relu(h.reshape(h.shape[0], -1) @ p["l1"].T + p["c1"])
+    logits = h @ p["l2"].T + p["c2"]
+    return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(labels.shape[0]), labels])
+
+
+def _by_library(torch, jax, *arrays) -> dict:
+    out = {"nbgrad": tuple(nb.tensor(a) for a in arrays)}
+    if torch is not None:
+        out["torch"] = tuple(torch.from_numpy(a) for a in arrays)
+    if jax is not None:
+        out["jax"] = tuple(jax.numpy.asarray(a) for a in arrays)
+    return out
+
+
+WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
+             "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
+             "W3": ("W3 tanh fwd+bwd, 4M", _w3),
+             "W10": ("W10 digits CNN train step, batch 64", _w10)}
+
+
+def measure(steps: dict, rounds: int = 3, repeats: int = 9) -> dict:
+    """Each contender's best median over ``rounds`` alternating blocks."""
+    best: dict = {}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            t = median_time(step, repeats, warmup=2)
+            best[name] = min(best.get(name, t), t)
+    return best
+
+
+def main(argv: list[str]) -> None:
+    import numba
+
+    numba.set_num_threads(THREADS)
+    torch = _optional("torch")
+    if torch is not None:
+        torch.set_num_threads(THREADS)
+    jax = _optional("jax")
+    names = argv or list(WORKLOADS)
+    print(f"threads: {THREADS}; PyTorch {getattr(torch, '__version__', 'not installed')}; "
+          f"JAX {getattr(jax, '__version__', 'not installed')}")
+    header = ["workload"] + CONTENDERS + ["compiled / JAX", "compiled / torch.compile"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for name in names:
+        label, build = WORKLOADS[name]
+        times = measure(build(torch, jax))
+        cells = [format_seconds(times.get(c)) for c in CONTENDERS]
+        ratios = [_ratio(times, "nbgrad compiled", peer) for peer in ("JAX jit", "torch.compile")]
+        print("| " + " | ".join([label] + cells + ratios) + " |", flush=True)
+
+
+def _ratio(times: dict, ours: str, peer: str) -> str:
+    if ours not in times or peer not in times:
+        return ""
+    return f"{times[ours] / times[peer]:.2f}x"
+
+
+def _optional(name: str):
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

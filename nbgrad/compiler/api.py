@@ -1,0 +1,289 @@
+"""``nb.compile``: trace a function once per kind of arguments, then run it as a program
+of nbgrad calls with its point-wise chains fused (docs/compile.md)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..autograd import grad_mode, tracing
+from ..tensor import Tensor
+from .fusion import find_regions, fused_function
+from .trace import (
+    BackwardNode,
+    CallNode,
+    GradNode,
+    GradOf,
+    OpNode,
+    Slot,
+    apply_in_mode,
+    trace,
+)
+
+#: the variants (argument kinds) one compiled function keeps; the oldest goes first
+MAX_VARIANTS = 8
+
+
+@dataclass
+class FusedNode:
+    """A fused region's Function applied to the region's inputs."""
+    fn: type
+    inputs: list
+    outputs: list
+    grad_enabled: bool
+
+    def run(self, values: list, args: list) -> None:
+        out = apply_in_mode(self.fn, [r.get(values, args) for r in self.inputs], {},
+                            self.grad_enabled)
+        for k, o in zip(self.outputs, out if len(self.outputs) > 1 else (out,)):
+            values[k] = o
+
+    def describe(self) -> str:
+        return self.fn.op_name
+
+
+@dataclass
+class Program:
+    nodes: list
+    n_slots: int
+    result: Any            # the function's result with Refs in place of its tensors
+    frees: list            # per node: the slots nothing reads after it
+
+    def run(self, args: list) -> Any:
+        values: list = [None] * self.n_slots
+        for node, frees in zip(self.nodes, self.frees):
+            node.run(values, args)
+            for k in frees:
+                values[k] = None
+        return _rebuild(self.result, values, args)
+
+
+@dataclass
+class Variant:
+    program: Program | None   # None: the function runs eagerly (a graph break)
+    breaks: list
+
+
+class Compiled:
+    """The callable ``nb.compile(fn)`` returns (see ``compile``)."""
+
+    def __init__(self, fn: Callable, fullgraph: bool) -> None:
+        self.fn = fn
+        self.fullgraph = fullgraph
+        self.name = getattr(fn, "__qualname__", type(fn).__name__)
+        self.variants: OrderedDict = OrderedDict()
+        self.traces = 0
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        leaves: list = []
+        statics: list = []
+        args = _tensors_in(args, leaves, statics)
+        kwargs = _tensors_in(kwargs, leaves, statics)
+        key = (tuple(_kind(x) for x in leaves), tuple(statics), grad_mode.state.enabled,
+               tracing.mode_epoch)
+        variant = self.variants.get(key)
+        if variant is None:
+            return self._trace(key, leaves, args, kwargs)
+        if variant.program is None:
+            return self.fn(*args, **kwargs)
+        return variant.program.run(leaves)
+
+    def _trace(self, key: tuple, leaves: list, args: tuple, kwargs: dict) -> Any:
+        if self.traces:
+            _notice(f"nb.compile({self.name}): tracing again for new argument shapes, dtypes "
+                    f"or modes (variant {len(self.variants) + 1}, at most {MAX_VARIANTS} kept)")
+        self.traces += 1
+        result, recorded, recorder = trace(self.fn, leaves, args, kwargs, self.fullgraph,
+                                           self.name)
+        program = None
+        if recorded.breaks:
+            what, line = recorded.breaks[0]
+            _notice(f"nb.compile({self.name}): graph break: {what} at {line}; these arguments "
+                    "run eagerly")
+        else:
+            program = _program(recorded, _refs_in(result, recorder))
+        self.variants[key] = Variant(program, recorded.breaks)
+        if len(self.variants) > MAX_VARIANTS:
+            self.variants.popitem(last=False)
+        if os.environ.get("NBGRAD_COMPILE_DEBUG") == "1":
+            print(self.explain(), file=sys.stderr)
+        return result
+
+    def explain(self) -> str:
+        """The traced programs: every node, and the generated loop nests of each fused
+        region (forward, and each backward built so far)."""
+        lines = [f"nb.compile({self.name}): {len(self.variants)} variant(s)"]
+        for n, variant in enumerate(self.variants.values(), 1):
+            if variant.program is None:
+                what, line = variant.breaks[0]
+                lines.append(f"variant {n}: eager (graph break: {what} at {line})")
+                continue
+            lines.append(f"variant {n}: {len(variant.program.nodes)} steps")
+            for node in variant.program.nodes:
+                lines.append(f"  {node.describe()}")
+            for node in variant.program.nodes:
+                if isinstance(node, FusedNode):
+                    lines += ["", node.fn.source] + node.fn.backward_sources
+        return "\n".join(lines)
+
+    def reset(self) -> None:
+        """Forget every traced variant: the next call traces again."""
+        self.variants.clear()
+
+
+def compile(fn: Callable | None = None, *, dynamic: bool | None = None,
+            fullgraph: bool = False) -> Any:
+    """Compile ``fn`` (PyTorch's ``torch.compile`` name and calling convention; also a
+    decorator, with or without arguments).
+
+    The first call with a kind of arguments (each tensor's shape, dtype and
+    ``requires_grad``, every other argument's value, grad mode and the modules' training
+    modes) runs ``fn`` eagerly and records the nbgrad calls it makes -- ops, ``backward``,
+    ``nb.grad``, an optimiser's ``step`` and ``zero_grad`` -- as a program; runs of
+    point-wise ops become one generated loop nest each, forward and backward
+    (``explain()`` prints them). Later calls of that kind run the program. NumPy array
+    arguments reach ``fn`` as tensors.
+
+    A value read into Python (``item()``, ``bool(t)``, ``numpy()``), an in-place write
+    outside an op, a random draw outside an op, a gradient set by hand or ``detach()``
+    inside ``fn`` is a graph break: those arguments then run ``fn`` eagerly (a notice
+    says so once), or, with ``fullgraph=True``, it is an error naming the line.
+    ``dynamic``: shapes are always specialised (``None`` or ``False``); a new shape traces
+    again.
+    """
+    if dynamic:
+        raise NotImplementedError("nb.compile: dynamic=True (shape-generic programs) is not "
+                                  "supported; each new shape is traced once (dynamic=False)")
+    if fn is None:
+        return functools.partial(compile, dynamic=dynamic, fullgraph=fullgraph)
+    if not callable(fn):
+        raise TypeError(f"nb.compile: fn must be callable, got {type(fn).__name__}")
+    return Compiled(fn, fullgraph)
+
+
+# -- building the program ----------------------------------------------------------------------
+
+
+def _program(recorded: Any, result: Any) -> Program:
+    nodes = recorded.nodes
+    last_read = _last_reads(nodes, result)
+    built, i = [], 0
+    for start, stop, region in find_regions(nodes, last_read):
+        built += nodes[i:start]
+        if region.outputs:  # a region nothing reads is dropped
+            fn = fused_function(region, len(built))
+            built.append(FusedNode(fn, region.inputs, region.outputs, region.grad_enabled))
+        i = stop
+    built += nodes[i:]
+    last_read = _last_reads(built, result)
+    frees: list = [[] for _ in built]
+    for k, index in last_read.items():
+        if index < len(built):
+            frees[index].append(k)
+    return Program(built, recorded.n_slots, result, frees)
+
+
+def _last_reads(nodes: list, result: Any) -> dict[int, int]:
+    """slot -> index of the last node that reads it (len(nodes) for the result)."""
+    last: dict[int, int] = {}
+    for index, node in enumerate(nodes):
+        for ref in _reads(node):
+            for k in _slots_of(ref):
+                last[k] = index
+    for k in _slots_of(result):
+        last[k] = len(nodes)
+    return last
+
+
+def _reads(node: Any) -> list:
+    if isinstance(node, (OpNode, FusedNode)):
+        return list(node.inputs)
+    if isinstance(node, BackwardNode):
+        return [node.root, node.grad]
+    if isinstance(node, GradNode):
+        return [node.outputs, node.inputs, node.grad_outputs]
+    if isinstance(node, CallNode):
+        return []
+    raise TypeError(node)
+
+
+def _slots_of(ref: Any) -> list[int]:
+    if isinstance(ref, Slot):
+        return [ref.index]
+    if isinstance(ref, GradOf):
+        return _slots_of(ref.owner)
+    if isinstance(ref, (list, tuple)):
+        return [k for r in ref for k in _slots_of(r)]
+    if isinstance(ref, dict):
+        return [k for r in ref.values() for k in _slots_of(r)]
+    return []
+
+
+# -- arguments and results ---------------------------------------------------------------------
+
+
+def _tensors_in(value: Any, leaves: list, statics: list) -> Any:
+    """``value`` with NumPy arrays made tensors; every tensor appended to ``leaves``, and
+    what identifies every other leaf (a number's value, an object's identity) to
+    ``statics``."""
+    if isinstance(value, np.ndarray):
+        value = Tensor(value)
+    if isinstance(value, Tensor):
+        leaves.append(value)
+        return value
+    if isinstance(value, (list, tuple)):
+        statics.append((type(value).__name__, len(value)))
+        items = [_tensors_in(v, leaves, statics) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    if isinstance(value, dict):
+        statics.append(("dict", tuple(value)))
+        return {k: _tensors_in(v, leaves, statics) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        statics.append((type(value).__name__, value))
+    else:
+        statics.append(("object", id(value)))
+    return value
+
+
+def _kind(t: Tensor) -> tuple:
+    return t._data.shape, t._data.dtype.str, t._requires_grad
+
+
+def _refs_in(result: Any, recorder: Any) -> Any:
+    """The result with each tensor replaced by its Ref."""
+    if isinstance(result, Tensor):
+        return recorder._ref(result)
+    if isinstance(result, (list, tuple)):
+        items = [_refs_in(v, recorder) for v in result]
+        return type(result)(items) if isinstance(result, list) else tuple(items)
+    if isinstance(result, dict):
+        return {k: _refs_in(v, recorder) for k, v in result.items()}
+    return _Plain(result)
+
+
+@dataclass(frozen=True, eq=False)
+class _Plain:
+    value: Any
+
+
+def _rebuild(spec: Any, values: list, args: list) -> Any:
+    if isinstance(spec, _Plain):
+        return spec.value
+    if isinstance(spec, (list, tuple)):
+        items = [_rebuild(v, values, args) for v in spec]
+        return type(spec)(items) if isinstance(spec, list) else tuple(items)
+    if isinstance(spec, dict):
+        return {k: _rebuild(v, values, args) for k, v in spec.items()}
+    return spec.get(values, args)
+
+
+def _notice(message: str) -> None:
+    print(message, file=sys.stderr)

@@ -1,0 +1,369 @@
+"""Fusing a run of point-wise ops into one generated Numba loop nest, forward and backward.
+
+A *region* is a run of consecutive ``OpNode``s of the trace whose ops are in
+``compiler/rules.py``, over one shape and one float dtype, every operand either of that
+shape or a single value that needs no gradient (a lifted number), all recorded with
+gradients on or all with them off. Its *inputs* are the values it reads that it does not
+make; its *outputs* are the values it makes that anything after it reads (a later op,
+``backward``, ``grad``, the function's result). Everything else lives in registers.
+
+The region becomes one ``Function`` (``fused_function``):
+
+- forward: one pass over the elements computing every op in order, writing the outputs;
+  it saves its inputs only.
+- backward: one pass that recomputes the region's values from the saved inputs, then
+  runs the ops' gradient rules in reverse order, adding each operand's contributions in
+  the order the engine would (later consumers first, operand 0 before operand 1), and
+  writes one gradient per input that needs one. A value saved by an eager op (tanh's
+  output) is recomputed instead of stored: a few flops per element against a pass
+  over memory.
+- vjp (``create_graph``): the region's ops again as nbgrad ops, differentiated by
+  ``nb.grad``: second derivatives through a fused region are those of the eager ops.
+
+So the values and the gradients are bitwise those of eager execution wherever the
+engine would add a value's gradient contributions in the same order; the one difference
+is an input that is also read after the region, whose outside contributions eager
+interleaves with the region's by creation order, where here the region's are summed first.
+
+The generated module is written to the kernel cache directory under a name taken from its
+source, so Numba's disk cache serves a second process (``explain()`` prints it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..function import Function
+from ..runtime.cache import install_stamp, kernel_cache_dir
+from ..runtime.jit import CHUNK, PARALLEL_MIN
+from . import rules
+from .trace import OpNode, Slot
+
+# -- finding regions ---------------------------------------------------------------------------
+
+
+@dataclass
+class Region:
+    nodes: list            # the OpNodes, in order
+    shape: tuple
+    dtype: np.dtype
+    grad_enabled: bool
+    inputs: list           # refs read from outside, in first-use order
+    scalar: list           # per input: a single value (read once) rather than an array
+    outputs: list          # slot numbers made here and read after the region
+
+    def describe(self) -> str:
+        ops = ", ".join(node.describe() for node in self.nodes)
+        return f"{len(self.nodes)} ops over {self.shape} {self.dtype}: {ops}"
+
+
+def _fusible(node: Any) -> bool:
+    if not isinstance(node, OpNode) or node.several or node.fn.op_name not in rules.RULES:
+        return False
+    if node.params or rules.RULES[node.fn.op_name].arity != len(node.inputs):
+        return False
+    shape, dtype = node.out_meta
+    if dtype.kind != "f":
+        return False
+    for meta in node.input_meta:
+        if meta is None:
+            return False
+        in_shape, in_dtype, needs_grad = meta
+        if in_dtype != dtype:
+            return False
+        if in_shape != shape and (int(np.prod(in_shape)) != 1 or needs_grad):
+            return False
+    return True
+
+
+def _same_kind(node: OpNode, first: OpNode) -> bool:
+    return node.out_meta == first.out_meta and node.grad_enabled == first.grad_enabled
+
+
+def find_regions(nodes: list, read_later: dict) -> list[tuple[int, int, Region]]:
+    """``(start, stop, region)`` for every run ``nodes[start:stop]`` of two or more fusible
+    ops; ``read_later[k]`` is the index of the last node reading slot k (or len(nodes)
+    for the function's result)."""
+    found = []
+    i = 0
+    while i < len(nodes):
+        if not _fusible(nodes[i]):
+            i += 1
+            continue
+        j = i + 1
+        while j < len(nodes) and _fusible(nodes[j]) and _same_kind(nodes[j], nodes[i]):
+            j += 1
+        if j - i >= 2:
+            found.append((i, j, _region(nodes[i:j], j, read_later)))
+        i = j
+    return found
+
+
+def _region(nodes: list, stop: int, read_later: dict) -> Region:
+    made = {k for node in nodes for k in node.outputs}
+    inputs, scalar, seen = [], [], set()
+    shape, dtype = nodes[0].out_meta
+    for node in nodes:
+        for ref, meta in zip(node.inputs, node.input_meta):
+            if isinstance(ref, Slot) and ref.index in made:
+                continue
+            if id(ref) not in seen and ref not in inputs:
+                seen.add(id(ref))
+                inputs.append(ref)
+                scalar.append(meta[0] != shape)
+    outputs = [k for node in nodes for k in node.outputs if read_later.get(k, -1) >= stop]
+    return Region(list(nodes), shape, dtype, nodes[0].grad_enabled, inputs, scalar, outputs)
+
+
+# -- generating the loop nests -----------------------------------------------------------------
+
+
+class _Names:
+    """The variable of every value of a region in the generated code: ``x<j>`` for input
+    j, ``v<k>`` for slot k."""
+
+    def __init__(self, region: Region) -> None:
+        self.region = region
+
+    def of(self, ref: Any) -> str:
+        if isinstance(ref, Slot) and any(ref.index in n.outputs for n in self.region.nodes):
+            return f"v{ref.index}"
+        return f"x{self._input(ref)}"
+
+    def _input(self, ref: Any) -> int:
+        for j, r in enumerate(self.region.inputs):
+            if r is ref or r == ref:
+                return j
+        raise KeyError(ref)
+
+
+def _header(region: Region) -> list[str]:
+    return [f"# {region.describe()}"]
+
+
+def _loop(body: list[str], first: str) -> list[str]:
+    """The chunked element loop around ``body`` (each chunk one parallel task)."""
+    return ([f"    n = {first}.size",
+             f"    for c in prange((n + {CHUNK} - 1) // {CHUNK}):",
+             f"        for i in range(c * {CHUNK}, min(n, (c + 1) * {CHUNK})):"]
+            + ["            " + line for line in body])
+
+
+def _loads(region: Region, names: _Names) -> tuple[list[str], list[str]]:
+    """(before the loop, in the loop): the inputs as values."""
+    before, inside = [], []
+    for j, is_scalar in enumerate(region.scalar):
+        (before if is_scalar else inside).append(
+            f"x{j} = in{j}[0]" if is_scalar else f"x{j} = in{j}[i]")
+    return ["    " + line for line in before], inside
+
+
+def _forward_values(region: Region, names: _Names) -> list[str]:
+    lines = []
+    for node in region.nodes:
+        rule = rules.RULES[node.fn.op_name]
+        args = ", ".join(names.of(r) for r in node.inputs)
+        lines.append(f"v{node.outputs[0]} = R.{rule.value}({args}, one)  "
+                     f"# {node.describe()}")
+    return lines
+
+
+def forward_source(region: Region, name: str) -> str:
+    names = _Names(region)
+    ins = [f"in{j}" for j in range(len(region.inputs))]
+    outs = [f"out{m}" for m in range(len(region.outputs))]
+    before, loads = _loads(region, names)
+    stores = [f"out{m}[i] = v{k}" for m, k in enumerate(region.outputs)]
+    lines = _header(region) + [f"def {name}({', '.join(ins + outs)}):",
+                               "    one = out0.dtype.type(1)"] + before
+    lines += _loop(loads + _forward_values(region, names) + stores, "out0")
+    return "\n".join(lines) + "\n"
+
+
+def _needing_grad(region: Region, names: _Names, inputs_needed: tuple) -> set[str]:
+    """The variables whose gradient is wanted: inputs that need one, and every value
+    computed from them."""
+    wanted = {f"x{j}" for j, needed in enumerate(inputs_needed) if needed}
+    for node in region.nodes:
+        if any(names.of(r) in wanted for r in node.inputs):
+            wanted.add(f"v{node.outputs[0]}")
+    return wanted
+
+
+def backward_source(region: Region, name: str, grads_given: tuple,
+                    inputs_needed: tuple) -> tuple[str, list[int]]:
+    """The backward loop for the outputs that received a gradient (``grads_given``) and
+    the inputs that need one; also the inputs it writes a gradient for."""
+    names = _Names(region)
+    wanted = _needing_grad(region, names, inputs_needed)
+    adjoint: dict[str, str] = {}
+    body = []
+    for m, k in enumerate(region.outputs):
+        if grads_given[m]:
+            body.append(f"d_v{k} = g{m}[i * gs{m}]")
+            adjoint[f"v{k}"] = f"d_v{k}"
+    for node in reversed(region.nodes):
+        out = f"v{node.outputs[0]}"
+        if out not in adjoint:
+            continue
+        rule = rules.RULES[node.fn.op_name]
+        operands = [names.of(r) for r in node.inputs]
+        for position, operand in enumerate(operands):
+            if operand not in wanted:
+                continue
+            term = (f"R.{rule.grads[position]}({adjoint[out]}, {', '.join(operands)}, {out}, "
+                    "one)")
+            if operand in adjoint:
+                body.append(f"d_{operand} = d_{operand} + {term}  # {node.describe()}")
+            else:
+                body.append(f"d_{operand} = {term}  # {node.describe()}")
+                adjoint[operand] = f"d_{operand}"
+    written = [j for j in range(len(region.inputs)) if f"x{j}" in adjoint and inputs_needed[j]]
+    body += [f"gin{j}[i] = d_x{j}" for j in written]
+    before, loads = _loads(region, names)
+    params = ([f"in{j}" for j in range(len(region.inputs))]
+              + [p for m in range(len(region.outputs)) if grads_given[m]
+                 for p in (f"g{m}", f"gs{m}")]
+              + [f"gin{j}" for j in written])
+    first = f"gin{written[0]}" if written else "in0"
+    lines = _header(region) + [f"def {name}({', '.join(params)}):",
+                               f"    one = {first}.dtype.type(1)"] + before
+    lines += _loop(loads + _forward_values(region, names) + body, first)
+    return "\n".join(lines) + "\n", written
+
+
+# -- building the kernels ----------------------------------------------------------------------
+
+_PRESET_PARALLEL = 'cache=True, parallel=True, error_model="numpy"'
+_PRESET_SERIAL = 'cache=True, error_model="numpy"'
+
+
+def _module_source(kernel: str, name: str) -> str:
+    return ('"""A region fused by nb.compile (nbgrad/compiler/fusion.py). Generated."""\n'
+            "from numba import njit, prange\n\n"
+            "from nbgrad.compiler import rules as R\n\n\n"
+            + kernel
+            + f"\n\n{name}_parallel = njit({_PRESET_PARALLEL})({name})\n"
+            + f"{name}_serial = njit({_PRESET_SERIAL})({name})\n")
+
+
+def _generated_dir() -> Path:
+    base = kernel_cache_dir(rules.add_value.py_func)
+    folder = (base if base is not None else Path(tempfile.gettempdir())) / "nbgrad-compiled"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+_modules: dict[str, Any] = {}
+
+
+def load_kernel(kernel_source: str, name: str) -> tuple[Any, Any, str]:
+    """(parallel, serial, module source) of the generated loop ``kernel_source``."""
+    source = _module_source(kernel_source, name)
+    digest = hashlib.sha256((install_stamp() + source).encode()).hexdigest()[:16]
+    module_name = f"nbgrad_fused_{digest}"
+    module = _modules.get(module_name)
+    if module is None:
+        path = _generated_dir() / f"{module_name}.py"
+        if not path.exists() or path.read_text() != source:
+            temporary = path.with_suffix(f".{digest}.tmp")
+            temporary.write_text(source)
+            temporary.replace(path)
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        _modules[module_name] = module
+    return getattr(module, f"{name}_parallel"), getattr(module, f"{name}_serial"), source
+
+
+def _run(pair: tuple, n: int, *arrays: Any) -> None:
+    parallel, serial = pair
+    (parallel if n >= PARALLEL_MIN else serial)(*arrays)
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).reshape(-1)
+
+
+def fused_function(region: Region, index: int) -> type[Function]:
+    """The Function of ``region`` (see the module docstring)."""
+    name = f"region{index}"
+    parallel, serial, source = load_kernel(forward_source(region, name + "_forward"),
+                                           name + "_forward")
+    forward_kernel = (parallel, serial)
+    backward_kernels: dict = {}
+    backward_sources: list = []   # the generated backward modules, for explain()
+    shape, dtype = region.shape, region.dtype
+    n = int(np.prod(shape))
+
+    def forward(ctx, *arrays):
+        flat = [_flat(a) for a in arrays]
+        outs = [np.empty(shape, dtype) for _ in region.outputs]
+        _run(forward_kernel, n, *flat, *[o.reshape(-1) for o in outs])
+        ctx.save_for_backward(*flat)
+        return tuple(outs) if len(outs) > 1 else outs[0]
+
+    def backward(ctx, *grads):
+        given = tuple(g is not None for g in grads)
+        needed = ctx.needs_input_grad
+        key = (given, needed)
+        if key not in backward_kernels:
+            kernel_name = f"{name}_backward"
+            src, written = backward_source(region, kernel_name, given, needed)
+            parallel_b, serial_b, module_source = load_kernel(src, kernel_name)
+            backward_sources.append(module_source)
+            backward_kernels[key] = ((parallel_b, serial_b), written)
+        kernel, written = backward_kernels[key]
+        flat_grads = []
+        for g in grads:
+            if g is None:
+                continue
+            one_value = g.size > 1 and not any(g.strides)
+            flat_grads += [g.reshape(-1)[:1] if one_value else _flat(g), 0 if one_value else 1]
+        gins = {j: np.empty(shape, dtype) for j in written}
+        _run(kernel, n, *ctx.saved_tensors, *flat_grads, *[gins[j].reshape(-1) for j in written])
+        return tuple(gins.get(j) for j in range(len(region.inputs)))
+
+    def vjp(ctx, *grads):
+        return _region_vjp(region, ctx, grads)
+
+    cls = type(f"FusedRegion{index}", (Function,), {
+        "__doc__": f"A region fused by nb.compile: {region.describe()}.",
+        "op_name": f"fused[{', '.join(n.describe() for n in region.nodes)}]",
+        "forward": staticmethod(forward), "backward": staticmethod(backward),
+        "vjp": staticmethod(vjp), "source": source, "region": region,
+        "backward_sources": backward_sources,
+    })
+    return cls
+
+
+def _region_vjp(region: Region, ctx: Any, grads: tuple) -> tuple:
+    """The region's ops again, as nbgrad ops on ``ctx.inputs``, and ``nb.grad`` of their
+    outputs: the second-derivative path."""
+    from ..autograd import engine, grad_mode
+
+    values: dict = {}
+    with grad_mode.enable_grad():
+        for node in region.nodes:
+            args = [ctx.inputs[region.inputs.index(r)] if not _made_in(region, r)
+                    else values[r.index] for r in node.inputs]
+            values[node.outputs[0]] = node.fn.apply(*args)
+    outs = [values[k] for k in region.outputs]
+    pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
+    wanted = [t for t, need in zip(ctx.inputs, ctx.needs_input_grad) if need]
+    found = iter(engine.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
+                             create_graph=True) if pairs and wanted else ())
+    return tuple(next(found) if need else None for need in ctx.needs_input_grad)
+
+
+def _made_in(region: Region, ref: Any) -> bool:
+    return isinstance(ref, Slot) and any(ref.index in n.outputs for n in region.nodes)

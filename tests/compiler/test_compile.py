@@ -1,0 +1,285 @@
+"""nb.compile: fused point-wise regions give eager's bits (values, gradients, second
+derivatives) op by op, for random chains (hypothesis) and for the W17 chain; a training
+step compiled equals eager step by step; variants, retraces, graph breaks, explain, and
+the generated kernels served from the disk cache in a second process."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.compiler.api import FusedNode
+from nbgrad.compiler.rules import RULES
+
+DTYPES = [np.float32, np.float64]
+UNARY = sorted(name for name, rule in RULES.items() if rule.arity == 1)
+BINARY = sorted(name for name, rule in RULES.items() if rule.arity == 2)
+
+
+def _apply(name, *xs):
+    return getattr(nb, name)(*xs)
+
+
+def _values(rng, shape, dtype, positive=False):
+    x = rng.standard_normal(shape) * 2
+    return (np.abs(x) + 0.1 if positive else x).astype(dtype)
+
+
+def _leaves(arrays):
+    return [nb.tensor(a, requires_grad=True) for a in arrays]
+
+
+def _eager_and_compiled(step, arrays, calls=2):
+    """(eager, compiled) results of ``step(*leaves)``: outputs and leaf gradients, the
+    compiled one from its ``calls``-th call (the first traces)."""
+    def run(fn):
+        leaves = _leaves(arrays)
+        out = fn(*leaves)
+        outs = out if isinstance(out, tuple) else (out,)
+        return [o.numpy() for o in outs], [None if x.grad is None else x.grad.numpy()
+                                           for x in leaves]
+    compiled = nb.compile(step)
+    for _ in range(calls - 1):
+        run(compiled)
+    return run(step), run(compiled), compiled
+
+
+def _assert_bitwise(eager, compiled):
+    for a, b in zip(eager[0], compiled[0]):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(eager[1], compiled[1]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_array_equal(a, b)
+
+
+def _fused_regions(compiled):
+    (variant,) = compiled.variants.values()
+    return [n for n in variant.program.nodes if isinstance(n, FusedNode)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", UNARY)
+@pytest.mark.parametrize("size", [37, 1 << 17])  # the serial and the parallel loop
+def test_each_unary_op_fused_is_bitwise_eager(name, dtype, size):
+    rng = np.random.default_rng(1)
+    positive = name == "log"
+    x = _values(rng, size, dtype, positive)
+    w = _values(rng, size, dtype)
+
+    def step(x):
+        y = _apply(name, x * 1.25)       # a region of mul, the op, mul
+        loss = (y * w).sum()
+        loss.backward()
+        return y
+
+    eager, compiled, fn = _eager_and_compiled(step, [x])
+    _assert_bitwise(eager, compiled)
+    assert len(_fused_regions(fn)) == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", BINARY)
+def test_each_binary_op_fused_is_bitwise_eager(name, dtype):
+    rng = np.random.default_rng(2)
+    a, b = _values(rng, (5, 7), dtype), _values(rng, (5, 7), dtype, positive=True)
+
+    def step(a, b):
+        y = _apply(name, a, b)
+        y = _apply(name, y, 0.5) * a      # a lifted number and a value read twice
+        y.sum().backward()
+        return y
+
+    _assert_bitwise(*_eager_and_compiled(step, [a, b])[:2])
+
+
+_CHAIN_OPS = UNARY + BINARY
+
+
+@settings(max_examples=25, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(_CHAIN_OPS), st.integers(0, 10)),
+                    min_size=2, max_size=8),
+       shape=st.lists(st.integers(1, 6), min_size=1, max_size=3),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
+def test_random_point_wise_chains_are_bitwise_eager(ops, shape, dtype, seed):
+    rng = np.random.default_rng(seed)
+    x, z = _values(rng, shape, dtype), _values(rng, shape, dtype)
+    g = _values(rng, shape, dtype)
+
+    def step(x, z):
+        values = [x, z]
+        for name, pick in ops:
+            a = values[pick % len(values)]
+            if name == "log":
+                a = nb.exp(a)            # keep log's argument positive
+            if RULES[name].arity == 1:
+                values.append(_apply(name, a))
+            else:
+                values.append(_apply(name, a, values[(pick + 1) % len(values)]))
+        (values[-1] * g).sum().backward()
+        return values[-1]
+
+    with np.errstate(all="ignore"):
+        _assert_bitwise(*_eager_and_compiled(step, [x, z])[:2])
+
+
+def w17(x, g):
+    h = nb.tanh(1.5 * x + 0.25) * 0.5
+    h = h + nb.exp(-h * h) + x
+    h = nb.silu(h)
+    loss = (h * h * g).sum()
+    loss.backward()
+    return loss
+
+
+@pytest.mark.parametrize("n", [1000, 1 << 18])
+def test_w17_chain_is_one_region_and_bitwise_eager(n):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal(n).astype(np.float32)
+    g = nb.tensor(rng.standard_normal(n).astype(np.float32))
+    eager, compiled, fn = _eager_and_compiled(lambda x: w17(x, g), [x])
+    _assert_bitwise(eager, compiled)
+    (region,) = _fused_regions(fn)
+    assert len(region.fn.region.nodes) == 12
+    text = fn.explain()
+    assert "12 ops over" in text and "R.silu_grad0" in text
+
+
+def test_second_derivative_through_a_fused_region():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 4))
+
+    def step(x):
+        y = nb.tanh(x * 2.0) * x
+        (gx,) = nb.grad(y.sum(), [x], create_graph=True)
+        (gx * gx).sum().backward()
+        return gx
+
+    eager, compiled, fn = _eager_and_compiled(step, [x])
+    _assert_bitwise(eager, compiled)
+    assert _fused_regions(fn)
+
+
+def test_training_steps_compiled_equal_eager():
+    def model_and_optimizer():
+        nb.manual_seed(0)
+        model = nb.nn.Sequential(nb.nn.Linear(2, 16), nb.nn.Tanh(), nb.nn.Linear(16, 1))
+        return model, nb.optim.Adam(model.parameters(), lr=1e-2)
+
+    def step_of(model, optimizer):
+        def step(x, y):
+            optimizer.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            return loss
+        return step
+
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((8, 2)).astype(np.float32),
+                rng.standard_normal((8, 1)).astype(np.float32)) for _ in range(4)]
+    eager_model, eager_opt = model_and_optimizer()
+    compiled_model, compiled_opt = model_and_optimizer()
+    eager_step = step_of(eager_model, eager_opt)
+    compiled_step = nb.compile(step_of(compiled_model, compiled_opt))
+    for x, y in batches:
+        assert eager_step(x, y).item() == compiled_step(x, y).item()
+    for p, q in zip(eager_model.parameters(), compiled_model.parameters()):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+    assert len(compiled_step.variants) == 1
+
+
+def test_a_new_shape_traces_again_with_a_notice(capsys):
+    fn = nb.compile(lambda x: nb.tanh(x) * 2.0)
+    fn(np.ones(3, np.float32))
+    fn(np.ones(3, np.float32))
+    assert capsys.readouterr().err == ""
+    out = fn(np.ones(5, np.float32))
+    assert out.shape == (5,)
+    assert "tracing again" in capsys.readouterr().err
+    assert len(fn.variants) == 2
+
+
+def test_a_change_of_module_mode_traces_again():
+    nb.manual_seed(0)
+    model = nb.nn.Sequential(nb.nn.Linear(3, 3), nb.nn.Dropout(0.5))
+    fn = nb.compile(model)
+    x = np.ones((4, 3), np.float32)
+    fn(x)
+    model.eval()
+    np.testing.assert_array_equal(fn(x).numpy(), model(x).numpy())
+    assert len(fn.variants) == 2
+
+
+def test_item_inside_is_a_graph_break_run_eagerly(capsys):
+    def step(x):
+        y = nb.exp(x)
+        if y.sum().item() > 0:   # Python control flow on a value
+            return y * 2.0
+        return y
+
+    fn = nb.compile(step)
+    x = nb.tensor(np.ones(3))
+    fn(x)
+    assert "graph break: item()" in capsys.readouterr().err
+    np.testing.assert_array_equal(fn(x).numpy(), step(x).numpy())
+    assert "eager (graph break" in fn.explain()
+
+
+def test_fullgraph_names_the_line():
+    def step(x):
+        return nb.exp(x).detach()
+
+    with pytest.raises(Exception, match=r"fullgraph=True\): detach\(\) at .*test_compile.py"):
+        nb.compile(step, fullgraph=True)(np.ones(2))
+
+
+def test_random_draw_inside_is_a_graph_break():
+    fn = nb.compile(lambda x: x + nb.randn(3))
+    fn(np.zeros(3, np.float32))
+    (variant,) = fn.variants.values()
+    assert variant.program is None and "random draw" in variant.breaks[0][0]
+
+
+def test_decorator_forms_and_bad_arguments():
+    @nb.compile
+    def f(x):
+        return x * 2.0
+
+    @nb.compile(fullgraph=True)
+    def g(x):
+        return x * 3.0
+
+    assert f(np.ones(2)).tolist() == [2.0, 2.0]
+    assert g(np.ones(2)).tolist() == [3.0, 3.0]
+    with pytest.raises(TypeError, match="must be callable"):
+        nb.compile(3)
+    with pytest.raises(NotImplementedError, match="dynamic=True"):
+        nb.compile(f, dynamic=True)
+
+
+def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path):
+    script = textwrap.dedent("""
+        import numpy as np, nbgrad as nb
+        from nbgrad.compiler import fusion
+        def step(x):
+            y = nb.tanh(x * 1.5) * x
+            y.sum().backward()
+            return y
+        fn = nb.compile(step)
+        for _ in range(2):
+            fn(nb.tensor(np.ones(10), requires_grad=True))
+        hits = sum(sum(f.stats.cache_hits.values()) for m in fusion._modules.values()
+                   for name, f in vars(m).items() if name.endswith("_serial"))
+        print(hits)
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True) for _ in range(2)]
+    assert [r.stdout.split()[-1] for r in runs] == ["0", "2"]
