@@ -22,7 +22,7 @@ import importlib
 import sys
 
 SUITES = ["core", "activation", "norm", "conv", "gno", "spectral", "bases", "hvp", "train",
-          "surface", "resample", "attention",
+          "surface", "resample", "attention", "fno", "operators",
           "optim",
           "examples",
           "distributed",

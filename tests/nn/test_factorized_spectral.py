@@ -17,29 +17,13 @@ from nbgrad.nn.factorized import FactorizedTensor, cp_rank, tt_rank, tucker_rank
 from nbgrad.nn.spectral import SpectralConv
 from nbgrad.ops.spectral_parts import irfftn_corners, rfftn_corners
 from nbgrad.testing import check_registered, gradgradcheck
+from nbgrad.testing.torch_reference import factorized_dense
 
 GRIDS = {1: (9,), 2: (7, 8), 3: (5, 6, 6)}
 MODES = {1: (6,), 2: (5, 6), 3: (3, 4, 4)}  # kept: [4], [5, 4], [3, 4, 3]
 
 
 # -- the PyTorch reference ----------------------------------------------------------------
-def torch_dense(torch, fac, f, order):
-    """The dense complex weight from factors ``f`` (name -> complex torch tensor)."""
-    letters = "abcdefgh"[:order]
-    if fac == "cp":
-        eq = ",".join(f"{c}R" for c in letters) + f",R->{letters}"
-        return torch.einsum(eq, *[f[f"factor{k}"] for k in range(order)], f["weights"])
-    if fac == "tucker":
-        ranks = "ABCDEFGH"[:order]
-        eq = ranks + "," + ",".join(f"{c}{r}" for c, r in zip(letters, ranks)) + "->" + letters
-        return torch.einsum(eq, f["core"], *[f[f"factor{k}"] for k in range(order)])
-    ranks = "ABCDEFGHI"[:order + 1]
-    eq = ",".join(f"{ranks[k]}{letters[k]}{ranks[k + 1]}" for k in range(order))
-    eq += f"->{ranks[0]}{letters}{ranks[-1]}"
-    w = torch.einsum(eq, *[f[f"factor{k}"] for k in range(order)])
-    return w[0, ..., 0]
-
-
 def torch_spectral(torch, x, w, bias, separable):
     """neuraloperator's forward, n_modes == max_n_modes (w holds exactly the kept modes)."""
     d = x.ndim - 2
@@ -79,7 +63,7 @@ def run_torch(torch, layer, x, v):
     parts = {n: torch.tensor(p.numpy(), dtype=torch.float64, requires_grad=True)
              for n, p in layer.weight.named_parameters()}
     f = {n: torch.complex(parts[n + "_real"], parts[n + "_imag"]) for n in factor_names(layer)}
-    w = torch_dense(torch, layer.factorization, f, layer.weight.order)
+    w = factorized_dense(torch.einsum, layer.factorization, f, layer.weight.order)
     bias = torch.tensor(layer.bias.numpy(), dtype=torch.float64)
     y = torch_spectral(torch, xt, w, bias, layer.separable)
     loss = (y * torch.tensor(v)).sum()

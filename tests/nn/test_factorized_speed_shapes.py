@@ -19,6 +19,7 @@ import nbgrad as nb
 from nbgrad.nn import factorized
 from nbgrad.nn.factorized import FactorizedTensor, cmatmul, cmul, cp_rank
 from nbgrad.nn.spectral import SpectralConv
+from nbgrad.testing.torch_reference import factorized_dense
 
 FACS = ("cp", "tucker", "tt")
 RANKS = (0.1, 0.3, 0.6, 1.0)
@@ -46,22 +47,6 @@ def complex_factors(w: FactorizedTensor) -> dict:
             for n in sorted({p[:-5] for p, _ in w.named_parameters()})}
 
 
-def np_dense(fac: str, f: dict, order: int) -> np.ndarray:
-    """The dense complex W from the factors with NumPy's einsum (the module doc's math)."""
-    letters = "abcdefgh"[:order]
-    if fac == "cp":
-        eq = ",".join(f"{c}R" for c in letters) + f",R->{letters}"
-        return np.einsum(eq, *[f[f"factor{k}"] for k in range(order)], f["weights"])
-    if fac == "tucker":
-        ranks = "ABCDEFGH"[:order]
-        eq = ranks + "," + ",".join(f"{c}{r}" for c, r in zip(letters, ranks)) + "->" + letters
-        return np.einsum(eq, f["core"], *[f[f"factor{k}"] for k in range(order)])
-    ranks = "ABCDEFGHI"[:order + 1]
-    eq = ",".join(f"{ranks[k]}{letters[k]}{ranks[k + 1]}" for k in range(order))
-    return np.einsum(eq + f"->{ranks[0]}{letters}{ranks[-1]}",
-                     *[f[f"factor{k}"] for k in range(order)])[0, ..., 0]
-
-
 def np_apply(w: np.ndarray, x: np.ndarray, sep: bool) -> np.ndarray:
     m = "xyz"[:x.ndim - 2]
     return x * w if sep else np.einsum(f"bi{m},io{m}->bo{m}", x, w)
@@ -84,7 +69,8 @@ def test_contract_against_numpy_complex_oracle(fac, d, sep, rank):
     w = tensor_for(fac, d, sep, rank)
     xr, xi = spectrum(3, d, 1)
     yr, yi = w.contract((nb.tensor(xr), nb.tensor(xi)), sep)
-    want = np_apply(np_dense(fac, complex_factors(w), w.order), xr + 1j * xi, sep)
+    dense = factorized_dense(np.einsum, fac, complex_factors(w), w.order)
+    want = np_apply(dense, xr + 1j * xi, sep)
     scale = np.abs(want).max()
     np.testing.assert_allclose(yr.numpy(), want.real, rtol=1e-10, atol=1e-13 * scale)
     np.testing.assert_allclose(yi.numpy(), want.imag, rtol=1e-10, atol=1e-13 * scale)
@@ -165,7 +151,8 @@ def test_property_contract_against_numpy(fac, d, sep, rank, batch, seed):
     w = tensor_for(fac, d, sep, rank, seed)
     xr, xi = spectrum(batch, d, seed + 1)
     yr, yi = w.contract((nb.tensor(xr), nb.tensor(xi)), sep)
-    want = np_apply(np_dense(fac, complex_factors(w), w.order), xr + 1j * xi, sep)
+    dense = factorized_dense(np.einsum, fac, complex_factors(w), w.order)
+    want = np_apply(dense, xr + 1j * xi, sep)
     atol = 1e-13 * np.abs(want).max()
     np.testing.assert_allclose(yr.numpy() + 1j * yi.numpy(), want, rtol=1e-10, atol=atol)
 
@@ -273,7 +260,7 @@ def test_cp_reconstruction_never_forms_the_shape_times_rank_product(monkeypatch,
     """to_tensor (implementation='reconstructed') of CP at rank 0.6: the dense W from
     two Khatri-Rao halves, nothing near the [*shape, R] outer product."""
     w = tensor_for("cp", d, False, 0.6)
-    dense = np_dense("cp", complex_factors(w), w.order)
+    dense = factorized_dense(np.einsum, "cp", complex_factors(w), w.order)
     got = []
     shapes = recorded_sizes(monkeypatch, lambda: got.extend(w.to_tensor()))
     np.testing.assert_allclose(got[0].numpy() + 1j * got[1].numpy(), dense, rtol=1e-10,

@@ -1,11 +1,11 @@
 """FNOBlocks, FNO and TFNO (neuraloperator's configuration, grids of 1-3 dims) against a
-PyTorch reference of the same architecture written out below from the reference
-library's code (rfftn + centred mode slices + irfft, 1x1 convolutions, gelu, group /
-instance / batch norm, soft-gating, symmetric domain padding, the grid embedding): the
-reference takes the nbgrad model's parameters by name and must reproduce its forward and
-every gradient (input and parameters), float64 and float32, for the skips, channel-MLP,
-padding, embedding, norms, preactivation and n_modes settings; hypothesis over small
-configurations; training; bad input."""
+PyTorch reference of the same architecture from the reference library's code
+(nbgrad.testing.torch_reference: rfftn + centred mode slices + irfft, 1x1 convolutions,
+gelu, group / instance / batch norm, soft-gating, symmetric domain padding, the grid
+embedding): the reference takes the nbgrad model's parameters by name and must reproduce
+its forward and every gradient (input and parameters), float64 and float32, for the
+skips, channel-MLP, padding, embedding, norms, preactivation and n_modes settings;
+hypothesis over small configurations; training; bad input."""
 
 import numpy as np
 import pytest
@@ -15,144 +15,7 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.nn.embeddings import GridEmbedding2D, GridEmbeddingND
 from nbgrad.nn.fno import FNO, TFNO, FNOBlocks, SoftGating, skip_connection
-
-
-# -- the PyTorch reference ----------------------------------------------------------------
-def t_spectral(torch, x, p, pre, conv):
-    """neuraloperator's SpectralConv.forward, real data, dense weights."""
-    d = conv.order
-    dims = list(range(-d, 0))
-    grid = list(x.shape[2:])
-    fft_size = grid[:-1] + [grid[-1] // 2 + 1]
-    X = torch.fft.rfftn(x, norm="forward", dim=dims)
-    if d > 1:
-        X = torch.fft.fftshift(X, dim=dims[:-1])
-    w = torch.complex(p[pre + "weight_real"], p[pre + "weight_imag"])
-    starts = [mx - min(n, m) for n, m, mx in zip(fft_size, conv.n_modes, conv.max_n_modes)]
-    lead = 1 if conv.separable else 2
-    sw = [slice(None)] * lead
-    sw += [slice(s // 2, -s // 2) if s else slice(None) for s in starts[:-1]]
-    sw += [slice(None, -starts[-1]) if starts[-1] else slice(None)]
-    w = w[tuple(sw)]
-    sx = [slice(None), slice(None)]
-    for n, k in zip(fft_size, w.shape[lead:]):
-        sx.append(slice(n // 2 - k // 2, n // 2 + k // 2 + k % 2))
-    sx[-1] = slice(None, w.shape[-1])
-    sx = tuple(sx)
-    out = torch.zeros([x.shape[0], conv.out_channels] + fft_size, dtype=X.dtype)
-    letters = "xyz"[:d]
-    if conv.separable:
-        out[sx] = X[sx] * w
-    else:
-        out[sx] = torch.einsum(f"bi{letters},io{letters}->bo{letters}", X[sx], w)
-    if d > 1:
-        out = torch.fft.ifftshift(out, dim=dims[:-1])
-        out = torch.fft.ifftn(out, s=grid[:-1], dim=dims[:-1], norm="forward")
-    keep = torch.ones(fft_size[-1], dtype=x.dtype)
-    keep[0] = 0
-    if grid[-1] % 2 == 0:
-        keep[-1] = 0
-    out = torch.complex(out.real, out.imag * keep)
-    y = torch.fft.irfft(out, n=grid[-1], dim=-1, norm="forward")
-    return y + p[pre + "bias"] if pre + "bias" in p else y
-
-
-def t_conv1x1(torch, x, w, b=None):
-    """A 1x1 Conv1d over the flattened grid."""
-    size = list(x.shape)
-    y = torch.nn.functional.conv1d(x.reshape(size[0], size[1], -1), w, b)
-    return y.reshape([size[0], w.shape[0]] + size[2:])
-
-
-def t_channel_mlp(torch, x, p, pre):
-    h = torch.nn.functional.gelu(t_conv1x1(torch, x, p[pre + "fcs.0.weight"],
-                                           p[pre + "fcs.0.bias"]))
-    return t_conv1x1(torch, h, p[pre + "fcs.1.weight"], p[pre + "fcs.1.bias"])
-
-
-def t_skip(torch, x, p, pre, kind, kernel=1):
-    """The reference's skip_connection (or, kernel > 1, its local convolution bias)."""
-    if kind == "identity":
-        return x
-    if kind == "soft-gating":
-        return p[pre + "weight"] * x
-    if kernel > 1:   # Conv{n}d with 'same' padding, no bias
-        conv = getattr(torch.nn.functional, f"conv{x.ndim - 2}d")
-        return conv(x, p[pre + "weight"], padding="same")
-    return t_conv1x1(torch, x, p[pre + "conv.weight"])
-
-
-def t_norm(torch, x, p, pre, kind, groups):
-    F = torch.nn.functional
-    if kind == "group_norm":
-        return F.group_norm(x, groups, p[pre + "weight"], p[pre + "bias"], eps=1e-5)
-    if kind == "instance_norm":
-        return F.instance_norm(x, eps=1e-5)
-    return F.batch_norm(x, None, None, p[pre + "weight"], p[pre + "bias"], training=True)
-
-
-def t_block(torch, x, p, blocks, i, pre="fno_blocks."):
-    """neuraloperator's FNOBlocks.forward(x, i) (post- or pre-activation)."""
-    gelu = torch.nn.functional.gelu
-    last = i == blocks.n_layers - 1
-    norm = blocks.norm is not None
-    kind = None
-    if norm:
-        kind = {"GroupNorm": "group_norm", "_InstanceNorm": "instance_norm"}.get(
-            type(blocks.norm[0]).__name__, "batch_norm")
-        groups = getattr(blocks.norm[0], "num_groups", 1)
-    nrm = lambda v, k: t_norm(torch, v, p, f"{pre}norm.{2 * i + k}.", kind, groups)  # noqa
-    if blocks.preactivation:
-        x = gelu(x)
-        if norm:
-            x = nrm(x, 0)
-    sf = sm = None
-    if blocks.fno_skip is not None:
-        sf = t_skip(torch, x, p, f"{pre}fno_skips.{i}.", blocks.fno_skip,
-                    blocks.conv_bias_kernel)
-    if blocks.use_channel_mlp and blocks.channel_mlp_skip is not None:
-        sm = t_skip(torch, x, p, f"{pre}channel_mlp_skips.{i}.", blocks.channel_mlp_skip)
-    if blocks.stabilizer == "tanh":
-        x = torch.tanh(x)
-    u = t_spectral(torch, x, p, f"{pre}convs.{i}.", blocks.convs[i])
-    if norm and not blocks.preactivation:
-        u = nrm(u, 0)
-    u = u + sf if sf is not None else u
-    if not last:
-        u = gelu(u)
-    if norm and blocks.preactivation:
-        u = nrm(u, 1)
-    if blocks.use_channel_mlp:
-        u = t_channel_mlp(torch, u, p, f"{pre}channel_mlp.{i}.")
-        u = u + sm if sm is not None else u
-    if blocks.preactivation:
-        return u
-    if norm:
-        u = nrm(u, 1)
-    return gelu(u) if not last else u
-
-
-def t_fno(torch, x, p, model):
-    """neuraloperator's FNO.forward."""
-    d = model.n_dim
-    if model.positional_embedding is not None:
-        bounds = model.positional_embedding.grid_boundaries
-        axes = [a + (b - a) * torch.arange(n, dtype=torch.float64) / n
-                for n, (a, b) in zip(x.shape[2:], bounds)]
-        grid = torch.stack(torch.meshgrid(*axes, indexing="ij")).to(x.dtype)
-        x = torch.cat([x, grid[None].expand(x.shape[0], *grid.shape)], dim=1)
-    v = t_channel_mlp(torch, x, p, "lifting.")
-    pads = None
-    if model.domain_padding is not None:
-        f = model.domain_padding.domain_padding
-        f = f if isinstance(f, list) else [f] * d
-        pads = [round(fk * n) for fk, n in zip(f, v.shape[2:])]
-        v = torch.nn.functional.pad(v, [q for pk in reversed(pads) for q in (pk, pk)])
-    for i in range(model.n_layers):
-        v = t_block(torch, v, p, model.fno_blocks, i)
-    if pads is not None:
-        v = v[(Ellipsis,) + tuple(slice(pk, -pk) if pk else slice(None) for pk in pads)]
-    return t_channel_mlp(torch, v, p, "projection.")
+from nbgrad.testing.torch_reference import fno_block, fno_forward, torch_parameters
 
 
 # -- comparison ----------------------------------------------------------------------------
@@ -170,8 +33,7 @@ def compare(torch, model, x_shape, run_torch, dtype=np.float64, seed=0):
     g = rng.standard_normal(y.shape)
     y.backward(nb.tensor(g.astype(dtype)))
     tx = torch.tensor(x, requires_grad=True)
-    tp = {n: torch.tensor(params[n].numpy().astype(np.float64), requires_grad=True)
-          for n in names}
+    tp = torch_parameters(torch, model, torch.float64)
     ty = run_torch(tx, tp)
     ty.backward(torch.tensor(g))
     tol = (dict(rtol=1e-9, atol=1e-11) if dtype == np.float64
@@ -191,7 +53,7 @@ def compare(torch, model, x_shape, run_torch, dtype=np.float64, seed=0):
 
 
 def compare_fno(torch, model, x_shape, dtype=np.float64, seed=0):
-    compare(torch, model, x_shape, lambda tx, tp: t_fno(torch, tx, tp, model), dtype, seed)
+    compare(torch, model, x_shape, lambda tx, tp: fno_forward(torch, tx, tp, model), dtype, seed)
 
 
 def make(n_modes, cin, cout, hidden, seed=0, **kw):
@@ -263,7 +125,7 @@ def test_fno_blocks_alone_in_and_out_channels_differ():
     # forward(x, index) runs layer index: layer 0 (not the last) ends in gelu, layer 1 not
     for i in (0, 1):
         compare(torch, _Indexed(blocks, i), (2, 3, 6, 8),
-                lambda tx, tp, i=i: t_block(torch, tx, tp, blocks, i, pre=""), seed=i)
+                lambda tx, tp, i=i: fno_block(torch, tx, tp, blocks, i, pre=""), seed=i)
 
 
 class _Indexed(nb.nn.Module):
@@ -304,7 +166,7 @@ def test_second_derivatives_against_torch():
     second = nb.grad(sum((d * d).sum() for d in first), [leaves[k] for k in keep])
     tx = torch.tensor(x, requires_grad=True)
     tp = {n: torch.tensor(q.numpy(), requires_grad=True) for n, q in zip(names, params)}
-    ty = t_fno(torch, tx, tp, model)
+    ty = fno_forward(torch, tx, tp, model)
     tleaves = [tx] + [tp[n] for n in names]
     tfirst = torch.autograd.grad((ty * torch.tensor(g)).sum(), tleaves, create_graph=True)
     tsecond = torch.autograd.grad(sum((d * d).sum() for d in tfirst),
@@ -511,3 +373,15 @@ def test_modes_above_nyquist_after_padding_and_in_blocks():
         blocks(nb.zeros(1, 2, 8, 8), 1)
     with pytest.raises(NotImplementedError, match=r"output_shape"):
         blocks(nb.zeros(1, 2, 8, 8), output_shape=(16, 16))
+
+
+@pytest.mark.parametrize("factorization", ["tucker", "cp", "tt"])
+def test_factorised_fno_against_torch_rebuilding_the_weights(factorization):
+    # the reference rebuilds each dense weight from its factors (the reference library's
+    # default implementation), nbgrad contracts with the factors: one function
+    torch = pytest.importorskip("torch")
+    nb.manual_seed(3)
+    model = TFNO((6, 6), 1, 1, 4, n_layers=2, factorization=factorization, rank=0.5,
+                 dtype=np.float64)
+    perturb(model)
+    compare_fno(torch, model, (2, 1, 8, 8))

@@ -1,12 +1,11 @@
-"""GINO and FNOGNO (nbgrad/nn/gino.py) against a PyTorch reference of the same
-composition written here from neuraloperator's models: GNO blocks on brute-force
-neighbourhoods (sinusoidal embedding, kernel MLP, transforms, mean/sum reductions,
-weighting), the ChannelMLP lifting/projection, and FNOBlocks (rfftn + centred modes +
-irfft, linear skip, channel-MLP with soft-gating skip, gelu). Forward and every gradient
-(features, coordinates, parameters) in float64 from weights copied by name, in 2-D and
-3-D; float32; the neighbour-graph cache; training on poisson_point_cloud; bad input."""
-
-import math
+"""GINO and FNOGNO (nbgrad/nn/gino.py) against a PyTorch reference of the same composition
+in nbgrad.testing.torch_reference_gino (from neuraloperator's models): GNO blocks on
+brute-force neighbourhoods (sinusoidal embedding, kernel MLP, transforms, mean/sum
+reductions, weighting), the ChannelMLP lifting/projection, and FNOBlocks (rfftn +
+centred modes + irfft, linear skip, channel-MLP with soft-gating skip, gelu). Forward
+and every gradient (features, coordinates, parameters) in float64 from weights copied by
+name, in 2-D and 3-D; float32; the neighbour-graph cache; training on
+poisson_point_cloud; bad input."""
 
 import numpy as np
 import pytest
@@ -17,142 +16,8 @@ import nbgrad as nb
 from nbgrad.datasets.point_cloud import poisson_point_cloud
 from nbgrad.nn.gino import FNOGNO, GINO
 from nbgrad.testing.gradcheck import gradcheck, gradgradcheck
-
-
-# -- the PyTorch reference ----------------------------------------------------------------
-def t_embed(torch, p, block):
-    """Sinusoidal embedding: sin/cos of w_k p per coordinate (channels 2 L c + 2 k (+1))."""
-    emb = block.pos_embedding
-    if emb is None:
-        return p
-    k = torch.arange(emb.num_frequencies, dtype=torch.float64)
-    if emb.embedding_type == "nerf":
-        w = 2.0 ** k * math.pi
-    else:
-        w = (1.0 / emb.max_positions) ** (2.0 * k / emb.num_frequencies)
-    phase = p[..., None] * w.to(p.dtype)
-    return torch.stack([torch.sin(phase), torch.cos(phase)], -1).reshape(*p.shape[:-1], -1)
-
-
-def t_gno(torch, block, p, pre, y, x, f):
-    """GNOBlock: out_i = R_{|y_j - x_i| <= r} k([e(y_j), e(x_i)(, f_j)]) (* f_j) (* w)."""
-    yd, xd = y.detach().numpy(), x.detach().numpy()
-    d2 = ((xd[:, None, :] - yd[None, :, :]) ** 2).sum(-1)
-    row, col = np.nonzero(d2 <= block.radius ** 2)
-    rt, ct = torch.as_tensor(row), torch.as_tensor(col)
-    h = torch.cat([t_embed(torch, y, block)[ct], t_embed(torch, x, block)[rt]], -1)
-    f_nb = None if f is None else (f[ct] if f.ndim == 2 else f[:, ct, :])
-    if block.transform_type.startswith("nonlinear"):
-        if f_nb.ndim == 3:
-            h = h.unsqueeze(0).expand(f_nb.shape[0], *h.shape)
-        h = torch.cat([h, f_nb], -1)
-    n = block.integral_transform.channel_mlp.n_layers
-    for k in range(n):
-        q = f"{pre}integral_transform.channel_mlp.fcs.{k}."
-        h = h @ p[q + "weight"].T + p[q + "bias"]
-        if k < n - 1:
-            h = torch.nn.functional.gelu(h)
-    if f_nb is not None and block.transform_type != "nonlinear_kernelonly":
-        h = h * f_nb
-    reduction = block.reduction
-    if block.weighting_fn is not None:   # half_cos on the squared radius
-        s = torch.as_tensor(d2[row, col])
-        h = h * (0.5 * torch.cos(math.pi * s / block.radius ** 2) + 0.5)[:, None]
-        reduction = "sum"
-    out = torch.zeros(*h.shape[:-2], x.shape[0], h.shape[-1], dtype=h.dtype)
-    out = out.index_add(out.ndim - 2, rt, h)
-    if reduction == "mean":
-        out = out / torch.bincount(rt, minlength=x.shape[0]).clamp(min=1).to(h.dtype)[:, None]
-    return out
-
-
-def t_mlp(torch, x, p, pre, n_layers):
-    """ChannelMLP: 1x1 convolutions over [B, C, *grid], gelu between."""
-    shape = list(x.shape)
-    h = x.reshape(shape[0], shape[1], -1)
-    for i in range(n_layers):
-        h = torch.nn.functional.conv1d(h, p[f"{pre}fcs.{i}.weight"], p[f"{pre}fcs.{i}.bias"])
-        if i < n_layers - 1:
-            h = torch.nn.functional.gelu(h)
-    return h.reshape([shape[0], h.shape[1]] + shape[2:])
-
-
-def t_spectral(torch, x, p, pre):
-    """SpectralConv (dense, max_n_modes = n_modes): rfftn(norm='forward'), the centred
-    block of modes (fftshift on all but the last dim) times W, irfft with the zero and
-    Nyquist bins made real."""
-    d = x.ndim - 2
-    dims = list(range(-d, 0))
-    grid = list(x.shape[2:])
-    size = grid[:-1] + [grid[-1] // 2 + 1]
-    X = torch.fft.fftshift(torch.fft.rfftn(x, norm="forward", dim=dims), dim=dims[:-1])
-    w = torch.complex(p[pre + "weight_real"], p[pre + "weight_imag"])
-    sx = [slice(None), slice(None)]
-    for n, k in zip(size[:-1], w.shape[2:-1]):
-        sx.append(slice(n // 2 - k // 2, n // 2 + k // 2 + k % 2))
-    sx.append(slice(None, w.shape[-1]))
-    out = torch.zeros([x.shape[0], w.shape[1]] + size, dtype=X.dtype)
-    letters = "xyz"[:d]
-    out[tuple(sx)] = torch.einsum(f"bi{letters},io{letters}->bo{letters}", X[tuple(sx)], w)
-    out = torch.fft.ifftn(torch.fft.ifftshift(out, dim=dims[:-1]), s=grid[:-1],
-                          dim=dims[:-1], norm="forward")
-    keep = torch.ones(size[-1], dtype=x.dtype)
-    keep[0] = 0
-    if grid[-1] % 2 == 0:
-        keep[-1] = 0
-    out = torch.complex(out.real, out.imag * keep)
-    return torch.fft.irfft(out, n=grid[-1], dim=-1, norm="forward") + p[pre + "bias"]
-
-
-def t_blocks(torch, v, p, n_layers):
-    """FNOBlocks with the models' defaults: u = K(v) + W v; gelu; u = M(u) + s * v; gelu
-    (no gelu after the last layer)."""
-    gelu = torch.nn.functional.gelu
-    for i in range(n_layers):
-        pre = f"fno_blocks.{{}}.{i}."
-        skip = torch.nn.functional.conv1d(v.reshape(v.shape[0], v.shape[1], -1),
-                                          p[pre.format("fno_skips") + "conv.weight"])
-        u = t_spectral(torch, v, p, pre.format("convs")) + skip.reshape(v.shape)
-        last = i == n_layers - 1
-        u = u if last else gelu(u)
-        u = t_mlp(torch, u, p, pre.format("channel_mlp"), 2) + \
-            p[pre.format("channel_mlp_skips") + "weight"] * v
-        v = u if last else gelu(u)
-    return v
-
-
-def t_gino(torch, m, p, geom, latent, queries, x, lat_feat):
-    """GINO.forward: gno_in (mean) on the latent grid, lifting, FNOBlocks, gno_out (sum)
-    to the queries, projection."""
-    grid = latent.shape[:-1]
-    flat = latent.reshape(-1, latent.shape[-1])
-    v = t_gno(torch, m.gno_in, p, "gno_in.", geom, flat, x)
-    b = 1 if x is None else x.shape[0]
-    v = v.reshape(b, *grid, v.shape[-1])
-    if lat_feat is not None:
-        v = torch.cat([v, lat_feat.expand(b, *lat_feat.shape[1:])], -1)
-    v = v.permute(0, v.ndim - 1, *range(1, v.ndim - 1))
-    v = t_blocks(torch, t_mlp(torch, v, p, "lifting.", 2), p, m.fno_blocks.n_layers)
-    v = v.permute(0, *range(2, v.ndim), 1).reshape(b, -1, v.shape[1])
-    if m.out_gno_tanh in ("latent_embed", "both"):
-        v = torch.tanh(v)
-    out = t_gno(torch, m.gno_out, p, "gno_out.", flat, queries, v)
-    return t_mlp(torch, out.permute(0, 2, 1), p, "projection.", 2).permute(0, 2, 1)
-
-
-def t_fnogno(torch, m, p, in_p, out_p, f):
-    """FNOGNO.forward: lifting([f, coordinates]), FNOBlocks, gno to out_p, projection."""
-    batched = f.ndim == in_p.ndim + 1
-    fb = f if batched else f[None]
-    v = torch.cat([fb, in_p[None].expand(fb.shape[0], *in_p.shape)], -1)
-    v = v.permute(0, v.ndim - 1, *range(1, v.ndim - 1))
-    v = t_blocks(torch, t_mlp(torch, v, p, "lifting.", 3), p, m.fno_blocks.n_layers)
-    v = v.permute(0, *range(2, v.ndim), 1).reshape(v.shape[0], -1, v.shape[1])
-    out = t_gno(torch, m.gno, p, "gno.", in_p.reshape(-1, in_p.shape[-1]), out_p,
-                v if batched else v[0])
-    out = out if batched else out[None]
-    out = t_mlp(torch, out.permute(0, 2, 1), p, "projection.", 2).permute(0, 2, 1)
-    return out if batched else out[0]
+from nbgrad.testing.torch_reference import torch_parameters
+from nbgrad.testing.torch_reference_gino import fnogno_forward, gino_forward
 
 
 # -- comparison ----------------------------------------------------------------------------
@@ -179,8 +44,7 @@ def compare(torch, model, inputs, run_nb, run_torch, dtype=np.float64, seed=0):
     y.backward(nb.tensor(g.astype(dtype)))
     theirs = {k: None if v is None else torch.tensor(v, requires_grad=True)
               for k, v in inputs.items()}
-    tp = {n: torch.tensor(q.numpy().astype(np.float64), requires_grad=True)
-          for n, q in model.named_parameters()}
+    tp = torch_parameters(torch, model, torch.float64)
     ty = run_torch(theirs, tp)
     ty.backward(torch.tensor(g))
     tol = dict(rtol=1e-8, atol=1e-10) if dtype == np.float64 else dict(rtol=3e-3, atol=3e-4)
@@ -239,7 +103,7 @@ def run_gino_both(torch, model, inputs, dtype=np.float64):
     compare(torch, model, inputs,
             lambda a: model(a["geom"][None], a["latent"][None], a["queries"][None], x=a["x"],
                             latent_features=a["lat"]),
-            lambda a, p: t_gino(torch, model, p, a["geom"], a["latent"], a["queries"],
+            lambda a, p: gino_forward(torch, model, p, a["geom"], a["latent"], a["queries"],
                                 a["x"], a["lat"]), dtype=dtype)
 
 
@@ -348,7 +212,7 @@ def test_fnogno_forward_and_gradients_against_torch(d, grid, modes, batch, kw):
     inputs = dict(in_p=latent_grid(grid), out_p=rng.uniform(0, 1, (7, d)),
                   f=rng.standard_normal(lead + tuple(grid) + (2,)))
     compare(torch, model, inputs, lambda a: model(a["in_p"], a["out_p"], a["f"]),
-            lambda a, p: t_fnogno(torch, model, p, a["in_p"], a["out_p"], a["f"]))
+            lambda a, p: fnogno_forward(torch, model, p, a["in_p"], a["out_p"], a["f"]))
 
 
 def test_fnogno_reference_defaults():

@@ -19,6 +19,7 @@ from nbgrad.nn.gno_block import (
     half_cos_weighting,
 )
 from nbgrad.testing.gradcheck import gradcheck, gradgradcheck
+from nbgrad.testing.torch_reference_gino import sinusoidal_embedding
 
 TRANSFORMS = ["linear", "nonlinear_kernelonly", "nonlinear"]
 
@@ -33,27 +34,13 @@ def brute_neighbours(y: np.ndarray, x: np.ndarray, radius: float):
     return row, col, d2[row, col]
 
 
-def torch_embedding(torch, p, block):
-    """sin/cos of w_k p at channels 2 L c + 2 k (+1), w_k by the embedding's type."""
-    if block.pos_embedding is None:
-        return p
-    emb = block.pos_embedding
-    k = torch.arange(emb.num_frequencies, dtype=torch.float64)
-    if emb.embedding_type == "nerf":
-        w = 2.0 ** k * math.pi
-    else:
-        w = (1.0 / emb.max_positions) ** (2.0 * k / emb.num_frequencies)
-    phase = p[..., None] * w.to(p.dtype)
-    return torch.stack([torch.sin(phase), torch.cos(phase)], -1).reshape(*p.shape[:-1], -1)
-
-
 def torch_gno(torch, block, params, y, x, f, weighting=None):
     """The reference's integral transform on brute-force neighbourhoods."""
     row, col, d2 = brute_neighbours(y.detach().numpy().astype(np.float64),
                                     x.detach().numpy().astype(np.float64), block.radius)
     row_t, col_t = torch.as_tensor(row), torch.as_tensor(col)
-    feats = torch.cat([torch_embedding(torch, y, block)[col_t],
-                       torch_embedding(torch, x, block)[row_t]], -1)
+    feats = torch.cat([sinusoidal_embedding(torch, y, block.pos_embedding)[col_t],
+                       sinusoidal_embedding(torch, x, block.pos_embedding)[row_t]], -1)
     f_nb = None
     if f is not None:
         f_nb = f[col_t] if f.ndim == 2 else f[:, col_t, :]

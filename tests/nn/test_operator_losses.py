@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.nn.operator_losses import H1Loss, LpLoss
+from nbgrad.testing.torch_reference_losses import h1_loss, lp_loss
 
 rng = np.random.default_rng(46)
 
@@ -77,48 +78,7 @@ def test_lp_rel_matches_numpy_over_shapes(d, p, lead, spatial, reduction, seed):
     assert got == pytest.approx(want, rel=1e-10)
 
 
-# -- the PyTorch reference of neuraloperator's formulas ---------------------------------
-def torch_lp(torch, x, y, d, p, measure, reduction, eps, mode, take_root=True):
-    flat = lambda u: u.flatten(-d) if d > 1 else u  # noqa: E731
-    psum = lambda u: (flat(u).abs() ** p).sum(-1)  # noqa: E731
-    if mode == "abs":
-        q = math.prod(m / n for m, n in zip(measure, x.shape[-d:]))
-        v = q * psum(x - y)
-        if take_root and p != 1:
-            v = v ** (1 / p)
-    else:
-        num, den = psum(x - y), psum(y)
-        if take_root and p != 1:
-            v = num ** (1 / p) / (den ** (1 / p) + eps)
-        else:
-            v = num / (den + eps)
-    return v.sum() if reduction == "sum" else v.mean()
-
-
-def torch_dx(torch, u, axis, h, periodic):
-    if periodic:
-        return (torch.roll(u, -1, axis) - torch.roll(u, 1, axis)) / (2 * h)
-    n = u.shape[axis]
-    take = lambda i: u.narrow(axis, i % n, 1)  # noqa: E731
-    inner = (u.narrow(axis, 2, n - 2) - u.narrow(axis, 0, n - 2)) / (2 * h)
-    first = (-11 * take(0) + 18 * take(1) - 9 * take(2) + 2 * take(3)) / (6 * h)
-    last = (-2 * take(-4) + 9 * take(-3) - 18 * take(-2) + 11 * take(-1)) / (6 * h)
-    return torch.cat([first, inner, last], dim=axis)
-
-
-def torch_h1(torch, x, y, d, measure, periodic, reduction, eps, mode, take_root=True):
-    hs = [m / n for m, n in zip(measure, x.shape[-d:])]
-    flat = lambda u: u.flatten(-d) if d > 1 else u  # noqa: E731
-    tx = [x] + [torch_dx(torch, x, j - d, hs[j], periodic[j]) for j in range(d)]
-    ty = [y] + [torch_dx(torch, y, j - d, hs[j], periodic[j]) for j in range(d)]
-    diff = sum((flat(a - b) ** 2).sum(-1) for a, b in zip(tx, ty))
-    ynorm = sum((flat(b) ** 2).sum(-1) for b in ty)
-    if mode == "abs":
-        v = math.prod(hs) * diff
-        v = v ** 0.5 if take_root else v
-    else:
-        v = diff ** 0.5 / (ynorm ** 0.5 + eps) if take_root else diff / (ynorm + eps)
-    return v.sum() if reduction == "sum" else v.mean()
+# -- the PyTorch reference of neuraloperator's formulas: nbgrad.testing.torch_reference_losses
 
 
 def compare_with_torch(nb_fn, torch_fn, shape, dtype, rtol, atol=0.0):
@@ -174,7 +134,7 @@ def test_lp_loss_matches_torch_float64(d, p, measure, reduction, shape, mode, ta
     ms = measure if isinstance(measure, list) else [measure] * d
     compare_with_torch(
         lambda x, y: getattr(loss, mode)(x, y, take_root=take_root),
-        lambda x, y: torch_lp(pytest.importorskip("torch"), x, y, d, p, ms, reduction,
+        lambda x, y: lp_loss(pytest.importorskip("torch"), x, y, d, p, ms, reduction,
                               1e-8, mode, take_root),
         shape, np.float64, rtol=1e-10)
 
@@ -199,7 +159,7 @@ def test_h1_loss_matches_torch_float64(d, measure, periodic, reduction, shape, m
     ms = measure if isinstance(measure, list) else [measure] * d
     compare_with_torch(
         lambda x, y: getattr(loss, mode)(x, y),
-        lambda x, y: torch_h1(pytest.importorskip("torch"), x, y, d, ms, periodic,
+        lambda x, y: h1_loss(pytest.importorskip("torch"), x, y, d, ms, periodic,
                               reduction, 1e-8, mode),
         shape, np.float64, rtol=1e-10)
 
@@ -209,12 +169,12 @@ def test_h1_without_root_and_given_quadrature_match_torch():
     loss = H1Loss(d=2, periodic_in_x=False)
     compare_with_torch(
         lambda x, y: loss.rel(x, y, quadrature=[0.3, 0.2], take_root=False),
-        lambda x, y: torch_h1(torch, x, y, 2, [0.3 * 4, 0.2 * 5], (False, True), "sum",
+        lambda x, y: h1_loss(torch, x, y, 2, [0.3 * 4, 0.2 * 5], (False, True), "sum",
                               1e-8, "rel", take_root=False),
         (2, 2, 4, 5), np.float64, rtol=1e-10)
     compare_with_torch(
         lambda x, y: loss.abs(x, y, quadrature=0.25),
-        lambda x, y: torch_h1(torch, x, y, 2, [0.25 * 4, 0.25 * 5], (False, True), "sum",
+        lambda x, y: h1_loss(torch, x, y, 2, [0.25 * 4, 0.25 * 5], (False, True), "sum",
                               1e-8, "abs"),
         (2, 2, 4, 5), np.float64, rtol=1e-10)
 
@@ -224,11 +184,11 @@ def test_float32_matches_torch(which):
     torch = pytest.importorskip("torch")
     if which == "lp":
         loss = LpLoss(d=2, p=3, measure=[1.0, 2.0])
-        ref = lambda x, y: torch_lp(torch, x, y, 2, 3, [1.0, 2.0], "sum", 1e-8,  # noqa: E731
+        ref = lambda x, y: lp_loss(torch, x, y, 2, 3, [1.0, 2.0], "sum", 1e-8,  # noqa: E731
                                     "rel")
     else:
         loss = H1Loss(d=2, periodic_in_y=False)
-        ref = lambda x, y: torch_h1(torch, x, y, 2, [1.0, 1.0], (True, False),  # noqa: E731
+        ref = lambda x, y: h1_loss(torch, x, y, 2, [1.0, 1.0], (True, False),  # noqa: E731
                                     "sum", 1e-8, "rel")
     compare_with_torch(lambda x, y: loss(x, y), ref, (3, 2, 6, 5), np.float32, rtol=2e-4,
                        atol=1e-5)
@@ -247,7 +207,7 @@ def test_h1_matches_torch_over_shapes_and_boundaries(d, data, seed, reduction):
     loss = H1Loss(d=d, reduction=reduction, **flags)
     for mode in ("rel", "abs"):
         got = getattr(loss, mode)(nb.tensor(x), nb.tensor(y)).item()
-        want = torch_h1(torch, torch.tensor(x), torch.tensor(y), d, [1.0] * d, periodic,
+        want = h1_loss(torch, torch.tensor(x), torch.tensor(y), d, [1.0] * d, periodic,
                         reduction, 1e-8, mode).item()
         assert got == pytest.approx(want, rel=1e-10)
 

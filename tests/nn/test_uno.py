@@ -1,12 +1,12 @@
 """UNO, ScaledSpectralConv and resample (nbgrad/nn/uno.py) against a PyTorch reference of
-the same math written out below: neuraloperator's UNO forward (grid embedding, lifting,
-symmetric domain padding scaled end to end, FNOBlocks of one layer each, horizontal skips
-resampled by linear / bicubic interpolation with align_corners=True, projection), its
-resample (the Fourier one for 3 grid dims), and the spectral convolution onto a scaled
-grid with each kept frequency kept in place (band-limited; the documented choice where
-the reference's ifftn(s=...) pads at the end). The reference takes the nbgrad model's
-parameters by name and must reproduce its forward and every gradient, float64 and
-float32; hypothesis over small configurations; bad input."""
+the same math (nbgrad.testing.torch_reference): neuraloperator's UNO forward (grid
+embedding, lifting, symmetric domain padding scaled end to end, FNOBlocks of one layer
+each, horizontal skips resampled by linear / bicubic interpolation with
+align_corners=True, projection), its resample (the Fourier one for 3 grid dims), and the
+spectral convolution onto a scaled grid with each kept frequency kept in place (band-limited;
+the documented choice where the reference's ifftn(s=...) pads at the end). The reference
+takes the nbgrad model's parameters by name and must reproduce its forward and
+every gradient, float64 and float32; hypothesis over small configurations; bad input."""
 
 import numpy as np
 import pytest
@@ -17,155 +17,10 @@ import nbgrad as nb
 from nbgrad.nn.spectral import SpectralConv
 from nbgrad.nn.uno import UNO, ScaledSpectralConv, resample
 from nbgrad.testing import gradgradcheck
+from nbgrad.testing.torch_reference import resample as torch_resample
+from nbgrad.testing.torch_reference import spectral_conv, torch_parameters, uno_forward
 
 NORM_EXP = {"forward": 1.0, "backward": 0.0, "ortho": 0.5}
-
-
-# -- the PyTorch reference ----------------------------------------------------------------
-def t_scaled_spectral(torch, x, p, pre, conv, out_grid):
-    """rfftn, centred kept modes times the weights, the same frequencies placed into the
-    spectrum of ``out_grid``, irfftn there (norm conv.fft_norm on both transforms)."""
-    d = conv.order
-    dims = list(range(-d, 0))
-    grid = list(x.shape[2:])
-    out_grid = list(out_grid)
-    X = torch.fft.rfftn(x, norm=conv.fft_norm, dim=dims)
-    if d > 1:
-        X = torch.fft.fftshift(X, dim=dims[:-1])
-    k = conv.n_modes   # kept: counts centred on 0 along the full axes, rfft bins last
-    sx = [slice(None), slice(None)]
-    so = [slice(None), slice(None)]
-    for n, no, m in zip(grid[:-1], out_grid[:-1], k[:-1]):
-        sx.append(slice(n // 2 - m // 2, n // 2 - m // 2 + m))
-        so.append(slice(no // 2 - m // 2, no // 2 - m // 2 + m))
-    sx.append(slice(0, k[-1]))
-    so.append(slice(0, k[-1]))
-    w = torch.complex(p[pre + "weight_real"], p[pre + "weight_imag"])
-    key = conv._active_index()
-    w = w[key]
-    letters = "xyz"[:d]
-    if conv.separable:
-        Y = X[tuple(sx)] * w
-    else:
-        Y = torch.einsum(f"bi{letters},io{letters}->bo{letters}", X[tuple(sx)], w)
-    out = torch.zeros([x.shape[0], conv.out_channels] + out_grid[:-1]
-                      + [out_grid[-1] // 2 + 1], dtype=X.dtype)
-    out[tuple(so)] = Y
-    if d > 1:
-        out = torch.fft.ifftshift(out, dim=dims[:-1])
-        out = torch.fft.ifftn(out, dim=dims[:-1], norm=conv.fft_norm)
-    keep = torch.ones(out.shape[-1], dtype=x.dtype)
-    keep[0] = 0
-    if out_grid[-1] % 2 == 0:
-        keep[-1] = 0
-    out = torch.complex(out.real, out.imag * keep)
-    y = torch.fft.irfft(out, n=out_grid[-1], dim=-1, norm=conv.fft_norm)
-    return y + p[pre + "bias"] if pre + "bias" in p else y
-
-
-def t_resample(torch, x, out):
-    """neuraloperator's resample(x, 1.0, dims, output_shape=out) in float64."""
-    F = torch.nn.functional
-    out = list(out)
-    if list(x.shape[2:]) == out:
-        return x
-    if x.ndim == 3:
-        return F.interpolate(x, size=out, mode="linear", align_corners=True)
-    if x.ndim == 4:
-        return F.interpolate(x, size=out, mode="bicubic", align_corners=True)
-    dims = [2, 3, 4]
-    X = torch.fft.rfftn(x, norm="forward", dim=dims)
-    fft_out = out[:-1] + [out[-1] // 2 + 1]
-    m = [min(a, b) for a, b in zip(fft_out, X.shape[2:])]
-    Y = torch.zeros(list(x.shape[:2]) + fft_out, dtype=X.dtype)
-    for a in ((None, m[0] // 2), (-m[0] // 2, None)):   # -m // 2 is -ceil(m / 2)
-        for b in ((None, m[1] // 2), (-m[1] // 2, None)):
-            idx = (slice(None), slice(None), slice(*a), slice(*b), slice(None, m[2]))
-            Y[idx] = X[idx]
-    return torch.fft.irfftn(Y, s=out, norm="forward", dim=dims)
-
-
-def t_conv1x1(torch, x, w, b=None):
-    size = list(x.shape)
-    y = torch.nn.functional.conv1d(x.reshape(size[0], size[1], -1), w, b)
-    return y.reshape([size[0], w.shape[0]] + size[2:])
-
-
-def t_mlp(torch, x, p, pre):
-    h = torch.nn.functional.gelu(t_conv1x1(torch, x, p[pre + "fcs.0.weight"],
-                                           p[pre + "fcs.0.bias"]))
-    return t_conv1x1(torch, h, p[pre + "fcs.1.weight"], p[pre + "fcs.1.bias"])
-
-
-def t_skip(torch, x, p, pre, kind):
-    if kind == "identity":
-        return x
-    if kind == "soft-gating":
-        return p[pre + "weight"] * x
-    return t_conv1x1(torch, x, p[pre + "conv.weight"])
-
-
-def t_block(torch, x, p, model, i, out_grid):
-    """FNOBlocks of one layer (index 0 = the last: no non-linearity after the MLP)."""
-    pre = f"fno_blocks.{i}."
-    F = torch.nn.functional
-    blocks = model.fno_blocks[i]
-    gn = (lambda v, j: F.group_norm(v, 1, p[f"{pre}norm.{j}.weight"],  # noqa: E731
-                                    p[f"{pre}norm.{j}.bias"], eps=1e-5))
-    if model.preactivation:
-        x = F.gelu(x)
-        if blocks.norm is not None:
-            x = gn(x, 0)
-    sf = t_resample(torch, t_skip(torch, x, p, pre + "fno_skips.0.", model.fno_skip),
-                    out_grid)
-    sm = t_resample(torch, t_skip(torch, x, p, pre + "channel_mlp_skips.0.",
-                                  model.channel_mlp_skip), out_grid)
-    u = t_scaled_spectral(torch, x, p, pre + "convs.0.", blocks.convs[0], out_grid)
-    if blocks.norm is not None and not model.preactivation:
-        u = gn(u, 0)
-    u = u + sf
-    if blocks.norm is not None and model.preactivation:
-        u = gn(u, 1)
-    u = t_mlp(torch, u, p, pre + "channel_mlp.0.") + sm
-    if blocks.norm is not None and not model.preactivation:
-        u = gn(u, 1)
-    return u
-
-
-def t_uno(torch, x, p, model):
-    d = model.n_dim
-    if model.positional_embedding is not None:
-        axes = [torch.arange(n, dtype=torch.float64) / n for n in x.shape[2:]]
-        grid = torch.stack(torch.meshgrid(*axes, indexing="ij")).to(x.dtype)
-        x = torch.cat([x, grid[None].expand(x.shape[0], *grid.shape)], dim=1)
-    v = t_mlp(torch, x, p, "lifting.")
-    pads = None
-    if model.domain_padding is not None:
-        f = model.domain_padding.domain_padding
-        f = f if isinstance(f, list) else [f] * d
-        pads = [round(fk * n) for fk, n in zip(f, v.shape[2:])]
-        v = torch.nn.functional.pad(v, [q for pk in reversed(pads) for q in (pk, pk)])
-    e2e = [1.0] * d
-    for s in model.uno_scalings:
-        s = [s] * d if np.isscalar(s) else (list(s) * d if len(s) == 1 else list(s))
-        e2e = [a * b for a, b in zip(e2e, s)]
-    final = [round(n * s) for n, s in zip(v.shape[2:], e2e)]
-    saved = {}
-    for i in range(model.n_layers):
-        if i in model.horizontal_skips_map:
-            h = t_resample(torch, saved[model.horizontal_skips_map[i]], v.shape[2:])
-            v = torch.cat([v, h], dim=1)
-        s = model.uno_scalings[i]
-        s = [s] * d if np.isscalar(s) else (list(s) * d if len(s) == 1 else list(s))
-        out = final if i == model.n_layers - 1 else [round(n * f)
-                                                      for n, f in zip(v.shape[2:], s)]
-        v = t_block(torch, v, p, model, i, out)
-        if i in model.horizontal_skips_map.values():
-            saved[i] = t_skip(torch, v, p, f"horizontal_skips.{i}.", model.horizontal_skip)
-    if pads is not None:
-        crop = [round(s * pk) for s, pk in zip(e2e, pads)]
-        v = v[(Ellipsis,) + tuple(slice(c, -c) if c else slice(None) for c in crop)]
-    return t_mlp(torch, v, p, "projection.")
 
 
 # -- comparison ----------------------------------------------------------------------------
@@ -180,8 +35,7 @@ def compare(torch, model, x_shape, run_torch, dtype=np.float64, seed=0):
     g = rng.standard_normal(y.shape)
     y.backward(nb.tensor(g.astype(dtype)))
     tx = torch.tensor(x, requires_grad=True)
-    tp = {n: torch.tensor(q.numpy().astype(np.float64), requires_grad=True)
-          for n, q in params.items()}
+    tp = torch_parameters(torch, model, torch.float64)
     ty = run_torch(tx, tp)
     assert tuple(ty.shape) == tuple(y.shape)
     ty.backward(torch.tensor(g))
@@ -255,7 +109,7 @@ def test_uno_forward_and_gradients_against_torch_float64(case):
     kw, grid = UNO_CASES[case]
     model = perturb(make_uno(**kw))
     compare(torch, model, (2, kw["in_channels"]) + grid,
-            lambda tx, tp: t_uno(torch, tx, tp, model))
+            lambda tx, tp: uno_forward(torch, tx, tp, model))
 
 
 @pytest.mark.parametrize("case", [0, 1])
@@ -264,7 +118,7 @@ def test_uno_float32_against_torch_float64(case):
     kw, grid = UNO_CASES[case]
     model = perturb(make_uno(**dict(kw, dtype=np.float32)))
     compare(torch, model, (2, kw["in_channels"]) + grid,
-            lambda tx, tp: t_uno(torch, tx, tp, model), dtype=np.float32)
+            lambda tx, tp: uno_forward(torch, tx, tp, model), dtype=np.float32)
 
 
 def test_uno_output_grid_and_layout_as_the_reference():
@@ -314,7 +168,7 @@ def test_scaled_spectral_conv_against_torch(n_modes, grid, out, kw):
             return self.conv(x, output_shape=out)
 
     compare(torch, Run(), (2, cin) + grid,
-            lambda tx, tp: t_scaled_spectral(torch, tx, tp, "conv.", conv, out))
+            lambda tx, tp: spectral_conv(torch, tx, tp, "conv.", conv, out))
 
 
 def test_scaled_spectral_conv_interpolates_the_same_grid_layer():
@@ -366,7 +220,7 @@ def test_resample_against_torch(grid, out):
     y = resample(xt, out)
     y.backward(nb.tensor(g))
     tx = torch.tensor(x, requires_grad=True)
-    ty = t_resample(torch, tx, out)
+    ty = torch_resample(torch, tx, out)
     ty.backward(torch.tensor(g))
     np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(xt.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
@@ -397,7 +251,7 @@ def test_uno_hypothesis_against_torch(n_layers, d, data):
               uno_out_channels=outs, uno_n_modes=modes, uno_scalings=scalings,
               horizontal_skips_map=skips)
     model = perturb(make_uno(**kw))
-    compare(torch, model, (1, 1) + grid, lambda tx, tp: t_uno(torch, tx, tp, model))
+    compare(torch, model, (1, 1) + grid, lambda tx, tp: uno_forward(torch, tx, tp, model))
 
 
 # -- bad input -----------------------------------------------------------------------------
