@@ -277,6 +277,51 @@ def test_radius_graph_same_bits_at_1_and_2_threads():
     assert_same_bits(k1.col, k2.col)
 
 
+def test_radius_graph_3d_same_bits_at_1_and_2_threads():
+    points = np.random.default_rng(2).random((20000, 3))
+    g1 = at_threads(1, nb.radius_graph, points, 0.05, loop=False)
+    g2 = at_threads(2, nb.radius_graph, points, 0.05, loop=False)
+    assert g1.nnz > 5 * len(points)
+    assert_same_graph(g1, g2)
+
+
+def test_radius_graph_rows_beyond_the_sampled_room():
+    # the cell list sizes each chunk's staging part from every 8th row's count: here
+    # those rows are isolated points and the others share one dense cluster, so every
+    # part fills up and the remaining rows take the count-then-write path (with rows
+    # far longer than the rank sort's 64 entries: the merge sort)
+    n = 2048
+    rng = np.random.default_rng(4)
+    points = rng.random((n, 2)) * 0.5
+    isolated = np.arange(0, n, 8)
+    points[isolated] = 10.0 * np.stack([isolated, isolated], axis=1)
+    rows = brute_force_rows(points, 1.0, False)[0]
+    assert max(len(r) for r in rows) > 1000
+    for threads in (1, 2):
+        assert_rows_equal(at_threads(threads, nb.radius_graph, points, 1.0, loop=False), rows)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
+def test_cell_list_same_graph_at_any_cell_side(d):
+    # cells of side r / reach, (2 reach + 1)^(d-1) runs per point: one graph for any reach
+    from nbgrad.kernels.cell_list import radius_cells
+    rng = np.random.default_rng(d)
+    points, query = rng.random((700, d)), rng.random((300, d))
+    radius = 0.3 if d > 2 else 0.1
+    s = scale_of(radius)
+    frame = radius * (1 + 2.0 ** -20)
+    for loop in (True, False):
+        want = rows_of(radius_graph_by("tree", points, radius, loop=loop))
+        want_query = rows_of(radius_graph_by("tree", points, radius, query=query))
+        for reach in (1, 2, 3):
+            row_ptr, col = radius_cells(points, points, None, None, frame, s,
+                                        (s * radius) ** 2, loop, reach)
+            assert_rows_equal(nb.Graph(row_ptr, col), want)
+            row_ptr, col = radius_cells(points, points, query, query, frame, s,
+                                        (s * radius) ** 2, True, reach)
+            assert_rows_equal(nb.Graph(row_ptr, col, num_source_nodes=700), want_query)
+
+
 @pytest.mark.parametrize("points, radius, kwargs, error, match", [
     (np.zeros(5), 1.0, {}, ValueError, r"radius_graph: points must have shape \[N, d\].*\(5,\)"),
     (np.zeros((3, 0)), 1.0, {}, ValueError, r"radius_graph: points .*\(3, 0\)"),

@@ -157,6 +157,17 @@ def test_radius_query_larger_clouds_both_searches_and_threads():
     assert np.array_equal(batch[g1.col], query_batch[g1.row])
 
 
+@pytest.mark.parametrize("d, radius", [(2, 0.02), (3, 0.06)])
+def test_radius_query_cell_list_threads_and_tree(d, radius):
+    rng = np.random.default_rng(d)
+    points, query = rng.random((20000, d)), rng.random((15000, d))
+    g1 = at_threads(1, radius_graph_by, "cells", points, radius, query=query)
+    g2 = at_threads(2, radius_graph_by, "cells", points, radius, query=query)
+    assert g1.nnz > 5 * len(query)
+    assert_same_graph(g1, g2)
+    assert_same_graph(g1, radius_graph_by("tree", points, radius, query=query))
+
+
 def test_radius_query_edge_cases():
     pts = np.array([[0.0, 0.0], [1.0, 0.0]])
     # empty query cloud, empty input cloud

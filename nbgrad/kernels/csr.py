@@ -1,7 +1,7 @@
-"""CSR graphs: construction by radius search (a cell list, or SciPy's k-d tree in higher
-dimensions), between one point cloud and itself or from a query cloud to an input cloud,
-k-nearest search and pruning, grouping of the entries by a key (CSR transposes,
-edge-id groups), and index validation. The aggregation over a graph is in
+"""CSR graphs: construction by radius search (a cell list, kernels/cell_list.py, or
+SciPy's k-d tree in higher dimensions), between one point cloud and itself or from a
+query cloud to an input cloud, k-nearest search and pruning, grouping of the entries
+by a key (CSR transposes, edge-id groups), and index validation. The aggregation over a graph is in
 kernels/gno_aggregate.py and, fused with the kernel MLP, kernels/gno.py.
 
 A CSR graph here is ``row_ptr[N+1]`` and ``col[nnz]`` (int64): row ``i`` lists the
@@ -15,6 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, for_work, njit_with_serial
+from .cell_list import radius_cells
 
 # -- validation ------------------------------------------------------------------------
 
@@ -80,7 +81,7 @@ def csr_rows(row_ptr):
 # power of two is exact, so for ordinary coordinates this is |p_j - p_i|^2 <= r^2 bit for
 # bit; it differs where that would over- or underflow: a difference that overflows to inf
 # is farther than any finite radius, and a nonzero difference too small to square (below
-# ~1e-154) is not taken for 0. The searches below (cell list, k-d tree) only propose
+# ~1e-154) is not taken for 0. The searches (cell list, k-d tree below) only propose
 # candidate pairs; every pair is decided by this one test, so all searches give one graph.
 
 
@@ -129,151 +130,6 @@ def _frame_exponent(points, query):
     largest = max((float(np.abs(a).max()) for a in (points, query)
                    if a is not None and a.size), default=0.0)
     return int(np.frexp(largest)[1])
-
-
-# -- radius graph: cell list -----------------------------------------------------------
-
-
-@njit(**SERIAL)
-def _cell_coords(points, origin, cell, dims):
-    """Cell coordinates ``[N, d]`` and linear cell index ``[N]`` of every point on a grid
-    of ``dims`` cells of side ``cell``."""
-    n, d = points.shape
-    coords = np.empty((n, d), dtype=np.int64)
-    keys = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        key = 0
-        for a in range(d):
-            c = np.int64((points[i, a] - origin[a]) / cell)
-            c = min(max(c, 0), dims[a] - 1)
-            coords[i, a] = c
-            key = key * dims[a] + c
-        keys[i] = key
-    return coords, keys
-
-
-@njit(**SERIAL)
-def _sort_segment(a, lo, hi):
-    """Sort ``a[lo:hi]`` in place: Shell sort with Knuth's gaps 1, 4, 13, 40, ... (a
-    plain insertion sort for the few neighbours of most rows). NumPy's sort would add
-    seconds to the first radius graph's compile for the rare long row."""
-    gap = 1
-    while gap < (hi - lo) // 3:
-        gap = 3 * gap + 1
-    while gap >= 1:
-        for k in range(lo + gap, hi):
-            v = a[k]
-            m = k - gap
-            while m >= lo and a[m] > v:
-                a[m + gap] = a[m]
-                m -= gap
-            a[m + gap] = v
-        gap //= 3
-
-
-@njit(**SERIAL)
-def _scan_cells(s, q_pts, q_coords, skip, sorted_pts, sorted_idx, cell_ptr, dims, offsets,
-                scale, scaled_r2, col, out):
-    """Neighbours among the input points of the query point at sorted position ``s``
-    (coordinates ``q_pts[s]``, cell ``q_coords[s]``), except the input point ``skip``:
-    their count, and, when ``out >= 0``, their indices written to ``col[out:out+count]``.
-
-    The last coordinate varies fastest in the linear cell index, so the three cells
-    ``c-1, c, c+1`` along it are one contiguous run of ``sorted_pts``: ``offsets`` only
-    enumerates the first d-1 coordinates (3^(d-1) runs per point).
-    """
-    last = sorted_pts.shape[1] - 1
-    count = 0
-    for o in range(offsets.shape[0]):
-        base = 0
-        inside = True
-        for a in range(last):
-            c = q_coords[s, a] + offsets[o, a]
-            if c < 0 or c >= dims[a]:
-                inside = False
-                break
-            base = base * dims[a] + c
-        if not inside:
-            continue
-        base *= dims[last]
-        lo = base + max(q_coords[s, last] - 1, 0)
-        hi = base + min(q_coords[s, last] + 1, dims[last] - 1)
-        for t in range(cell_ptr[lo], cell_ptr[hi + 1]):
-            if sorted_idx[t] != skip and _within(q_pts, s, sorted_pts, t, scale, scaled_r2):
-                if out >= 0:
-                    col[out + count] = sorted_idx[t]
-                count += 1
-    return count
-
-
-@njit(**PARALLEL)
-def _radius_pass(q_pts, q_idx, q_coords, sorted_pts, sorted_idx, cell_ptr, dims, offsets,
-                 scale, scaled_r2, loop, row_ptr, col):
-    """One sweep over all query points in cell order (``q_pts[s]`` is query point
-    ``q_idx[s]``, so consecutive points scan the same cells; for a graph on one cloud the
-    query arrays are the input arrays, and ``loop=False`` skips the pair (i, i)). With
-    ``col`` empty it counts the neighbours of query point ``i`` into ``row_ptr[i + 1]``;
-    otherwise it writes them, sorted, to ``col[row_ptr[i]:row_ptr[i+1]]``. Each point owns
-    its row: race-free. The parallel loop runs over fixed chunks of points (a prange over
-    single points compiles to a much slower loop body here)."""
-    n = q_pts.shape[0]
-    chunks = min(n, 256)
-    fill = col.shape[0] > 0
-    for c in prange(chunks):
-        for s in range(c * n // chunks, (c + 1) * n // chunks):
-            i = q_idx[s]
-            skip = -1 if loop else i
-            if fill:
-                out = row_ptr[i]
-                count = _scan_cells(s, q_pts, q_coords, skip, sorted_pts, sorted_idx,
-                                    cell_ptr, dims, offsets, scale, scaled_r2, col, out)
-                _sort_segment(col, out, out + count)
-            else:
-                row_ptr[i + 1] = _scan_cells(s, q_pts, q_coords, skip, sorted_pts,
-                                             sorted_idx, cell_ptr, dims, offsets, scale,
-                                             scaled_r2, col, -1)
-
-
-def _grid(q, r_q):
-    """``(cells, origin, side, dims)`` of the cell grid over ``q``: cells of side
-    ``>= r_q``, coarsened until there are at most ``max(4 N, 64)`` of them (memory O(N))."""
-    origin = q.min(axis=0)
-    extent = q.max(axis=0) - origin
-    max_cells = max(4 * q.shape[0], 64)
-    cell = max(r_q, float(extent.max()) / max_cells)
-    while True:
-        dims = np.floor(extent / cell).astype(np.int64) + 1
-        if float(np.prod(dims.astype(np.float64))) <= max_cells:
-            return int(np.prod(dims)), origin, cell, dims
-        cell *= 1.5
-
-
-def _radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop):
-    """CSR by a cell list: the input points are bucketed into a grid over both clouds
-    (counting sort by cell) and each query point (each input point when ``query`` is
-    None) tests the input points of the 3^d cells around its own."""
-    d = points.shape[1]
-    ncells, origin, cell, dims = _grid(q if qq is None else np.concatenate([q, qq]), r_q)
-    coords, keys = _cell_coords(q, origin, cell, dims)
-    cell_ptr, order = group_by(keys, ncells)
-    sorted_pts = np.ascontiguousarray(points[order])
-    coords = np.ascontiguousarray(coords[order])
-    if query is None:
-        q_pts, q_idx, q_coords = sorted_pts, order, coords
-    else:
-        q_coords, q_keys = _cell_coords(qq, origin, cell, dims)
-        q_idx = group_by(q_keys, ncells)[1]
-        q_pts = np.ascontiguousarray(query[q_idx])
-        q_coords = np.ascontiguousarray(q_coords[q_idx])
-    offsets = np.array(list(itertools.product((-1, 0, 1), repeat=d - 1)),
-                       dtype=np.int64).reshape(3 ** (d - 1), d - 1)
-    row_ptr = np.zeros(q_pts.shape[0] + 1, dtype=np.int64)
-    args = (q_pts, q_idx, q_coords, sorted_pts, order, cell_ptr, dims, offsets, scale,
-            scaled_r2, loop, row_ptr)
-    _radius_pass(*args, np.empty(0, dtype=np.int64))
-    np.cumsum(row_ptr, out=row_ptr)
-    _radius_pass(*args, col := np.empty(row_ptr[-1], dtype=np.int64))
-    return row_ptr, col
 
 
 # -- radius graph: k-d tree ------------------------------------------------------------
@@ -345,7 +201,7 @@ def radius_search(n, d):
     return "tree"
 
 
-_SEARCHES = {"cells": _radius_cells, "tree": _radius_tree}
+_SEARCHES = {"cells": radius_cells, "tree": _radius_tree}
 
 
 def radius_csr(points, radius, loop, query=None):

@@ -1,0 +1,430 @@
+"""Radius search by a cell list (kernels/csr.py picks it or SciPy's k-d tree, and holds
+the neighbour test).
+
+The input points are bucketed into a grid of cells of side ``h`` (a stable counting
+sort by cell, so each cell lists its points in increasing index), and each query point
+tests the input points of the cells within ``reach = ceil(r / h)`` cells of its own
+along every axis. The last coordinate varies fastest in the linear cell index, so the
+``2 reach + 1`` cells along it are one contiguous run of the sorted points:
+``(2 reach + 1)^(d-1)`` runs per query point, shared by the query points of one cell.
+Cells of side r (reach 1) test (3 r)^d around a point; side r / 2 (reach 2) only
+(2.5 r)^d but in more, shorter runs, which costs more than it saves
+(docs/benchmarks.md#radius-graph).
+
+Both clouds are stored dimension-major (``[d, N]``), so the test of a run is one
+streaming loop. The query points are swept in cell order (neighbouring points read
+the same cells); each row is found and sorted by one iteration, staged, and copied to
+its place in row order, so the CSR does not depend on the thread count.
+"""
+
+import numpy as np
+from numba import njit, prange
+
+from ..runtime.jit import PARALLEL, SERIAL
+
+# Chunks of query points per parallel sweep: a prange over single points compiles to a
+# much slower loop body.
+_CHUNKS = 256
+
+
+@njit(**PARALLEL)
+def bounds(q):
+    """Per-coordinate ``(min, max)`` of ``q[N, d]`` (N >= 1)."""
+    n, d = q.shape
+    chunks = min(n, _CHUNKS)
+    lo = np.empty((chunks, d))
+    hi = np.empty((chunks, d))
+    for c in prange(chunks):
+        first = c * n // chunks
+        for a in range(d):
+            lo[c, a] = q[first, a]
+            hi[c, a] = q[first, a]
+        for i in range(first + 1, (c + 1) * n // chunks):
+            for a in range(d):
+                lo[c, a] = min(lo[c, a], q[i, a])
+                hi[c, a] = max(hi[c, a], q[i, a])
+    out_lo = lo[0].copy()
+    out_hi = hi[0].copy()
+    for c in range(1, chunks):
+        for a in range(d):
+            out_lo[a] = min(out_lo[a], lo[c, a])
+            out_hi[a] = max(out_hi[a], hi[c, a])
+    return out_lo, out_hi
+
+
+@njit(**PARALLEL)
+def _cells_of(q, origin, side, dims):
+    """Cell coordinates ``[N, d]`` and linear cell index ``[N]`` of every point of ``q``
+    on the grid (cell ``floor((q - origin) / side)``, clipped into the grid)."""
+    n, d = q.shape
+    coords = np.empty((n, d), dtype=np.int64)
+    keys = np.empty(n, dtype=np.int64)
+    for i in prange(n):
+        key = 0
+        for a in range(d):
+            c = np.int64((q[i, a] - origin[a]) / side)
+            c = min(max(c, 0), dims[a] - 1)
+            coords[i, a] = c
+            key = key * dims[a] + c
+        keys[i] = key
+    return coords, keys
+
+
+@njit(**SERIAL)
+def _counting_sort(keys, num_keys):
+    """``(ptr[num_keys+1], order[N])``: the positions with key k are
+    ``order[ptr[k]:ptr[k+1]]``, in increasing order (stable)."""
+    ptr = np.zeros(num_keys + 1, dtype=np.int64)
+    for k in range(keys.shape[0]):
+        ptr[keys[k] + 1] += 1
+    for g in range(num_keys):
+        ptr[g + 1] += ptr[g]
+    order = np.empty(keys.shape[0], dtype=np.int64)
+    fill = ptr[:-1].copy()
+    for k in range(keys.shape[0]):
+        order[fill[keys[k]]] = k
+        fill[keys[k]] += 1
+    return ptr, order
+
+
+@njit(**PARALLEL)
+def _gather(points, coords, order):
+    """``points[order]`` dimension-major (``[d, N]``) and ``coords[order]``."""
+    n, d = points.shape
+    xyz = np.empty((d, n))
+    sorted_coords = np.empty((n, d), dtype=np.int64)
+    for s in prange(n):
+        i = order[s]
+        for a in range(d):
+            xyz[a, s] = points[i, a]
+            sorted_coords[s, a] = coords[i, a]
+    return xyz, sorted_coords
+
+
+@njit(**SERIAL, inline="always")
+def _run(s, o, q_coords, cell_ptr, dims, reach):
+    """Sorted positions ``[lo, hi)`` of the ``o``-th run of query point ``s``: the cells
+    ``(c_0 + e_0, ..., c_{d-2} + e_{d-2}, c_{d-1} - reach .. c_{d-1} + reach)``, with the
+    offsets ``e`` in ``[-reach, reach]`` the base-(2 reach + 1) digits of ``o``; empty
+    where a cell coordinate leaves the grid."""
+    last = dims.shape[0] - 1
+    width = 2 * reach + 1
+    base = 0
+    rest = o
+    step = 1
+    for _ in range(last):
+        step *= width
+    for a in range(last):
+        step //= width
+        c = q_coords[s, a] + rest // step - reach
+        rest %= step
+        if c < 0 or c >= dims[a]:
+            return 0, 0
+        base = base * dims[a] + c
+    base *= dims[last]
+    first = base + max(q_coords[s, last] - reach, 0)
+    final = base + min(q_coords[s, last] + reach, dims[last] - 1)
+    return cell_ptr[first], cell_ptr[final + 1]
+
+
+@njit(**SERIAL)
+def _spans(s, q_coords, cell_ptr, dims, reach, span):
+    """Every run of query point ``s`` (``_run``) into ``span[o] = (lo, hi)``. Query
+    points in one cell share them: the sweeps in cell order fill them once a cell."""
+    for o in range(span.shape[0]):
+        span[o, 0], span[o, 1] = _run(s, o, q_coords, cell_ptr, dims, reach)
+
+
+@njit(**SERIAL, inline="always")
+def _new_cell(q_coords, s, first):
+    """Whether query point ``s`` is the first of a chunk or of its cell."""
+    if s == first:
+        return True
+    for a in range(q_coords.shape[1]):
+        if q_coords[s, a] != q_coords[s - 1, a]:
+            return True
+    return False
+
+
+@njit(**SERIAL, inline="always")
+def _keep_near(s, q_xyz, xyz, idx, lo, hi, scale, scaled_r2, d2, near, count):
+    """Append to ``near[count:]`` the input points of the run ``[lo, hi)`` that pass the
+    neighbour test with query point ``s``; returns the new count. The test's sum
+    ``sum_a (scale (x_a - q_a))^2`` (kernels/csr.py:_within) is taken term by term in
+    the same order (0 + x = x for the first square), so with the same float64 bits; it
+    is written out for d = 2 and 3, where the loop over the run vectorises. Every
+    candidate is written at ``near[count]`` and kept by advancing ``count`` (no
+    branch), so ``near`` needs one slot past the kept points."""
+    d = xyz.shape[0]
+    n = hi - lo
+    ids = idx[lo:hi]
+    if d == 2:
+        qx, qy = q_xyz[0, s], q_xyz[1, s]
+        xs, ys = xyz[0, lo:hi], xyz[1, lo:hi]
+        for k in range(n):
+            dx = scale * (xs[k] - qx)
+            dy = scale * (ys[k] - qy)
+            near[count] = ids[k]
+            count += dx * dx + dy * dy <= scaled_r2
+        return count
+    if d == 3:
+        qx, qy, qz = q_xyz[0, s], q_xyz[1, s], q_xyz[2, s]
+        xs, ys, zs = xyz[0, lo:hi], xyz[1, lo:hi], xyz[2, lo:hi]
+        for k in range(n):
+            dx = scale * (xs[k] - qx)
+            dy = scale * (ys[k] - qy)
+            dz = scale * (zs[k] - qz)
+            near[count] = ids[k]
+            count += dx * dx + dy * dy + dz * dz <= scaled_r2
+        return count
+    for k in range(n):
+        d2[k] = 0.0
+    for a in range(d):
+        qa = q_xyz[a, s]
+        xa = xyz[a, lo:hi]
+        for k in range(n):
+            diff = scale * (xa[k] - qa)
+            d2[k] += diff * diff
+    for k in range(n):
+        near[count] = ids[k]
+        count += d2[k] <= scaled_r2
+    return count
+
+
+@njit(**SERIAL)
+def _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, skip, d2, near):
+    """``(count, near)``: the input points that pass the neighbour test with query point
+    ``s``, except the point ``skip`` (-1: none), in ``near[:count]``, run by run
+    (``span``: a run is a few cells, each listing its points in increasing index).
+    ``near`` is replaced by a longer copy when a run might not fit."""
+    count = 0
+    for o in range(span.shape[0]):
+        lo, hi = span[o, 0], span[o, 1]
+        if count + hi - lo >= near.shape[0]:
+            longer = np.empty(2 * (count + hi - lo) + 1, dtype=np.int64)
+            longer[:count] = near[:count]
+            near = longer
+        count = _keep_near(s, q_xyz, xyz, idx, lo, hi, scale, scaled_r2, d2, near, count)
+    for k in range(count):  # at most once: the points are distinct
+        if near[k] == skip:
+            count -= 1
+            near[k] = near[count]
+    return count, near
+
+
+# Rows up to this long are sorted by rank counting (n^2 compares without a branch),
+# longer ones by merging.
+_RANK_SORT_MAX = 64
+
+
+@njit(**SERIAL, inline="always")
+def _place_by_rank(values, n, out, at):
+    """Write the distinct ``values[:n]`` in increasing order to ``out[at:at+n]``: each
+    value goes to ``at`` plus the number of values below it."""
+    for k in range(n):
+        v = values[k]
+        rank = 0
+        for m in range(n):
+            rank += values[m] < v
+        out[at + rank] = v
+
+
+@njit(**SERIAL, inline="always")
+def _merge(src, lo, mid, hi, dst):
+    """Merge the sorted ``src[lo:mid]`` and ``src[mid:hi]`` into ``dst[lo:hi]``; each
+    step takes the smaller head without a branch on the comparison."""
+    p, q, out = lo, mid, lo
+    while p < mid and q < hi:
+        x, y = src[p], src[q]
+        take = y < x
+        dst[out] = y if take else x
+        q += take
+        p += 1 - take
+        out += 1
+    for k in range(p, mid):
+        dst[out] = src[k]
+        out += 1
+    for k in range(q, hi):
+        dst[out] = src[k]
+        out += 1
+
+
+@njit(**SERIAL)
+def _sort_runs(a, b, n):
+    """Sort ``a[:n]``, made of a few increasing runs (one per cell: a cell lists its
+    points in increasing index), by natural merge sort: each sweep merges neighbouring
+    runs pairwise from one buffer into the other. Returns the buffer holding the result."""
+    src, dst = a, b
+    while True:
+        lo = 0
+        merged = 0
+        while lo < n:
+            mid = lo + 1
+            while mid < n and src[mid - 1] <= src[mid]:
+                mid += 1
+            hi = mid + 1 if mid < n else n
+            while hi < n and src[hi - 1] <= src[hi]:
+                hi += 1
+            _merge(src, lo, mid, hi, dst)
+            merged += 1
+            lo = hi
+        if merged <= 1:
+            return dst
+        src, dst = dst, src
+
+
+@njit(**SERIAL, inline="always")
+def _write_sorted(near, n, spare, out, at):
+    """The distinct ``near[:n]`` in increasing order to ``out[at:at+n]``."""
+    if n <= _RANK_SORT_MAX:
+        _place_by_rank(near, n, out, at)
+        return
+    if spare.shape[0] < n:
+        spare = np.empty(n, dtype=np.int64)
+    row = _sort_runs(near, spare, n)
+    out[at:at + n] = row[:n]
+
+
+@njit(**SERIAL)
+def _longest_run(cell_ptr, dims, reach):
+    """An upper bound on a run's length: the most points in ``2 reach + 1`` consecutive
+    cells."""
+    width = min(2 * reach + 1, dims[dims.shape[0] - 1])
+    ncells = cell_ptr.shape[0] - 1
+    longest = 0
+    for c in range(ncells - width + 1):
+        longest = max(longest, cell_ptr[c + width] - cell_ptr[c])
+    return longest
+
+
+# The rows are found in one sweep in cell order (neighbouring query points read the same
+# cells), each chunk of rows written to its own part of a staging buffer sized from
+# every _SAMPLE-th row's count times _ROOM, then copied to their places in row order. A
+# chunk whose part fills up (clustered points) leaves its remaining rows to be counted
+# and written in place later.
+_SAMPLE = 8
+_ROOM = 1.25
+
+
+@njit(**SERIAL, inline="always")
+def _chunk(c, m, chunks):
+    """The positions ``[first, end)`` of chunk ``c``."""
+    return c * m // chunks, (c + 1) * m // chunks
+
+
+@njit(**PARALLEL)
+def radius_rows(q_xyz, q_coords, q_order, rank, xyz, idx, cell_ptr, dims, reach, scale,
+                scaled_r2, skip_self):
+    """CSR ``(row_ptr, col)`` of the neighbours of every query point: the query point at
+    cell-order position s is ``q_order[s]`` (``rank`` inverts it), with test coordinates
+    ``q_xyz[:, s]`` and cell ``q_coords[s]``; input point ``idx[t]`` has ``xyz[:, t]``.
+    For a graph on one cloud the query arrays are the input arrays and ``skip_self``
+    drops the pair of a point with itself. Each row is found by one iteration, columns
+    increasing."""
+    m = q_xyz.shape[1]
+    runs = (2 * reach + 1) ** (dims.shape[0] - 1)
+    chunks = min(m, _CHUNKS)
+    longest = _longest_run(cell_ptr, dims, reach)
+    args = (q_xyz, xyz, idx)
+    test = (scale, scaled_r2)
+    cells = (q_coords, cell_ptr, dims, reach)
+    room = np.zeros(chunks + 1, dtype=np.int64)
+    for c in prange(chunks):
+        d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
+        span = np.empty((runs, 2), dtype=np.int64)
+        first, end = _chunk(c, m, chunks)
+        sampled = 0
+        for s in range(first, end, _SAMPLE):
+            _spans(s, *cells, span)
+            sampled += _near(s, *args, span, *test, -1, d2, near)[0]
+        room[c + 1] = np.int64(sampled * _SAMPLE * _ROOM) + 64
+    for c in range(chunks):
+        room[c + 1] += room[c]
+    staging = np.empty(room[chunks], dtype=np.int64)
+    staged_at = np.full(m, -1, dtype=np.int64)
+    row_ptr = np.zeros(m + 1, dtype=np.int64)
+    stop = np.empty(chunks, dtype=np.int64)
+    for c in prange(chunks):
+        d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
+        spare = np.empty(64, dtype=np.int64)
+        span = np.empty((runs, 2), dtype=np.int64)
+        first, end = _chunk(c, m, chunks)
+        at = room[c]
+        stop[c] = end
+        for s in range(first, end):
+            if _new_cell(q_coords, s, first):
+                _spans(s, *cells, span)
+            skip = q_order[s] if skip_self else -1
+            count, near = _near(s, *args, span, *test, skip, d2, near)
+            if at + count > room[c + 1]:
+                stop[c] = s
+                break
+            _write_sorted(near, count, spare, staging, at)
+            staged_at[s] = at
+            row_ptr[q_order[s] + 1] = count
+            at += count
+    for c in prange(chunks):  # the rows after a full part: their lengths
+        d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
+        span = np.empty((runs, 2), dtype=np.int64)
+        for s in range(stop[c], _chunk(c, m, chunks)[1]):
+            _spans(s, *cells, span)
+            skip = q_order[s] if skip_self else -1
+            row_ptr[q_order[s] + 1] = _near(s, *args, span, *test, skip, d2, near)[0]
+    for i in range(m):
+        row_ptr[i + 1] += row_ptr[i]
+    col = np.empty(row_ptr[m], dtype=np.int64)
+    for c in prange(chunks):  # staged rows to their places, in row order
+        first, end = _chunk(c, m, chunks)
+        for i in range(first, end):
+            at = staged_at[rank[i]]
+            if at >= 0:
+                out = row_ptr[i]
+                for k in range(row_ptr[i + 1] - out):
+                    col[out + k] = staging[at + k]
+    for c in prange(chunks):
+        d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
+        spare = np.empty(64, dtype=np.int64)
+        span = np.empty((runs, 2), dtype=np.int64)
+        for s in range(stop[c], _chunk(c, m, chunks)[1]):
+            _spans(s, *cells, span)
+            skip = q_order[s] if skip_self else -1
+            count, near = _near(s, *args, span, *test, skip, d2, near)
+            _write_sorted(near, count, spare, col, row_ptr[q_order[s]])
+    return row_ptr, col
+
+
+def grid(q, r_q, reach):
+    """``(cells, origin, side, dims)`` of the cell grid over ``q``: cells of side
+    ``>= r_q / reach``, coarsened until there are at most ``max(4 N, 64)`` of them
+    (memory O(N))."""
+    origin, top = bounds(q)
+    extent = top - origin
+    max_cells = max(4 * q.shape[0], 64)
+    side = max(r_q / reach, float(extent.max()) / max_cells)
+    while True:
+        dims = np.floor(extent / side).astype(np.int64) + 1
+        if float(np.prod(dims.astype(np.float64))) <= max_cells:
+            return int(np.prod(dims)), origin, side, dims
+        side *= 1.5
+
+
+def radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop, reach=1):
+    """CSR by the cell list of cells of side ``r_q / reach`` (or coarser): ``points``
+    (and ``query``) are tested, ``q`` (and ``qq``) are the same clouds in the search
+    frame, where pairs are within ``r_q``."""
+    both = q if qq is None else np.concatenate([q, qq])
+    ncells, origin, side, dims = grid(both, r_q, reach)
+    reach = int(np.ceil(r_q / side))  # side * reach >= r_q
+    coords, keys = _cells_of(q, origin, side, dims)
+    cell_ptr, order = _counting_sort(keys, ncells)
+    xyz, sorted_coords = _gather(points, coords, order)
+    if query is None:
+        q_xyz, q_coords, q_order = xyz, sorted_coords, order
+    else:
+        q_coords, q_keys = _cells_of(qq, origin, side, dims)
+        q_order = _counting_sort(q_keys, ncells)[1]
+        q_xyz, q_coords = _gather(query, q_coords, q_order)
+    rank = np.empty_like(q_order)
+    rank[q_order] = np.arange(q_order.shape[0])
+    return radius_rows(q_xyz, q_coords, q_order, rank, xyz, order, cell_ptr, dims, reach,
+                       scale, scaled_r2, query is None and not loop)
