@@ -59,7 +59,7 @@ def _w17(torch, jax) -> dict:
         def loss(x):
             return chain(x, tg, torch.tanh, torch.exp, silu)
 
-        steps.update(_torch_steps(torch, loss, lambda: torch.from_numpy(xa).requires_grad_()))
+        steps.update(_torch_steps(torch, loss, torch.tensor(xa, requires_grad=True)))
     if jax is not None:
         jnp = jax.numpy
         grad = jax.jit(jax.grad(lambda x, g: chain(x, g, jnp.tanh, jnp.exp, jax.nn.silu)))
@@ -69,18 +69,24 @@ def _w17(torch, jax) -> dict:
 
 
 def _nbgrad_steps(step, xa: np.ndarray) -> dict:
-    """nbgrad eager and compiled ``step`` of a fresh leaf holding ``xa``."""
-    compiled = nb.compile(step)
-    return {"nbgrad eager": lambda: step(nb.tensor(xa, requires_grad=True)),
-            "nbgrad compiled": lambda: compiled(nb.tensor(xa, requires_grad=True))}
+    """nbgrad eager and compiled ``step`` of a leaf holding ``xa``, its gradient reset
+    before each call (as a training loop's zero_grad)."""
+    def on_leaf(fn):
+        x = nb.tensor(xa, requires_grad=True)
+
+        def run():
+            x.grad = None
+            return fn(x)
+        return run
+    return {"nbgrad eager": on_leaf(step), "nbgrad compiled": on_leaf(nb.compile(step))}
 
 
-def _torch_steps(torch, loss, leaf) -> dict:
-    """PyTorch eager and (with a C++ compiler) torch.compile of ``loss(leaf())``, each
-    followed by its backward."""
+def _torch_steps(torch, loss, x) -> dict:
+    """PyTorch eager and (with a C++ compiler) torch.compile of ``loss(x)``, each followed
+    by its backward, ``x.grad`` reset before each call."""
     def run(fn):
         def step():
-            x = leaf()
+            x.grad = None
             fn(x).backward()
             return x.grad
         return step
@@ -107,7 +113,7 @@ def _w3(torch, jax) -> dict:
     if torch is not None:
         tg = torch.from_numpy(ga)
         steps.update(_torch_steps(torch, lambda x: (torch.tanh(x) * tg).sum(),
-                                  lambda: torch.from_numpy(xa).requires_grad_()))
+                                  torch.tensor(xa, requires_grad=True)))
     if jax is not None:
         jnp = jax.numpy
         vjp = jax.jit(lambda x, g: jax.vjp(jnp.tanh, x)[1](g)[0])

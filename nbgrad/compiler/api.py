@@ -15,6 +15,7 @@ import numpy as np
 
 from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
+from . import gradient
 from .fusion import find_regions, fused_function
 from .trace import (
     BackwardNode,
@@ -109,7 +110,7 @@ class Compiled:
             _notice(f"nb.compile({self.name}): graph break: {what} at {line}; these arguments "
                     "run eagerly")
         else:
-            program = _program(recorded, _refs_in(result, recorder))
+            program = _program(recorded, _refs_in(result, recorder), leaves)
         self.variants[key] = Variant(program, recorded.breaks)
         if len(self.variants) > MAX_VARIANTS:
             self.variants.popitem(last=False)
@@ -132,6 +133,8 @@ class Compiled:
             for node in variant.program.nodes:
                 if isinstance(node, FusedNode):
                     lines += ["", node.fn.source] + node.fn.backward_sources
+                elif isinstance(node, gradient.GradientNode):
+                    lines += [""] + node.sources()
         return "\n".join(lines)
 
     def reset(self) -> None:
@@ -172,16 +175,24 @@ def compile(fn: Callable | None = None, *, dynamic: bool | None = None,
 # -- building the program ----------------------------------------------------------------------
 
 
-def _program(recorded: Any, result: Any) -> Program:
+def _program(recorded: Any, result: Any, args: list) -> Program:
     nodes = recorded.nodes
     last_read = _last_reads(nodes, result)
     built, i = [], 0
     for start, stop, region in find_regions(nodes, last_read):
+        if start < i:  # inside a span a gradient node took
+            continue
         built += nodes[i:start]
-        if region.outputs:  # a region nothing reads is dropped
+        i = stop
+        matched = gradient.match(nodes, start, stop, region, last_read, args)
+        if matched is not None:
+            i, node = matched
+            built.append(node)
+        elif len(region.nodes) == 1:
+            built += region.nodes
+        elif region.outputs:  # a region nothing reads is dropped
             fn = fused_function(region, len(built))
             built.append(FusedNode(fn, region.inputs, region.outputs, region.grad_enabled))
-        i = stop
     built += nodes[i:]
     last_read = _last_reads(built, result)
     frees: list = [[] for _ in built]
@@ -206,6 +217,8 @@ def _last_reads(nodes: list, result: Any) -> dict[int, int]:
 def _reads(node: Any) -> list:
     if isinstance(node, (OpNode, FusedNode)):
         return list(node.inputs)
+    if isinstance(node, gradient.GradientNode):
+        return list(node.region.inputs) + [node.grad]
     if isinstance(node, BackwardNode):
         return [node.root, node.grad]
     if isinstance(node, GradNode):
@@ -254,7 +267,7 @@ def _tensors_in(value: Any, leaves: list, statics: list) -> Any:
 
 
 def _kind(t: Tensor) -> tuple:
-    return t._data.shape, t._data.dtype.str, t._requires_grad
+    return t._data.shape, t._data.dtype.str, t._requires_grad, t._node is None
 
 
 def _refs_in(result: Any, recorder: Any) -> Any:

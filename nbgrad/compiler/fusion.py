@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -89,9 +90,9 @@ def _same_kind(node: OpNode, first: OpNode) -> bool:
 
 
 def find_regions(nodes: list, read_later: dict) -> list[tuple[int, int, Region]]:
-    """``(start, stop, region)`` for every run ``nodes[start:stop]`` of two or more fusible
-    ops; ``read_later[k]`` is the index of the last node reading slot k (or len(nodes)
-    for the function's result)."""
+    """``(start, stop, region)`` for every run ``nodes[start:stop]`` of fusible ops (one
+    op alone is a region too: its forward may fuse into a backward); ``read_later[k]`` is
+    the index of the last node reading slot k (or len(nodes) for the function's result)."""
     found = []
     i = 0
     while i < len(nodes):
@@ -101,8 +102,7 @@ def find_regions(nodes: list, read_later: dict) -> list[tuple[int, int, Region]]
         j = i + 1
         while j < len(nodes) and _fusible(nodes[j]) and _same_kind(nodes[j], nodes[i]):
             j += 1
-        if j - i >= 2:
-            found.append((i, j, _region(nodes[i:j], j, read_later)))
+        found.append((i, j, _region(nodes[i:j], j, read_later)))
         i = j
     return found
 
@@ -149,12 +149,25 @@ def _header(region: Region) -> list[str]:
     return [f"# {region.describe()}"]
 
 
-def _loop(body: list[str], first: str) -> list[str]:
-    """The chunked element loop around ``body`` (each chunk one parallel task)."""
+def chunk_loop(body: list[str], first: str, setup: list[str] = (),
+               after: list[str] = ()) -> list[str]:
+    """The chunked element loop around ``body``, each chunk one parallel task, with
+    ``setup`` at the start and ``after`` at the end of each chunk. The body indexes its
+    arrays by ``[i]``; every such array is read through its chunk's slice at a local
+    index (``x[start:stop]``, then ``[t]``): the form LLVM vectorises (indexing the whole
+    array by ``i`` in a loop over ``range(start, stop)`` keeps it scalar)."""
+    text = "\n".join(body)
+    arrays = sorted(set(re.findall(r"\b(\w+)\[i\]", text)))
+    for a in arrays:
+        text = re.sub(rf"\b{a}\[i\]", f"{a}_c[t]", text)
     return ([f"    n = {first}.size",
              f"    for c in prange((n + {CHUNK} - 1) // {CHUNK}):",
-             f"        for i in range(c * {CHUNK}, min(n, (c + 1) * {CHUNK})):"]
-            + ["            " + line for line in body])
+             f"        start, stop = c * {CHUNK}, min(n, (c + 1) * {CHUNK})"]
+            + [f"        {a}_c = {a}[start:stop]" for a in arrays]
+            + ["        " + line for line in setup]
+            + ["        for t in range(stop - start):"]
+            + ["            " + line for line in text.split("\n")]
+            + ["        " + line for line in after])
 
 
 def _loads(region: Region, names: _Names) -> tuple[list[str], list[str]]:
@@ -184,7 +197,7 @@ def forward_source(region: Region, name: str) -> str:
     stores = [f"out{m}[i] = v{k}" for m, k in enumerate(region.outputs)]
     lines = _header(region) + [f"def {name}({', '.join(ins + outs)}):",
                                "    one = out0.dtype.type(1)"] + before
-    lines += _loop(loads + _forward_values(region, names) + stores, "out0")
+    lines += chunk_loop(loads + _forward_values(region, names) + stores, "out0")
     return "\n".join(lines) + "\n"
 
 
@@ -198,18 +211,18 @@ def _needing_grad(region: Region, names: _Names, inputs_needed: tuple) -> set[st
     return wanted
 
 
-def backward_source(region: Region, name: str, grads_given: tuple,
-                    inputs_needed: tuple) -> tuple[str, list[int]]:
-    """The backward loop for the outputs that received a gradient (``grads_given``) and
-    the inputs that need one; also the inputs it writes a gradient for."""
+def adjoints(region: Region, seeds: dict[int, str], inputs_needed: tuple
+             ) -> tuple[list[str], list[int]]:
+    """The loop body that runs the region's gradient rules in reverse, starting from the
+    gradients ``seeds`` (output slot -> expression), and stores the gradient of every
+    input that needs one into ``gin<j>[i]``; also the inputs it writes."""
     names = _Names(region)
     wanted = _needing_grad(region, names, inputs_needed)
     adjoint: dict[str, str] = {}
     body = []
-    for m, k in enumerate(region.outputs):
-        if grads_given[m]:
-            body.append(f"d_v{k} = g{m}[i * gs{m}]")
-            adjoint[f"v{k}"] = f"d_v{k}"
+    for k, seed in seeds.items():
+        body.append(f"d_v{k} = {seed}")
+        adjoint[f"v{k}"] = f"d_v{k}"
     for node in reversed(region.nodes):
         out = f"v{node.outputs[0]}"
         if out not in adjoint:
@@ -227,16 +240,52 @@ def backward_source(region: Region, name: str, grads_given: tuple,
                 body.append(f"d_{operand} = {term}  # {node.describe()}")
                 adjoint[operand] = f"d_{operand}"
     written = [j for j in range(len(region.inputs)) if f"x{j}" in adjoint and inputs_needed[j]]
-    body += [f"gin{j}[i] = d_x{j}" for j in written]
+    return body + [f"gin{j}[i] = d_x{j}" for j in written], written
+
+
+# How an output's gradient reaches a backward loop: not at all (None), as a full array
+# (FULL), or as one value repeated (ONE: the gradient of a sum or mean, a 0-stride view),
+# read once before the loop so that the loop stays a unit-stride one LLVM vectorises.
+FULL, ONE = "full", "one"
+
+
+def grad_layout(g: np.ndarray | None) -> str | None:
+    if g is None:
+        return None
+    return ONE if g.size > 1 and not any(g.strides) else FULL
+
+
+def grad_argument(g: np.ndarray) -> np.ndarray:
+    """The array a backward loop takes for ``g`` (its layout by ``grad_layout``)."""
+    return g.reshape(-1)[:1] if grad_layout(g) == ONE else _flat(g)
+
+
+def seed_of(m: int, layout: str) -> tuple[str, str | None]:
+    """(the expression of output m's gradient in the loop, a load before the loop)."""
+    if layout == ONE:
+        return f"g{m}_value", f"    g{m}_value = g{m}[0]"
+    return f"g{m}[i]", None
+
+
+def backward_source(region: Region, name: str, layouts: tuple,
+                    inputs_needed: tuple) -> tuple[str, list[int]]:
+    """The backward loop for the outputs' gradients (``layouts``: how each arrives) and
+    the inputs that need one; also the inputs it writes a gradient for."""
+    names = _Names(region)
+    seeds, loads_before = {}, []
+    for m, k in enumerate(region.outputs):
+        if layouts[m] is not None:
+            seeds[k], load = seed_of(m, layouts[m])
+            loads_before += [load] if load else []
+    body, written = adjoints(region, seeds, inputs_needed)
     before, loads = _loads(region, names)
     params = ([f"in{j}" for j in range(len(region.inputs))]
-              + [p for m in range(len(region.outputs)) if grads_given[m]
-                 for p in (f"g{m}", f"gs{m}")]
+              + [f"g{m}" for m in range(len(region.outputs)) if layouts[m] is not None]
               + [f"gin{j}" for j in written])
     first = f"gin{written[0]}" if written else "in0"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
-                               f"    one = {first}.dtype.type(1)"] + before
-    lines += _loop(loads + _forward_values(region, names) + body, first)
+                               f"    one = {first}.dtype.type(1)"] + before + loads_before
+    lines += chunk_loop(loads + _forward_values(region, names) + body, first)
     return "\n".join(lines) + "\n", written
 
 
@@ -248,7 +297,7 @@ _PRESET_SERIAL = 'cache=True, error_model="numpy"'
 
 def _module_source(kernel: str, name: str) -> str:
     return ('"""A region fused by nb.compile (nbgrad/compiler/fusion.py). Generated."""\n'
-            "from numba import njit, prange\n\n"
+            "import numpy as np\nfrom numba import njit, prange\n\n"
             "from nbgrad.compiler import rules as R\n\n\n"
             + kernel
             + f"\n\n{name}_parallel = njit({_PRESET_PARALLEL})({name})\n"
@@ -290,6 +339,19 @@ def _run(pair: tuple, n: int, *arrays: Any) -> None:
     (parallel if n >= PARALLEL_MIN else serial)(*arrays)
 
 
+def reused(pool: dict, key: Any, shape: tuple, dtype: np.dtype) -> np.ndarray:
+    """An array of ``shape`` for output ``key`` of a generated loop: the one the previous
+    call wrote, when nothing but ``pool`` holds it any more (its tensor, the graph that
+    saved it and every view of it are gone), else a new one, kept for next time. A
+    large new array costs a page fault per 4 KB page on its first write, a pass over
+    memory of its own; a reused one costs nothing."""
+    a = pool.get(key)
+    if a is not None and sys.getrefcount(a) == 3:  # pool, ``a``, getrefcount's argument
+        return a
+    a = pool[key] = np.empty(shape, dtype)
+    return a
+
+
 def _flat(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a).reshape(-1)
 
@@ -301,35 +363,31 @@ def fused_function(region: Region, index: int) -> type[Function]:
                                            name + "_forward")
     forward_kernel = (parallel, serial)
     backward_kernels: dict = {}
+    buffers: dict = {}
     backward_sources: list = []   # the generated backward modules, for explain()
     shape, dtype = region.shape, region.dtype
     n = int(np.prod(shape))
 
     def forward(ctx, *arrays):
         flat = [_flat(a) for a in arrays]
-        outs = [np.empty(shape, dtype) for _ in region.outputs]
+        outs = [reused(buffers, ("out", m), shape, dtype) for m in range(len(region.outputs))]
         _run(forward_kernel, n, *flat, *[o.reshape(-1) for o in outs])
         ctx.save_for_backward(*flat)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     def backward(ctx, *grads):
-        given = tuple(g is not None for g in grads)
+        layouts = tuple(grad_layout(g) for g in grads)
         needed = ctx.needs_input_grad
-        key = (given, needed)
+        key = (layouts, needed)
         if key not in backward_kernels:
             kernel_name = f"{name}_backward"
-            src, written = backward_source(region, kernel_name, given, needed)
+            src, written = backward_source(region, kernel_name, layouts, needed)
             parallel_b, serial_b, module_source = load_kernel(src, kernel_name)
             backward_sources.append(module_source)
             backward_kernels[key] = ((parallel_b, serial_b), written)
         kernel, written = backward_kernels[key]
-        flat_grads = []
-        for g in grads:
-            if g is None:
-                continue
-            one_value = g.size > 1 and not any(g.strides)
-            flat_grads += [g.reshape(-1)[:1] if one_value else _flat(g), 0 if one_value else 1]
-        gins = {j: np.empty(shape, dtype) for j in written}
+        flat_grads = [grad_argument(g) for g in grads if g is not None]
+        gins = {j: reused(buffers, ("grad", j), shape, dtype) for j in written}
         _run(kernel, n, *ctx.saved_tensors, *flat_grads, *[gins[j].reshape(-1) for j in written])
         return tuple(gins.get(j) for j in range(len(region.inputs)))
 

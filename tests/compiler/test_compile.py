@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.compiler.api import FusedNode
+from nbgrad.compiler.gradient import GradientNode
 from nbgrad.compiler.rules import RULES
 
 DTYPES = [np.float32, np.float64]
@@ -138,17 +139,69 @@ def w17(x, g):
     return loss
 
 
+def _gradient_nodes(compiled):
+    (variant,) = compiled.variants.values()
+    return [n for n in variant.program.nodes if isinstance(n, GradientNode)]
+
+
 @pytest.mark.parametrize("n", [1000, 1 << 18])
-def test_w17_chain_is_one_region_and_bitwise_eager(n):
+def test_w17_chain_is_one_gradient_loop_with_eager_gradients(n):
+    # the chain, its sum and the backward become one loop: the gradient is eager's bits,
+    # the loss a sum in another order (checked against float64)
     rng = np.random.default_rng(3)
     x = rng.standard_normal(n).astype(np.float32)
     g = nb.tensor(rng.standard_normal(n).astype(np.float32))
     eager, compiled, fn = _eager_and_compiled(lambda x: w17(x, g), [x])
-    _assert_bitwise(eager, compiled)
-    (region,) = _fused_regions(fn)
-    assert len(region.fn.region.nodes) == 12
+    np.testing.assert_array_equal(eager[1][0], compiled[1][0])
+    (node,) = _gradient_nodes(fn)
+    assert len(node.region.nodes) == 12 and node.summed
+    h = np.tanh(1.5 * x.astype(np.float64) + 0.25) * 0.5
+    h = h + np.exp(-h * h) + x
+    h = h / (1 + np.exp(-h))
+    exact = np.sum(h * h * g.numpy())
+    assert abs(compiled[0][0] - exact) <= 1e-5 * np.sum(np.abs(h * h * g.numpy()))
     text = fn.explain()
-    assert "12 ops over" in text and "R.silu_grad0" in text
+    assert "12 ops over" in text and "R.silu_grad0" in text and "staged[t] = v" in text
+
+
+def test_a_single_op_and_its_backward_are_one_loop():
+    # y = tanh(x); y.backward(g): XLA's one pass reading x and g, writing x.grad
+    rng = np.random.default_rng(6)
+    g = rng.standard_normal(1 << 17).astype(np.float32)
+
+    def step(x):
+        nb.tanh(x).backward(g)
+        return x.grad
+
+    x = rng.standard_normal(1 << 17).astype(np.float32)
+    eager, compiled, fn = _eager_and_compiled(step, [x])
+    _assert_bitwise(eager, compiled)
+    (node,) = _gradient_nodes(fn)
+    assert not node.summed
+
+
+def test_gradient_loop_accumulates_and_steps_aside_for_hooks():
+    rng = np.random.default_rng(7)
+    w = rng.standard_normal((4, 5))
+
+    def step(x):
+        loss = (nb.exp(x * 0.5) * w).sum()
+        loss.backward()
+        return loss
+
+    compiled = nb.compile(step)
+    x_eager = nb.tensor(rng.standard_normal((4, 5)), requires_grad=True)
+    x_compiled = nb.tensor(x_eager.numpy().copy(), requires_grad=True)
+    for _ in range(3):  # .grad accumulates over the calls, as eager's
+        step(x_eager)
+        compiled(x_compiled)
+    np.testing.assert_array_equal(x_eager.grad.numpy(), x_compiled.grad.numpy())
+    assert _gradient_nodes(compiled)
+    seen = []
+    handle = x_compiled.register_hook(lambda g: seen.append(g.shape))
+    compiled(x_compiled)   # a hook: the steps run as traced, the hook sees the gradient
+    handle.remove()
+    assert seen == [(4, 5)]
 
 
 def test_second_derivative_through_a_fused_region():

@@ -1,0 +1,220 @@
+"""A fused region whose only use is a backward pass, run as one loop that computes the
+gradients directly (``nb.compile``'s forward-into-backward fusion).
+
+The pattern: a region (``fusion.py``) with one output, then either
+
+- ``loss = out.sum()`` and ``loss.backward()`` (the loss read by nothing else but,
+  perhaps, the function's result), or
+- ``out.backward(g)``,
+
+where every region input that needs a gradient is a leaf (a parameter, an argument made
+with ``requires_grad=True``). Eager runs the region's forward (a pass writing ``out``),
+the sum (a pass reading it), the engine, and the region's backward (a pass recomputing
+the values and writing the leaves' gradients). Here one pass reads the inputs, computes
+the values, adds up the loss, and writes the gradients -- what XLA's fused gradient
+does. The gradient of ``sum`` is 1 for every element, the seed eager's backward hands
+the region, so the leaves' gradients are eager's bits; they are added into ``.grad`` as
+the engine adds them. The loss is the sum of per-chunk partial sums (each chunk's in
+index order, the chunks in order): deterministic, but not eager's summation order, so it
+may differ from eager's loss in the last bits (as a relative error, at most about
+``n * eps`` for n elements; tests check it against a float64 sum).
+
+Hooks on tensors or anomaly detection change what backward does, so with either active
+the original steps run instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..autograd import hooks
+from ..autograd.anomaly import state as anomaly
+from ..runtime.jit import CHUNK
+from ..tensor import Tensor
+from .fusion import (
+    Region,
+    _flat,
+    _forward_values,
+    _header,
+    _loads,
+    _Names,
+    _run,
+    adjoints,
+    chunk_loop,
+    grad_argument,
+    grad_layout,
+    load_kernel,
+    reused,
+    seed_of,
+)
+from .trace import Arg, BackwardNode, Live, OpNode, Slot
+
+
+@dataclass
+class GradientNode:
+    """The region, its sum (``summed``; the loss goes to ``loss_slot``) and the backward,
+    as one generated loop; ``fallback`` are the steps it replaces."""
+    region: Region
+    summed: bool
+    loss_slot: int | None
+    grad: Any                  # the backward's gradient ref (not summed)
+    leaves: list[int]          # region inputs that need a gradient
+    fallback: list
+    kernels: dict = field(default_factory=dict)   # gradient layout -> (loops, source)
+    buffers: dict = field(default_factory=dict)   # the gradients' arrays (fusion.reused)
+
+    def run(self, values: list, args: list) -> None:
+        if hooks.any_registered or anomaly.enabled:
+            for node in self.fallback:
+                node.run(values, args)
+            return
+        inputs = [r.get(values, args) for r in self.region.inputs]
+        arrays = [_flat(x._data if isinstance(x, Tensor) else np.asarray(x)) for x in inputs]
+        shape, dtype = self.region.shape, self.region.dtype
+        n = int(np.prod(shape))
+        extra, layout = [], None
+        if not self.summed:
+            g = np.asarray(_data(self.grad.get(values, args)), dtype)
+            layout = grad_layout(g)
+            extra = [grad_argument(g)]
+        partials = np.zeros(max(1, (n + CHUNK - 1) // CHUNK), dtype)
+        grads = [reused(self.buffers, j, shape, dtype) for j in self.leaves]
+        with np.errstate(all="ignore"):
+            _run(self._loops(layout), n, *arrays, *extra, partials,
+                 *[g.reshape(-1) for g in grads])
+            for j, g in zip(self.leaves, grads):
+                _accumulate(inputs[j], g)
+        if self.summed and self.loss_slot is not None:
+            values[self.loss_slot] = Tensor._wrap(np.asarray(partials.sum(), dtype), None, 0)
+
+    def _loops(self, layout: str | None) -> tuple:
+        if layout not in self.kernels:
+            name = "region_gradient"
+            source, written = gradient_source(self.region, name, self.summed, layout,
+                                              self.leaves)
+            assert written == self.leaves, (written, self.leaves)
+            parallel, serial, module_source = load_kernel(source, name)
+            self.kernels[layout] = ((parallel, serial), module_source)
+        return self.kernels[layout][0]
+
+    def sources(self) -> list[str]:
+        return [source for _, source in self.kernels.values()]
+
+    def describe(self) -> str:
+        what = "sum, backward" if self.summed else "backward"
+        return f"gradient[{', '.join(n.describe() for n in self.region.nodes)}; {what}]"
+
+
+def _data(x: Any) -> Any:
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _accumulate(leaf: Tensor, g: np.ndarray) -> None:
+    """``leaf.grad += g`` as the engine stores a leaf's gradient."""
+    leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g, None, 0)
+
+
+# The loss's partial sums run over LANES independent accumulators (element l of each block
+# of LANES adds into lane l), which LLVM turns into vector adds without reordering
+# anything; the lanes are then added in order, then the tail.
+LANES = 16
+
+
+def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
+                    leaves: list[int]) -> str:
+    """The one loop: values, the leaves' gradients from the seed (1 for a sum, else the
+    backward's gradient in ``layout``), and for a sum each chunk's partial sum of the
+    region's output, staged in a chunk buffer and added in LANES lanes."""
+    names = _Names(region)
+    (k,) = region.outputs
+    needed = tuple(j in leaves for j in range(len(region.inputs)))
+    seed, load = ("one", None) if summed else seed_of(0, layout)
+    body, written = adjoints(region, {k: seed}, needed)
+    before, loads = _loads(region, names)
+    params = ([f"in{j}" for j in range(len(region.inputs))]
+              + ([] if summed else ["g0"]) + ["partials"] + [f"gin{j}" for j in written])
+    first = f"gin{written[0]}"
+    lines = _header(region) + [f"def {name}({', '.join(params)}):",
+                               f"    one = {first}.dtype.type(1)"] + before
+    lines += [load] if load else []
+    values = loads + _forward_values(region, names) + body
+    if not summed:
+        return "\n".join(lines + chunk_loop(values, first)) + "\n", written
+    lane_sums = [f"lanes = np.zeros({LANES}, {first}.dtype)",
+                 f"full = (stop - start) // {LANES} * {LANES}",
+                 f"for b in range(0, full, {LANES}):",
+                 f"    for lane in range({LANES}):",
+                 "        lanes[lane] += staged[b + lane]",
+                 "partial = one - one",
+                 f"for lane in range({LANES}):",
+                 "    partial += lanes[lane]",
+                 "for t in range(full, stop - start):",
+                 "    partial += staged[t]",
+                 "partials[c] = partial"]
+    setup = [f"staged = np.empty(stop - start, {first}.dtype)"]
+    lines += chunk_loop(values + [f"staged[t] = v{k}"], first, setup, lane_sums)
+    return "\n".join(lines) + "\n", written
+
+
+def _is_leaf(ref: Any, args: list) -> bool:
+    if isinstance(ref, Arg):
+        return args[ref.index]._node is None
+    return isinstance(ref, Live) and ref.tensor._node is None
+
+
+def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
+          args: list) -> tuple[int, GradientNode] | None:
+    """``(end, node)`` when ``nodes[stop:end]`` is the region's sum and backward, or its
+    backward, in the pattern above; else None."""
+    if len(region.outputs) != 1 or not region.grad_enabled:
+        return None
+    (k,) = region.outputs
+    leaves = _leaves(region)
+    if leaves is None or not leaves or not all(_is_leaf(region.inputs[j], args)
+                                               for j in leaves):
+        return None
+    after = nodes[stop:stop + 2]
+    if (len(after) == 2 and _is_full_sum(after[0], k) and last_read.get(k) == stop
+            and _backward_of(after[1], after[0].outputs[0], with_grad=False)
+            and last_read.get(after[0].outputs[0], -1) in (stop + 1, len(nodes))):
+        loss = after[0].outputs[0]
+        keep = loss if last_read[loss] == len(nodes) else None
+        return stop + 2, _build(region, True, keep, None, leaves, nodes[start:stop + 2])
+    if (after and _backward_of(after[0], k, with_grad=True) and last_read.get(k) == stop):
+        return stop + 1, _build(region, False, None, after[0].grad, leaves,
+                                nodes[start:stop + 1])
+    return None
+
+
+def _leaves(region: Region) -> list[int] | None:
+    """The region inputs that need a gradient (by the trace's metadata)."""
+    needed = set()
+    for node in region.nodes:
+        for ref, meta in zip(node.inputs, node.input_meta):
+            if meta[2]:
+                if isinstance(ref, Slot) and any(ref.index in n.outputs for n in region.nodes):
+                    continue
+                needed.add(region.inputs.index(ref))
+    return sorted(needed)
+
+
+def _is_full_sum(node: Any, k: int) -> bool:
+    return (isinstance(node, OpNode) and node.fn.op_name == "sum"
+            and node.inputs == (Slot(k),) and node.params == {"axis": None, "keepdims": False}
+            and node.grad_enabled)
+
+
+def _backward_of(node: Any, k: int, with_grad: bool) -> bool:
+    return (isinstance(node, BackwardNode) and node.root == Slot(k) and not node.create_graph
+            and (node.grad is not None) == with_grad)
+
+
+def _build(region: Region, summed: bool, loss_slot: int | None, grad: Any,
+           leaves: list[int], fallback: list) -> GradientNode:
+    node = GradientNode(region, summed, loss_slot, grad, leaves, fallback)
+    if summed:
+        node._loops(None)  # generated now: explain() shows it before the first replay
+    return node
