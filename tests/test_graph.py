@@ -426,3 +426,13 @@ def test_graph_bad_input(args, kwargs, error, match):
 def test_from_edges_bad_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         nb.Graph.from_edges(*args, **kwargs)
+
+
+def test_radius_that_overflows_the_search_frame():
+    # radius * (1 + 2^-20) is inf: one cell holds every point; differences that overflow
+    # are still no neighbours
+    big = np.finfo(np.float64).max
+    assert nb.radius_graph(np.array([[0.0]]), big, loop=False).nnz == 0
+    g = nb.radius_graph(np.array([[0.0], [1e308], [-1e308]]), big, loop=False)
+    assert sorted(zip(np.repeat(np.arange(3), np.diff(g.row_ptr)).tolist(),
+                      g.col.tolist())) == [(0, 1), (0, 2), (1, 0), (2, 0)]

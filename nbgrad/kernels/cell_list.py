@@ -414,7 +414,9 @@ def radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop, reach=1):
     frame, where pairs are within ``r_q``."""
     both = q if qq is None else np.concatenate([q, qq])
     ncells, origin, side, dims = grid(both, r_q, reach)
-    reach = int(np.ceil(r_q / side))  # side * reach >= r_q
+    # side * reach >= r_q (a radius that overflows the search frame makes both inf: one
+    # cell holding every point, reach 1)
+    reach = 1 if r_q <= side else int(np.ceil(r_q / side))
     coords, keys = _cells_of(q, origin, side, dims)
     cell_ptr, order = _counting_sort(keys, ncells)
     xyz, sorted_coords = _gather(points, coords, order)
