@@ -61,7 +61,7 @@ from .normalization import (
     InstanceNorm2d,
     LayerNorm,
 )
-from .operator_blocks import ChannelMLP, DomainPadding
+from .operator_blocks import AdaIN, ChannelMLP, DomainPadding
 from .operator_losses import H1Loss, LpLoss
 from .operators import GNO, LNO, ONO
 from .parameter import Parameter
@@ -94,7 +94,8 @@ __all__ = ["functional", "init", "utils", "Module", "Parameter", "Sequential", "
            "TripletMarginLoss", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
            "PixelShuffle", "PixelUnshuffle", "Unflatten", "Upsample", "UpsamplingBilinear2d",
            "UpsamplingNearest2d", "GroupNorm", "InstanceNorm1d", "InstanceNorm2d",
-           "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "ChannelMLP",
+           "MultiheadAttention", "TransformerEncoder", "TransformerEncoderLayer", "AdaIN",
+           "ChannelMLP",
            "DomainPadding", "GridEmbeddingND", "GridEmbedding2D", "SinusoidalEmbedding",
            "LpLoss", "H1Loss", "SpectralConv", "GNOBlock", "IntegralTransform",
            "LinearChannelMLP", "TFNO", "FNOBlocks", "SoftGating", "skip_connection",

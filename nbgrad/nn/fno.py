@@ -28,7 +28,7 @@ from .embeddings import GridEmbedding2D, GridEmbeddingND
 from .layers import Conv1d, Conv2d, Identity, _float_dtype, _positive
 from .module import Module
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, _BatchNorm
-from .operator_blocks import ChannelMLP, DomainPadding
+from .operator_blocks import AdaIN, ChannelMLP, DomainPadding
 from .parameter import Parameter
 from .spectral import SpectralConv, _mode_list, check_modes_fit
 
@@ -136,7 +136,7 @@ class _BatchNorm3d(_BatchNorm):
 
 
 def _norm(owner: str, norm: Any, n_dim: int, channels: int, groups: int,
-          dtype: Any) -> Module:
+          dtype: Any, ada_in_features: Any = None) -> Module:
     if norm == "instance_norm":
         return _InstanceNorm()
     if norm == "group_norm":
@@ -144,9 +144,10 @@ def _norm(owner: str, norm: Any, n_dim: int, channels: int, groups: int,
     if norm == "batch_norm":
         return {1: BatchNorm1d, 2: BatchNorm2d, 3: _BatchNorm3d}[n_dim](channels, dtype=dtype)
     if norm == "ada_in":
-        raise NotImplementedError(f"{owner}: norm='ada_in' (adaptive instance norm) is not "
-                                  "implemented; use None, 'group_norm', 'instance_norm' or "
-                                  "'batch_norm'")
+        if ada_in_features is None:
+            raise ValueError(f"{owner}: norm='ada_in' needs ada_in_features (the size of "
+                             "the embedding that set_ada_in_embeddings sets)")
+        return AdaIN(ada_in_features, channels, dtype=dtype)
     raise ValueError(f"{owner}: norm must be None or one of {', '.join(map(repr, _NORMS))}, "
                      f"got {norm!r}")
 
@@ -192,13 +193,14 @@ class FNOBlocks(Module):
     'linear' (a 1x1 convolution without bias, or with ``conv_bias_kernel`` k > 1 a
     ``Conv{n}d`` of kernel k, 'same' padding, no bias: 1-D and 2-D here), 'identity',
     'soft-gating' (a weight per channel) or None. Norms: None, 'group_norm' (GroupNorm of
-    ``norm_groups`` groups), 'instance_norm' (no parameters), 'batch_norm'.
+    ``norm_groups`` groups), 'instance_norm' (no parameters), 'batch_norm', 'ada_in'
+    (``AdaIN`` of ``ada_in_features``; ``set_ada_in_embeddings`` sets the embeddings).
 
     ``n_modes`` (settable, for every layer) and ``max_n_modes``, ``separable``,
     ``factorization``, ``rank``, ``fixed_rank_modes``, ``implementation``,
     ``decomposition_kwargs``, ``fno_block_precision`` and ``enforce_hermitian_symmetry``
     go to the spectral convolutions, which raise on what they do not implement. Not here
-    (NotImplementedError): ``complex_data``, ``resolution_scaling_factor``, norm 'ada_in'.
+    (NotImplementedError): ``complex_data``, ``resolution_scaling_factor``.
     """
 
     def __init__(self, in_channels: int, out_channels: int, n_modes: int | Sequence[int],
@@ -295,7 +297,7 @@ class FNOBlocks(Module):
         # two norms per layer: after the convolution and after the channel-MLP
         self.n_norms = 2
         self.norm = None if norm is None else ModuleList([
-            _norm(name, norm, self.n_dim, out_channels, norm_groups, dtype)
+            _norm(name, norm, self.n_dim, out_channels, norm_groups, dtype, ada_in_features)
             for _ in range(n_layers * self.n_norms)])
 
     def _conv_bias(self, dtype: Any) -> Module:
@@ -317,6 +319,18 @@ class FNOBlocks(Module):
         for conv in self.convs:
             conv.n_modes = n_modes
         self._n_modes = n_modes
+
+    def set_ada_in_embeddings(self, *embeddings: Any) -> None:
+        """The embedding of every 'ada_in' norm: one for all, or one per norm (two per
+        layer: after the spectral convolution, after the channel-MLP)."""
+        if self.norm is None or not isinstance(self.norm[0], AdaIN):
+            raise RuntimeError("FNOBlocks.set_ada_in_embeddings: the blocks have no 'ada_in' "
+                               "norm")
+        if len(embeddings) not in (1, len(self.norm)):
+            raise ValueError(f"FNOBlocks.set_ada_in_embeddings: give one embedding or "
+                             f"{len(self.norm)} (one per norm), got {len(embeddings)}")
+        for k, norm in enumerate(self.norm):
+            norm.set_embedding(embeddings[0 if len(embeddings) == 1 else k])
 
     def forward(self, x: Tensor, index: int = 0,
                 output_shape: Sequence[int] | None = None) -> Tensor:

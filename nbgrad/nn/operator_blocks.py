@@ -5,10 +5,13 @@
   projection maps of an FNO (``neuralop.layers.channel_mlp.ChannelMLP``);
 * ``DomainPadding``: zero padding of every spatial dim by a fraction of its size, and its
   inverse crop (``neuralop.layers.padding.DomainPadding``), the treatment of
-  non-periodic inputs before Fourier layers.
+  non-periodic inputs before Fourier layers;
+* ``AdaIN``: instance normalisation whose per-channel scale and shift an MLP computes
+  from an embedding (``neuralop.layers.normalization_layers.AdaIN``), FNOBlocks'
+  ``norm='ada_in'``.
 
-Both are compositions of nbgrad ops (conv1d, gelu, dropout, pad, slicing), so gradients
-flow through them to any order the ops support.
+All are compositions of nbgrad ops (conv1d, linear, gelu, dropout, pad, group_norm,
+slicing), so gradients flow through them to any order the ops support.
 """
 
 from __future__ import annotations
@@ -18,10 +21,12 @@ from numbers import Real
 from typing import Any
 
 from ..ops.activation import gelu
+from ..ops.group_norm import group_norm
 from ..ops.pad import pad as _pad
 from ..tensor import Tensor
-from .containers import ModuleList
-from .layers import Conv1d, _positive
+from .activation import GELU
+from .containers import ModuleList, Sequential
+from .layers import Conv1d, Linear, _positive
 from .module import Module
 from .normalization import Dropout
 
@@ -204,3 +209,41 @@ class DomainPadding(Module):
     def extra_repr(self) -> str:
         return (f"domain_padding={self.domain_padding}, resolution_scaling_factor="
                 f"{self.resolution_scaling_factor}, padding_mode={self.padding_mode!r}")
+
+
+class AdaIN(Module):
+    """Adaptive instance normalisation (``neuralop.layers.normalization_layers.AdaIN``):
+    x [B, C, *spatial] normalised per sample and channel over its grid points, then
+    scaled and shifted per channel by an affine map computed from an embedding vector
+    (the conditioning of the operator, e.g. a PDE parameter)::
+
+        [w, b] = mlp(e)                  e: [embed_dim], w, b: [C]
+        y = w[c] (x - mean) / sqrt(var + eps) + b[c]
+
+    ``mlp`` defaults to Linear(embed_dim, 512) -> GELU -> Linear(512, 2 C), the
+    reference's. ``set_embedding(e)`` sets e (any shape of embed_dim values) before
+    ``forward``; gradients flow to x, to the mlp's parameters and to e."""
+
+    def __init__(self, embed_dim: int, in_channels: int, mlp: Module | None = None,
+                 eps: float = 1e-5, dtype: Any = None) -> None:
+        super().__init__()
+        _positive("AdaIN", embed_dim=embed_dim, in_channels=in_channels)
+        self.embed_dim, self.in_channels, self.eps = embed_dim, in_channels, eps
+        self.mlp = mlp if mlp is not None else Sequential(
+            Linear(embed_dim, 512, dtype=dtype), GELU(), Linear(512, 2 * in_channels,
+                                                                dtype=dtype))
+        self.embedding: Tensor | None = None
+
+    def set_embedding(self, x: Any) -> None:
+        e = x if isinstance(x, Tensor) else Tensor(x)
+        if e.numel() != self.embed_dim:
+            raise ValueError(f"AdaIN: the embedding must have embed_dim={self.embed_dim} "
+                             f"values, got shape {tuple(e.shape)}")
+        self.embedding = e.reshape(self.embed_dim)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.embedding is None:
+            raise RuntimeError("AdaIN: call set_embedding(e) before forward")
+        affine = self.mlp(self.embedding)
+        weight, bias = affine[:self.in_channels], affine[self.in_channels:]
+        return group_norm(x, self.in_channels, weight, bias, eps=self.eps)

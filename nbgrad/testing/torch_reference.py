@@ -67,9 +67,18 @@ def skip(torch: Any, x: Any, p: dict, pre: str, kind: str, kernel: int = 1) -> A
     return conv1x1(torch, x, p[pre + "conv.weight"])
 
 
-def norm(torch: Any, x: Any, p: dict, pre: str, kind: str, groups: int = 1) -> Any:
-    """Group, instance (no affine) or batch norm (batch statistics), eps 1e-5."""
+def norm(torch: Any, x: Any, p: dict, pre: str, kind: str, groups: int = 1,
+         layer: Any = None) -> Any:
+    """Group, instance (no affine), batch norm (batch statistics) or AdaIN (``layer``'s
+    embedding through its MLP Linear -> gelu -> Linear: per-channel weight and bias of a
+    group norm of one channel a group), eps 1e-5."""
     F = torch.nn.functional
+    if kind == "ada_in":
+        e = torch.tensor(layer.embedding.numpy(), dtype=x.dtype)
+        h = F.gelu(F.linear(e, p[pre + "mlp.0.weight"], p[pre + "mlp.0.bias"]))
+        affine = F.linear(h, p[pre + "mlp.2.weight"], p[pre + "mlp.2.bias"])
+        c = x.shape[1]
+        return F.group_norm(x, c, affine[:c], affine[c:], eps=layer.eps)
     if kind == "group_norm":
         return F.group_norm(x, groups, p[pre + "weight"], p[pre + "bias"], eps=1e-5)
     if kind == "instance_norm":
@@ -201,8 +210,8 @@ def grid_embedding(torch: Any, x: Any, bounds: Sequence[Sequence[float]] | None 
 def _norm_kind(blocks: Any) -> tuple[str | None, int]:
     if blocks.norm is None:
         return None, 1
-    kind = {"GroupNorm": "group_norm", "_InstanceNorm": "instance_norm"}.get(
-        type(blocks.norm[0]).__name__, "batch_norm")
+    kind = {"GroupNorm": "group_norm", "_InstanceNorm": "instance_norm",
+            "AdaIN": "ada_in"}.get(type(blocks.norm[0]).__name__, "batch_norm")
     return kind, getattr(blocks.norm[0], "num_groups", 1)
 
 
@@ -217,7 +226,8 @@ def fno_block(torch: Any, x: Any, p: dict, blocks: Any, i: int, pre: str = "fno_
     out_grid = list(x.shape[2:]) if out_grid is None else list(out_grid)
 
     def nrm(v: Any, k: int) -> Any:
-        return norm(torch, v, p, f"{pre}norm.{2 * i + k}.", kind, groups)
+        return norm(torch, v, p, f"{pre}norm.{2 * i + k}.", kind, groups,
+                    blocks.norm[2 * i + k])
 
     if blocks.preactivation:
         x = gelu(x)

@@ -15,7 +15,9 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.nn.embeddings import GridEmbedding2D, GridEmbeddingND
 from nbgrad.nn.fno import FNO, TFNO, FNOBlocks, SoftGating, skip_connection
-from nbgrad.testing.torch_reference import fno_block, fno_forward, torch_parameters
+from nbgrad.nn.operator_blocks import AdaIN
+from nbgrad.testing import gradcheck, gradgradcheck
+from nbgrad.testing.torch_reference import fno_block, fno_forward, norm, torch_parameters
 
 
 # -- comparison ----------------------------------------------------------------------------
@@ -306,7 +308,7 @@ def test_learns_a_smoothing_operator():
     (dict(domain_padding=[0.1]), ValueError, r"FNO: domain_padding must be None, a number "
                                              r"or 2 numbers"),
     (dict(norm="layer_norm"), ValueError, r"FNOBlocks: norm must be None or one of"),
-    (dict(norm="ada_in"), NotImplementedError, r"FNOBlocks: norm='ada_in'"),
+    (dict(norm="ada_in"), ValueError, r"FNOBlocks: norm='ada_in' needs ada_in_features"),
     (dict(complex_data=True), NotImplementedError, r"FNO: complex_data"),
     (dict(resolution_scaling_factor=2), NotImplementedError,
      r"FNO: resolution_scaling_factor"),
@@ -385,3 +387,67 @@ def test_factorised_fno_against_torch_rebuilding_the_weights(factorization):
                  dtype=np.float64)
     perturb(model)
     compare_fno(torch, model, (2, 1, 8, 8))
+
+
+# -- adaptive instance norm ---------------------------------------------------------------
+def test_ada_in_against_torch_float64():
+    # y = w (x - mean) / sqrt(var + eps) + b per (sample, channel), [w, b] = mlp(e)
+    torch = pytest.importorskip("torch")
+    nb.manual_seed(4)
+    layer = AdaIN(3, 5, dtype=np.float64)
+    perturb(layer)
+    rng = np.random.default_rng(5)
+    e = rng.standard_normal(3)
+    layer.set_embedding(nb.tensor(e, requires_grad=True))
+    compare(torch, layer, (2, 5, 4, 3), lambda tx, tp: norm(torch, tx, tp, "", "ada_in",
+                                                                layer=layer))
+    e_nb = nb.tensor(e, requires_grad=True)
+    layer.set_embedding(e_nb)
+    x = rng.standard_normal((2, 5, 4, 3))
+    (layer(nb.tensor(x)) ** 2).sum().backward()
+    te = torch.tensor(e, requires_grad=True)
+    tp = torch_parameters(torch, layer, torch.float64)
+    h = torch.nn.functional.gelu(torch.nn.functional.linear(te, tp["mlp.0.weight"],
+                                                            tp["mlp.0.bias"]))
+    affine = torch.nn.functional.linear(h, tp["mlp.2.weight"], tp["mlp.2.bias"])
+    ty = torch.nn.functional.group_norm(torch.tensor(x), 5, affine[:5], affine[5:])
+    (ty ** 2).sum().backward()
+    np.testing.assert_allclose(e_nb.grad.numpy(), te.grad.numpy(), rtol=1e-9)
+
+
+def test_fno_blocks_with_ada_in_against_torch():
+    torch = pytest.importorskip("torch")
+    nb.manual_seed(6)
+    blocks = FNOBlocks(3, 3, (4, 4), n_layers=2, norm="ada_in", ada_in_features=2,
+                       dtype=np.float64)
+    perturb(blocks)
+    blocks.set_ada_in_embeddings(np.array([0.3, -0.7]))
+    compare(torch, _Indexed(blocks, 1), (2, 3, 6, 5),
+            lambda tx, tp: fno_block(torch, tx, tp, blocks, 1, pre=""))
+    per_norm = [np.array([k, -k], float) for k in range(4)]
+    blocks.set_ada_in_embeddings(*per_norm)
+    assert [n.embedding.numpy()[0] for n in blocks.norm] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_ada_in_gradgradcheck():
+    nb.manual_seed(7)
+    layer = AdaIN(2, 3, dtype=np.float64)
+    layer.set_embedding(np.array([0.5, -1.0]))
+    x = nb.tensor(np.random.default_rng(8).standard_normal((2, 3, 5)), requires_grad=True)
+    assert gradcheck(layer, (x,))
+    assert gradgradcheck(layer, (x,))
+
+
+def test_ada_in_bad_input():
+    layer = AdaIN(2, 3)
+    with pytest.raises(RuntimeError, match="AdaIN: call set_embedding"):
+        layer(nb.randn(1, 3, 4))
+    with pytest.raises(ValueError, match="AdaIN: the embedding must have embed_dim=2"):
+        layer.set_embedding(np.ones(3))
+    with pytest.raises(ValueError, match="AdaIN: embed_dim"):
+        AdaIN(0, 3)
+    blocks = FNOBlocks(3, 3, (4, 4), n_layers=1, norm="ada_in", ada_in_features=2)
+    with pytest.raises(ValueError, match="give one embedding or 2"):
+        blocks.set_ada_in_embeddings(np.ones(2), np.ones(2), np.ones(2))
+    with pytest.raises(RuntimeError, match="no 'ada_in' norm"):
+        FNOBlocks(3, 3, (4, 4), n_layers=1).set_ada_in_embeddings(np.ones(2))
