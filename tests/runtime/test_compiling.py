@@ -178,18 +178,18 @@ def test_ops_registered_outside_nbgrad_stay_in_this_process():
 
     assert workers_for(["relu", "neg", "exp"], 2) == 2
     assert workers_for(["relu"], 4) == 1
-
-    @nb.register("test_local_square", samples=lambda rng: [nb.Sample(rng.random(3))])
-    class LocalDouble(nb.Function):  # defined here, so a spawned worker cannot know it
-        forward = staticmethod(lambda ctx, x: 2 * x)
-        backward = staticmethod(lambda ctx, g: 2 * g)
-
-    try:
-        assert workers_for(["relu", "test_local_square"], 2) == 1
-        assert warmup(["test_local_square", "relu"], ["float64"], jobs=2)[0][0] == (
-            "test_local_square")
-    finally:
-        del nb.REGISTRY["test_local_square"]
+    # in a process of its own (see _in_fresh_process): an op defined in the script, which a
+    # spawned worker cannot know, keeps the warm-up in that process
+    _in_fresh_process(
+        "import nbgrad as nb\n"
+        "from nbgrad.compiling import warmup, workers_for\n"
+        "@nb.register('test_local_square', samples=lambda rng: [nb.Sample(rng.random(3))])\n"
+        "class LocalDouble(nb.Function):\n"
+        "    forward = staticmethod(lambda ctx, x: 2 * x)\n"
+        "    backward = staticmethod(lambda ctx, g: 2 * g)\n"
+        "assert workers_for(['relu', 'test_local_square'], 2) == 1\n"
+        "done = warmup(['test_local_square', 'relu'], ['float64'], jobs=2)\n"
+        "assert done[0][0] == 'test_local_square', done\n")
 
 
 _AHEAD_SCRIPT = """
