@@ -102,12 +102,32 @@ class Graph:
             raise ValueError(f"{where}: num_edge_ids must be >= 0, got {num_edge_ids}")
         num_edge_ids = int(num_edge_ids)
         _check_range("edge_id", edge_id, num_edge_ids, f"{num_edge_ids} edge ids", where)
+        self._set(row_ptr, col, edge_id, num_sources, num_edge_ids)
+
+    def _set(self, row_ptr: np.ndarray, col: np.ndarray, edge_id: np.ndarray,
+             num_sources: int, num_edge_ids: int) -> None:
         self.row_ptr = row_ptr
         self.col = col
         self.edge_id = edge_id
-        self.num_nodes = num_nodes
+        self.num_nodes = row_ptr.shape[0] - 1
         self.num_source_nodes = num_sources
         self.num_edge_ids = num_edge_ids
+
+    @classmethod
+    def _of_search(cls, row_ptr: np.ndarray, col: np.ndarray, num_source_nodes: int) -> Graph:
+        """The graph of a CSR that nbgrad's own neighbour search just built (fresh int64
+        arrays nobody else holds, row_ptr from 0 non-decreasing to len(col), every column
+        in range, the edge ids the CSR positions): made read-only in place, without the
+        constructor's copies and checks, each a pass over the arrays."""
+        if not all(a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous
+                   for a in (row_ptr, col)):
+            return cls(row_ptr, col, num_source_nodes=num_source_nodes)
+        edge_id = np.arange(col.shape[0], dtype=np.int64)
+        for a in (row_ptr, col, edge_id):
+            a.setflags(write=False)
+        graph = cls.__new__(cls)
+        graph._set(row_ptr, col, edge_id, num_source_nodes, col.shape[0])
+        return graph
 
     @classmethod
     def from_edges(cls, src: Any, dst: Any, num_nodes: int, edge_id: Any = None,

@@ -436,3 +436,18 @@ def test_radius_that_overflows_the_search_frame():
     g = nb.radius_graph(np.array([[0.0], [1e308], [-1e308]]), big, loop=False)
     assert sorted(zip(np.repeat(np.arange(3), np.diff(g.row_ptr)).tolist(),
                       g.col.tolist())) == [(0, 1), (0, 2), (1, 0), (2, 0)]
+
+
+def test_a_searched_graph_equals_the_checked_constructor_and_is_read_only():
+    # radius_graph hands its fresh CSR to Graph._of_search, which skips the copies and
+    # checks of Graph(...): the same graph, as read-only
+    points = np.random.default_rng(3).random((300, 2))
+    g = nb.radius_graph(points, 0.1)
+    checked = nb.Graph(g.row_ptr, g.col, num_source_nodes=300)
+    for name in ("row_ptr", "col", "edge_id"):
+        np.testing.assert_array_equal(getattr(g, name), getattr(checked, name))
+        assert not getattr(g, name).flags.writeable
+    assert (g.num_nodes, g.num_source_nodes, g.num_edge_ids) == (
+        checked.num_nodes, checked.num_source_nodes, checked.num_edge_ids)
+    fallback = nb.Graph._of_search(np.array([0, 1], np.int32), np.array([0], np.int32), 1)
+    assert fallback.col.dtype == np.int64 and fallback.nnz == 1

@@ -81,7 +81,7 @@ def radius_graph(points: Any, radius: float, loop: bool = True,
     if max_neighbors is not None:
         row_ptr, col = csr.prune_rows(pts if qry is None else qry, pts, row_ptr, col,
                                       max_neighbors, csr.distance_scale(radius))
-    return Graph(row_ptr, col, num_source_nodes=pts.shape[0])
+    return Graph._of_search(row_ptr, col, pts.shape[0])
 
 
 def knn_graph(points: Any, k: int, loop: bool = False, *, query: Any = None,
@@ -107,7 +107,7 @@ def knn_graph(points: Any, k: int, loop: bool = False, *, query: Any = None,
     batch, query_batch = batches(op, pts, qry, batch, query_batch)
     row_ptr, col = by_example(lambda p, q: csr.knn_csr(p, k, loop, q), pts, qry, batch,
                                query_batch)
-    return Graph(row_ptr, col, num_source_nodes=pts.shape[0])
+    return Graph._of_search(row_ptr, col, pts.shape[0])
 
 
 # -- validation helpers ----------------------------------------------------------------------
