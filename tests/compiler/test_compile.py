@@ -311,6 +311,9 @@ def test_decorator_forms_and_bad_arguments():
 
     assert f(np.ones(2)).tolist() == [2.0, 2.0]
     assert g(np.ones(2)).tolist() == [3.0, 3.0]
+    assert len(f.variants) == 1
+    f.reset()
+    assert not f.variants and f(np.ones(2)).tolist() == [2.0, 2.0]
     with pytest.raises(TypeError, match="must be callable"):
         nb.compile(3)
     with pytest.raises(NotImplementedError, match="dynamic=True"):
