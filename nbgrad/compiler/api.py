@@ -142,8 +142,13 @@ class Compiled:
         self.variants.clear()
 
 
-def compile(fn: Callable | None = None, *, dynamic: bool | None = None,
-            fullgraph: bool = False) -> Any:
+#: torch.compile's modes, accepted so that a call ports unchanged (nbgrad compiles one way)
+MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(fn: Callable | None = None, *, fullgraph: bool = False,
+            dynamic: bool | None = None, backend: Any = "inductor", mode: str | None = None,
+            options: dict | None = None, disable: bool = False) -> Any:
     """Compile ``fn`` (PyTorch's ``torch.compile`` name and calling convention; also a
     decorator, with or without arguments).
 
@@ -160,16 +165,23 @@ def compile(fn: Callable | None = None, *, dynamic: bool | None = None,
     inside ``fn`` is a graph break: those arguments then run ``fn`` eagerly (a notice
     says so once), or, with ``fullgraph=True``, it is an error naming the line.
     ``dynamic``: shapes are always specialised (``None`` or ``False``); a new shape traces
-    again.
+    again. ``backend``, ``mode`` (one of torch.compile's) and ``options`` are accepted so
+    that a ``torch.compile`` call ports as it is, and change nothing: nbgrad compiles one
+    way. ``disable=True`` returns ``fn`` itself, as torch.compile does.
     """
+    if mode not in MODES:
+        raise ValueError(f"nb.compile: mode must be one of {MODES}, got {mode!r}")
+    if options is not None and not isinstance(options, dict):
+        raise TypeError(f"nb.compile: options must be a dict, got {type(options).__name__}")
     if dynamic:
         raise NotImplementedError("nb.compile: dynamic=True (shape-generic programs) is not "
                                   "supported; each new shape is traced once (dynamic=False)")
     if fn is None:
-        return functools.partial(compile, dynamic=dynamic, fullgraph=fullgraph)
+        return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
+                                 backend=backend, mode=mode, options=options, disable=disable)
     if not callable(fn):
         raise TypeError(f"nb.compile: fn must be callable, got {type(fn).__name__}")
-    return Compiled(fn, fullgraph)
+    return fn if disable else Compiled(fn, fullgraph)
 
 
 # -- building the program ----------------------------------------------------------------------

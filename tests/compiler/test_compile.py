@@ -316,6 +316,13 @@ def test_decorator_forms_and_bad_arguments():
     assert not f.variants and f(np.ones(2)).tolist() == [2.0, 2.0]
     with pytest.raises(TypeError, match="must be callable"):
         nb.compile(3)
+    # torch.compile's other arguments port unchanged
+    h = nb.compile(lambda x: x * 2.0, mode="max-autotune", backend="inductor", options={})
+    assert h(np.ones(2)).tolist() == [2.0, 2.0] and isinstance(h, nb.compiler.Compiled)
+    plain = lambda x: x  # noqa: E731
+    assert nb.compile(plain, disable=True) is plain
+    with pytest.raises(ValueError, match="mode must be one of"):
+        nb.compile(plain, mode="fast")
     with pytest.raises(NotImplementedError, match="dynamic=True"):
         nb.compile(f, dynamic=True)
 
