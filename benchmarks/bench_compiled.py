@@ -25,7 +25,7 @@ import numpy as np
 
 import nbgrad as nb
 
-from .bench_train import _params
+from .bench_train import W10_SHAPES, W16_SHAPES, _params
 from .harness import THREADS, format_seconds, median_time
 
 F32 = np.float32
@@ -183,8 +183,7 @@ def _w16(torch, jax) -> dict:
     rng = np.random.default_rng(16)
     x = rng.random((256, 2)).astype(F32)
     target = rng.standard_normal((256, 1)).astype(F32)
-    params = _params(rng, {"w0": (64, 2), "b0": (64,), "w1": (64, 64), "b1": (64,),
-                           "w2": (64, 64), "b2": (64,), "w3": (1, 64), "b3": (1,)})
+    params = _params(rng, W16_SHAPES)
     data = _by_library(torch, jax, x, target)
 
     def loss_of(lib, p):
@@ -202,9 +201,7 @@ def _w10(torch, jax) -> dict:
     rng = np.random.default_rng(10)
     x = rng.random((64, 1, 8, 8)).astype(F32)
     labels = rng.integers(0, 10, 64)
-    params = _params(rng, {"w1": (16, 1, 3, 3), "b1": (16,), "w2": (32, 16, 3, 3),
-                           "b2": (32,), "l1": (64, 128), "c1": (64,), "l2": (10, 64),
-                           "c2": (10,)})
+    params = _params(rng, W10_SHAPES)
     data = _by_library(torch, jax, x, labels)
 
     def loss_of(lib, p):

@@ -36,6 +36,14 @@ F32 = np.float32
 LR, MOMENTUM = 0.01, 0.9
 
 
+#: the parameters of the W10 digits CNN and the W16 tanh MLP (bench_compiled.py times the
+#: same steps compiled)
+W10_SHAPES = {"w1": (16, 1, 3, 3), "b1": (16,), "w2": (32, 16, 3, 3), "b2": (32,),
+              "l1": (64, 128), "c1": (64,), "l2": (10, 64), "c2": (10,)}
+W16_SHAPES = {"w0": (64, 2), "b0": (64,), "w1": (64, 64), "b1": (64,), "w2": (64, 64),
+              "b2": (64,), "w3": (1, 64), "b3": (1,)}
+
+
 def _params(rng, shapes: dict) -> dict:
     """He-scaled float32 weights (fan-in = product of all but the first dim), zero biases."""
     out = {}
@@ -77,9 +85,7 @@ def _w10(torch) -> Row:
     rng = np.random.default_rng(10)
     x = rng.random((64, 1, 8, 8)).astype(F32)
     labels = rng.integers(0, 10, 64)
-    params = _params(rng, {"w1": (16, 1, 3, 3), "b1": (16,), "w2": (32, 16, 3, 3),
-                           "b2": (32,), "l1": (64, 128), "c1": (64,), "l2": (10, 64),
-                           "c2": (10,)})
+    params = _params(rng, W10_SHAPES)
 
     def loss_nb(p):
         h = nb.max_pool2d(nb.relu(nb.conv2d(x, p["w1"], p["b1"], padding=1)), 2)
@@ -148,8 +154,7 @@ def _w16(torch) -> Row:
     rng = np.random.default_rng(16)
     x = rng.random((256, 2)).astype(F32)
     target = rng.standard_normal((256, 1)).astype(F32)
-    params = _params(rng, {"w0": (64, 2), "b0": (64,), "w1": (64, 64), "b1": (64,),
-                           "w2": (64, 64), "b2": (64,), "w3": (1, 64), "b3": (1,)})
+    params = _params(rng, W16_SHAPES)
 
     def mlp(h, p, tanh):
         for i in range(3):

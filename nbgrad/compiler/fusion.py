@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd import engine, grad_mode
 from ..function import Function
 from ..runtime.cache import install_stamp, kernel_cache_dir
 from ..runtime.jit import CHUNK, PARALLEL_MIN
@@ -64,6 +65,10 @@ class Region:
     def describe(self) -> str:
         ops = ", ".join(node.describe() for node in self.nodes)
         return f"{len(self.nodes)} ops over {self.shape} {self.dtype}: {ops}"
+
+    def makes(self, ref: Any) -> bool:
+        """Whether ``ref`` is a value one of the region's ops makes."""
+        return isinstance(ref, Slot) and any(ref.index in n.outputs for n in self.nodes)
 
 
 def _fusible(node: Any) -> bool:
@@ -108,19 +113,15 @@ def find_regions(nodes: list, read_later: dict) -> list[tuple[int, int, Region]]
 
 
 def _region(nodes: list, stop: int, read_later: dict) -> Region:
-    made = {k for node in nodes for k in node.outputs}
-    inputs, scalar, seen = [], [], set()
     shape, dtype = nodes[0].out_meta
+    outputs = [k for node in nodes for k in node.outputs if read_later.get(k, -1) >= stop]
+    region = Region(list(nodes), shape, dtype, nodes[0].grad_enabled, [], [], outputs)
     for node in nodes:
         for ref, meta in zip(node.inputs, node.input_meta):
-            if isinstance(ref, Slot) and ref.index in made:
-                continue
-            if id(ref) not in seen and ref not in inputs:
-                seen.add(id(ref))
-                inputs.append(ref)
-                scalar.append(meta[0] != shape)
-    outputs = [k for node in nodes for k in node.outputs if read_later.get(k, -1) >= stop]
-    return Region(list(nodes), shape, dtype, nodes[0].grad_enabled, inputs, scalar, outputs)
+            if not region.makes(ref) and ref not in region.inputs:
+                region.inputs.append(ref)
+                region.scalar.append(meta[0] != shape)
+    return region
 
 
 # -- generating the loop nests -----------------------------------------------------------------
@@ -134,7 +135,7 @@ class _Names:
         self.region = region
 
     def of(self, ref: Any) -> str:
-        if isinstance(ref, Slot) and any(ref.index in n.outputs for n in self.region.nodes):
+        if self.region.makes(ref):
             return f"v{ref.index}"
         return f"x{self._input(ref)}"
 
@@ -407,13 +408,11 @@ def fused_function(region: Region, index: int) -> type[Function]:
 def _region_vjp(region: Region, ctx: Any, grads: tuple) -> tuple:
     """The region's ops again, as nbgrad ops on ``ctx.inputs``, and ``nb.grad`` of their
     outputs: the second-derivative path."""
-    from ..autograd import engine, grad_mode
-
     values: dict = {}
     with grad_mode.enable_grad():
         for node in region.nodes:
-            args = [ctx.inputs[region.inputs.index(r)] if not _made_in(region, r)
-                    else values[r.index] for r in node.inputs]
+            args = [values[r.index] if region.makes(r) else ctx.inputs[region.inputs.index(r)]
+                    for r in node.inputs]
             values[node.outputs[0]] = node.fn.apply(*args)
     outs = [values[k] for k in region.outputs]
     pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
@@ -421,7 +420,3 @@ def _region_vjp(region: Region, ctx: Any, grads: tuple) -> tuple:
     found = iter(engine.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],
                              create_graph=True) if pairs and wanted else ())
     return tuple(next(found) if need else None for need in ctx.needs_input_grad)
-
-
-def _made_in(region: Region, ref: Any) -> bool:
-    return isinstance(ref, Slot) and any(ref.index in n.outputs for n in region.nodes)

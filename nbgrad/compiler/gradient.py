@@ -14,8 +14,9 @@ the values and writing the leaves' gradients). Here one pass reads the inputs, c
 the values, adds up the loss, and writes the gradients -- what XLA's fused gradient
 does. The gradient of ``sum`` is 1 for every element, the seed eager's backward hands
 the region, so the leaves' gradients are eager's bits; they are added into ``.grad`` as
-the engine adds them. The loss is the sum of per-chunk partial sums (each chunk's in
-index order, the chunks in order): deterministic, but not eager's summation order, so it
+the engine adds them. The loss is the sum of per-chunk partial sums (each chunk's in 16
+lanes, ``LANES`` below; the partials by NumPy's sum over their fixed count):
+deterministic and independent of the thread count, but not eager's summation order, so it
 may differ from eager's loss in the last bits (as a relative error, at most about
 ``n * eps`` for n elements; tests check it against a float64 sum).
 
@@ -173,8 +174,7 @@ def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
         return None
     (k,) = region.outputs
     leaves = _leaves(region)
-    if leaves is None or not leaves or not all(_is_leaf(region.inputs[j], args)
-                                               for j in leaves):
+    if not leaves or not all(_is_leaf(region.inputs[j], args) for j in leaves):
         return None
     after = nodes[stop:stop + 2]
     if (len(after) == 2 and _is_full_sum(after[0], k) and last_read.get(k) == stop
@@ -189,16 +189,11 @@ def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
     return None
 
 
-def _leaves(region: Region) -> list[int] | None:
+def _leaves(region: Region) -> list[int]:
     """The region inputs that need a gradient (by the trace's metadata)."""
-    needed = set()
-    for node in region.nodes:
-        for ref, meta in zip(node.inputs, node.input_meta):
-            if meta[2]:
-                if isinstance(ref, Slot) and any(ref.index in n.outputs for n in region.nodes):
-                    continue
-                needed.add(region.inputs.index(ref))
-    return sorted(needed)
+    return sorted({region.inputs.index(ref) for node in region.nodes
+                   for ref, meta in zip(node.inputs, node.input_meta)
+                   if meta[2] and not region.makes(ref)})
 
 
 def _is_full_sum(node: Any, k: int) -> bool:

@@ -71,20 +71,24 @@ def _cells_of(q, origin, side, dims):
 
 
 @njit(**SERIAL)
-def _counting_sort(keys, num_keys):
-    """``(ptr[num_keys+1], order[N])``: the positions with key k are
-    ``order[ptr[k]:ptr[k+1]]``, in increasing order (stable)."""
-    ptr = np.zeros(num_keys + 1, dtype=np.int64)
+def group_by(keys, num_groups):
+    """Counting sort of positions ``0..len(keys)-1`` by ``keys`` (each in ``[0, num_groups)``).
+
+    Returns ``(ptr[num_groups+1], pos[len(keys)])``: the positions with key ``g`` are
+    ``pos[ptr[g]:ptr[g+1]]``, in increasing order (the sort is stable).
+    """
+    ptr = np.zeros(num_groups + 1, dtype=np.int64)
     for k in range(keys.shape[0]):
         ptr[keys[k] + 1] += 1
-    for g in range(num_keys):
+    for g in range(num_groups):
         ptr[g + 1] += ptr[g]
-    order = np.empty(keys.shape[0], dtype=np.int64)
     fill = ptr[:-1].copy()
+    pos = np.empty(keys.shape[0], dtype=np.int64)
     for k in range(keys.shape[0]):
-        order[fill[keys[k]]] = k
-        fill[keys[k]] += 1
-    return ptr, order
+        g = keys[k]
+        pos[fill[g]] = k
+        fill[g] += 1
+    return ptr, pos
 
 
 @njit(**PARALLEL)
@@ -418,13 +422,13 @@ def radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop, reach=1):
     # cell holding every point, reach 1)
     reach = 1 if r_q <= side else int(np.ceil(r_q / side))
     coords, keys = _cells_of(q, origin, side, dims)
-    cell_ptr, order = _counting_sort(keys, ncells)
+    cell_ptr, order = group_by(keys, ncells)
     xyz, sorted_coords = _gather(points, coords, order)
     if query is None:
         q_xyz, q_coords, q_order = xyz, sorted_coords, order
     else:
         q_coords, q_keys = _cells_of(qq, origin, side, dims)
-        q_order = _counting_sort(q_keys, ncells)[1]
+        q_order = group_by(q_keys, ncells)[1]
         q_xyz, q_coords = _gather(query, q_coords, q_order)
     rank = np.empty_like(q_order)
     rank[q_order] = np.arange(q_order.shape[0])

@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, for_work, njit_with_serial
-from .cell_list import radius_cells
+from .cell_list import group_by, radius_cells
 
 # -- validation ------------------------------------------------------------------------
 
@@ -39,27 +39,6 @@ def first_outside(a, lo, hi):
 
 
 # -- CSR -------------------------------------------------------------------------------
-
-
-@njit(**SERIAL)
-def group_by(keys, num_groups):
-    """Counting sort of positions ``0..len(keys)-1`` by ``keys`` (each in ``[0, num_groups)``).
-
-    Returns ``(ptr[num_groups+1], pos[len(keys)])``: the positions with key ``g`` are
-    ``pos[ptr[g]:ptr[g+1]]``, in increasing order (the sort is stable).
-    """
-    ptr = np.zeros(num_groups + 1, dtype=np.int64)
-    for k in range(keys.shape[0]):
-        ptr[keys[k] + 1] += 1
-    for g in range(num_groups):
-        ptr[g + 1] += ptr[g]
-    fill = ptr[:-1].copy()
-    pos = np.empty(keys.shape[0], dtype=np.int64)
-    for k in range(keys.shape[0]):
-        g = keys[k]
-        pos[fill[g]] = k
-        fill[g] += 1
-    return ptr, pos
 
 
 @njit(**SERIAL)
