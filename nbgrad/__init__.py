@@ -6,6 +6,7 @@ from .runtime import startup
 
 startup.keep_freed_memory()
 startup.prefer_full_vectors()
+startup.ready_numba_at_first_kernel()
 with startup.collector_paused():
     from . import (
         autograd,
@@ -117,6 +118,5 @@ with startup.collector_paused():
     # the functional API under PyTorch's path, torch.autograd.functional
     autograd.functional = functional
     sys.modules["nbgrad.autograd.functional"] = functional
-    startup.ready_numba()
 
 __version__ = "0.1.0"

@@ -1,7 +1,8 @@
 """``python -m nbgrad demo``: what nbgrad is for, in about a minute.
 
 A graph neural operator (the ``gno-regression`` example: lift, two ``nn.GNO`` layers,
-projection) learns ``[sin x, cos x]`` on a 20-point chain graph, in float64. Then every
+projection) learns ``[sin x, cos x]`` on a 20-point chain graph, in float64 as the
+example does (so the example, run next, compiles nothing). Then every
 op the model's training step ran is gradchecked (backward against central differences)
 through its registered samples, and a plot of prediction vs truth is saved. Both parts
 run the same float64 kernels, so the check compiles next to nothing;
@@ -11,8 +12,6 @@ run the same float64 kernels, so the check compiles next to nothing;
 from __future__ import annotations
 
 import time
-
-import numpy as np
 
 from .examples import gno_regression
 from .examples._common import metric_table
@@ -55,7 +54,7 @@ def main(epochs: int = 600, plot_path: str = "nbgrad-demo.png",
     start = time.perf_counter()
     print("nbgrad demo: a graph neural operator learns [sin x, cos x] on a 20-point chain "
           "(float64, Adam)")
-    history = gno_regression.train(epochs, show_progress=show_progress, dtype=np.float64)
+    history = gno_regression.train(epochs, show_progress=show_progress)
     trained = time.perf_counter() - start
     print(metric_table([("epochs", epochs), ("final MSE", history["mse"]),
                         ("seconds (compiling included)", round(trained, 1))]))

@@ -22,10 +22,12 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import spectral as kernels
 from ..runtime.jit import SPECTRAL_PARALLEL_MIN, for_work
+from ..runtime.startup import lazy_module
 from ..tensor import Tensor, lift
 from ._args import float_operands
+
+kernels = lazy_module("nbgrad.kernels.spectral")
 
 
 # -- array helpers (x as [B, C, *grid], weights as [nblk, Cin, Cout, *mshape]) --------------

@@ -1,5 +1,6 @@
-"""What ``import nbgrad`` does besides defining names: it readies Numba while Python's
-cyclic garbage collector waits (docs/compiling.md#what-a-warm-start-costs), it has
+"""What ``import nbgrad`` does besides defining names: it has Numba's one-time set-up run
+at the first kernel with Python's cyclic garbage collector paused
+(docs/compiling.md#what-a-warm-start-costs), it has
 glibc's malloc keep freed arrays for reuse (docs/memory.md), and on AVX-512 CPUs it has
 LLVM vectorise with the full 512-bit registers (docs/compiling.md#vector-width)."""
 
@@ -8,7 +9,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
+import importlib.util
 import os
+import sys
+import types
 from collections.abc import Iterator
 
 # glibc's mallopt parameters, and the values nbgrad sets: blocks below 32 MiB come from
@@ -199,16 +203,42 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def ready_numba() -> None:
-    """Numba's one-time set-up, which its first kernel call would otherwise run: loading
-    the ``numba_extensions`` entry points (rocket-fft's among them) and filling the typing
-    and lowering registries that loading a cached kernel needs."""
+def ready_numba_at_first_kernel() -> None:
+    """Have Numba's one-time set-up run with the cyclic collector paused
+    (``collector_paused``) when the first kernel compiles or loads, not at import: loading
+    the ``numba_extensions`` entry points (rocket-fft's brings in ``scipy.fft``) and
+    filling the typing and lowering registries, about 0.3 s that a script which runs no
+    kernel never pays. Numba starts its set-up from ``entrypoints.init_all``, which every
+    dispatcher calls before it compiles or loads; the wrapper runs once, then puts
+    Numba's function back."""
     from numba.core import entrypoints
     from numba.core.registry import cpu_target
 
-    entrypoints.init_all()
-    cpu_target.typing_context.refresh()
-    cpu_target.target_context.refresh()
+    load_extensions = entrypoints.init_all
+
+    def set_up() -> None:
+        entrypoints.init_all = load_extensions
+        with collector_paused():
+            load_extensions()
+            cpu_target.typing_context.refresh()
+            cpu_target.target_context.refresh()
+
+    entrypoints.init_all = set_up
+
+
+def lazy_module(name: str) -> types.ModuleType:
+    """Module ``name``, executed at the first access to one of its attributes (the
+    standard library's ``LazyLoader``): for kernels whose imports are costly and that a
+    script may never call (the spectral kernels import rocket-fft, which imports
+    ``scipy.fft``: about 0.2 s)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def is_glibc() -> bool:

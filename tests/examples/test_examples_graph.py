@@ -2,6 +2,9 @@
 quick size, is deterministic for a seed, runs from the command line, and darcy-gno's
 PyTorch twin (the W12 benchmark's reference) computes the same loss and gradients."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -79,3 +82,36 @@ def test_darcy_gno_twin_matches_pytorch():
         want = t_params[name].grad.numpy()
         np.testing.assert_allclose(p.grad.numpy(), want, rtol=1e-3,
                                    atol=1e-4 * np.abs(want).max(), err_msg=name)
+
+
+def test_the_example_after_the_demo_needs_no_kernel_the_demo_did_not(tmp_path):
+    """A user who ran ``python -m nbgrad demo`` finds the gno-regression example's kernels
+    compiled: in a fresh process, the example's training step after the demo's adds no
+    signature to any of nbgrad's kernels (a dtype or layout the demo did not run would)."""
+    code = """
+import gc, sys
+from numba.core.registry import CPUDispatcher
+from nbgrad import demo
+from nbgrad.examples import gno_regression
+
+def signatures():
+    return {(d.py_func.__qualname__, s) for d in gc.get_objects()
+            if isinstance(d, CPUDispatcher) and d.py_func.__module__.startswith("nbgrad")
+            for s in d.signatures}
+
+demo.main(epochs=2, plot_path=sys.argv[1], show_progress=False)
+before = signatures()
+gno_regression.main(["--epochs", "2", "--no-progress", "--plot", sys.argv[2]])
+print(sorted(signatures() - before))
+"""
+    plots = [str(tmp_path / name) for name in ("demo.png", "example.png")]
+    done = subprocess.run([sys.executable, "-c", code, *plots], capture_output=True,
+                          text=True, timeout=600, check=True)
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_example_takes_float32_on_request(tmp_path, capsys):
+    assert examples_main(["gno-regression", "--epochs", "3", "--no-progress", "--plot",
+                          str(tmp_path / "chain.png"),
+                          "--dtype", "float32"]) == 0
+    assert "final MSE" in capsys.readouterr().out

@@ -1,6 +1,7 @@
 """What importing nbgrad does: any submodule imports first in a fresh interpreter, the
-import readies Numba (runtime/startup.py: the collector, malloc, the vector width) and
-leaves what it need not load; the structure of the imports is tests/test_architecture.py's."""
+import sets up malloc and the vector width (runtime/startup.py), leaves Numba's set-up
+to the first kernel and what it need not load unloaded; the structure of the imports is
+tests/test_architecture.py's."""
 
 import os
 import subprocess
@@ -9,6 +10,13 @@ import sys
 import pytest
 from llvmlite import binding as llvm
 from numba.core.codegen import get_host_cpu_features
+
+
+def printed(code: str) -> list[str]:
+    """The words ``code`` prints, run in a fresh interpreter."""
+    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=300,
+                          capture_output=True, text=True)
+    return done.stdout.split()
 
 
 @pytest.mark.parametrize("module", ["nbgrad.function", "nbgrad.tensor", "nbgrad.autograd",
@@ -25,23 +33,42 @@ def test_import_and_the_digits_load_leave_the_pde_solvers_alone():
     code = ("import sys, nbgrad; from nbgrad.datasets import split_digits; split_digits(0)\n"
             "print(sorted(m for m in ('scipy.sparse', 'nbgrad.datasets.darcy', "
             "'nbgrad.datasets.heat') if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
-                          capture_output=True, text=True)
-    assert done.stdout.strip() == "[]"
+    assert printed(code) == ["[]"]
 
 
 @pytest.mark.parametrize("collector", ["enabled", "disabled"])
-def test_import_readies_numba_and_leaves_the_garbage_collector_as_it_found_it(collector):
-    """The import pauses the cyclic collector while it readies Numba (nbgrad/runtime/startup.py),
-    then restores the user's setting, whichever it was."""
-    code = ("import gc\n"
+def test_numba_is_set_up_at_the_first_kernel_and_the_collector_left_as_found(collector):
+    """``import nbgrad`` leaves Numba's one-time set-up (its extension entry points,
+    rocket-fft's among them, which bring in ``scipy.fft``) to the first kernel, which runs
+    it with the cyclic collector paused and then restores the user's setting, whichever
+    it was (nbgrad/runtime/startup.py: ready_numba_at_first_kernel)."""
+    code = ("import gc, sys\n"
             f"gc.{collector[:-1]}()\n"
             "import nbgrad\n"
             "from numba.core import entrypoints\n"
-            "print(gc.isenabled(), entrypoints._already_initialized)")
-    done = subprocess.run([sys.executable, "-c", code], check=True, timeout=120,
-                          capture_output=True, text=True)
-    assert done.stdout.split() == [str(collector == "enabled"), "True"]
+            "def state():\n"
+            "    return [entrypoints._already_initialized, 'rocket_fft' in sys.modules,\n"
+            "            'scipy.fft' in sys.modules, gc.isenabled()]\n"
+            "print(*state())\n"
+            "nbgrad.tensor([1.0]) + 1\n"
+            "print(*state())")
+    enabled = str(collector == "enabled")
+    assert printed(code) == ["False", "False", "False", enabled,
+                             "True", "True", "True", enabled]
+
+
+def test_the_spectral_kernels_load_at_their_first_use():
+    """The spectral op's kernels (and rocket-fft with them) are imported by the first
+    spectral call, which then computes what a NumPy FFT does."""
+    code = ("import sys, numpy as np, nbgrad as nb\n"
+            "print('rocket_fft' in sys.modules)\n"
+            "x = np.random.default_rng(0).standard_normal((1, 1, 8))\n"
+            "w = np.ones((1, 1, 3))\n"
+            "y = nb.spectral_conv1d(nb.tensor(x), nb.tensor(w), nb.tensor(0 * w)).numpy()\n"
+            "spectrum = np.fft.rfft(x)\n"
+            "spectrum[..., 3:] = 0\n"
+            "print(np.allclose(y, np.fft.irfft(spectrum, 8)), 'rocket_fft' in sys.modules)")
+    assert printed(code) == ["False", "True", "True"]
 
 
 def test_the_lazy_data_set_names_resolve():
@@ -56,14 +83,18 @@ def test_the_lazy_data_set_names_resolve():
 
 GLIBC = (getattr(os, "confstr", None) is not None
          and (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc"))
+# Arrays of just under 4 MiB, written to every page: from 4 MiB on, NumPy asks for
+# transparent huge pages, and a fresh array then faults once per 2 MiB page, or 512
+# times, depending on how fragmented the host's memory is.
 FRESH_PAGES = ("import resource, numpy as np, nbgrad\n"
                "from nbgrad.runtime import startup\n"
                "def faults():\n"
                "    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
-               "np.ones(1 << 20, np.float32)\n"  # 4 MiB, written to every page
+               "n = (1 << 20) - 1024\n"
+               "np.ones(n, np.float32)\n"
                "start = faults()\n"
                "for _ in range(20):\n"
-               "    np.ones(1 << 20, np.float32)\n"
+               "    np.ones(n, np.float32)\n"
                "print(startup.keep_freed_memory(), (faults() - start) // 20)")
 
 
@@ -71,7 +102,7 @@ FRESH_PAGES = ("import resource, numpy as np, nbgrad\n"
 @pytest.mark.parametrize("environment", ["default", "user's MALLOC_TOP_PAD_"])
 def test_import_has_malloc_reuse_freed_arrays_unless_the_environment_says(environment):
     """After ``import nbgrad`` a freed 4 MiB array's pages serve the next one (glibc
-    would unmap it, and the next array's 1,024 pages fault in afresh: about 500 faults
+    would unmap it, and the next array's 1,020 pages fault in afresh: about 500 faults
     per array on the development machine); a user's own malloc
     setting (here the default top pad, which turns glibc's adaptive thresholds off)
     is left to govern (nbgrad/runtime/startup.py: keep_freed_memory)."""
