@@ -7,7 +7,8 @@ one wrote (warm; Python writes its ``.pyc`` files as on a user's machine, whatev
 excluded), the seconds spent in Numba's compiler (outermost compiles, from the
 ``numba:compile`` events), the median of the warm processes' import + workload times, and
 the kernels that took longest (a kernel's time includes the kernels it calls that were not
-compiled yet).
+compiled yet), and the median of the warm processes' ``import nbgrad`` (NumPy and Numba
+included).
 
 ops f32 / ops f64  every registered op forward + backward through its samples
                    (``nbgrad.compiling.warm_op`` without the parallel twins)
@@ -17,8 +18,12 @@ digits, no helper  the same with NBGRAD_COMPILE_AHEAD=0: every backward kernel c
 gno                ``nn.GNO`` forward + backward on a radius graph of 256 points in 2-D,
                    width 32, kernel MLP hidden 32 (float32)
 ono_encode         ``ono_encode(u[64, 256], B[256, 16])`` forward + backward (float32)
+gno after demo     the ``gno-regression`` example (quick size) in a fresh process right
+                   after ``python -m nbgrad demo`` ran on the empty cache: what it still
+                   compiles (cold), and the same on a warm cache
 check              ``python -m nbgrad check`` (every op, first and second derivatives,
                    float64), in its default worker processes; wall time of the command
+demo               ``python -m nbgrad demo``, wall time of the command
 """
 
 from __future__ import annotations
@@ -61,7 +66,17 @@ u = nb.tensor(rng.standard_normal((64, 256)).astype(np.float32), requires_grad=T
 B = nb.tensor(rng.standard_normal((256, 16)).astype(np.float32), requires_grad=True)
 nb.ono_encode(u, B).sum().backward()
 """,
+    "gno after demo": "from nbgrad.examples import gno_regression\n"
+                      "gno_regression.main(['--quick', '--no-progress', '--plot', "
+                      "sys.argv[2]])",
 }
+
+#: command rows: name -> the arguments of ``python``, timed whole
+COMMANDS = {"check": ["-m", "nbgrad", "check"],
+            "demo": ["-m", "nbgrad", "demo", "--no-progress", "--plot", "{png}"]}
+
+#: workload name -> the command that runs first on its empty cache
+AFTER = {"gno after demo": "demo"}
 
 #: workload name -> (the workload it runs again, the environment variables it sets)
 VARIANTS = {"digits, no helper": ("digits step", {"NBGRAD_COMPILE_AHEAD": "0"})}
@@ -92,11 +107,16 @@ print(json.dumps({"import": imported, "seconds": seconds, "compile": rec.total()
 WARM_RUNS = 5
 
 
-def _run(code: str, cache: str, settings: dict) -> dict:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache, **settings)
+def _environment(cache: str, settings: dict | None = None) -> dict:
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache, **(settings or {}))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    done = subprocess.run([sys.executable, "-c", _RUNNER, code], env=env,
-                          capture_output=True, text=True)
+    return env
+
+
+def _run(code: str, cache: str, settings: dict) -> dict:
+    png = os.path.join(cache, "figure.png")
+    done = subprocess.run([sys.executable, "-c", _RUNNER, code, png],
+                          env=_environment(cache, settings), capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"the workload failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -107,10 +127,10 @@ def _import_and_run(result: dict) -> float:
     return result["import"] + result["seconds"]
 
 
-def _check_seconds(cache: str) -> float:
-    env = dict(os.environ, NUMBA_CACHE_DIR=cache)
+def _command_seconds(name: str, cache: str) -> float:
+    args = [a.format(png=os.path.join(cache, "figure.png")) for a in COMMANDS[name]]
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "nbgrad", "check"], env=env, check=True,
+    subprocess.run([sys.executable, *args], env=_environment(cache), check=True,
                    capture_output=True)
     return time.perf_counter() - start
 
@@ -119,27 +139,35 @@ def _short(kernel: str) -> str:
     return kernel.removeprefix("nbgrad.kernels.")
 
 
+def _workload_row(name: str, cache: str) -> str:
+    workload, settings = VARIANTS.get(name, (name, {}))
+    if name in AFTER:
+        _command_seconds(AFTER[name], cache)
+    code = WORKLOADS[workload]
+    first = _run(code, cache, settings)
+    warm = [_run(code, cache, settings) for _ in range(WARM_RUNS)]
+    seconds = statistics.median(_import_and_run(result) for result in warm)
+    imported = statistics.median(result["import"] for result in warm)
+    slowest = ", ".join(f"{_short(k)} {s:.1f}" for k, s in first["top"][:3])
+    return (f"{name:<17} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
+            f"{first['kernels']:>7d} {seconds:>7.2f} {imported:>8.2f}  {slowest}")
+
+
+def _command_row(name: str, cache: str) -> str:
+    cold, warm = _command_seconds(name, cache), _command_seconds(name, cache)
+    return f"{name:<17} {cold:>7.1f} {'':>9} {'':>7} {warm:>7.1f}"
+
+
 def main(names: list[str] | None = None) -> None:
     names = names or ["ops f32", "ops f64", "digits step", *VARIANTS, "gno", "ono_encode",
-                      "check"]
-    print(f"{'workload':<17} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7}  "
-          f"slowest kernels (cold, s)\n(warm: import + workload, median of {WARM_RUNS} "
-          f"processes; check: the whole command)")
+                      "gno after demo", "check", "demo"]
+    print(f"{'workload':<17} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7} "
+          f"{'import s':>8}  slowest kernels (cold, s)\n(warm: import + workload, median "
+          f"of {WARM_RUNS} processes; check, demo: the whole command)")
     for name in names:
         with tempfile.TemporaryDirectory() as cache:
-            if name == "check":
-                cold, warm = _check_seconds(cache), _check_seconds(cache)
-                print(f"{name:<17} {cold:>7.1f} {'':>9} {'':>7} {warm:>7.1f}", flush=True)
-                continue
-            workload, settings = VARIANTS.get(name, (name, {}))
-            code = WORKLOADS[workload]
-            first = _run(code, cache, settings)
-            warm = statistics.median(_import_and_run(_run(code, cache, settings))
-                                     for _ in range(WARM_RUNS))
-        slowest = ", ".join(f"{_short(k)} {s:.1f}" for k, s in first["top"][:3])
-        print(f"{name:<17} {first['seconds']:>7.1f} {first['compile']:>9.1f} "
-              f"{first['kernels']:>7d} {warm:>7.2f}  "
-              f"{slowest}", flush=True)
+            row = _command_row if name in COMMANDS else _workload_row
+            print(row(name, cache), flush=True)
 
 
 if __name__ == "__main__":

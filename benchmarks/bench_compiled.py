@@ -13,6 +13,16 @@ W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.
 W3   tanh forward + backward on 4M elements (y = tanh(x); y.backward(g))
 W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-entropy,
      SGD with momentum), batch 64                                          <= 0.8x
+W21  the physics-informed step of notebooks/pinn_poisson.ipynb: -u'' = pi^2 sin(pi x) on
+     [0, 1], a tanh MLP 1 -> 32 -> 32 -> 1 at 64 collocation points, u'' by two
+     ``grad(..., create_graph=True)``, the residual's mean square plus the boundary's
+     (u(0), u(1)), the loss's gradient and an Adam step (lr 1e-2)        <= 1.0x
+W22  one darcy-fno training step (nbgrad/examples/darcy_fno.py's model: lift 3 -> 64 ->
+     32, four Fourier layers with modes (16, 14) on the grid padded 16 -> 24, projection
+     32 -> 128 -> 1), batch 32 at 16x16, relative L2 loss, Adam (lr 3e-3, weight decay
+     1e-4). PyTorch runs nbgrad.testing.torch_reference's FNO, JAX the same math in
+     jax.numpy (rfft2, mode mixing by einsum, irfft2, 1x1 convolutions by einsum, gelu),
+     all from the same weights                                            <= 1.0x
 """
 
 from __future__ import annotations
@@ -122,20 +132,26 @@ def _w3(torch, jax) -> dict:
     return steps
 
 
-# -- training steps: W16, W10 --------------------------------------------------------------
+# -- training steps: W16, W10, W21, W22 ----------------------------------------------------
 
 
-def _training(torch, jax, params: dict, loss_of, lr: float, momentum: float) -> dict:
-    """The SGD training step of ``loss_of(lib, p)`` (lib: "nbgrad", "torch" or "jax")
-    on copies of ``params``: nbgrad eager and compiled, PyTorch eager and compiled, JAX."""
+def _training(torch, jax, params: dict, loss_of, optimizer: tuple[str, dict],
+              nb_model=None) -> dict:
+    """The training step of ``loss_of(lib, p)`` (lib: "nbgrad", "torch" or "jax") on
+    copies of ``params`` with ``optimizer`` (a name both nb.optim and torch.optim have,
+    "SGD" or "Adam", and its arguments): nbgrad eager and compiled, PyTorch eager and
+    compiled, JAX. ``nb_model()``, if given, makes nbgrad's (parameters, loss) instead,
+    for a model that is a Module."""
+    name, kwargs = optimizer
+    nb_model = nb_model or _nb_functional(params, loss_of)
     steps = {}
     for kind in ("nbgrad eager", "nbgrad compiled"):
-        p = {k: nb.tensor(v.copy(), requires_grad=True) for k, v in params.items()}
-        opt = nb.optim.SGD(list(p.values()), lr=lr, momentum=momentum)
+        leaves, loss_fn = nb_model()
+        opt = getattr(nb.optim, name)(leaves, **kwargs)
 
-        def step(p=p, opt=opt):
+        def step(opt=opt, loss_fn=loss_fn):
             opt.zero_grad()
-            loss = loss_of("nbgrad", p)
+            loss = loss_fn()
             loss.backward()
             opt.step()
             return loss
@@ -146,7 +162,7 @@ def _training(torch, jax, params: dict, loss_of, lr: float, momentum: float) -> 
             if kind == "torch.compile" and not (shutil.which("g++") or shutil.which("c++")):
                 continue
             p = {k: torch.tensor(v.copy(), requires_grad=True) for k, v in params.items()}
-            opt = torch.optim.SGD(list(p.values()), lr=lr, momentum=momentum)
+            opt = getattr(torch.optim, name)(list(p.values()), **kwargs)
             loss_fn = wrap(lambda p: loss_of("torch", p))
 
             def step(p=p, opt=opt, loss_fn=loss_fn):
@@ -158,11 +174,20 @@ def _training(torch, jax, params: dict, loss_of, lr: float, momentum: float) -> 
 
             steps[kind] = step
     if jax is not None:
-        steps["JAX jit"] = _jax_sgd(jax, params, lambda p: loss_of("jax", p), lr, momentum)
+        jax_optimizer = {"SGD": _jax_sgd, "Adam": _jax_adam}[name]
+        steps["JAX jit"] = jax_optimizer(jax, params, lambda p: loss_of("jax", p), **kwargs)
     return steps
 
 
-def _jax_sgd(jax, params: dict, loss, lr: float, momentum: float):
+def _nb_functional(params: dict, loss_of):
+    """nbgrad leaves holding copies of ``params``, and the loss of them."""
+    def make():
+        p = {k: nb.tensor(v.copy(), requires_grad=True) for k, v in params.items()}
+        return list(p.values()), lambda: loss_of("nbgrad", p)
+    return make
+
+
+def _jax_sgd(jax, params: dict, loss, lr: float, momentum: float = 0.0):
     state = {"p": {k: jax.numpy.asarray(v) for k, v in params.items()},
              "v": {k: jax.numpy.zeros_like(v) for k, v in params.items()}}
 
@@ -175,6 +200,36 @@ def _jax_sgd(jax, params: dict, loss, lr: float, momentum: float):
 
     def step():
         value, state["p"], state["v"] = update(state["p"], state["v"])
+        return value.block_until_ready()
+    return step
+
+
+def _jax_adam(jax, params: dict, loss, lr: float, weight_decay: float = 0.0,
+              betas=(0.9, 0.999), eps: float = 1e-8):
+    """PyTorch's Adam: d = g + wd p; m, v the moving averages of d and d^2;
+    p -= lr m / (1 - b1^t) / (sqrt(v / (1 - b2^t)) + eps)."""
+    b1, b2 = betas
+    jnp, tree_map = jax.numpy, jax.tree_util.tree_map
+    state = {"p": {k: jnp.asarray(v) for k, v in params.items()},
+             "m": {k: jnp.zeros_like(v) for k, v in params.items()},
+             "v": {k: jnp.zeros_like(v) for k, v in params.items()},
+             "t": jnp.asarray(0, jnp.int32)}
+
+    @jax.jit
+    def update(state):
+        value, g = jax.value_and_grad(loss)(state["p"])
+        t = state["t"] + 1
+        d = tree_map(lambda g, p: g + weight_decay * p, g, state["p"])
+        m = tree_map(lambda m, d: b1 * m + (1 - b1) * d, state["m"], d)
+        v = tree_map(lambda v, d: b2 * v + (1 - b2) * d * d, state["v"], d)
+        c1, c2 = 1 - b1 ** t.astype(jnp.float32), 1 - b2 ** t.astype(jnp.float32)
+        p = tree_map(lambda p, m, v: p - lr * (m / c1) / (jnp.sqrt(v / c2) + eps),
+                     state["p"], m, v)
+        return value, {"p": p, "m": m, "v": v, "t": t}
+
+    def step():
+        value, new = update(state)
+        state.update(new)
         return value.block_until_ready()
     return step
 
@@ -194,7 +249,7 @@ def _w16(torch, jax) -> dict:
             h = tanh(h @ p[f"w{i}"].T + p[f"b{i}"])
         return ((h @ p["w3"].T + p["b3"] - t) ** 2).mean()
 
-    return _training(torch, jax, params, loss_of, 0.05, 0.0)
+    return _training(torch, jax, params, loss_of, ("SGD", {"lr": 0.05, "momentum": 0.0}))
 
 
 def _w10(torch, jax) -> dict:
@@ -214,7 +269,7 @@ def _w10(torch, jax) -> dict:
         h = F.relu(h.flatten(1) @ p["l1"].T + p["c1"])
         return F.cross_entropy(h @ p["l2"].T + p["c2"], y)
 
-    return _training(torch, jax, params, loss_of, 0.05, 0.9)
+    return _training(torch, jax, params, loss_of, ("SGD", {"lr": 0.05, "momentum": 0.9}))
 
 
 def _jax_cnn_loss(jax, images, labels, p):
