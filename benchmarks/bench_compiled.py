@@ -287,6 +287,170 @@ def _jax_cnn_loss(jax, images, labels, p):
     return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(labels.shape[0]), labels])
 
 
+# -- W21: the PINN step ----------------------------------------------------------------------
+
+PINN_SIZES = (1, 32, 32, 1)
+PINN_POINTS = 64
+
+
+def _w21(torch, jax) -> dict:
+    rng = np.random.default_rng(21)
+    params = {}
+    for i, (fan_in, fan_out) in enumerate(zip(PINN_SIZES[:-1], PINN_SIZES[1:])):
+        params[f"w{i}"] = (rng.standard_normal((fan_in, fan_out)) / np.sqrt(fan_in)).astype(F32)
+        params[f"b{i}"] = np.zeros(fan_out, F32)
+    x = np.linspace(0.0, 1.0, PINN_POINTS, dtype=F32)[:, None]
+    source = (np.pi ** 2 * np.sin(np.pi * x)).astype(F32)    # f of -u'' = f
+    boundary = np.array([[0.0], [1.0]], F32)
+    data = _by_library(torch, jax, source, boundary)
+    points = _by_library(torch, jax, x)
+    points["nbgrad"][0].requires_grad_(True)
+
+    def loss_of(lib, p):
+        f, xb = data[lib]
+        tanh = {"nbgrad": nb.tanh, "torch": getattr(torch, "tanh", None),
+                "jax": getattr(getattr(jax, "numpy", None), "tanh", None)}[lib]
+
+        def u(s):
+            return _pinn_mlp(tanh, p, s)
+
+        if lib == "nbgrad":
+            u_xx = _second_derivative(u, points[lib][0])
+        else:   # torch.compile cannot differentiate its compiled backward: torch.func
+            u_xx = _second_derivative_by_transform(
+                torch.func.grad if lib == "torch" else jax.grad, u, points[lib][0])
+        return ((u_xx + f) ** 2).mean() + (_pinn_mlp(tanh, p, xb) ** 2).mean()
+
+    return _training(torch, jax, params, loss_of, ("Adam", {"lr": 1e-2}))
+
+
+def _pinn_mlp(tanh, p: dict, x):
+    h = x
+    for i in range(len(PINN_SIZES) - 2):
+        h = tanh(h @ p[f"w{i}"] + p[f"b{i}"])
+    last = len(PINN_SIZES) - 2
+    return h @ p[f"w{last}"] + p[f"b{last}"]
+
+
+def _second_derivative(u, x):
+    """u''(x) at every point: each u[n] depends on x[n] only, so d(sum u)/dx is u' at
+    every point, and d(sum u')/dx is u''; both graphs kept for the loss's gradient."""
+    (u_x,) = nb.grad(u(x).sum(), x, create_graph=True)
+    (u_xx,) = nb.grad(u_x.sum(), x, create_graph=True)
+    return u_xx
+
+
+def _second_derivative_by_transform(grad, u, x):
+    """The same u'' with a function transform (jax.grad, torch.func.grad)."""
+    u_x = grad(lambda s: u(s).sum())
+    return grad(lambda s: u_x(s).sum())(x)
+
+
+# -- W22: a darcy-fno training step --------------------------------------------------------
+
+FNO_BATCH = 32
+
+
+def _w22(torch, jax) -> dict:
+    from nbgrad.examples import darcy_fno
+
+    rng = np.random.default_rng(22)
+    x = rng.standard_normal((FNO_BATCH, 3, 16, 16)).astype(F32)   # [a, x, y]: the time
+    y = rng.standard_normal((FNO_BATCH, 1, 16, 16)).astype(F32)   # needs no real data
+
+    def model():
+        nb.manual_seed(0)    # the same weights for every contender
+        return darcy_fno.build_model()
+
+    reference = model()
+    params = {k: q.numpy().copy() for k, q in reference.named_parameters()}
+    data = _by_library(torch, jax, x, y)
+
+    def nb_model():
+        m = model()
+        inputs, target = data["nbgrad"]
+        return (list(m.parameters()),
+                lambda: darcy_fno.relative_l2_loss(m(inputs), target))
+
+    def loss_of(lib, p):
+        inputs, target = data[lib]
+        if lib == "jax":
+            return _jax_relative_l2(jax, _jax_fno(jax, inputs, p, reference), target)
+        from nbgrad.testing.torch_reference import fno_forward
+
+        prediction = fno_forward(torch, inputs, p, reference)
+        dims = tuple(range(1, target.ndim))
+        return (torch.linalg.vector_norm(prediction - target, dim=dims)
+                / torch.linalg.vector_norm(target, dim=dims)).mean()
+
+    return _training(torch, jax, params, loss_of,
+                     ("Adam", {"lr": 3e-3, "weight_decay": 1e-4}), nb_model)
+
+
+def _jax_relative_l2(jax, prediction, target):
+    jnp = jax.numpy
+    dims = tuple(range(1, target.ndim))
+    return (jnp.sqrt(((prediction - target) ** 2).sum(dims))
+            / jnp.sqrt((target ** 2).sum(dims))).mean()
+
+
+def _jax_fno(jax, x, p: dict, model):
+    """nbgrad.testing.torch_reference.fno_forward in jax.numpy for the darcy-fno model:
+    lifting, symmetric padding, Fourier blocks u = gelu(gelu(K v + W v)) (the last
+    without gelu), crop, projection."""
+    from nbgrad.testing.torch_reference import _pad_sizes
+
+    jnp = jax.numpy
+    blocks = model.fno_blocks
+    v = _jax_channel_mlp(jax, x, p, "lifting.")
+    pads = _pad_sizes(model.domain_padding, v.shape[2:])
+    v = jnp.pad(v, [(0, 0), (0, 0)] + [(k, k) for k in pads])
+    for i in range(blocks.n_layers):
+        u = _jax_spectral_conv(jax, v, p, f"fno_blocks.convs.{i}.", blocks.convs[i])
+        u = u + _jax_conv1x1(jax, v, p[f"fno_blocks.fno_skips.{i}.conv.weight"])
+        v = u if i == blocks.n_layers - 1 else _jax_gelu(jax, _jax_gelu(jax, u))
+    v = v[(Ellipsis,) + tuple(slice(k, -k) if k else slice(None) for k in pads)]
+    return _jax_channel_mlp(jax, v, p, "projection.")
+
+
+def _jax_gelu(jax, v):
+    return jax.nn.gelu(v, approximate=False)
+
+
+def _jax_conv1x1(jax, v, w, b=None):
+    """y[b, o, ...] = sum_i w[o, i] v[b, i, ...] (+ b[o])."""
+    y = jax.numpy.einsum("oi,bi...->bo...", w[..., 0], v)
+    return y if b is None else y + b.reshape((-1,) + (1,) * (v.ndim - 2))
+
+
+def _jax_channel_mlp(jax, v, p: dict, pre: str):
+    v = _jax_conv1x1(jax, v, p[pre + "fcs.0.weight"], p[pre + "fcs.0.bias"])
+    return _jax_conv1x1(jax, _jax_gelu(jax, v), p[pre + "fcs.1.weight"], p[pre + "fcs.1.bias"])
+
+
+def _jax_spectral_conv(jax, v, p: dict, pre: str, conv):
+    """torch_reference.spectral_conv for 2-D dense weights: the rfft2 spectrum
+    (fftshifted along x), Y = sum_i X_i W_io on the kept modes centred on frequency 0,
+    placed back into a zero spectrum, the zero and Nyquist bins made real, irfft2."""
+    from nbgrad.testing.torch_reference import _centred, _kept_weight_index
+
+    jnp = jax.numpy
+    grid = list(v.shape[2:])
+    X = jnp.fft.fftshift(jnp.fft.rfft2(v, norm=conv.fft_norm), axes=-2)
+    w = (p[pre + "weight_real"] + 1j * p[pre + "weight_imag"])[_kept_weight_index(conv)]
+    kept = _centred(grid, conv.n_modes)
+    Y = jnp.einsum("bixy,ioxy->boxy", X[kept], w)
+    bins = grid[-1] // 2 + 1
+    out = jnp.zeros((v.shape[0], conv.out_channels, grid[0], bins), X.dtype).at[kept].set(Y)
+    out = jnp.fft.ifft(jnp.fft.ifftshift(out, axes=-2), axis=-2, norm=conv.fft_norm)
+    real = jnp.ones(bins, v.dtype).at[0].set(0)
+    if grid[-1] % 2 == 0:
+        real = real.at[-1].set(0)
+    out = out.real + 1j * (out.imag * real)
+    y = jnp.fft.irfft(out, n=grid[-1], axis=-1, norm=conv.fft_norm)
+    return y + p[pre + "bias"]
+
+
 def _by_library(torch, jax, *arrays) -> dict:
     out = {"nbgrad": tuple(nb.tensor(a) for a in arrays)}
     if torch is not None:
@@ -299,7 +463,9 @@ def _by_library(torch, jax, *arrays) -> dict:
 WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
              "W3": ("W3 tanh fwd+bwd, 4M", _w3),
-             "W10": ("W10 digits CNN train step, batch 64", _w10)}
+             "W10": ("W10 digits CNN train step, batch 64", _w10),
+             "W21": ("W21 PINN Poisson step, u'' by create_graph, 64 pts", _w21),
+             "W22": ("W22 darcy-fno train step, batch 32 at 16x16", _w22)}
 
 
 def measure(steps: dict, rounds: int = 3, repeats: int = 9) -> dict:
