@@ -255,6 +255,20 @@ def test_radius_graph_tiny_radius_coarsens_grid_and_finds_duplicates():
     assert_rows_equal(g, [[2], [], [0], []])
 
 
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), d=st.integers(1, 3), n=st.integers(1, 300),
+       radius=st.sampled_from([0.0, 0.1, 0.25, 0.5]), loop=st.booleans())
+def test_radius_graph_on_lattice_points_matches_brute_force(seed, d, n, radius, loop):
+    # points on a coarse lattice: many equal points share a cell, so without the self
+    # loop the cell list must leave out the point itself (by its position in the cell
+    # order), not every point equal to it
+    points = np.random.default_rng(seed).integers(0, 4, (n, d)) / 4.0
+    want = brute_force_rows(points, radius, loop)[0]
+    for threads in (1, 2):
+        graph = at_threads(threads, radius_graph_by, "cells", points, radius, loop=loop)
+        assert_rows_equal(graph, want)
+
+
 def test_radius_graph_edge_cases():
     assert nb.radius_graph(np.zeros((0, 2)), 1.0).nnz == 0
     assert nb.radius_graph(np.zeros((0, 2)), 1.0).num_nodes == 0

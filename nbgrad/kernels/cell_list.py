@@ -14,7 +14,7 @@ Cells of side r (reach 1) test (3 r)^d around a point; side r / 2 (reach 2) only
 Both clouds are stored dimension-major (``[d, N]``), so the test of a run is one
 streaming loop. The query points are swept in cell order (neighbouring points read
 the same cells); each row is found and sorted by one iteration, staged, and copied to
-its place in row order, so the CSR does not depend on the thread count.
+its place in the CSR, so the CSR does not depend on the thread count.
 """
 
 import numpy as np
@@ -132,11 +132,18 @@ def _run(s, o, q_coords, cell_ptr, dims, reach):
 
 
 @njit(**SERIAL)
-def _spans(s, q_coords, cell_ptr, dims, reach, span):
-    """Every run of query point ``s`` (``_run``) into ``span[o] = (lo, hi)``. Query
-    points in one cell share them: the sweeps in cell order fill them once a cell."""
+def _spans(s, q_coords, cell_ptr, dims, reach, span, near):
+    """Every run of query point ``s`` (``_run``) into ``span[o] = (lo, hi)``; returns
+    ``near``, or a longer buffer when it cannot hold every candidate of the runs plus one
+    (``_keep_near`` writes one past the kept points). Query points in one cell share
+    the runs: the sweeps in cell order fill them once a cell."""
+    candidates = 0
     for o in range(span.shape[0]):
         span[o, 0], span[o, 1] = _run(s, o, q_coords, cell_ptr, dims, reach)
+        candidates += span[o, 1] - span[o, 0]
+    if candidates < near.shape[0]:
+        return near
+    return np.empty(2 * candidates + 1, dtype=np.int64)
 
 
 @njit(**SERIAL, inline="always")
@@ -195,25 +202,22 @@ def _keep_near(s, q_xyz, xyz, idx, lo, hi, scale, scaled_r2, d2, near, count):
     return count
 
 
-@njit(**SERIAL)
+@njit(**SERIAL, inline="always")
 def _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, skip, d2, near):
-    """``(count, near)``: the input points that pass the neighbour test with query point
-    ``s``, except the point ``skip`` (-1: none), in ``near[:count]``, run by run
-    (``span``: a run is a few cells, each listing its points in increasing index).
-    ``near`` is replaced by a longer copy when a run might not fit."""
+    """The number ``count`` of input points that pass the neighbour test with query
+    point ``s``, written to ``near[:count]`` run by run (``span``: a run is a few cells,
+    each listing its points in increasing index), except the input point at sorted
+    position ``skip`` (-1: none), which is left out of its run. ``near`` holds every
+    candidate plus one (``_spans``)."""
     count = 0
     for o in range(span.shape[0]):
         lo, hi = span[o, 0], span[o, 1]
-        if count + hi - lo >= near.shape[0]:
-            longer = np.empty(2 * (count + hi - lo) + 1, dtype=np.int64)
-            longer[:count] = near[:count]
-            near = longer
+        if lo <= skip < hi:
+            count = _keep_near(s, q_xyz, xyz, idx, lo, skip, scale, scaled_r2, d2, near,
+                               count)
+            lo = skip + 1
         count = _keep_near(s, q_xyz, xyz, idx, lo, hi, scale, scaled_r2, d2, near, count)
-    for k in range(count):  # at most once: the points are distinct
-        if near[k] == skip:
-            count -= 1
-            near[k] = near[count]
-    return count, near
+    return count
 
 
 # Rows up to this long are sorted by rank counting (n^2 compares without a branch),
@@ -222,15 +226,27 @@ _RANK_SORT_MAX = 64
 
 
 @njit(**SERIAL, inline="always")
-def _place_by_rank(values, n, out, at):
+def _place_by_rank(values, n, out, at, low):
     """Write the distinct ``values[:n]`` in increasing order to ``out[at:at+n]``: each
-    value goes to ``at`` plus the number of values below it."""
+    value goes to ``at`` plus the number of values below it. The compares run on int32
+    copies in ``low`` (twice as many to a vector as int64) when it has room (the caller
+    gives it none unless every value is below 2^31)."""
+    if low.shape[0] < n:
+        for k in range(n):
+            v = values[k]
+            rank = 0
+            for m in range(n):
+                rank += values[m] < v
+            out[at + rank] = v
+        return
     for k in range(n):
-        v = values[k]
-        rank = 0
+        low[k] = values[k]
+    for k in range(n):
+        v = low[k]
+        rank = np.int32(0)
         for m in range(n):
-            rank += values[m] < v
-        out[at + rank] = v
+            rank += low[m] < v
+        out[at + rank] = values[k]
 
 
 @njit(**SERIAL, inline="always")
@@ -278,15 +294,22 @@ def _sort_runs(a, b, n):
 
 
 @njit(**SERIAL, inline="always")
-def _write_sorted(near, n, spare, out, at):
-    """The distinct ``near[:n]`` in increasing order to ``out[at:at+n]``."""
+def _write_sorted(near, n, spare, low, out, at):
+    """The distinct ``near[:n]`` in increasing order to ``out[at:at+n]`` (``low``:
+    ``_place_by_rank``)."""
     if n <= _RANK_SORT_MAX:
-        _place_by_rank(near, n, out, at)
+        _place_by_rank(near, n, out, at, low)
         return
     if spare.shape[0] < n:
         spare = np.empty(n, dtype=np.int64)
     row = _sort_runs(near, spare, n)
     out[at:at + n] = row[:n]
+
+
+@njit(**SERIAL, inline="always")
+def _int32_keys(idx):
+    """``_place_by_rank``'s int32 buffer: none if an index may not fit in int32."""
+    return np.empty(_RANK_SORT_MAX if idx.shape[0] <= 2**31 else 0, dtype=np.int32)
 
 
 @njit(**SERIAL)
@@ -303,9 +326,10 @@ def _longest_run(cell_ptr, dims, reach):
 
 # The rows are found in one sweep in cell order (neighbouring query points read the same
 # cells), each chunk of rows written to its own part of a staging buffer sized from
-# every _SAMPLE-th row's count times _ROOM, then copied to their places in row order. A
-# chunk whose part fills up (clustered points) leaves its remaining rows to be counted
-# and written in place later.
+# every _SAMPLE-th row's count times _ROOM, then copied to their places in the CSR, read
+# in staging order (the writes scattered: cheaper than scattered reads). A chunk whose
+# part fills up (clustered points) leaves its remaining rows to be counted and written
+# in place later.
 _SAMPLE = 8
 _ROOM = 1.25
 
@@ -317,20 +341,13 @@ def _chunk(c, m, chunks):
 
 
 @njit(**PARALLEL)
-def radius_rows(q_xyz, q_coords, q_order, rank, xyz, idx, cell_ptr, dims, reach, scale,
-                scaled_r2, skip_self):
-    """CSR ``(row_ptr, col)`` of the neighbours of every query point: the query point at
-    cell-order position s is ``q_order[s]`` (``rank`` inverts it), with test coordinates
-    ``q_xyz[:, s]`` and cell ``q_coords[s]``; input point ``idx[t]`` has ``xyz[:, t]``.
-    For a graph on one cloud the query arrays are the input arrays and ``skip_self``
-    drops the pair of a point with itself. Each row is found by one iteration, columns
-    increasing."""
+def _staging_room(q_xyz, q_coords, xyz, idx, cell_ptr, dims, reach, scale, scaled_r2):
+    """``room[chunks+1]``: chunk c stages its rows in ``[room[c], room[c+1])``, sized
+    from every _SAMPLE-th row's count (``radius_rows`` has the arguments)."""
     m = q_xyz.shape[1]
     runs = (2 * reach + 1) ** (dims.shape[0] - 1)
     chunks = min(m, _CHUNKS)
     longest = _longest_run(cell_ptr, dims, reach)
-    args = (q_xyz, xyz, idx)
-    test = (scale, scaled_r2)
     cells = (q_coords, cell_ptr, dims, reach)
     room = np.zeros(chunks + 1, dtype=np.int64)
     for c in prange(chunks):
@@ -339,61 +356,106 @@ def radius_rows(q_xyz, q_coords, q_order, rank, xyz, idx, cell_ptr, dims, reach,
         first, end = _chunk(c, m, chunks)
         sampled = 0
         for s in range(first, end, _SAMPLE):
-            _spans(s, *cells, span)
-            sampled += _near(s, *args, span, *test, -1, d2, near)[0]
+            near = _spans(s, *cells, span, near)
+            sampled += _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, -1, d2, near)
         room[c + 1] = np.int64(sampled * _SAMPLE * _ROOM) + 64
     for c in range(chunks):
         room[c + 1] += room[c]
-    staging = np.empty(room[chunks], dtype=np.int64)
-    staged_at = np.full(m, -1, dtype=np.int64)
-    row_ptr = np.zeros(m + 1, dtype=np.int64)
-    stop = np.empty(chunks, dtype=np.int64)
+    return room
+
+
+@njit(**PARALLEL)
+def _stage_rows(q_xyz, q_coords, q_order, xyz, idx, cell_ptr, dims, reach, scale,
+                scaled_r2, skip_self, room, staging, staged_at, row_ptr, stop):
+    """Each chunk's rows, sorted, into its part of ``staging`` (row at position s from
+    ``staged_at[s]``) and their lengths into ``row_ptr[q_order[s] + 1]``, up to the
+    first row that does not fit (``stop[c]``, the chunk's end if all fit); the rows
+    from ``stop[c]`` on are only counted."""
+    m = q_xyz.shape[1]
+    runs = (2 * reach + 1) ** (dims.shape[0] - 1)
+    chunks = room.shape[0] - 1
+    longest = _longest_run(cell_ptr, dims, reach)
+    cells = (q_coords, cell_ptr, dims, reach)
     for c in prange(chunks):
         d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
         spare = np.empty(64, dtype=np.int64)
+        low = _int32_keys(idx)
         span = np.empty((runs, 2), dtype=np.int64)
         first, end = _chunk(c, m, chunks)
         at = room[c]
         stop[c] = end
         for s in range(first, end):
             if _new_cell(q_coords, s, first):
-                _spans(s, *cells, span)
-            skip = q_order[s] if skip_self else -1
-            count, near = _near(s, *args, span, *test, skip, d2, near)
+                near = _spans(s, *cells, span, near)
+            skip = s if skip_self else -1
+            count = _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, skip, d2, near)
             if at + count > room[c + 1]:
                 stop[c] = s
                 break
-            _write_sorted(near, count, spare, staging, at)
+            _write_sorted(near, count, spare, low, staging, at)
             staged_at[s] = at
             row_ptr[q_order[s] + 1] = count
             at += count
-    for c in prange(chunks):  # the rows after a full part: their lengths
-        d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
-        span = np.empty((runs, 2), dtype=np.int64)
-        for s in range(stop[c], _chunk(c, m, chunks)[1]):
-            _spans(s, *cells, span)
-            skip = q_order[s] if skip_self else -1
-            row_ptr[q_order[s] + 1] = _near(s, *args, span, *test, skip, d2, near)[0]
-    for i in range(m):
-        row_ptr[i + 1] += row_ptr[i]
-    col = np.empty(row_ptr[m], dtype=np.int64)
-    for c in prange(chunks):  # staged rows to their places, in row order
-        first, end = _chunk(c, m, chunks)
-        for i in range(first, end):
-            at = staged_at[rank[i]]
-            if at >= 0:
-                out = row_ptr[i]
-                for k in range(row_ptr[i + 1] - out):
-                    col[out + k] = staging[at + k]
+        for s in range(stop[c], end):
+            near = _spans(s, *cells, span, near)
+            skip = s if skip_self else -1
+            row_ptr[q_order[s] + 1] = _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, skip,
+                                            d2, near)
+
+
+@njit(**PARALLEL)
+def _place_rows(q_xyz, q_coords, q_order, xyz, idx, cell_ptr, dims, reach, scale,
+                scaled_r2, skip_self, staging, staged_at, row_ptr, stop, col):
+    """Every row to its place ``col[row_ptr[q_order[s]]:]``: the staged ones copied
+    (read in staging order, the writes scattered), the rest found again."""
+    m = q_xyz.shape[1]
+    runs = (2 * reach + 1) ** (dims.shape[0] - 1)
+    chunks = stop.shape[0]
+    longest = _longest_run(cell_ptr, dims, reach)
+    cells = (q_coords, cell_ptr, dims, reach)
     for c in prange(chunks):
         d2, near = np.empty(longest), np.empty(64, dtype=np.int64)
         spare = np.empty(64, dtype=np.int64)
+        low = _int32_keys(idx)
         span = np.empty((runs, 2), dtype=np.int64)
-        for s in range(stop[c], _chunk(c, m, chunks)[1]):
-            _spans(s, *cells, span)
-            skip = q_order[s] if skip_self else -1
-            count, near = _near(s, *args, span, *test, skip, d2, near)
-            _write_sorted(near, count, spare, col, row_ptr[q_order[s]])
+        first, end = _chunk(c, m, chunks)
+        for s in range(first, stop[c]):
+            at = staged_at[s]
+            out = row_ptr[q_order[s]]
+            for k in range(row_ptr[q_order[s] + 1] - out):
+                col[out + k] = staging[at + k]
+        for s in range(stop[c], end):
+            near = _spans(s, *cells, span, near)
+            skip = s if skip_self else -1
+            count = _near(s, q_xyz, xyz, idx, span, scale, scaled_r2, skip, d2, near)
+            _write_sorted(near, count, spare, low, col, row_ptr[q_order[s]])
+
+
+def radius_rows(q_xyz, q_coords, q_order, xyz, idx, cell_ptr, dims, reach, scale,
+                scaled_r2, skip_self):
+    """CSR ``(row_ptr, col)`` of the neighbours of every query point: the query point at
+    cell-order position s is ``q_order[s]``, with test coordinates ``q_xyz[:, s]`` and
+    cell ``q_coords[s]``; input point ``idx[t]`` has ``xyz[:, t]``. For a graph on one
+    cloud the query arrays are the input arrays and ``skip_self`` drops the pair of a
+    point with itself (the input point at the same position s). Each row is found by
+    one iteration, columns increasing.
+
+    The large arrays are allocated here by NumPy, which asks Linux for huge pages from
+    4 MiB on (Numba's allocator does not): the rows' scattered writes then miss the TLB
+    far less often."""
+    search = (q_xyz, q_coords, q_order, xyz, idx, cell_ptr, dims, reach, scale, scaled_r2,
+              skip_self)
+    m = q_xyz.shape[1]
+    room = _staging_room(q_xyz, q_coords, xyz, idx, cell_ptr, dims, reach, scale,
+                         scaled_r2)
+    staging = np.empty(room[-1], dtype=np.int64)
+    staged_at = np.empty(m, dtype=np.int64)
+    row_ptr = np.zeros(m + 1, dtype=np.int64)
+    stop = np.empty(room.shape[0] - 1, dtype=np.int64)
+    _stage_rows(*search, room, staging, staged_at, row_ptr, stop)
+    np.cumsum(row_ptr, out=row_ptr)
+    col = np.empty(row_ptr[-1], dtype=np.int64)
+    _place_rows(*search, staging, staged_at, row_ptr, stop, col)
     return row_ptr, col
 
 
@@ -430,7 +492,5 @@ def radius_cells(points, q, query, qq, r_q, scale, scaled_r2, loop, reach=1):
         q_coords, q_keys = _cells_of(qq, origin, side, dims)
         q_order = group_by(q_keys, ncells)[1]
         q_xyz, q_coords = _gather(query, q_coords, q_order)
-    rank = np.empty_like(q_order)
-    rank[q_order] = np.arange(q_order.shape[0])
-    return radius_rows(q_xyz, q_coords, q_order, rank, xyz, order, cell_ptr, dims, reach,
-                       scale, scaled_r2, query is None and not loop)
+    return radius_rows(q_xyz, q_coords, q_order, xyz, order, cell_ptr, dims, reach, scale,
+                       scaled_r2, query is None and not loop)
