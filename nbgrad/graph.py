@@ -104,11 +104,13 @@ class Graph:
         _check_range("edge_id", edge_id, num_edge_ids, f"{num_edge_ids} edge ids", where)
         self._set(row_ptr, col, edge_id, num_sources, num_edge_ids)
 
-    def _set(self, row_ptr: np.ndarray, col: np.ndarray, edge_id: np.ndarray,
+    def _set(self, row_ptr: np.ndarray, col: np.ndarray, edge_id: np.ndarray | None,
              num_sources: int, num_edge_ids: int) -> None:
+        """The attributes; ``edge_id`` None: the CSR positions, built on first use."""
         self.row_ptr = row_ptr
         self.col = col
-        self.edge_id = edge_id
+        if edge_id is not None:
+            self.edge_id = edge_id
         self.num_nodes = row_ptr.shape[0] - 1
         self.num_source_nodes = num_sources
         self.num_edge_ids = num_edge_ids
@@ -122,11 +124,10 @@ class Graph:
         if not all(a.dtype == np.int64 and a.ndim == 1 and a.flags.c_contiguous
                    for a in (row_ptr, col)):
             return cls(row_ptr, col, num_source_nodes=num_source_nodes)
-        edge_id = np.arange(col.shape[0], dtype=np.int64)
-        for a in (row_ptr, col, edge_id):
+        for a in (row_ptr, col):
             a.setflags(write=False)
         graph = cls.__new__(cls)
-        graph._set(row_ptr, col, edge_id, num_source_nodes, col.shape[0])
+        graph._set(row_ptr, col, None, num_source_nodes, col.shape[0])
         return graph
 
     @classmethod
@@ -169,6 +170,15 @@ class Graph:
         np.cumsum(np.bincount(dst, minlength=num_nodes), out=row_ptr[1:])
         return cls(row_ptr, src[order], edge_id[order], num_edge_ids, num_sources)
 
+    @cached_property
+    def edge_id(self) -> np.ndarray:
+        """The edge id of every CSR entry: here each entry its own edge, its position
+        (a graph given other ids holds them instead). Built on first use: a radius graph
+        whose edges carry no features never needs it."""
+        ids = np.arange(self.nnz, dtype=np.int64)
+        ids.setflags(write=False)
+        return ids
+
     # -- sizes -------------------------------------------------------------------------
     @property
     def nnz(self) -> int:
@@ -208,7 +218,9 @@ class Graph:
         """This graph with every CSR entry its own edge id (``edge_id = arange(nnz)``):
         itself when that is already so. For features computed per entry (``x_j - x_i``),
         which differ between the two directions of an edge that shares an id."""
-        if self.num_edge_ids == self.nnz and np.array_equal(self.edge_id, np.arange(self.nnz)):
+        if "edge_id" not in vars(self) or (
+                self.num_edge_ids == self.nnz
+                and np.array_equal(self.edge_id, np.arange(self.nnz))):
             return self
         return Graph(self.row_ptr, self.col, None, None, self.num_source_nodes)
 

@@ -465,3 +465,16 @@ def test_a_searched_graph_equals_the_checked_constructor_and_is_read_only():
         checked.num_nodes, checked.num_source_nodes, checked.num_edge_ids)
     fallback = nb.Graph._of_search(np.array([0, 1], np.int32), np.array([0], np.int32), 1)
     assert fallback.col.dtype == np.int64 and fallback.nnz == 1
+
+
+def test_a_radius_graph_numbers_its_edges_by_position():
+    """The search's graph builds its edge ids (each entry its own edge) on first use:
+    they are the CSR positions, read-only, and the graph is its own ``with_entry_ids``."""
+    points = np.random.default_rng(5).random((200, 2))
+    graph = nb.radius_graph(points, 0.2)
+    assert graph.with_entry_ids is graph
+    np.testing.assert_array_equal(graph.edge_id, np.arange(graph.nnz))
+    assert not graph.edge_id.flags.writeable
+    assert graph.num_edge_ids == graph.nnz
+    with pytest.raises(ValueError):
+        graph.edge_id[0] = 1
