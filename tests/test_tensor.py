@@ -121,6 +121,8 @@ import os, threading
 import numba, numpy as np
 import nbgrad as nb
 from nbgrad.runtime import threads
+from numba.core import entrypoints
+entrypoints.init_all()  # Numba's set-up, which the first kernel runs: scipy.fft starts a thread
 pool = numba.config.NUMBA_NUM_THREADS
 ran = []
 threads._on_pool_threads(lambda: ran.append(threading.get_native_id()), pool)
