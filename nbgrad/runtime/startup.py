@@ -1,8 +1,8 @@
 """What ``import nbgrad`` does besides defining names: it has Numba's one-time set-up run
 at the first kernel with Python's cyclic garbage collector paused
-(docs/compiling.md#what-a-warm-start-costs), it has
-glibc's malloc keep freed arrays for reuse (docs/memory.md), and on AVX-512 CPUs it has
-LLVM vectorise with the full 512-bit registers (docs/compiling.md#vector-width)."""
+(docs/compiling.md#what-a-warm-start-costs), it has glibc's malloc keep freed arrays for
+reuse (docs/memory.md), and on AVX-512 CPUs it has LLVM vectorise with the full 512-bit
+registers (docs/compiling.md#vector-width)."""
 
 from __future__ import annotations
 
