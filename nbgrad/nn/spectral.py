@@ -157,6 +157,13 @@ def _two_sided(w: Tensor, axis: int, k: int) -> tuple[Tensor, Tensor]:
     return pos, neg
 
 
+def _selects_all(index: tuple, shape: tuple) -> bool:
+    """Whether the slices ``index`` select every entry of an array of ``shape`` (the
+    weights then go to the op as they are: a slice's gradient is a full-size zero
+    array with the slice's gradient written in)."""
+    return all(s.indices(n) == (0, n, 1) for s, n in zip(index, shape))
+
+
 def _even_blocks(w: Tensor) -> Tensor:
     """``SpectralConv._blocks`` where every two-sided dim holds an even number of modes:
     each such dim of w [in, out, K_1, .., K_d] is two halves (``_two_sided``: the
@@ -354,7 +361,9 @@ class SpectralConv(Module):
         """The kept dense weights (reconstructed from the factors if factorised), the
         separable ones as the diagonal [c, c, ..]."""
         key = self._active_index()
-        if self.factorization is None:
+        if self.factorization is None and _selects_all(key, self.weight_real.shape):
+            wr, wi = self.weight_real, self.weight_imag
+        elif self.factorization is None:
             wr, wi = self.weight_real[key], self.weight_imag[key]
         else:
             wr, wi = self.weight.to_tensor(key)
