@@ -28,9 +28,9 @@ from .runtime.compile_ahead import compile_hook, default_jobs
 
 def _compile_backwards() -> None:
     """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
-    run it (``_op_backward`` or ``_optimizer_step``), write a line to stdout; ends at the
-    end of stdin."""
-    run = {"op": _op_backward, "step": _optimizer_step}
+    run it (``_op_backward``, ``_optimizer_step`` or ``_early_functions``), write a line
+    to stdout; ends at the end of stdin."""
+    run = {"op": _op_backward, "step": _optimizer_step, "early": _early_functions}
     calls = sys.stdin.buffer
     while size := int.from_bytes(calls.read(8), "little"):
         kind, *call = pickle.loads(calls.read(size))
@@ -46,6 +46,17 @@ def _op_backward(name: str, arrays: list, needs: tuple[bool, ...], params: dict)
 
     inputs = [Tensor(a, requires_grad=True) if need else a for a, need in zip(arrays, needs)]
     backward_of_ones(REGISTRY[name].apply(*inputs, **params), inputs)
+
+
+def _early_functions(functions: list[tuple[str, str]], dtype: str) -> None:
+    """Compile the C functions ``(module, name)`` (``runtime.jit.compiled_once`` with
+    ``early``) for ``dtype`` into the cache."""
+    import importlib
+
+    from numba import from_dtype
+
+    for module, name in functions:
+        getattr(importlib.import_module(module), name).provide(from_dtype(np.dtype(dtype)))
 
 
 def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:

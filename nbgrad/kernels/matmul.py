@@ -425,7 +425,7 @@ def _block_signature(dt):
     return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flag, flat)
 
 
-@compiled_once(_block_signature, **SERIAL)
+@compiled_once(_block_signature, early=True, **SERIAL)
 def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
                 pack_t, work):
     """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0

@@ -1,6 +1,7 @@
 """The compile helper's side in this process: a count of nbgrad's compiles and
 ``BackwardAhead``, which hands an op's first-use calls, and a new optimiser's first step,
-to a helper process that compiles their backward and step kernels
+to a helper process that compiles their backward and step kernels, and at the first
+compile of a float dtype the C functions that nearly every model calls, such as the GEMM
 (docs/compiling.md#the-backward-compiled-ahead; the helper's own loop is
 ``nbgrad.compiling._compile_backwards``). The core (``Function.apply``, the autograd engine,
 ``Optimizer``) reaches it through one object, ``compile_hook``; like the rest of
@@ -16,9 +17,10 @@ import queue
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
-from numba.core import event
+from numba.core import event, types
 
 from . import startup
 
@@ -31,11 +33,15 @@ def default_jobs() -> int:
 
 
 class CompileCount(event.Listener):
-    """``started``: how many outermost compiles of nbgrad kernels have begun."""
+    """``started``: how many outermost compiles of nbgrad kernels have begun;
+    ``first_of_dtype(name)`` is called when the first of them on arrays of a float dtype
+    begins (``BackwardAhead.submit_early``)."""
 
     def __init__(self) -> None:
         self.depth = 0
         self.started = 0
+        self.dtypes_seen: set[str] = set()
+        self.first_of_dtype: Callable[[str], None] = lambda name: None
 
     def on_start(self, ev: event.Event) -> None:
         self.depth += 1
@@ -43,9 +49,23 @@ class CompileCount(event.Listener):
         module = ev.data["dispatcher"].py_func.__module__ or ""
         if self.depth == 1 and module.startswith("nbgrad."):
             self.started += 1
+            for name in _float_dtypes(ev.data["args"]) - self.dtypes_seen:
+                self.dtypes_seen.add(name)
+                self.first_of_dtype(name)
 
     def on_end(self, ev: event.Event) -> None:
         self.depth -= 1
+
+
+def _float_dtypes(arg_types: tuple) -> set[str]:
+    """The names of the float dtypes of the arrays among a compile's argument types (an
+    array, or a list or tuple of arrays)."""
+    found = set()
+    for t in arg_types:
+        t = getattr(t, "dtype", t) if isinstance(t, (types.List, types.UniTuple)) else t
+        if isinstance(t, types.Array) and t.dtype in (types.float32, types.float64):
+            found.add(str(t.dtype))
+    return found
 
 
 compiles = CompileCount()
@@ -70,6 +90,11 @@ class BackwardAhead:
     backward, Numba finds the kernels in the cache (or waits for the helper, if it is
     compiling that very call; ``join``). An optimiser whose construction compiled a
     kernel hands it a step on copies of its parameters in the same way (``submit_step``).
+    The first compile of an nbgrad kernel on arrays of a float dtype also hands it the
+    C functions registered with ``compile_early`` (the GEMM's block, which nearly every
+    model's first layer compiles): the helper compiles them into the cache while this
+    process compiles the kernel that will call them, and ``wait_early`` makes this
+    process load them from there instead of compiling them a second time.
     The helper is a fresh interpreter (``python -c``, so the user's script is not run
     again), started on the first call and killed when this process exits. Off when
     ``NBGRAD_COMPILE_AHEAD=0``, on a single core, in warm-up and check workers, and under
@@ -86,6 +111,9 @@ class BackwardAhead:
         self.done = 0
         self.ended = False
         self.last_call: dict[str, int] = {}  # op name -> the ticket of its latest call sent
+        self.early: list[tuple[str, str]] = []  # (module, name) of compile_early functions
+        self.early_sent: dict[str, int] = {}  # dtype name -> ticket of its early call
+        compiles.first_of_dtype = self.submit_early
 
     def submit(self, name: str, arrays: list, needs: tuple[bool, ...], params: dict) -> int:
         """Send one recorded call of the op registered as ``name`` in nbgrad's modules to
@@ -95,6 +123,25 @@ class BackwardAhead:
         if ticket:
             self.last_call[name] = ticket
         return ticket
+
+    def compile_early(self, module: str, name: str) -> None:
+        """Register the C function ``name`` of ``module`` (``runtime.jit.compiled_once``)
+        for the helper to compile at the first compile of each float dtype."""
+        self.early.append((module, name))
+
+    def submit_early(self, dtype: str) -> None:
+        """Send the early C functions for ``dtype`` ('float32' or 'float64')."""
+        if self.early:
+            self.early_sent[dtype] = self._send(("early", self.early, dtype))
+
+    def wait_early(self, dtype: str) -> None:
+        """Before this process compiles an early C function for ``dtype``: wait for the
+        helper's call for that dtype, if one was sent and has not finished, so the
+        function then loads from the cache."""
+        ticket = self.early_sent.pop(dtype, 0)
+        if ticket:
+            with self.finished:
+                self.finished.wait_for(lambda: self.done >= ticket or self.ended)
 
     def busy_with(self, name: str) -> bool:
         """Whether the helper has not finished the latest call of op ``name`` sent to it."""

@@ -32,6 +32,7 @@ from numba.core import cgutils, errors
 from numba.extending import intrinsic
 
 from . import cache
+from .compile_ahead import compile_hook
 from .startup import target_vector_bytes
 
 # Before the first ``njit(cache=True)`` of nbgrad, since every kernel module imports its
@@ -136,7 +137,7 @@ def for_work(kernel: Callable, work: int, minimum: int = PARALLEL_MIN) -> Callab
     return kernel if work >= minimum else kernel.serial
 
 
-def compiled_once(signature_of: Callable, **preset) -> Callable:
+def compiled_once(signature_of: Callable, early: bool = False, **preset) -> Callable:
     """Decorator: ``fn`` compiled once per dtype as a C function (``cfunc``) of the
     signature ``signature_of(dtype)``, under a fixed symbol name, and callable from
     jitted code (only) through the returned intrinsic.
@@ -148,7 +149,12 @@ def compiled_once(signature_of: Callable, **preset) -> Callable:
     check, ``cache.provide_symbol``). Arrays are passed as Numba's array structures,
     so the function body is the plain jitted code. The dtype (float32 or float64, the
     ones whose symbols the cache knows) is that of the first array argument of a call;
-    Numba casts the other arguments to the signature's types."""
+    Numba casts the other arguments to the signature's types.
+
+    ``early``: for a function nearly every model's first layer calls (the GEMM's block),
+    the compile helper compiles it into the cache at the process's first compile of each
+    dtype, while this process compiles the kernel that calls it
+    (runtime/compile_ahead.py: ``BackwardAhead.compile_early``)."""
 
     def decorate(fn: Callable) -> Callable:
         def symbol(dtype) -> str:
@@ -156,6 +162,8 @@ def compiled_once(signature_of: Callable, **preset) -> Callable:
 
         @functools.cache
         def provide(dtype):
+            if early:
+                compile_hook.wait_early(str(dtype))
             entry = cfunc(signature_of(dtype), **preset)(fn)
             llvm_binding.add_symbol(symbol(dtype), entry.address)
             return entry
@@ -184,6 +192,9 @@ def compiled_once(signature_of: Callable, **preset) -> Callable:
             return sig.return_type(nb_types.StarArgTuple.from_types(sig.args)), codegen
 
         call.__doc__ = fn.__doc__
+        call.provide = provide
+        if early:
+            compile_hook.compile_early(fn.__module__, fn.__name__)
         return call
 
     return decorate

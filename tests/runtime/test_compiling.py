@@ -232,10 +232,11 @@ def _run_on_empty_cache(args: list[str], cache, ahead: str) -> list[str]:
 
 
 def _check_compiled_ahead(lines: list[str], ahead: str, stage: str, kernel: str) -> None:
-    """With the helper: one call sent, and nothing compiled at ``stage``. Without it (the
-    control): no call sent, and ``kernel`` compiled at ``stage``."""
+    """With the helper: two calls sent (the early C functions at the first compile, then
+    the op or step), and nothing compiled at ``stage``. Without it (the control): no call
+    sent, and ``kernel`` compiled at ``stage``."""
     if ahead == "1":
-        assert lines == ["helper done: True calls: 1", f"{stage} compiles: []"]
+        assert lines == ["helper done: True calls: 2", f"{stage} compiles: []"]
     else:
         assert lines[0] == "helper done: True calls: 0"
         assert kernel in lines[1]
@@ -265,6 +266,31 @@ assert np.array_equal(b.numpy(), -0.1 * np.ones(2))
 def test_the_helper_compiles_the_optimizer_step_of_a_new_optimizer(tmp_path, ahead):
     lines = _run_on_empty_cache(["-c", _STEP_AHEAD_SCRIPT], tmp_path, ahead)
     _check_compiled_ahead(lines, ahead, "step", "nbgrad.kernels.optim.sgd_step_serial")
+
+
+_EARLY_SCRIPT = """
+import numpy as np
+import nbgrad as nb
+from nbgrad.runtime.compile_ahead import compile_hook
+from nbgrad.runtime.notices import recording_compiles
+
+x = nb.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+with recording_compiles() as rec:
+    y = nb.matmul(x, x.T)
+print("helper calls:", compile_hook.sent)
+print("GEMM block compiled here:", "nbgrad.kernels.matmul._block" in {k for k, _, _ in rec.records})
+assert np.array_equal(y.numpy(), x.numpy() @ x.numpy().T)
+"""
+
+
+@pytest.mark.parametrize("ahead", ["1", "0"])
+def test_the_helper_compiles_the_gemm_block_at_the_first_compile_of_a_dtype(tmp_path,
+                                                                             ahead):
+    lines = _run_on_empty_cache(["-c", _EARLY_SCRIPT], tmp_path, ahead)
+    if ahead == "1":  # sent, waited for, then loaded from the cache the helper wrote
+        assert lines == ["helper calls: 1", "GEMM block compiled here: False"]
+    else:
+        assert lines == ["helper calls: 0", "GEMM block compiled here: True"]
 
 
 _HELPER_ENDS_SCRIPT = """
