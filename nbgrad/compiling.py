@@ -28,9 +28,10 @@ from .runtime.compile_ahead import compile_hook, default_jobs
 
 def _compile_backwards() -> None:
     """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
-    run it (``_op_backward``, ``_optimizer_step`` or ``_early_functions``), write a line
-    to stdout; ends at the end of stdin."""
-    run = {"op": _op_backward, "step": _optimizer_step, "early": _early_functions}
+    run it (``_op_backward``, ``_optimizer_step``, ``_early_functions`` or
+    ``_check_ops``), write a line to stdout; ends at the end of stdin."""
+    run = {"op": _op_backward, "step": _optimizer_step, "early": _early_functions,
+           "check": _check_ops}
     calls = sys.stdin.buffer
     while size := int.from_bytes(calls.read(8), "little"):
         kind, *call = pickle.loads(calls.read(size))
@@ -57,6 +58,15 @@ def _early_functions(functions: list[tuple[str, str]], dtype: str) -> None:
 
     for module, name in functions:
         getattr(importlib.import_module(module), name).provide(from_dtype(np.dtype(dtype)))
+
+
+def _check_ops(names: list[str]) -> None:
+    """Gradcheck the registered ops ``names`` through their samples (the reports are
+    dropped: the parent runs the same checks and reports them)."""
+    from .testing import check_registered
+
+    for name in names:
+        check_registered(name)
 
 
 def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:

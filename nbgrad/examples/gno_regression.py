@@ -15,6 +15,7 @@ compiles the float32 ones).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,10 +61,12 @@ def load_data(n: int = 20, dtype: type = DTYPE) -> dict:
 
 
 def train(epochs: int = 1000, lr: float = 1e-2, width: int = 16, kernel_hidden: int = 16,
-          n: int = 20, seed: int = 0, show_progress: bool = True, dtype: type = DTYPE) -> dict:
+          n: int = 20, seed: int = 0, show_progress: bool = True, dtype: type = DTYPE,
+          on_first_loss: Callable[[nb.Tensor], None] | None = None) -> dict:
     """Full-batch training from ``nb.manual_seed(seed)`` weights (one step per epoch) in
     ``dtype``; returns the history: the loss of every step (``loss``), the final ``mse``
-    and ``prediction`` ``[n, 2]``, the trained ``model`` and the ``data``."""
+    and ``prediction`` ``[n, 2]``, the trained ``model`` and the ``data``.
+    ``on_first_loss(loss)`` is called with the first step's loss before its backward."""
     nb.manual_seed(seed)
     data = load_data(n, dtype)
     model = ChainGNO(width, kernel_hidden).to(dtype)
@@ -74,6 +77,8 @@ def train(epochs: int = 1000, lr: float = 1e-2, width: int = 16, kernel_hidden: 
     every = max(epochs // 10, 1)
     for epoch in range(epochs):
         loss = nb.mse_loss(model(data["s"], data["graph"]), data["y"])
+        if epoch == 0 and on_first_loss is not None:
+            on_first_loss(loss)
         opt.zero_grad()
         loss.backward()
         opt.step()

@@ -124,6 +124,13 @@ class BackwardAhead:
             self.last_call[name] = ticket
         return ticket
 
+    def submit_checks(self, names: list[str]) -> int:
+        """Send a gradcheck of the registered ops ``names`` through their samples
+        (``nbgrad.testing.check_registered``), whose kernels the helper then compiles
+        into the cache before this process runs the same checks; its ticket as for
+        ``submit``."""
+        return self._send(("check", list(names)))
+
     def compile_early(self, module: str, name: str) -> None:
         """Register the C function ``name`` of ``module`` (``runtime.jit.compiled_once``)
         for the helper to compile at the first compile of each float dtype."""

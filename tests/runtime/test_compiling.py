@@ -293,6 +293,30 @@ def test_the_helper_compiles_the_gemm_block_at_the_first_compile_of_a_dtype(tmp_
         assert lines == ["helper calls: 0", "GEMM block compiled here: True"]
 
 
+_CHECK_AHEAD_SCRIPT = """
+from nbgrad.runtime.compile_ahead import compile_hook
+from nbgrad.runtime.notices import recording_compiles
+from nbgrad.testing import check_registered
+
+compile_hook.submit_checks(["tanh"])
+print("helper done:", compile_hook.wait(300), "calls:", compile_hook.sent)
+with recording_compiles() as rec:
+    report = check_registered("tanh")
+print("check compiles:", sorted({k for k, _, depth in rec.records if depth == 0}))
+assert report.passed
+"""
+
+
+@pytest.mark.parametrize("ahead", ["1", "0"])
+def test_the_helper_compiles_the_kernels_of_a_gradcheck_sent_to_it(tmp_path, ahead):
+    lines = _run_on_empty_cache(["-c", _CHECK_AHEAD_SCRIPT], tmp_path, ahead)
+    if ahead == "1":  # the check only: this process then compiles nothing at all
+        assert lines == ["helper done: True calls: 1", "check compiles: []"]
+    else:
+        assert lines[0] == "helper done: True calls: 0"
+        assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
+
+
 _HELPER_ENDS_SCRIPT = """
 import numpy as np
 import nbgrad as nb
