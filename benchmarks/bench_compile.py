@@ -15,6 +15,15 @@ ops f32 / ops f64  every registered op forward + backward through its samples
 digits step        one training step of the digits CNN, batch 64 (float32, SGD momentum)
 digits, no helper  the same with NBGRAD_COMPILE_AHEAD=0: every backward kernel compiled
                    in this process instead of alongside in the helper
+compiled digits    the same step under ``nb.compile``, called three times (the trace, the
+                   first replay, which compiles the fused regions, and one more), in a
+                   process whose op kernels the eager step put in the cache before: cold
+                   is what tracing and fusing cost, warm a later process with the fused
+                   kernels cached too (the digits program has no point-wise region: its
+                   ops are convolutions, pooling, products and the loss)
+chain step         W17's point-wise chain on 1M float32 values, its sum and backward, eager
+compiled chain     the same under ``nb.compile`` after ``chain step`` (as ``compiled
+                   digits``): one fused loop, generated and compiled in the cold process
 gno                ``nn.GNO`` forward + backward on a radius graph of 256 points in 2-D,
                    width 32, kernel MLP hidden 32 (float32)
 ono_encode         ``ono_encode(u[64, 256], B[256, 16])`` forward + backward (float32)
@@ -52,6 +61,41 @@ opt = nb.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
 loss = nb.cross_entropy(model(nb.tensor(x[:64])), nb.tensor(y[:64]))
 opt.zero_grad(); loss.backward(); opt.step(); loss.item()
 """,
+    "compiled digits": """
+from nbgrad.datasets import split_digits
+from nbgrad.examples.digits import build_model
+nb.manual_seed(0)
+model = build_model()
+opt = nb.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+(x, y), _ = split_digits(0)
+images, labels = nb.tensor(x[:64]), nb.tensor(y[:64])
+
+@nb.compile
+def step(images, labels):
+    loss = nb.cross_entropy(model(images), labels)
+    opt.zero_grad(); loss.backward(); opt.step()
+    return loss
+
+for _ in range(3):
+    step(images, labels).item()
+""",
+    "chain step": """
+rng = np.random.default_rng(17)
+x = nb.tensor(rng.standard_normal(1 << 20).astype(np.float32), requires_grad=True)
+g = nb.tensor(rng.standard_normal(1 << 20).astype(np.float32))
+
+def step(x):
+    h = nb.tanh(1.5 * x + 0.25) * 0.5
+    h = h + nb.exp(-h * h) + x
+    h = nb.silu(h)
+    (h * h * g).sum().backward()
+    return x.grad
+
+run = STEP
+for _ in range(3):
+    x.grad = None
+    run(x)
+""",
     "gno": """
 rng = np.random.default_rng(0)
 points = rng.random((256, 2)).astype(np.float32)
@@ -75,8 +119,12 @@ nb.ono_encode(u, B).sum().backward()
 COMMANDS = {"check": ["-m", "nbgrad", "check"],
             "demo": ["-m", "nbgrad", "demo", "--no-progress", "--plot", "{png}"]}
 
-#: workload name -> the command that runs first on its empty cache
-AFTER = {"gno after demo": "demo"}
+WORKLOADS["compiled chain"] = WORKLOADS["chain step"].replace("STEP", "nb.compile(step)")
+WORKLOADS["chain step"] = WORKLOADS["chain step"].replace("STEP", "step")
+
+#: workload name -> the command or workload that runs first on its empty cache
+AFTER = {"gno after demo": "demo", "compiled digits": "digits step",
+         "compiled chain": "chain step"}
 
 #: workload name -> (the workload it runs again, the environment variables it sets)
 VARIANTS = {"digits, no helper": ("digits step", {"NBGRAD_COMPILE_AHEAD": "0"})}
@@ -141,8 +189,11 @@ def _short(kernel: str) -> str:
 
 def _workload_row(name: str, cache: str) -> str:
     workload, settings = VARIANTS.get(name, (name, {}))
-    if name in AFTER:
-        _command_seconds(AFTER[name], cache)
+    before = AFTER.get(name)
+    if before in COMMANDS:
+        _command_seconds(before, cache)
+    elif before is not None:
+        _run(WORKLOADS[before], cache, settings)
     code = WORKLOADS[workload]
     first = _run(code, cache, settings)
     warm = [_run(code, cache, settings) for _ in range(WARM_RUNS)]
@@ -159,8 +210,9 @@ def _command_row(name: str, cache: str) -> str:
 
 
 def main(names: list[str] | None = None) -> None:
-    names = names or ["ops f32", "ops f64", "digits step", *VARIANTS, "gno", "ono_encode",
-                      "gno after demo", "check", "demo"]
+    names = names or ["ops f32", "ops f64", "digits step", *VARIANTS, "compiled digits",
+                      "chain step", "compiled chain", "gno", "ono_encode", "gno after demo",
+                      "check", "demo"]
     print(f"{'workload':<17} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7} "
           f"{'import s':>8}  slowest kernels (cold, s)\n(warm: import + workload, median "
           f"of {WARM_RUNS} processes; check, demo: the whole command)")
