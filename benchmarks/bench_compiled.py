@@ -11,6 +11,7 @@ W17  a chain of point-wise ops on 1M elements, forward and backward:
      the gradient with respect to x                      targets vs JAX jit <= 1.0x
 W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.0x
 W3   tanh forward + backward on 4M elements (y = tanh(x); y.backward(g))
+W2   gelu (exact, erf) forward + backward on 4M elements, as W3
 W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-entropy,
      SGD with momentum), batch 64                                          <= 0.8x
 W21  the physics-informed step of notebooks/pinn_poisson.ipynb: -u'' = pi^2 sin(pi x) on
@@ -110,26 +111,39 @@ def _torch_steps(torch, loss, x) -> dict:
 # -- W3 ------------------------------------------------------------------------------------
 
 
-def _w3(torch, jax) -> dict:
-    rng = np.random.default_rng(3)
+def _activation_step(torch, jax, seed: int, ours, theirs, jax_fn) -> dict:
+    """y = f(x); y.backward(g) on 4M float32 elements: nbgrad's ``ours``, PyTorch's
+    ``theirs(torch)`` and ``jax_fn(jax)``."""
+    rng = np.random.default_rng(seed)
     xa = rng.standard_normal(1 << 22).astype(F32)
     ga = rng.standard_normal(1 << 22).astype(F32)
 
     def step(x):
-        nb.tanh(x).backward(ga)
+        ours(x).backward(ga)
         return x.grad
 
     steps = _nbgrad_steps(step, xa)
     if torch is not None:
-        tg = torch.from_numpy(ga)
-        steps.update(_torch_steps(torch, lambda x: (torch.tanh(x) * tg).sum(),
+        tg, torch_f = torch.from_numpy(ga), theirs(torch)
+        steps.update(_torch_steps(torch, lambda x: (torch_f(x) * tg).sum(),
                                   torch.tensor(xa, requires_grad=True)))
     if jax is not None:
-        jnp = jax.numpy
-        vjp = jax.jit(lambda x, g: jax.vjp(jnp.tanh, x)[1](g)[0])
-        jx, jg = jnp.asarray(xa), jnp.asarray(ga)
+        jax_f = jax_fn(jax)
+        vjp = jax.jit(lambda x, g: jax.vjp(jax_f, x)[1](g)[0])
+        jx, jg = jax.numpy.asarray(xa), jax.numpy.asarray(ga)
         steps["JAX jit"] = lambda: vjp(jx, jg).block_until_ready()
     return steps
+
+
+def _w3(torch, jax) -> dict:
+    return _activation_step(torch, jax, 3, nb.tanh, lambda torch: torch.tanh,
+                            lambda jax: jax.numpy.tanh)
+
+
+def _w2(torch, jax) -> dict:
+    return _activation_step(torch, jax, 2, nb.gelu,
+                            lambda torch: torch.nn.functional.gelu,
+                            lambda jax: lambda x: jax.nn.gelu(x, approximate=False))
 
 
 # -- training steps: W16, W10, W21, W22 ----------------------------------------------------
@@ -463,6 +477,7 @@ def _by_library(torch, jax, *arrays) -> dict:
 WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
              "W3": ("W3 tanh fwd+bwd, 4M", _w3),
+             "W2": ("W2 gelu fwd+bwd, 4M", _w2),
              "W10": ("W10 digits CNN train step, batch 64", _w10),
              "W21": ("W21 PINN Poisson step, u'' by create_graph, 64 pts", _w21),
              "W22": ("W22 darcy-fno train step, batch 32 at 16x16", _w22)}

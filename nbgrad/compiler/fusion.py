@@ -74,7 +74,8 @@ class Region:
 def _fusible(node: Any) -> bool:
     if not isinstance(node, OpNode) or node.several or node.fn.op_name not in rules.RULES:
         return False
-    if node.params or rules.RULES[node.fn.op_name].arity != len(node.inputs):
+    rule = rules.RULES[node.fn.op_name]
+    if not rule.fuses(node.params) or rule.arity != len(node.inputs):
         return False
     shape, dtype = node.out_meta
     if dtype.kind != "f":
@@ -185,7 +186,7 @@ def _forward_values(region: Region, names: _Names) -> list[str]:
     for node in region.nodes:
         rule = rules.RULES[node.fn.op_name]
         args = ", ".join(names.of(r) for r in node.inputs)
-        lines.append(f"v{node.outputs[0]} = R.{rule.value}({args}, one)  "
+        lines.append(f"v{node.outputs[0]} = R.{rule.value_for(region.dtype)}({args}, one)  "
                      f"# {node.describe()}")
     return lines
 
@@ -233,8 +234,8 @@ def adjoints(region: Region, seeds: dict[int, str], inputs_needed: tuple
         for position, operand in enumerate(operands):
             if operand not in wanted:
                 continue
-            term = (f"R.{rule.grads[position]}({adjoint[out]}, {', '.join(operands)}, {out}, "
-                    "one)")
+            term = (f"R.{rule.grad_for(position, region.dtype)}({adjoint[out]}, "
+                    f"{', '.join(operands)}, {out}, one)")
             if operand in adjoint:
                 body.append(f"d_{operand} = d_{operand} + {term}  # {node.describe()}")
             else:

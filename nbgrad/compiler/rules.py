@@ -10,17 +10,20 @@ so the fused loop gives the eager op's bits (``tests/compiler`` checks it op by 
 
 Signatures: ``<op>_value(*operands, one)`` and ``<op>_grad<k>(g, *operands, y, one)`` for
 the gradient of operand k, with ``y`` the op's value and ``one`` 1 in the dtype. The
-formulas are those of the op's table entry (docs/derivations.md).
+formulas are those of the op's table entry (docs/derivations.md). An op whose eager
+kernel differs by dtype (gelu: float32 has a fast path) has a function per dtype, named
+with ``{dtype}`` in its rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from numba import njit
 
-from ..kernels.activation import _sigmoid, _swish_slope
-from ..kernels.fastmath import exp, log, tanh
+from ..kernels.activation import _INV_SQRT2PI_F32, _cdf_f32, _sigmoid, _swish_slope
+from ..kernels.fastmath import erf, exp, log, tanh
 from ..runtime.jit import SERIAL_IEEE_DIV, SERIAL_IEEE_DIV_FMA
 
 PLAIN = SERIAL_IEEE_DIV        # kernels/elementwise.py, strided_apply: no fast-math flags
@@ -30,10 +33,22 @@ CONTRACT = SERIAL_IEEE_DIV_FMA  # kernels/activation.py: a * b + c may be one FM
 @dataclass(frozen=True)
 class Rule:
     """The value and the per-operand gradient functions of one op (by name in this
-    module, as the generated source calls them)."""
+    module, as the generated source calls them; ``{dtype}`` in a name stands for the
+    region's dtype), and the parameters a call must have to fuse (``params``: sorted
+    (name, value) pairs)."""
     arity: int
     value: str
     grads: tuple[str, ...]
+    params: tuple = ()
+
+    def fuses(self, params: dict) -> bool:
+        return tuple(sorted(params.items())) == self.params
+
+    def value_for(self, dtype: np.dtype) -> str:
+        return self.value.format(dtype=np.dtype(dtype).name)
+
+    def grad_for(self, position: int, dtype: np.dtype) -> str:
+        return self.grads[position].format(dtype=np.dtype(dtype).name)
 
 
 # -- binary arithmetic -----------------------------------------------------------------------
@@ -165,6 +180,37 @@ def silu_grad0(g, x, y, one):
     return g * _swish_slope(x, one)
 
 
+# gelu (approximate='none'): float32 through erfcx, as gelu_forward_grad_f32 (its
+# backward multiplies g by the derivative that forward saved); float64 through libm's
+# erf, as gelu_forward and gelu_backward. The same expressions in the same order.
+_HALF = np.float64(0.5)
+_INV_SQRT2 = np.float64(0.7071067811865476)
+_INV_SQRT2PI = np.float64(0.3989422804014327)
+
+
+@njit(**CONTRACT)
+def gelu_value_float32(x, one):
+    return x * _cdf_f32(x)[0]
+
+
+@njit(**CONTRACT)
+def gelu_grad0_float32(g, x, y, one):
+    cdf, e = _cdf_f32(x)
+    return g * (cdf + x * (e * _INV_SQRT2PI_F32))
+
+
+@njit(**CONTRACT)
+def gelu_value_float64(x, one):
+    return _HALF * x * (one + erf(x * _INV_SQRT2))
+
+
+@njit(**CONTRACT)
+def gelu_grad0_float64(g, x, y, one):
+    cdf = _HALF * (one + erf(x * _INV_SQRT2))
+    pdf = exp(-_HALF * x * x) * _INV_SQRT2PI
+    return g * (cdf + x * pdf)
+
+
 RULES: dict[str, Rule] = {
     "add": Rule(2, "add_value", ("pass_grad", "pass_grad")),
     "sub": Rule(2, "sub_value", ("pass_grad", "negated_grad")),
@@ -177,4 +223,6 @@ RULES: dict[str, Rule] = {
     "sigmoid": Rule(1, "sigmoid_value", ("sigmoid_grad0",)),
     "relu": Rule(1, "relu_value", ("relu_grad0",)),
     "silu": Rule(1, "silu_value", ("silu_grad0",)),
+    "gelu": Rule(1, "gelu_value_{dtype}", ("gelu_grad0_{dtype}",),
+                 (("approximate", "none"),)),
 }

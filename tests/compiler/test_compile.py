@@ -180,6 +180,30 @@ def test_a_single_op_and_its_backward_are_one_loop():
     assert not node.summed
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_and_its_backward_are_one_loop_and_its_tanh_form_stays_eager(dtype):
+    # W2: float32 gelu saves its derivative in eager; the loop recomputes it, same bits
+    rng = np.random.default_rng(8)
+    g = rng.standard_normal(1 << 17).astype(dtype)
+
+    def exact(x):
+        nb.gelu(x).backward(g)
+        return x.grad
+
+    def tanh_form(x):
+        nb.gelu(x, approximate="tanh").backward(g)
+        return x.grad
+
+    x = (rng.standard_normal(1 << 17) * 3).astype(dtype)
+    eager, compiled, fn = _eager_and_compiled(exact, [x])
+    _assert_bitwise(eager, compiled)
+    (node,) = _gradient_nodes(fn)
+    assert "R.gelu_grad0_" + np.dtype(dtype).name in fn.explain()
+    eager, compiled, fn = _eager_and_compiled(tanh_form, [x])
+    _assert_bitwise(eager, compiled)
+    assert not _gradient_nodes(fn) and not _fused_regions(fn)
+
+
 def test_gradient_loop_accumulates_and_steps_aside_for_hooks():
     rng = np.random.default_rng(7)
     w = rng.standard_normal((4, 5))
