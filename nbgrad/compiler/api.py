@@ -17,6 +17,7 @@ from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
 from . import gradient
 from .fusion import find_regions, fused_function
+from .patterns import fold_linear
 from .trace import (
     BackwardNode,
     CallNode,
@@ -188,7 +189,7 @@ def compile(fn: Callable | None = None, *, fullgraph: bool = False,
 
 
 def _program(recorded: Any, result: Any, args: list) -> Program:
-    nodes = recorded.nodes
+    nodes = fold_linear(recorded.nodes, _last_reads(recorded.nodes, result))
     last_read = _last_reads(nodes, result)
     built, i = [], 0
     for start, stop, region in find_regions(nodes, last_read):

@@ -1,0 +1,120 @@
+"""nb.compile's rewrites (nbgrad/compiler/patterns.py): ``h @ W.T + b`` folded into one
+``linear`` node gives eager's losses, gradients and parameters bit for bit, in both
+dtypes, for a loss whose gradient arrives as a full array (mean of squares) or as one
+value repeated (a plain sum), over several optimiser steps; no fold where an
+intermediate is read again, or in a program with create_graph."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbgrad as nb
+
+
+def _mlp(sizes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    ws = [nb.tensor((rng.standard_normal((o, i)) * 0.5).astype(dtype), requires_grad=True)
+          for i, o in zip(sizes, sizes[1:])]
+    bs = [nb.tensor(rng.standard_normal(o).astype(dtype), requires_grad=True)
+          for o in sizes[1:]]
+    return ws, bs
+
+
+def _step_fn(ws, bs, opt, loss_kind):
+    def step(x, t):
+        h = x
+        for w, b in zip(ws[:-1], bs[:-1]):
+            h = nb.tanh(h @ w.T + b)
+        out = h @ ws[-1].T + bs[-1]
+        loss = ((out - t) ** 2).mean() if loss_kind == "mean" else (out * t).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def _program_ops(compiled):
+    (variant,) = compiled.variants.values()
+    return [node.describe() for node in variant.program.nodes]
+
+
+@settings(max_examples=10, deadline=None)
+@given(sizes=st.lists(st.integers(1, 9), min_size=3, max_size=5),
+       rows=st.integers(1, 40), dtype=st.sampled_from([np.float32, np.float64]),
+       loss_kind=st.sampled_from(["mean", "sum"]), seed=st.integers(0, 2**16))
+def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, seed):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, sizes[0])).astype(dtype)
+    t = rng.standard_normal((rows, sizes[-1])).astype(dtype)
+    runs = []
+    for compiled in (False, True):
+        ws, bs = _mlp(sizes, dtype, seed)
+        opt = nb.optim.SGD(ws + bs, lr=0.05, momentum=0.9)
+        step = _step_fn(ws, bs, opt, loss_kind)
+        run = nb.compile(step) if compiled else step
+        losses = [run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(3)]
+        runs.append((losses, [p.numpy() for p in ws + bs],
+                     [p.grad.numpy() for p in ws + bs]))
+        if compiled:
+            ops = _program_ops(run)
+            assert ops.count("linear") == len(sizes) - 1
+            assert "permute" not in ops and "matmul" not in ops
+    for eager, compiled in zip(*runs):
+        for a, b in zip(eager, compiled):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_no_fold_where_the_product_is_read_again():
+    rng = np.random.default_rng(1)
+    w = nb.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    b = nb.tensor(rng.standard_normal(3), requires_grad=True)
+
+    @nb.compile
+    def step(x):
+        y = x @ w.T
+        z = y + b
+        (z * y).sum().backward()
+        return z
+
+    x = nb.tensor(rng.standard_normal((5, 4)))
+    step(x)
+    step(x)
+    assert "linear" not in _program_ops(step) and "matmul" in _program_ops(step)
+
+
+def test_no_fold_in_a_program_with_create_graph():
+    rng = np.random.default_rng(2)
+    w = nb.tensor(rng.standard_normal((1, 3)), requires_grad=True)
+    b = nb.tensor(rng.standard_normal(1), requires_grad=True)
+
+    @nb.compile
+    def step(x):
+        u = nb.tanh(x @ w.T + b)
+        (du,) = nb.grad(u.sum(), [x], create_graph=True)
+        du.sum().backward()
+        return du
+
+    x = nb.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    step(x)
+    step(x)
+    assert "linear" not in _program_ops(step)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_parallel_sizes_folded_give_eager_bits(dtype):
+    # rows and widths past the kernels' parallel thresholds (W16's shapes)
+    rng = np.random.default_rng(3)
+    x = rng.random((256, 2)).astype(dtype)
+    t = rng.standard_normal((256, 1)).astype(dtype)
+    runs = []
+    for compiled in (False, True):
+        ws, bs = _mlp([2, 64, 64, 64, 1], dtype, 3)
+        opt = nb.optim.SGD(ws + bs, lr=0.05)
+        step = _step_fn(ws, bs, opt, "mean")
+        run = nb.compile(step) if compiled else step
+        runs.append([run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(3)]
+                    + [p.numpy() for p in ws + bs])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
