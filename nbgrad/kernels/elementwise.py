@@ -194,7 +194,15 @@ def _trig_impl(x, want_cos):
 @njit(**SERIAL_IEEE_DIV)
 def _trig_fixup(x, g, want_cos, sign, out):
     """out[i] = sign * g[i] * sin(x[i]) (or cos) by libm where |x[i]| > 2^19 or x[i] is
-    not finite (g of size 1: no factor); elsewhere the vectorised loop's value stays."""
+    not finite (g of size 1: no factor); elsewhere the vectorised loop's value stays.
+    A count of such elements comes first: a loop with the libm calls in it compiles, with
+    512-bit vectors preferred (runtime/startup.py), to code 20 times slower than the
+    vectorised count, which is all that most calls need."""
+    beyond = 0
+    for i in range(x.size):
+        beyond += not abs(x[i]) <= _TRIG_MAX
+    if beyond == 0:
+        return
     for i in range(x.size):
         if not abs(x[i]) <= _TRIG_MAX:
             xd = np.float64(x[i])
