@@ -81,6 +81,7 @@ from ..runtime.jit import (
     compiled_once,
     plain,
 )
+from . import buffers
 from .gemm import data_pointer, stack_buffer
 from .gemm_search import Blocking, blocking
 from .tiles import TILE_ROWS, panel_cols, tile_buffer
@@ -651,7 +652,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
         # bits), with the short side of out on the tile's MR rows rather than across its
         # NR columns (N = 1 would fill one column of NR)
         x, y, x_map, y_map, x_t, y_t, M, N = y, x, y_map, x_map, not y_t, not x_t, N, M
-    out = np.empty((batches, M, N), x.dtype)
+    out = buffers.empty((batches, M, N), x.dtype)
     if out.size:
         if thin:
             _thin_product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1),

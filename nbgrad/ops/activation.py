@@ -26,6 +26,7 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import activation as activation_kernels
+from ..kernels import buffers
 from ..kernels import softmax as softmax_kernels
 from ..kernels.broadcast_sum import sum_to_shape
 from ..kernels.strided_apply import broadcast_shapes
@@ -155,8 +156,8 @@ class GELU(Function):
         if approximate == "none" and x.dtype == np.float32 and any(ctx.needs_input_grad):
             # the float32 forward is compute-bound: it also writes the derivative, and the
             # backward reads g and that one array (no second exp and erfcx)
-            y = np.empty(x.shape, x.dtype)
-            d = np.empty(x.shape, x.dtype)
+            y = buffers.empty(x.shape, x.dtype)
+            d = buffers.empty(x.shape, x.dtype)
             for_work(activation_kernels.gelu_forward_grad_f32, x.size)(
                 _flat(x), y.reshape(-1), d.reshape(-1))
             ctx.saved_derivative = True

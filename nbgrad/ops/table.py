@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import buffers
 from ..runtime.jit import for_work
 from ..tensor import Tensor
 from . import _args
@@ -62,10 +63,9 @@ def flat(a: np.ndarray) -> np.ndarray:
 
 
 def into(kernel: Callable, shape: tuple, dtype: Any, *args: Any) -> np.ndarray:
-    """A new NumPy array of ``shape``, filled by the flat element-wise ``kernel(*args, out)``
-    (its serial or parallel form by size; NumPy-owned, so the engine keeps a gradient
-    returned this way without copying it)."""
-    out = np.empty(shape, dtype)
+    """A new array of ``shape``, filled by the flat element-wise ``kernel(*args, out)`` (its
+    serial or parallel form by size; a large one from kernels/buffers.py's pool)."""
+    out = buffers.empty(shape, dtype)
     for_work(kernel, out.size)(*args, out.reshape(-1))
     return out
 
