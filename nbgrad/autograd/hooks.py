@@ -185,6 +185,11 @@ def has_post_hooks(leaf: Any) -> bool:
     return bool(_post_hooks.get(leaf))
 
 
+def has_hooks(leaf: Any) -> bool:
+    """Whether the leaf tensor ``leaf`` has a gradient hook or a post-accumulate hook."""
+    return bool(_leaf_hooks.get(leaf)) or has_post_hooks(leaf)
+
+
 def run_post_hooks(leaf: Any) -> None:
     """Call the post-accumulate hooks of ``leaf``, whose ``.grad`` now holds this pass's
     gradient."""

@@ -20,8 +20,9 @@ deterministic and independent of the thread count, but not eager's summation ord
 may differ from eager's loss in the last bits (as a relative error, at most about
 ``n * eps`` for n elements; tests check it against a float64 sum).
 
-Hooks on tensors or anomaly detection change what backward does, so with either active
-the original steps run instead.
+A hook on one of the leaves, or anomaly detection, changes what backward does, so with
+either the original steps run instead. (The region's own values are made by the program
+at each call, so no hook can be on them.)
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ class GradientNode:
     buffers: dict = field(default_factory=dict)   # the gradients' arrays (fusion.reused)
 
     def run(self, values: list, args: list) -> None:
-        if hooks.any_registered or anomaly.enabled:
+        inputs = [r.get(values, args) for r in self.region.inputs]
+        if anomaly.enabled or any(hooks.has_hooks(inputs[j]) for j in self.leaves):
             for node in self.fallback:
                 node.run(values, args)
             return
-        inputs = [r.get(values, args) for r in self.region.inputs]
         arrays = [_flat(x._data if isinstance(x, Tensor) else np.asarray(x)) for x in inputs]
         shape, dtype = self.region.shape, self.region.dtype
         n = int(np.prod(shape))

@@ -221,12 +221,29 @@ def test_gradient_loop_accumulates_and_steps_aside_for_hooks():
         step(x_eager)
         compiled(x_compiled)
     np.testing.assert_array_equal(x_eager.grad.numpy(), x_compiled.grad.numpy())
-    assert _gradient_nodes(compiled)
+    (node,) = _gradient_nodes(compiled)
+    ran_steps = []
+    node.fallback = [_Noting(n, ran_steps) for n in node.fallback]
+    elsewhere = nb.tensor(np.ones(2), requires_grad=True)
+    elsewhere.register_hook(lambda g: g)
+    compiled(x_compiled)   # a hook on another tensor: still the one loop
+    assert ran_steps == []
     seen = []
     handle = x_compiled.register_hook(lambda g: seen.append(g.shape))
-    compiled(x_compiled)   # a hook: the steps run as traced, the hook sees the gradient
+    compiled(x_compiled)   # a hook on the leaf: the steps run as traced, it sees the gradient
     handle.remove()
-    assert seen == [(4, 5)]
+    assert seen == [(4, 5)] and len(ran_steps) == len(node.fallback)
+
+
+class _Noting:
+    """A program node that notes in ``ran`` that it ran."""
+
+    def __init__(self, node, ran):
+        self.node, self.ran = node, ran
+
+    def run(self, values, args):
+        self.ran.append(self.node)
+        self.node.run(values, args)
 
 
 def test_second_derivative_through_a_fused_region():
