@@ -3,9 +3,9 @@ of fresh pages.
 
 glibc serves a block of ``POOL_MIN_BYTES`` (32 MiB, nbgrad's mmap threshold:
 docs/memory.md) or more with ``mmap`` and unmaps it on ``free``, so each such array a
-training step makes arrives as fresh pages that the OS zeroes on their first write: a
-pass over memory of its own, and on a virtual machine a fault per 4 KiB page that can
-cost more than the kernel filling the array (docs/memory.md#large-arrays-from-a-pool).
+training step makes arrives as fresh memory that the OS zeroes on its first write and
+takes back on free: on a virtual machine this can cost more than the kernel filling the
+array (docs/memory.md#large-arrays-from-a-pool).
 ``empty`` hands out an array of that size from a pool of earlier ones of the same number
 of bytes that nothing references any more -- no tensor, saved value or view holds them,
 which their reference count tells -- and keeps at most ``idle_budget()`` bytes of them
