@@ -29,9 +29,9 @@ from .runtime.compile_ahead import compile_hook, default_jobs
 def _compile_backwards() -> None:
     """The helper's loop (``compile_ahead.BackwardAhead``): read each call from stdin,
     run it (``_op_backward``, ``_optimizer_step``, ``_early_functions`` or
-    ``_check_ops``), write a line to stdout; ends at the end of stdin."""
+    ``_check_op``), write a line to stdout; ends at the end of stdin."""
     run = {"op": _op_backward, "step": _optimizer_step, "early": _early_functions,
-           "check": _check_ops}
+           "check": _check_op}
     calls = sys.stdin.buffer
     while size := int.from_bytes(calls.read(8), "little"):
         kind, *call = pickle.loads(calls.read(size))
@@ -60,14 +60,12 @@ def _early_functions(functions: list[tuple[str, str]], dtype: str) -> None:
         getattr(importlib.import_module(module), name).provide(from_dtype(np.dtype(dtype)))
 
 
-def _check_ops(names: list[str]) -> None:
-    """Gradcheck the registered ops ``names`` through their samples, last to first (the
-    reports are dropped: the parent runs the same checks first to last and reports them,
-    so the two meet in the middle rather than compile the same kernels side by side)."""
+def _check_op(name: str) -> None:
+    """Gradcheck the registered op ``name`` through its samples (the report is dropped:
+    the parent runs the same check and reports it)."""
     from .testing import check_registered
 
-    for name in reversed(names):
-        check_registered(name)
+    check_registered(name)
 
 
 def _optimizer_step(optimizer: str, groups: list[tuple[list, dict]]) -> None:

@@ -124,12 +124,13 @@ class BackwardAhead:
             self.last_call[name] = ticket
         return ticket
 
-    def submit_checks(self, names: list[str]) -> int:
-        """Send a gradcheck of the registered ops ``names`` through their samples
-        (``nbgrad.testing.check_registered``), whose kernels the helper then compiles
-        into the cache before this process runs the same checks; its ticket as for
-        ``submit``."""
-        return self._send(("check", list(names)))
+    def submit_checks(self, names: list[str]) -> dict[str, int]:
+        """Send a gradcheck of each registered op of ``names`` through its samples
+        (``nbgrad.testing.check_registered``), one call per op, the last op first: the
+        helper compiles their kernels into the cache while this process, which checks
+        them first to last, goes on, so the two meet in the middle. Returns each op's
+        ticket, for ``join`` before this process checks that op."""
+        return {name: self._send(("check", name)) for name in reversed(names)}
 
     def compile_early(self, module: str, name: str) -> None:
         """Register the C function ``name`` of ``module`` (``runtime.jit.compiled_once``)

@@ -298,22 +298,25 @@ from nbgrad.runtime.compile_ahead import compile_hook
 from nbgrad.runtime.notices import recording_compiles
 from nbgrad.testing import check_registered
 
-compile_hook.submit_checks(["tanh"])
-print("helper done:", compile_hook.wait(300), "calls:", compile_hook.sent)
+tickets = compile_hook.submit_checks(["relu", "tanh"])  # sent last first
+compile_hook.join(tickets["relu"])
+print("helper done:", compile_hook.wait(300), "calls:", compile_hook.sent, tickets)
 with recording_compiles() as rec:
     report = check_registered("tanh")
+    report_relu = check_registered("relu")
 print("check compiles:", sorted({k for k, _, depth in rec.records if depth == 0}))
-assert report.passed
+assert report.passed and report_relu.passed
 """
 
 
 @pytest.mark.parametrize("ahead", ["1", "0"])
 def test_the_helper_compiles_the_kernels_of_a_gradcheck_sent_to_it(tmp_path, ahead):
     lines = _run_on_empty_cache(["-c", _CHECK_AHEAD_SCRIPT], tmp_path, ahead)
-    if ahead == "1":  # the check only: this process then compiles nothing at all
-        assert lines == ["helper done: True calls: 1", "check compiles: []"]
+    if ahead == "1":  # the checks only: this process then compiles nothing at all
+        assert lines == ["helper done: True calls: 2 {'tanh': 1, 'relu': 2}",
+                         "check compiles: []"]
     else:
-        assert lines[0] == "helper done: True calls: 0"
+        assert lines[0] == "helper done: True calls: 0 {'tanh': 0, 'relu': 0}"
         assert "nbgrad.kernels.activation.tanh_backward_serial" in lines[1]
 
 
