@@ -16,6 +16,7 @@ these arrays write every element.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import threading
@@ -45,9 +46,12 @@ def idle_budget() -> int:
 
 
 def empty(shape: int | tuple, dtype: np.dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)`` (C order), from the pool when it is large enough."""
+    """``np.empty(shape, dtype)`` (C order), from the pool when it is large enough. Every
+    element-wise op and product of any size calls this, so the size is worked out in
+    plain Python (``np.prod`` of a tuple would cost each call 3 us)."""
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(shape)) * dtype.itemsize
+    count = shape if isinstance(shape, (int, np.integer)) else math.prod(shape)
+    nbytes = int(count) * dtype.itemsize
     if nbytes < POOL_MIN_BYTES:
         return np.empty(shape, dtype)
     budget = idle_budget()
