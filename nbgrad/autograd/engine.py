@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ..kernels import buffers
 from ..kernels.broadcast_sum import sum_to_shape
 from ..runtime.compile_ahead import compile_hook
 from . import hooks, tracing, versions
@@ -328,11 +329,13 @@ def _views_a_shared_array(g: np.ndarray) -> bool:
     the only way to its base (a reshaped or sliced kernel output, ``out[:M, :P]`` of a
     padded buffer) can be kept as it is; copying it cost W4 and W2e a pass over their
     gradients. CPython counts three references to a base only ``g`` holds: ``g``'s,
-    ``base`` here, and getrefcount's argument."""
+    ``base`` here, and getrefcount's argument, and one more for a base of the pool of
+    large arrays (kernels/buffers.py), which hands it out again only once ``g`` is gone."""
     base = g.base
     if not isinstance(base, np.ndarray):
         return False
-    return isinstance(base.base, np.ndarray) or sys.getrefcount(base) > 3
+    return (isinstance(base.base, np.ndarray)
+            or sys.getrefcount(base) > 3 + buffers.pool_references(base))
 
 
 _leaf_lock = threading.Lock()  # one read-add-write of a leaf's .grad at a time

@@ -93,6 +93,12 @@ def _trim(keep: int) -> None:
     _pool[:] = [b for i, b in enumerate(_pool) if i not in dropped]
 
 
+def pool_references(base: np.ndarray) -> int:
+    """The references the pool holds to the array ``base`` (1 for one of its own, else 0),
+    for a caller that counts references to tell whether an array is shared."""
+    return int(any(b is base for b in _pool))
+
+
 def pooled_bytes() -> tuple[int, int]:
     """(bytes of the pool's arrays in use, bytes unused)."""
     with _lock:

@@ -100,3 +100,15 @@ def test_ops_on_pooled_outputs_give_the_bits_of_fresh_ones(pool, monkeypatch):
         assert y._data.base is not None
         np.testing.assert_array_equal(y.numpy(), y_fresh.numpy())
         np.testing.assert_array_equal(g, g_fresh)
+
+
+def test_a_pooled_gradient_is_kept_by_its_leaf_and_not_handed_out_again(pool):
+    x = nb.tensor(np.linspace(-2, 2, BIG, dtype=np.float32), requires_grad=True)
+    g = nb.tensor(np.ones(BIG, np.float32))
+    for _ in range(2):
+        x.grad = None
+        nb.tanh(x).backward(g)
+    assert x.grad._data.base is not None  # the pool's array itself, no copy
+    y = nb.tanh(x)
+    assert not np.shares_memory(y.numpy(), x.grad.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), 1 - np.tanh(x.numpy()) ** 2, atol=1e-6)
