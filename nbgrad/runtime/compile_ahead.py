@@ -146,10 +146,7 @@ class BackwardAhead:
         """Before this process compiles an early C function for ``dtype``: wait for the
         helper's call for that dtype, if one was sent and has not finished, so the
         function then loads from the cache."""
-        ticket = self.early_sent.pop(dtype, 0)
-        if ticket:
-            with self.finished:
-                self.finished.wait_for(lambda: self.done >= ticket or self.ended)
+        self._wait_for(self.early_sent.pop(dtype, 0), queued_too=True)
 
     def busy_with(self, name: str) -> bool:
         """Whether the helper has not finished the latest call of op ``name`` sent to it."""
@@ -181,10 +178,15 @@ class BackwardAhead:
         that very call, wait for it, since it compiles what this process would (a call
         still queued behind others compiles here instead). Ticket 0, a call not sent,
         returns at once."""
+        self._wait_for(ticket, queued_too=False)
+
+    def _wait_for(self, ticket: int, queued_too: bool) -> None:
+        """Wait until the helper has finished call ``ticket`` (or ended): if it is on that
+        call, or, with ``queued_too``, if the call is still queued. Ticket 0 returns."""
         if not ticket:
             return
         with self.finished:
-            if self.done == ticket - 1:
+            if queued_too or self.done == ticket - 1:
                 self.finished.wait_for(lambda: self.done >= ticket or self.ended)
 
     def wait(self, timeout: float) -> bool:
