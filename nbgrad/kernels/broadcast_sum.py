@@ -51,6 +51,7 @@ from .strided_apply import (
     COPY,
     DIV,
     MUL,
+    broadcast_apply,
     broadcast_shapes,
     coalesce,
     flat_operand,
@@ -178,6 +179,25 @@ def _bias_rows_sum(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, row
     return out
 
 
+def _unsummed(op: int, u: np.ndarray, v: np.ndarray, shape: tuple,
+              scale: float) -> np.ndarray:
+    """``reduce_term`` where no axis is summed: ``scale * f(u, v)`` of ``shape``, a
+    strided operand that repeats no value copied to C order first. The reduction loops
+    would gather strided lanes one by one (a permuted [144, 26, 26] gradient 0.45 against
+    0.06 ms) and start each sum from +0, which turns a -0.0 term into +0.0."""
+    if op == COPY:
+        out = np.array(u, order="C").reshape(shape)
+    else:
+        out = broadcast_apply(op, _c_order(u), _c_order(v)).reshape(shape)
+    if scale != 1:
+        scale_in_place(out.reshape(-1), out.dtype.type(scale))
+    return out
+
+
+def _c_order(a: np.ndarray) -> np.ndarray:
+    return a if a.flags.c_contiguous or 0 in a.strides else np.ascontiguousarray(a)
+
+
 def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
                 scale: float = 1.0, full_shape: tuple | None = None) -> np.ndarray:
     """``scale * sum_to_shape(f(u, v), shape)`` without materialising ``f(u, v)``, for
@@ -211,12 +231,14 @@ def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,
     nd = len(full_shape)
     if len(shape) > nd:
         raise ValueError(f"sum_to_shape: shape {shape} has more dims than {full_shape}")
-    out = np.empty(shape, u.dtype)
     pshape = (1,) * (nd - len(shape)) + tuple(shape)
     for s, f in zip(pshape, full_shape):
         if s != 1 and s != f:
             raise ValueError(f"sum_to_shape: shape {shape} does not broadcast to "
                              f"{full_shape}")
+    if pshape == tuple(full_shape) and 0 not in full_shape:
+        return _unsummed(op, u, v, tuple(shape), scale)
+    out = np.empty(shape, u.dtype)
     if out.size == 0:
         return out
     if 0 in full_shape:

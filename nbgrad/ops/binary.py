@@ -173,7 +173,7 @@ def mul_grads(g: np.ndarray, a: np.ndarray, b: np.ndarray) -> tuple | None:
 
 def negated(g: np.ndarray, shape: tuple) -> np.ndarray:
     """-g summed to ``shape`` in one pass (the engine casts the dtype)."""
-    if g.shape == shape and g.flags.c_contiguous:
+    if g.shape == shape:  # nothing to sum (a strided g is copied to C order by unary)
         return unary(K.NEG, g)
     return broadcast_sum.reduce_term(strided_apply.COPY, g, None, shape, -1.0, g.shape)
 

@@ -271,3 +271,30 @@ def test_one_vs_two_threads_bitwise(sa, sb):
         assert_same_bits(r1, r2)
     # and the forward is NumPy's, bit for bit (each element one IEEE operation per op)
     np.testing.assert_array_equal(one[0], (a * b) / (np.float32(1.5) + np.abs(b)) - a)
+
+
+@pytest.mark.parametrize("perm", [(2, 1, 0), (0, 2, 1), (1, 0, 2)])
+def test_a_permuted_gradient_with_nothing_to_sum_is_each_terms_own_value(perm):
+    """neg's and sub's backward, and reduce_term where no axis is summed, over a permuted
+    (strided) upstream gradient: every element is -g (or scale * f(g, w)) as for a
+    C-order g, -0.0 and +0.0 kept apart (a sum started from +0 would make -0.0 + 0), and
+    the result C-contiguous."""
+    rng = np.random.default_rng(11)
+    base = rng.standard_normal((20, 30, 40)).astype(np.float32)
+    base.reshape(-1)[::7] = -0.0
+    base.reshape(-1)[3::7] = 0.0
+    g = base.transpose(perm)
+    w = rng.standard_normal(g.shape).astype(np.float32)
+    x = nb.tensor(rng.standard_normal(g.shape).astype(np.float32), requires_grad=True)
+    y = nb.tensor(rng.standard_normal(g.shape).astype(np.float32), requires_grad=True)
+    (-x).backward(nb.tensor(g))
+    (x - y).backward(nb.tensor(g))
+    assert_same_bits(y.grad.numpy(), np.negative(g))
+    assert_same_bits(x.grad.numpy(), np.negative(g) + g)
+    for op, scale, ref in [(strided_apply.COPY, -1.0, np.negative(g)),
+                           (strided_apply.COPY, 2.0, g * np.float32(2)),
+                           (strided_apply.MUL, -0.5, g * w * np.float32(-0.5)),
+                           (strided_apply.DIV, 3.0, g / w * np.float32(3))]:
+        out = broadcast_sum.reduce_term(op, g, w, g.shape, scale)
+        assert out.flags.c_contiguous
+        assert_same_bits(out, ref)
