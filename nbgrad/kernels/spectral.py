@@ -40,7 +40,7 @@ import rocket_fft  # noqa: F401  (loads DUCC0 and the Numba overloads before any
 from numba import njit, prange
 from rocket_fft import c2c, c2r, r2c
 
-from ..runtime.jit import PARALLEL_FUSED, SERIAL, njit_with_serial
+from ..runtime.jit import PARALLEL, PARALLEL_FUSED, SERIAL, njit_with_serial
 from .basics import copy_into
 
 # The axes arguments of DUCC's transforms on a block of grids [s, H, W] (global arrays
@@ -234,3 +234,36 @@ def irfft3_modes(y_re, y_im, spec_like, out):
         c2c(spec, cols, _AXES_DH, False, 1.0, 1)
         # c2r reads the m3 given columns and takes the rest of the W//2 + 1 as zeros
         c2r(cols, out[s0:s1], _AXIS_W3, False, scale, 1)
+
+
+# -- the modes as GEMM rows (nn.SpectralConv's factorised weights) ----------------------------
+#
+# Corner blocks re, im [B, C, S] (S = the flattened blocks and their rows) and the packed
+# layout t [M, B, 2C] of the centred modes: t[m, b, c] = re[b, c, source[m]] and
+# t[m, b, C + c] = im[b, c, source[m]], so that a weight's channel mix is one batched
+# GEMM per mode. ``source`` picks each centred mode once; the corner rows it skips (the
+# zero row before an odd count's negative block) read as zeros going back.
+
+
+@njit_with_serial(**PARALLEL)
+def pack_modes(re, im, source, t):
+    B, C = re.shape[0], re.shape[1]
+    for m in prange(source.size):
+        s = source[m]
+        for b in range(B):
+            for c in range(C):
+                t[m, b, c] = re[b, c, s]
+                t[m, b, C + c] = im[b, c, s]
+
+
+@njit_with_serial(**PARALLEL)
+def unpack_modes(t, source, re, im):
+    """The adjoint of pack_modes into zeroed re, im [B, C, S] (each element written by
+    at most one mode: a permutation and its zero fill)."""
+    B, C = re.shape[0], re.shape[1]
+    for b in prange(B):
+        for m in range(source.size):
+            s = source[m]
+            for c in range(C):
+                re[b, c, s] = t[m, b, c]
+                im[b, c, s] = t[m, b, C + c]

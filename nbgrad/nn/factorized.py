@@ -354,13 +354,11 @@ class FactorizedTensor(Module):
         Bound: with C the largest channel dim or channel rank, no intermediate exceeds
         max(B, C) C M complex entries (Tucker, TT) or max(B, 1) C M (CP; C includes R);
         the work is linear in B (tests/nn/test_factorized_speed_shapes.py)."""
-        f = self.factors(index)
-        d = self.order - (1 if separable else 2)
-        first = self.order - d  # the factor index of the first mode
         modes = tuple(int(s) for s in x[0].shape[2:])
         n_b, n_i, n_m = int(x[0].shape[0]), int(x[0].shape[1]), math.prod(modes)
-        mode_factors = [f[f"factor{first + j}"] for j in range(d)]
         if separable:
+            f = self.factors(index)
+            mode_factors = [f[f"factor{1 + j}"] for j in range(self.order - 1)]
             w = self._separable_weight(f, mode_factors)  # [i, M]
             xs = _cmap(lambda t: reshape(t, (n_b, n_i, n_m)), x)
             y = cmul(xs, _cmap(lambda t: unsqueeze(t, 0), w))
@@ -368,6 +366,19 @@ class FactorizedTensor(Module):
         # x [B, i, *modes] -> [M, B, 2i] = [re | im]: every batch-side step is then one
         # real GEMM with a block weight (see _block), not four and two adds
         t = concat([permute(reshape(a, (n_b, n_i, n_m)), (2, 0, 1)) for a in x], -1)
+        t = self.contract_rows(t, index)
+        # [M, B, 2o] -> [B, o, *modes] twice
+        n_o = int(t.shape[2]) // 2
+        return tuple(reshape(permute(h, (1, 2, 0)), (n_b, n_o) + modes)
+                     for h in (t[..., :n_o], t[..., n_o:]))
+
+    def contract_rows(self, t: Tensor, index: Sequence[slice] | None = None) -> Tensor:
+        """``contract`` (not separable) on the modes as rows: t [M, B, 2i] = [re | im] of
+        each mode (``ops.spectral_parts.pack_modes``'s layout) -> [M, B, 2o]."""
+        f = self.factors(index)
+        d = self.order - 2
+        mode_factors = [f[f"factor{2 + j}"] for j in range(d)]
+        n_m, n_b, n_i = int(t.shape[0]), int(t.shape[1]), int(t.shape[2]) // 2
         if self.factorization == "tucker":
             u_in, u_out = f["factor0"], f["factor1"]
             r_in, r_out = self.rank[0], self.rank[1]
@@ -402,10 +413,7 @@ class FactorizedTensor(Module):
             g1b = _cmap(lambda a: reshape(permute(a, (2, 0, 1)), (r_b, r_a * n_o)), g1)
             k = _cshape(cmatmul(_cmap(_t2, km), g1b), (n_m, r_a, n_o))
             t = matmul(matmul(t, _block(g0)), _block(k))
-        # [M, B, 2o] -> [B, o, *modes] twice
-        n_o = int(t.shape[2]) // 2
-        return tuple(reshape(permute(h, (1, 2, 0)), (n_b, n_o) + modes)
-                     for h in (t[..., :n_o], t[..., n_o:]))
+        return t
 
     def _separable_weight(self, f: dict[str, Complex], mode_factors: list[Complex]
                           ) -> Complex:

@@ -20,14 +20,17 @@ to any order.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, is_int
 from .spectral import _spectrum, _synthesis
+from .spectral import kernels as spectral_kernels
 
 
 def _nblk(dim: int) -> int:
@@ -115,6 +118,109 @@ class IrfftnCorners(Function):
         return g_re * c, g_im * c
 
 
+# -- the centred modes as GEMM rows -----------------------------------------------------------
+#
+# ``modes`` k = (k_1, .., k_{d-1}, K): the centred mode counts of the full axes (index i <->
+# frequency i - k_j // 2) and the rfft bins of the last. The corner blocks hold
+# p_j = k_j - k_j // 2 rows per full axis: frequency f >= 0 at row f of the b = 0 block,
+# f < 0 at row p_j + f of the b = 1 block (its row 0 unused for odd k_j).
+
+
+@functools.cache
+def mode_sources(modes: tuple) -> np.ndarray:
+    """For each centred mode (row-major over ``modes``), its flat offset in one channel's
+    corner blocks [2^(d-1), p_1, .., p_{d-1}, K]."""
+    *full, K = modes
+    rows = [m - m // 2 for m in full]
+    offset = np.zeros(1, np.int64)
+    block = np.zeros(1, np.int64)
+    for j, (m, p) in enumerate(zip(full, rows)):
+        i = np.arange(m) - m // 2                       # the frequencies along axis j
+        b = (i < 0).astype(np.int64)
+        offset = (offset[:, None] * p + np.where(i < 0, p + i, i)).reshape(-1)
+        block = (block[:, None] + (b << j)).reshape(-1)
+    corner = int(np.prod(rows, dtype=np.int64)) * K
+    flat = (block * corner + offset * K)[:, None] + np.arange(K)
+    return flat.reshape(-1)
+
+
+def _corner_shape(modes: tuple) -> tuple:
+    *full, K = modes
+    return (2 ** len(full),) + tuple(m - m // 2 for m in full) + (K,)
+
+
+def _pack(re: np.ndarray, im: np.ndarray, modes: tuple) -> np.ndarray:
+    B, C = re.shape[:2]
+    source = mode_sources(modes)
+    t = np.empty((source.size, B, 2 * C), re.dtype)
+    flat = (B, C, -1)
+    for_work(spectral_kernels.pack_modes, t.size)(
+        np.ascontiguousarray(re).reshape(flat), np.ascontiguousarray(im).reshape(flat),
+        source, t)
+    return t
+
+
+def _unpack(t: np.ndarray, modes: tuple) -> tuple[np.ndarray, np.ndarray]:
+    M, B, C2 = t.shape
+    shape = (B, C2 // 2) + _corner_shape(modes)
+    re, im = np.zeros(shape, t.dtype), np.zeros(shape, t.dtype)
+    flat = (B, C2 // 2, -1)
+    for_work(spectral_kernels.unpack_modes, t.size)(
+        np.ascontiguousarray(t), mode_sources(modes), re.reshape(flat), im.reshape(flat))
+    return re, im
+
+
+@register("pack_modes", samples=lambda rng: _layout_samples(rng, True))
+class PackModes(Function):
+    """Corner blocks (re, im) [B, C, 2^(d-1), *p] -> t [M, B, 2C]: the centred modes of
+    ``modes`` as rows, each holding [re | im] of every batch and channel."""
+
+    @staticmethod
+    def forward(ctx, re, im, modes):
+        ctx.modes = modes
+        return _pack(re, im, modes)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _unpack(g, ctx.modes)
+
+    @staticmethod
+    def vjp(ctx, g):
+        return UnpackModes.apply(g, modes=ctx.modes)
+
+
+@register("unpack_modes", samples=lambda rng: _layout_samples(rng, False))
+class UnpackModes(Function):
+    """t [M, B, 2C] -> corner blocks (re, im): the adjoint of pack_modes (the corner rows
+    no mode reads are zeros)."""
+
+    @staticmethod
+    def forward(ctx, t, modes):
+        ctx.modes = modes
+        return _unpack(t, modes)
+
+    @staticmethod
+    def backward(ctx, g_re, g_im):
+        return _pack(g_re, g_im, ctx.modes)
+
+    @staticmethod
+    def vjp(ctx, g_re, g_im):
+        return PackModes.apply(g_re, g_im, modes=ctx.modes)
+
+
+def _layout_samples(rng, pack: bool):
+    for modes, label in [((5,), "1-D"), ((4, 3), "2-D even rows"),
+                         ((5, 4), "2-D odd rows (an unused corner row)"),
+                         ((3, 2, 3), "3-D odd rows")]:
+        if pack:
+            shape = (2, 3) + _corner_shape(modes)
+            yield Sample(rng.standard_normal(shape), rng.standard_normal(shape), modes=modes,
+                         label=label)
+        else:
+            yield Sample(rng.standard_normal((int(np.prod(modes)), 2, 6)), modes=modes,
+                         label=label)
+
+
 def _samples(rng, analysis: bool):
     cases = [((2, 2, 8), (3,), "1-D even N, modes 3"),
              ((1, 2, 6), (4,), "1-D even N, Nyquist kept"),
@@ -177,4 +283,40 @@ def irfftn_corners(re: Any, im: Any, grid: tuple) -> Tensor:
     return IrfftnCorners.apply(re, im, grid=grid)
 
 
-__all__ = ["rfftn_corners", "irfftn_corners"]
+def _layout_modes(op: str, modes: Any) -> tuple:
+    if isinstance(modes, (str, bytes)) or not hasattr(modes, "__len__") \
+            or not 1 <= len(modes) <= 3 or not all(is_int(m) and m > 0 for m in modes):
+        raise ValueError(f"{op}: modes must be 1 to 3 positive ints (the centred mode "
+                         f"counts, then the last axis's bins), got {modes!r}")
+    return tuple(int(m) for m in modes)
+
+
+def pack_modes(re: Any, im: Any, modes: tuple) -> Tensor:
+    """The centred modes ``modes`` = (k_1, .., K) of corner blocks (re, im)
+    [B, C, 2^(d-1), p_1, .., K] (``rfftn_corners``' layout, p_j = k_j - k_j // 2) as
+    rows: [M, B, 2C], row m = [re | im] of centred mode m (row-major over ``modes``) for
+    every batch element. A weight that mixes channels per mode is then one batched GEMM."""
+    re, im = lift(re), lift(im)
+    float_operands("pack_modes", re=re, im=im)
+    modes = _layout_modes("pack_modes", modes)
+    expected = _corner_shape(modes)
+    if re.shape != im.shape or re.ndim != len(expected) + 2 or re.shape[2:] != expected:
+        raise ValueError(f"pack_modes: re and im must both be [B, C, *{expected}] for modes "
+                         f"{modes}, got shapes {re.shape} and {im.shape}")
+    return PackModes.apply(re, im, modes=modes)
+
+
+def unpack_modes(t: Any, modes: tuple) -> tuple[Tensor, Tensor]:
+    """The adjoint of ``pack_modes``: rows t [M, B, 2C] back into corner blocks (re, im)
+    [B, C, 2^(d-1), p_1, .., K], zeros in the corner rows no centred mode reads."""
+    t = lift(t)
+    float_operands("unpack_modes", t=t)
+    modes = _layout_modes("unpack_modes", modes)
+    M = int(np.prod(modes))
+    if t.ndim != 3 or t.shape[0] != M or t.shape[2] % 2:
+        raise ValueError(f"unpack_modes: t must be [{M}, B, 2C] for modes {modes}, got "
+                         f"shape {t.shape}")
+    return UnpackModes.apply(t, modes=modes)
+
+
+__all__ = ["rfftn_corners", "irfftn_corners", "pack_modes", "unpack_modes"]

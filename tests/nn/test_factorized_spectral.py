@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.nn.factorized import FactorizedTensor, cp_rank, tt_rank, tucker_rank
 from nbgrad.nn.spectral import SpectralConv
-from nbgrad.ops.spectral_parts import irfftn_corners, rfftn_corners
+from nbgrad.ops.spectral_parts import irfftn_corners, pack_modes, rfftn_corners, unpack_modes
 from nbgrad.testing import check_registered, gradgradcheck
 from nbgrad.testing.torch_reference import factorized_dense
 
@@ -255,11 +255,40 @@ def test_rfftn_corners_against_numpy_and_irfftn_corners_inverts_it():
     np.testing.assert_allclose(irfftn_corners(r1, i1, (8,)).numpy(), x1, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["rfftn_corners", "irfftn_corners"])
+@pytest.mark.parametrize("name", ["rfftn_corners", "irfftn_corners", "pack_modes",
+                                  "unpack_modes"])
 def test_registered_corner_ops_gradcheck(name):
     for second in (False, True):
         report = check_registered(name, second_order=second)
         assert not report.failures, report.failures
+
+
+@pytest.mark.parametrize("modes", [(5,), (4, 3), (5, 4), (16, 9), (3, 2, 3), (4, 5, 3)])
+def test_pack_modes_is_the_centred_modes_as_rows_and_unpack_modes_its_adjoint(modes):
+    """pack_modes(re, im)[m, b] = [re | im][b, :, centred mode m], against a loop over
+    the frequencies: f >= 0 at row f of the b = 0 corner block, f < 0 at row p + f of
+    the b = 1 block along each full axis (p = k - k // 2); unpack_modes puts each row
+    back there and leaves the corner rows no mode reads at zero."""
+    rng = np.random.default_rng(12)
+    *full, K = modes
+    rows = [k - k // 2 for k in full]
+    shape = (2, 3, 2 ** len(full)) + tuple(rows) + (K,)
+    re, im = rng.standard_normal(shape), rng.standard_normal(shape)
+    t = pack_modes(re, im, modes)
+    back_re, back_im = unpack_modes(t, modes)
+    covered = np.zeros(shape[2:], bool)
+    for m, centred in enumerate(np.ndindex(*modes)):
+        block, at = 0, []
+        for j, (i, k, p) in enumerate(zip(centred, full, rows)):
+            f = i - k // 2
+            block += (f < 0) << j
+            at.append(p + f if f < 0 else f)
+        src = (block, *at, centred[-1])
+        covered[src] = True
+        np.testing.assert_array_equal(t.numpy()[m], np.concatenate(
+            [re[(slice(None), slice(None)) + src], im[(slice(None), slice(None)) + src]], -1))
+    np.testing.assert_array_equal(back_re.numpy(), np.where(covered, re, 0))
+    np.testing.assert_array_equal(back_im.numpy(), np.where(covered, im, 0))
 
 
 # -- bad input ------------------------------------------------------------------------------
