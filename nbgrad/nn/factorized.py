@@ -37,6 +37,7 @@ from ..ops.einsum import einsum
 from ..ops.elementwise import mul
 from ..ops.matmul import matmul
 from ..ops.shape import concat, permute, reshape, unsqueeze
+from ..ops.spectral_parts import ComplexBlock
 from ..tensor import Tensor
 from . import init
 from .module import Module
@@ -137,7 +138,7 @@ def cmatmul(a: Complex, b: Complex) -> Complex:
     br, bi = b
     if ar.numel() <= br.numel():
         m = int(ar.shape[-2])
-        left = concat([concat([ar, -ai], -1), concat([ai, ar], -1)], -2)
+        left = ComplexBlock.apply(ar, -ai)  # [[ar, -ai], [ai, ar]]
         out = matmul(left, concat([br, bi], -2))
         return out[..., :m, :], out[..., m:, :]
     n = int(br.shape[-1])
@@ -163,8 +164,7 @@ def _t2(a: Tensor) -> Tensor:
 def _block(w: Complex) -> Tensor:
     """[.., c, c'] complex -> the real [.., 2c, 2c'] block [[re, im], [-im, re]], so that
     [xr | xi] @ block = [xr re - xi im | xr im + xi re] (a complex product)."""
-    wr, wi = w
-    return concat([concat([wr, wi], -1), concat([-wi, wr], -1)], -2)
+    return ComplexBlock.apply(*w)
 
 
 def _cshape(a: Complex, shape: tuple) -> Complex:

@@ -221,6 +221,38 @@ def _layout_samples(rng, pack: bool):
                          label=label)
 
 
+# -- a complex matrix as one real block ------------------------------------------------------
+
+
+@register("complex_block", samples=lambda rng: [
+    Sample(rng.standard_normal((3, 4)), rng.standard_normal((3, 4)), label="matrix"),
+    Sample(rng.standard_normal((2, 3, 2)), rng.standard_normal((2, 3, 2)), label="batched")])
+class ComplexBlock(Function):
+    """w = re + i im [.., c, c'] -> the real [.., 2c, 2c'] block [[re, im], [-im, re]]:
+    [xr | xi] @ block = [xr re - xi im | xr im + xi re], a complex product as one real
+    GEMM. Its adjoint adds the two copies of re and subtracts the two of im."""
+
+    @staticmethod
+    def forward(ctx, re, im):
+        c, k = re.shape[-2:]
+        out = np.empty(re.shape[:-2] + (2 * c, 2 * k), np.result_type(re, im))
+        out[..., :c, :k] = re
+        out[..., :c, k:] = im
+        np.negative(im, out=out[..., c:, :k])
+        out[..., c:, k:] = re
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        c, k = ctx.input_arrays[0].shape[-2:]
+        return g[..., :c, :k] + g[..., c:, k:], g[..., :c, k:] - g[..., c:, :k]
+
+    @staticmethod
+    def vjp(ctx, g):
+        c, k = ctx.input_arrays[0].shape[-2:]
+        return g[..., :c, :k] + g[..., c:, k:], g[..., :c, k:] - g[..., c:, :k]
+
+
 def _samples(rng, analysis: bool):
     cases = [((2, 2, 8), (3,), "1-D even N, modes 3"),
              ((1, 2, 6), (4,), "1-D even N, Nyquist kept"),

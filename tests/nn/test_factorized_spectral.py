@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.nn.factorized import FactorizedTensor, cp_rank, tt_rank, tucker_rank
 from nbgrad.nn.spectral import SpectralConv
-from nbgrad.ops.spectral_parts import irfftn_corners, pack_modes, rfftn_corners, unpack_modes
+from nbgrad.ops.spectral_parts import (
+    ComplexBlock,
+    irfftn_corners,
+    pack_modes,
+    rfftn_corners,
+    unpack_modes,
+)
 from nbgrad.testing import check_registered, gradgradcheck
 from nbgrad.testing.torch_reference import factorized_dense
 
@@ -256,7 +262,7 @@ def test_rfftn_corners_against_numpy_and_irfftn_corners_inverts_it():
 
 
 @pytest.mark.parametrize("name", ["rfftn_corners", "irfftn_corners", "pack_modes",
-                                  "unpack_modes"])
+                                  "unpack_modes", "complex_block"])
 def test_registered_corner_ops_gradcheck(name):
     for second in (False, True):
         report = check_registered(name, second_order=second)
@@ -289,6 +295,22 @@ def test_pack_modes_is_the_centred_modes_as_rows_and_unpack_modes_its_adjoint(mo
             [re[(slice(None), slice(None)) + src], im[(slice(None), slice(None)) + src]], -1))
     np.testing.assert_array_equal(back_re.numpy(), np.where(covered, re, 0))
     np.testing.assert_array_equal(back_im.numpy(), np.where(covered, im, 0))
+
+
+def test_complex_block_times_a_packed_row_is_the_complex_product():
+    """[xr | xi] @ complex_block(re, im) = [Re | Im] of x w, against NumPy's complex
+    matmul, batched and in float32."""
+    rng = np.random.default_rng(13)
+    for dtype in (np.float64, np.float32):
+        re, im = (rng.standard_normal((3, 4, 5)).astype(dtype) for _ in range(2))
+        x = (rng.standard_normal((3, 2, 4)) + 1j * rng.standard_normal((3, 2, 4)))
+        x = x.astype(np.complex128 if dtype == np.float64 else np.complex64)
+        block = ComplexBlock.apply(nb.tensor(re), nb.tensor(im)).numpy()
+        out = np.concatenate([x.real, x.imag], -1) @ block
+        expected = x @ (re + 1j * im)
+        tol = 1e-12 if dtype == np.float64 else 1e-5
+        np.testing.assert_allclose(out[..., :5], expected.real, atol=tol)
+        np.testing.assert_allclose(out[..., 5:], expected.imag, atol=tol)
 
 
 # -- bad input ------------------------------------------------------------------------------
