@@ -2,6 +2,8 @@
 (on both sides of the copy size), one repeated value, bias rows, the fused gradient
 reductions and both gradients of a product in one pass, and one vs two threads."""
 
+import math
+
 import numpy as np
 import pytest
 from conftest import assert_same_bits, at_threads
@@ -11,7 +13,7 @@ from ops.elementwise_cases import BINARY, unbroadcast
 
 import nbgrad as nb
 from nbgrad.kernels import broadcast_sum, strided_apply
-from nbgrad.ops.binary import COPY_VIEW_MAX
+from nbgrad.ops.binary import COPY_VIEW_MAX, COPY_VIEW_MAX_ND
 from nbgrad.ops.binary import apply as binary_apply
 from nbgrad.runtime.jit import PARALLEL_MIN
 
@@ -63,6 +65,30 @@ def test_ops_on_strided_views_give_numpys_bits_on_both_sides_of_the_copy_size(si
                                   (getattr(nb, name)(nb.tensor(w), t), ref(w, x))]:
                 assert out.numpy().flags.c_contiguous
                 assert_same_bits(out.numpy(), expected)
+    assert_same_bits(base, kept)
+
+
+@pytest.mark.parametrize("dims", [(20, 30, 40), (40, 50, 60), (50, 60, 50)])
+@pytest.mark.parametrize("perm", [(2, 1, 0), (0, 2, 1), (1, 0, 2)])
+def test_permuted_views_of_three_dims_give_numpys_bits_copied_or_not(dims, perm):
+    """Permuted 3-D views below COPY_VIEW_MAX, between it and COPY_VIEW_MAX_ND (copied
+    to C order first) and above (the strided kernel): NumPy's bits, a C-contiguous
+    result, the viewed array unchanged."""
+    rng = np.random.default_rng(14)
+    base = rng.standard_normal(dims).astype(np.float32) + 3
+    kept = base.copy()
+    x = base.transpose(perm)
+    size = math.prod(dims)
+    assert (size <= COPY_VIEW_MAX, size <= COPY_VIEW_MAX_ND) == {
+        (20, 30, 40): (True, True), (40, 50, 60): (False, True),
+        (50, 60, 50): (False, False)}[dims]
+    w = rng.standard_normal(x.shape).astype(np.float32) + 3
+    for name, ref in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                      ("div", np.divide)]:
+        for out, expected in [(getattr(nb, name)(nb.tensor(x), np.float32(1.5)), ref(x, 1.5)),
+                              (getattr(nb, name)(nb.tensor(w), nb.tensor(x)), ref(w, x))]:
+            assert out.numpy().flags.c_contiguous
+            assert_same_bits(out.numpy(), expected.astype(np.float32))
     assert_same_bits(base, kept)
 
 
