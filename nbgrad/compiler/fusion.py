@@ -151,25 +151,30 @@ def _header(region: Region) -> list[str]:
     return [f"# {region.describe()}"]
 
 
-def chunk_loop(body: list[str], first: str, setup: list[str] = (),
-               after: list[str] = ()) -> list[str]:
-    """The chunked element loop around ``body``, each chunk one parallel task, with
-    ``setup`` at the start and ``after`` at the end of each chunk. The body indexes its
-    arrays by ``[i]``; every such array is read through its chunk's slice at a local
-    index (``x[start:stop]``, then ``[t]``): the form LLVM vectorises (indexing the whole
-    array by ``i`` in a loop over ``range(start, stop)`` keeps it scalar)."""
+#: the element loop of a chunk: ``BODY`` stands for the body, at that line's indentation
+ONE_LOOP = ["for t in range(stop - start):", "    BODY"]
+
+
+def chunk_loop(body: list[str], first: str, loops: list[str] = ONE_LOOP) -> list[str]:
+    """The chunked loop, each chunk one parallel task running ``loops`` (the element
+    loops over the chunk's local index t, with ``BODY`` where the body goes). The body
+    indexes its arrays by ``[i]``; every such array is read through its chunk's slice at
+    a local index (``x[start:stop]``, then ``[t]``): the form LLVM vectorises (indexing
+    the whole array by ``i`` in a loop over ``range(start, stop)`` keeps it scalar)."""
     text = "\n".join(body)
     arrays = sorted(set(re.findall(r"\b(\w+)\[i\]", text)))
     for a in arrays:
         text = re.sub(rf"\b{a}\[i\]", f"{a}_c[t]", text)
+    inner = []
+    for line in loops:
+        indent = line[:len(line) - len(line.lstrip())]
+        inner += ([indent + b for b in text.split("\n")] if line.strip() == "BODY"
+                  else [line])
     return ([f"    n = {first}.size",
              f"    for c in prange((n + {CHUNK} - 1) // {CHUNK}):",
              f"        start, stop = c * {CHUNK}, min(n, (c + 1) * {CHUNK})"]
             + [f"        {a}_c = {a}[start:stop]" for a in arrays]
-            + ["        " + line for line in setup]
-            + ["        for t in range(stop - start):"]
-            + ["            " + line for line in text.split("\n")]
-            + ["        " + line for line in after])
+            + ["        " + line for line in inner])
 
 
 def _loads(region: Region, names: _Names) -> tuple[list[str], list[str]]:

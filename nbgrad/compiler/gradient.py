@@ -120,8 +120,8 @@ def _accumulate(leaf: Tensor, g: np.ndarray) -> None:
 
 
 # The loss's partial sums run over LANES independent accumulators (element l of each block
-# of LANES adds into lane l), which LLVM turns into vector adds without reordering
-# anything; the lanes are then added in order, then the tail.
+# of LANES adds into lane l) as the values are made, which LLVM turns into vector adds
+# without reordering anything; the lanes are then added in order, then the tail's values.
 LANES = 16
 
 
@@ -129,7 +129,7 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
                     leaves: list[int]) -> str:
     """The one loop: values, the leaves' gradients from the seed (1 for a sum, else the
     backward's gradient in ``layout``), and for a sum each chunk's partial sum of the
-    region's output, staged in a chunk buffer and added in LANES lanes."""
+    region's output, added in LANES lanes."""
     names = _Names(region)
     (k,) = region.outputs
     needed = tuple(j in leaves for j in range(len(region.inputs)))
@@ -145,20 +145,21 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
     values = loads + _forward_values(region, names) + body
     if not summed:
         return "\n".join(lines + chunk_loop(values, first)) + "\n", written
-    lane_sums = [f"lanes = np.zeros({LANES}, {first}.dtype)",
-                 f"full = (stop - start) // {LANES} * {LANES}",
-                 f"for b in range(0, full, {LANES}):",
-                 f"    for lane in range({LANES}):",
-                 "        lanes[lane] += staged[b + lane]",
-                 "partial = one - one",
-                 f"for lane in range({LANES}):",
-                 "    partial += lanes[lane]",
-                 "for t in range(full, stop - start):",
-                 "    partial += staged[t]",
-                 "partials[c] = partial"]
-    setup = [f"staged = np.empty(stop - start, {first}.dtype)"]
-    lines += chunk_loop(values + [f"staged[t] = v{k}"], first, setup, lane_sums)
-    return "\n".join(lines) + "\n", written
+    loops = [f"lanes = np.zeros({LANES}, {first}.dtype)",
+             f"full = (stop - start) // {LANES} * {LANES}",
+             f"for b in range(0, full, {LANES}):",
+             f"    for lane in range({LANES}):",
+             "        t = b + lane",
+             "        BODY",
+             f"        lanes[lane] += v{k}",
+             "partial = one - one",
+             f"for lane in range({LANES}):",
+             "    partial += lanes[lane]",
+             "for t in range(full, stop - start):",
+             "    BODY",
+             f"    partial += v{k}",
+             "partials[c] = partial"]
+    return "\n".join(lines + chunk_loop(values, first, loops)) + "\n", written
 
 
 def _is_leaf(ref: Any, args: list) -> bool:

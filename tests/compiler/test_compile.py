@@ -161,7 +161,7 @@ def test_w17_chain_is_one_gradient_loop_with_eager_gradients(n):
     exact = np.sum(h * h * g.numpy())
     assert abs(compiled[0][0] - exact) <= 1e-5 * np.sum(np.abs(h * h * g.numpy()))
     text = fn.explain()
-    assert "12 ops over" in text and "R.silu_grad0" in text and "staged[t] = v" in text
+    assert "12 ops over" in text and "R.silu_grad0" in text and "lanes[lane] += v" in text
 
 
 def test_a_single_op_and_its_backward_are_one_loop():
