@@ -297,6 +297,46 @@ def test_pack_modes_is_the_centred_modes_as_rows_and_unpack_modes_its_adjoint(mo
     np.testing.assert_array_equal(back_im.numpy(), np.where(covered, im, 0))
 
 
+@settings(max_examples=30, deadline=None)
+@given(modes=st.lists(st.integers(1, 6), min_size=1, max_size=3), b=st.integers(1, 3),
+       c=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
+def test_property_pack_and_unpack_modes_are_adjoint(modes, b, c, seed):
+    """<pack_modes(re, im), t> = <(re, im), unpack_modes(t)> for any modes, batch and
+    channels, and packing what unpack_modes wrote gives the rows back."""
+    modes = tuple(modes)
+    rng = np.random.default_rng(seed)
+    rows = [k - k // 2 for k in modes[:-1]]
+    shape = (b, c, 2 ** (len(modes) - 1)) + tuple(rows) + (modes[-1],)
+    re, im = rng.standard_normal(shape), rng.standard_normal(shape)
+    t = rng.standard_normal((math.prod(modes), b, 2 * c))
+    packed = pack_modes(re, im, modes).numpy()
+    back_re, back_im = (a.numpy() for a in unpack_modes(t, modes))
+    np.testing.assert_allclose(np.sum(packed * t), np.sum(re * back_re) + np.sum(im * back_im),
+                               rtol=1e-12)
+    np.testing.assert_array_equal(pack_modes(back_re, back_im, modes).numpy(), t)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: pack_modes(np.zeros((2, 3, 2, 2, 4)), np.zeros((2, 3, 2, 2, 4)), (4, 4, 2)),
+     r"pack_modes: re and im must both be \[B, C, \*\(4, 2, 2, 2\)\] for modes \(4, 4, 2\), "
+     r"got shapes \(2, 3, 2, 2, 4\) and \(2, 3, 2, 2, 4\)"),
+    (lambda: pack_modes(np.zeros((2, 3, 2, 2, 4)), np.zeros((2, 3, 2, 2, 3)), (4, 4)),
+     "pack_modes: re and im must both be"),
+    (lambda: pack_modes(np.zeros((1, 1, 1, 3)), np.zeros((1, 1, 1, 3)), (0,)),
+     "pack_modes: modes must be 1 to 3 positive ints"),
+    (lambda: pack_modes(np.zeros((1, 1, 1, 3), int), np.zeros((1, 1, 1, 3), int), (3,)),
+     "pack_modes"),
+    (lambda: unpack_modes(np.zeros((15, 2, 5)), (4, 4)),
+     r"unpack_modes: t must be \[16, B, 2C\] for modes \(4, 4\), got shape \(15, 2, 5\)"),
+    (lambda: unpack_modes(np.zeros((16, 2, 5)), (4, 4)), r"unpack_modes: t must be \[16, B, 2C\]"),
+    (lambda: unpack_modes(np.zeros((16, 2, 4)), (4, 4, 1, 1)),
+     "unpack_modes: modes must be 1 to 3 positive ints"),
+])
+def test_pack_and_unpack_modes_bad_input_is_a_clear_error(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
+
+
 def test_complex_block_times_a_packed_row_is_the_complex_product():
     """[xr | xi] @ complex_block(re, im) = [Re | Im] of x w, against NumPy's complex
     matmul, batched and in float32."""
