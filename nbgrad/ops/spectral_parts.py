@@ -21,6 +21,7 @@ to any order.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -162,8 +163,11 @@ def _pack(re: np.ndarray, im: np.ndarray, modes: tuple) -> np.ndarray:
 
 def _unpack(t: np.ndarray, modes: tuple) -> tuple[np.ndarray, np.ndarray]:
     M, B, C2 = t.shape
-    shape = (B, C2 // 2) + _corner_shape(modes)
-    re, im = np.zeros(shape, t.dtype), np.zeros(shape, t.dtype)
+    corners = _corner_shape(modes)
+    shape = (B, C2 // 2) + corners
+    # zeros only where some corner row is read by no mode (an odd count's extra row)
+    fill = np.empty if M == math.prod(corners) else np.zeros
+    re, im = fill(shape, t.dtype), fill(shape, t.dtype)
     flat = (B, C2 // 2, -1)
     for_work(spectral_kernels.unpack_modes, t.size)(
         np.ascontiguousarray(t), mode_sources(modes), re.reshape(flat), im.reshape(flat))
