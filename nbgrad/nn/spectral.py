@@ -431,26 +431,32 @@ class SpectralConv(Module):
             Y = W.contract(X)  (FactorizedTensor.contract)
             y = irfftn(P Y) with Y cut back into corner blocks
 
-        (not separable: the centred modes as rows [M, B, 2 in], ``pack_modes``, through
-        ``contract_rows`` and back with ``unpack_modes``: one gather each way instead
-        of the slices, joins and transposes of the centred layout)
-
         The corner op rows are p = k - k // 2 per block: the centred layout takes the
         positive block (frequencies 0 .. p - 1) after the last k // 2 rows of the
         negative one (frequencies -(k // 2) .. -1); going back, ``_two_sided`` pads the
         negative block with the zero row it needs for odd k."""
+        re, im = RfftnCorners.apply(x, modes=self._corner_modes())
+        return IrfftnCorners.apply(*self._factorized_corners(re, im), grid=x.shape[2:])
+
+    def _corner_modes(self) -> tuple:
+        """The corner blocks' rows p = k - k // 2 per full axis, then the last axis's K."""
+        k = self._n_modes
+        return tuple(int(m) - int(m) // 2 for m in k[:-1]) + (int(k[-1]),)
+
+    def _factorized_corners(self, re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
+        """Y = W X on corner blocks (re, im) of the spectrum, with the factors. Not
+        separable, the centred modes go to the GEMM rows [M, B, 2 in] straight from the
+        corner blocks and back (``pack_modes``, ``contract_rows``, ``unpack_modes``: one
+        gather each way instead of the slices, joins and transposes of the centred
+        layout); separable, through the centred layout."""
         k = tuple(int(m) for m in self._n_modes)
-        p = [m - m // 2 for m in k[:-1]] + [k[-1]]
-        re, im = RfftnCorners.apply(x, modes=tuple(p))
-        if self.separable:
-            xc = (self._centred(re), self._centred(im))
-            yr, yi = self.weight.contract(xc, True, self._active_index())
-            yr, yi = self._corners(yr), self._corners(yi)
-        else:  # the modes as GEMM rows straight from the corner blocks, and back
+        if not self.separable:
             t = self.weight.contract_rows(PackModes.apply(re, im, modes=k),
                                           self._active_index())
-            yr, yi = UnpackModes.apply(t, modes=k)
-        return IrfftnCorners.apply(yr, yi, grid=x.shape[2:])
+            return UnpackModes.apply(t, modes=k)
+        xc = (self._centred(re), self._centred(im))
+        yr, yi = self.weight.contract(xc, True, self._active_index())
+        return self._corners(yr), self._corners(yi)
 
     def _centred(self, a: Tensor) -> Tensor:
         """Corner blocks [B, C, 2^(d-1), p_1, .., K] -> centred modes [B, C, k_1, .., K]."""

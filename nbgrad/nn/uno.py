@@ -192,18 +192,16 @@ class ScaledSpectralConv(SpectralConv):
         float_operands("ScaledSpectralConv", x=x, **self._a_weight())
         self.check_modes(grid, "input")
         self.check_modes(out, "output")
-        k = self._n_modes
-        p = [m - m // 2 for m in k[:-1]] + [k[-1]]
-        re, im = rfftn_corners(x, tuple(p))
-        xc = (self._centred(re), self._centred(im))
+        re, im = rfftn_corners(x, self._corner_modes())
         if self.factorization is not None and self.implementation == "factorized":
-            yr, yi = self.weight.contract(xc, self.separable, self._active_index())
+            yr, yi = self._factorized_corners(re, im)
         else:  # dense (or reconstructed) weights [in, out, *modes], separable as diagonal
             letters = "xyz"[:d]
-            yr, yi = ceinsum(f"bi{letters},io{letters}->bo{letters}", xc,
-                             self._active_weights())
+            yr, yi = ceinsum(f"bi{letters},io{letters}->bo{letters}",
+                             (self._centred(re), self._centred(im)), self._active_weights())
+            yr, yi = self._corners(yr), self._corners(yi)
         c = (float(np.prod(out)) / float(np.prod(grid))) ** _FFT_FACTOR[self.fft_norm]
-        y = irfftn_corners(self._corners(yr), self._corners(yi), out)
+        y = irfftn_corners(yr, yi, out)
         if c != 1.0:
             y = y * c
         return y + self.bias if self.bias is not None else y
