@@ -183,8 +183,9 @@ def _unsummed(op: int, u: np.ndarray, v: np.ndarray, shape: tuple,
               scale: float) -> np.ndarray:
     """``reduce_term`` where no axis is summed: ``scale * f(u, v)`` of ``shape``, a
     strided operand that repeats no value copied to C order first. The reduction loops
-    would gather strided lanes one by one (a permuted [144, 26, 26] gradient 0.45 against
-    0.06 ms) and start each sum from +0, which turns a -0.0 term into +0.0."""
+    would gather strided lanes one by one, several times slower than the copy
+    (docs/benchmarks.md#element-wise), and start each sum from +0, which turns a -0.0
+    term into +0.0."""
     if op == COPY:
         out = np.array(u, order="C").reshape(shape)
     else:
