@@ -26,10 +26,11 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..kernels import matmul as matmul_kernels
 from ..kernels.broadcast_sum import sum_to_shape
-from ..kernels.strided_apply import ADD, broadcast_apply
+from ..kernels.strided_apply import ADD
 from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
 from ._args import promoted, promoted_dtype
+from .binary import apply as elementwise
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
@@ -222,7 +223,7 @@ class Linear(Function):
         ctx.save_for_backward(x, weight)
         y = _product(_rows(x), weight, False, True)
         if bias is not None:
-            y = broadcast_apply(ADD, y, bias.astype(dtype, copy=False))
+            y = elementwise(ADD, y, bias.astype(dtype, copy=False), y.shape)
         return y.reshape(x.shape[:-1] + weight.shape[:1])
 
     @staticmethod
