@@ -334,8 +334,10 @@ def _views_a_shared_array(g: np.ndarray) -> bool:
     base = g.base
     if not isinstance(base, np.ndarray):
         return False
-    return (isinstance(base.base, np.ndarray)
-            or sys.getrefcount(base) > 3 + buffers.pool_references(base))
+    if isinstance(base.base, np.ndarray):
+        return True
+    references = sys.getrefcount(base)  # (the pool is looked at only when it matters)
+    return references > 3 and references > 3 + buffers.pool_references(base)
 
 
 _leaf_lock = threading.Lock()  # one read-add-write of a leaf's .grad at a time

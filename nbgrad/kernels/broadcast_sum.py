@@ -53,6 +53,7 @@ from .strided_apply import (
     MUL,
     broadcast_apply,
     broadcast_shapes,
+    c_order_view,
     coalesce,
     flat_operand,
     leading_rows_nest,
@@ -182,21 +183,17 @@ def _bias_rows_sum(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, row
 def _unsummed(op: int, u: np.ndarray, v: np.ndarray, shape: tuple,
               scale: float) -> np.ndarray:
     """``reduce_term`` where no axis is summed: ``scale * f(u, v)`` of ``shape``, a
-    strided operand that repeats no value copied to C order first. The reduction loops
-    would gather strided lanes one by one, several times slower than the copy
-    (docs/benchmarks.md#element-wise), and start each sum from +0, which turns a -0.0
-    term into +0.0."""
+    strided operand read as the element-wise ops read it (``c_order_view``). The
+    reduction loops would gather strided lanes one by one, several times slower than
+    the copy (docs/benchmarks.md#element-wise), and start each sum from +0, which turns
+    a -0.0 term into +0.0."""
     if op == COPY:
         out = np.array(u, order="C").reshape(shape)
     else:
-        out = broadcast_apply(op, _c_order(u), _c_order(v)).reshape(shape)
+        out = broadcast_apply(op, c_order_view(u), c_order_view(v)).reshape(shape)
     if scale != 1:
         scale_in_place(out.reshape(-1), out.dtype.type(scale))
     return out
-
-
-def _c_order(a: np.ndarray) -> np.ndarray:
-    return a if a.flags.c_contiguous or 0 in a.strides else np.ascontiguousarray(a)
 
 
 def reduce_term(op: int, u: np.ndarray, v: np.ndarray | None, shape: tuple,

@@ -262,6 +262,28 @@ def _apply_parallel(op, u, v, out, shape, strides, n, us, vs, rows_per_chunk):
 
 # -- planning (Python) ------------------------------------------------------------------
 
+# Strided views (a transpose, a slice) of at most this many elements are copied into C
+# order before an element-wise op, which then takes a flat kernel: below this size
+# planning the strided loop (in Python, once per call) costs more than the copy; from
+# about 128K elements a 2-D view is faster read by the strided kernel. A view of 3 or
+# more dims (a permuted activation or gradient) has short inner rows there, and is
+# copied up to COPY_VIEW_MAX_ND elements; by 4M the parallel strided kernel wins again
+# (docs/benchmarks.md#element-wise).
+COPY_VIEW_MAX = 1 << 15
+COPY_VIEW_MAX_ND = 1 << 17
+
+
+def c_order_view(a: np.ndarray) -> np.ndarray:
+    """``a``, or a C-order copy of it when it is a small strided view that repeats no
+    value (a broadcast is read in place: copying it would write every repeat)."""
+    if a.flags.c_contiguous or a.size > (COPY_VIEW_MAX if a.ndim < 3 else COPY_VIEW_MAX_ND):
+        return a
+    for n, stride in zip(a.shape, a.strides):
+        if stride == 0 and n > 1:
+            return a
+    return np.ascontiguousarray(a)
+
+
 def flat_operand(arr: np.ndarray, ndim: int) -> tuple[np.ndarray, list[int]]:
     """A 1-D buffer starting at ``arr``'s first element and the element strides of
     ``arr`` left-padded to ``ndim`` dims (0 for size-1 and broadcast axes).

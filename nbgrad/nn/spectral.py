@@ -27,7 +27,13 @@ from ..ops.spectral import (
     spectral_conv1d,
     spectral_conv2d,
 )
-from ..ops.spectral_parts import IrfftnCorners, PackModes, RfftnCorners, UnpackModes
+from ..ops.spectral_parts import (
+    IrfftnCorners,
+    PackModes,
+    RfftnCorners,
+    UnpackModes,
+    corner_modes,
+)
 from ..tensor import Tensor, lift
 from . import init
 from .factorized import FactorizedTensor, canonical_factorization
@@ -440,8 +446,7 @@ class SpectralConv(Module):
 
     def _corner_modes(self) -> tuple:
         """The corner blocks' rows p = k - k // 2 per full axis, then the last axis's K."""
-        k = self._n_modes
-        return tuple(int(m) - int(m) // 2 for m in k[:-1]) + (int(k[-1]),)
+        return corner_modes(self._n_modes)
 
     def _factorized_corners(self, re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
         """Y = W X on corner blocks (re, im) of the spectrum, with the factors. Not

@@ -38,7 +38,7 @@ def same_shape(op: int, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     are contiguous, else the broadcasting kernel, which reads strided and 0-stride views
     in place."""
     if not (u.flags.c_contiguous and v.flags.c_contiguous):
-        u, v = _c_order(u), _c_order(v)
+        u, v = strided_apply.c_order_view(u), strided_apply.c_order_view(v)
         if not (u.flags.c_contiguous and v.flags.c_contiguous):
             return strided_apply.broadcast_apply(op, u, v, u.shape)
     out = np.empty(u.shape, u.dtype)
@@ -63,7 +63,7 @@ def apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
     if not (u.flags.c_contiguous and v.flags.c_contiguous):
         if _one_value(u) or _one_value(v):
             return _with_one_value(op, u, v, shape)
-        u, v = _c_order(u), _c_order(v)
+        u, v = strided_apply.c_order_view(u), strided_apply.c_order_view(v)
     if u.shape == shape:
         if v.shape == shape:
             return same_shape(op, u, v)
@@ -72,28 +72,6 @@ def apply(op: int, u: np.ndarray, v: np.ndarray, shape: tuple) -> np.ndarray:
     elif v.shape == shape and u.size == 1 and v.size and v.flags.c_contiguous:
         return _with_scalar(op, v, u, True)
     return strided_apply.broadcast_apply(op, u, v, shape)
-
-
-# Strided views (a transpose, a slice) of at most this many elements are copied into C
-# order before an element-wise op, which then takes a flat kernel: below this size
-# planning the strided loop (in Python, once per call) costs more than the copy; from
-# about 128K elements a 2-D view is faster read by the strided kernel. A view of 3 or
-# more dims (a permuted activation or gradient) has short inner rows there, and is
-# copied up to COPY_VIEW_MAX_ND elements; by 4M the parallel strided kernel wins again
-# (docs/benchmarks.md#element-wise).
-COPY_VIEW_MAX = 1 << 15
-COPY_VIEW_MAX_ND = 1 << 17
-
-
-def _c_order(a: np.ndarray) -> np.ndarray:
-    """``a``, or a C-order copy of it when it is a small strided view that repeats no
-    value (a broadcast is read in place: copying it would write every repeat)."""
-    if a.flags.c_contiguous or a.size > (COPY_VIEW_MAX if a.ndim < 3 else COPY_VIEW_MAX_ND):
-        return a
-    for n, stride in zip(a.shape, a.strides):
-        if stride == 0 and n > 1:
-            return a
-    return np.ascontiguousarray(a)
 
 
 def _one_value(a: np.ndarray) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -127,12 +128,17 @@ class IrfftnCorners(Function):
 # f < 0 at row p_j + f of the b = 1 block (its row 0 unused for odd k_j).
 
 
+def corner_modes(modes: Sequence[int]) -> tuple:
+    """The corner blocks' mode shape (p_1, .., p_{d-1}, K) for centred counts ``modes``."""
+    return tuple(int(m) - int(m) // 2 for m in modes[:-1]) + (int(modes[-1]),)
+
+
 @functools.cache
 def mode_sources(modes: tuple) -> np.ndarray:
     """For each centred mode (row-major over ``modes``), its flat offset in one channel's
     corner blocks [2^(d-1), p_1, .., p_{d-1}, K]."""
     *full, K = modes
-    rows = [m - m // 2 for m in full]
+    rows = corner_modes(modes)[:-1]
     offset = np.zeros(1, np.int64)
     block = np.zeros(1, np.int64)
     for j, (m, p) in enumerate(zip(full, rows)):
@@ -146,8 +152,7 @@ def mode_sources(modes: tuple) -> np.ndarray:
 
 
 def _corner_shape(modes: tuple) -> tuple:
-    *full, K = modes
-    return (2 ** len(full),) + tuple(m - m // 2 for m in full) + (K,)
+    return (_nblk(len(modes)),) + corner_modes(modes)
 
 
 def _pack(re: np.ndarray, im: np.ndarray, modes: tuple) -> np.ndarray:
@@ -248,13 +253,12 @@ class ComplexBlock(Function):
 
     @staticmethod
     def backward(ctx, g):
+        """(g's two re quadrants added, its im quadrant less the -im one): the same
+        slicing and arithmetic on arrays and, as the vjp, on Tensors."""
         c, k = ctx.input_arrays[0].shape[-2:]
         return g[..., :c, :k] + g[..., c:, k:], g[..., :c, k:] - g[..., c:, :k]
 
-    @staticmethod
-    def vjp(ctx, g):
-        c, k = ctx.input_arrays[0].shape[-2:]
-        return g[..., :c, :k] + g[..., c:, k:], g[..., :c, k:] - g[..., c:, :k]
+    vjp = backward
 
 
 def _samples(rng, analysis: bool):

@@ -13,7 +13,7 @@ from ops.elementwise_cases import BINARY, unbroadcast
 
 import nbgrad as nb
 from nbgrad.kernels import broadcast_sum, strided_apply
-from nbgrad.ops.binary import COPY_VIEW_MAX, COPY_VIEW_MAX_ND
+from nbgrad.kernels.strided_apply import COPY_VIEW_MAX, COPY_VIEW_MAX_ND
 from nbgrad.ops.binary import apply as binary_apply
 from nbgrad.runtime.jit import PARALLEL_MIN
 
