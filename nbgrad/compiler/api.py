@@ -15,7 +15,7 @@ import numpy as np
 
 from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
-from . import gradient
+from . import gradient, step_program
 from .fusion import find_regions, fused_function
 from .patterns import fold_linear
 from .trace import (
@@ -111,7 +111,9 @@ class Compiled:
             _notice(f"nb.compile({self.name}): graph break: {what} at {line}; these arguments "
                     "run eagerly")
         else:
-            program = _program(recorded, _refs_in(result, recorder), leaves)
+            refs = _refs_in(result, recorder)
+            program = _program(recorded, refs, leaves)
+            program = step_program.lower(recorded, refs, leaves, program) or program
         self.variants[key] = Variant(program, recorded.breaks)
         if len(self.variants) > MAX_VARIANTS:
             self.variants.popitem(last=False)
@@ -128,10 +130,16 @@ class Compiled:
                 what, line = variant.breaks[0]
                 lines.append(f"variant {n}: eager (graph break: {what} at {line})")
                 continue
-            lines.append(f"variant {n}: {len(variant.program.nodes)} steps")
-            for node in variant.program.nodes:
+            program = variant.program
+            if isinstance(program, step_program.StepProgram):
+                lines.append(f"variant {n}: a step program")
+                lines += [f"  {line}" for line in program.describe()]
+                lines += ["", program.text]
+                continue
+            lines.append(f"variant {n}: {len(program.nodes)} steps")
+            for node in program.nodes:
                 lines.append(f"  {node.describe()}")
-            for node in variant.program.nodes:
+            for node in program.nodes:
                 if isinstance(node, FusedNode):
                     lines += ["", node.fn.source] + node.fn.backward_sources
                 elif isinstance(node, gradient.GradientNode):

@@ -324,6 +324,14 @@ _modules: dict[str, Any] = {}
 def load_kernel(kernel_source: str, name: str) -> tuple[Any, Any, str]:
     """(parallel, serial, module source) of the generated loop ``kernel_source``."""
     source = _module_source(kernel_source, name)
+    module = load_generated(source)
+    return getattr(module, f"{name}_parallel"), getattr(module, f"{name}_serial"), source
+
+
+def load_generated(source: str) -> Any:
+    """The module of generated ``source``, written to the kernel cache directory under a
+    name taken from the source and the nbgrad build, so that Numba's disk cache serves
+    its functions to the next process."""
     digest = hashlib.sha256((install_stamp() + source).encode()).hexdigest()[:16]
     module_name = f"nbgrad_fused_{digest}"
     module = _modules.get(module_name)
@@ -338,7 +346,7 @@ def load_kernel(kernel_source: str, name: str) -> tuple[Any, Any, str]:
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
         _modules[module_name] = module
-    return getattr(module, f"{name}_parallel"), getattr(module, f"{name}_serial"), source
+    return module
 
 
 def _run(pair: tuple, n: int, *arrays: Any) -> None:

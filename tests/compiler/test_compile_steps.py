@@ -1,7 +1,8 @@
 """nb.compile of the physics-informed and neural-operator training steps the compiled
-benchmarks time (W21, W22): a few compiled steps give eager's losses and parameters bit
-for bit, in one traced variant without a graph break -- the PINN's u'' through two
-``nb.grad(..., create_graph=True)``, the FNO's spectral convolutions and domain padding."""
+benchmarks time (W21, W22): a few compiled steps give eager's losses and parameters, in
+one traced variant without a graph break -- the PINN's u'' through two
+``nb.grad(..., create_graph=True)`` as one step program (to rounding: its sums run in
+another order), the FNO's spectral convolutions and domain padding bit for bit."""
 
 import numpy as np
 
@@ -11,17 +12,19 @@ from nbgrad.examples import darcy_fno
 F32 = np.float32
 
 
-def _assert_same_steps(make, inputs, steps=3):
+def _assert_same_steps(make, inputs, steps=3, rtol=0.0):
     """``make()`` -> (parameters, step); the eager and the compiled step, each on its own
-    copy, give the same loss each step and the same parameters after them."""
+    copy, give the same loss each step and the same parameters after them (bit for bit,
+    or to ``rtol``)."""
     eager_params, eager_step = make()
     compiled_params, compiled_step = make()
     compiled_step = nb.compile(compiled_step, fullgraph=True)
     for _ in range(steps):
         eager_loss, compiled_loss = eager_step(*inputs), compiled_step(*inputs)
-        np.testing.assert_array_equal(eager_loss.numpy(), compiled_loss.numpy())
+        np.testing.assert_allclose(compiled_loss.numpy(), eager_loss.numpy(), rtol=rtol,
+                                   atol=0)
     for p, q in zip(eager_params, compiled_params):
-        np.testing.assert_array_equal(p.numpy(), q.numpy())
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=rtol, atol=rtol)
     (variant,) = compiled_step.variants.values()
     assert variant.program is not None and not variant.breaks
     return compiled_step
@@ -61,8 +64,9 @@ def test_pinn_step_with_second_derivatives_compiled_equals_eager():
     source = nb.tensor((np.pi ** 2 * np.sin(np.pi * x_np)).astype(F32))
     boundary = nb.tensor(np.array([[0.0], [1.0]], F32))
     compiled = _assert_same_steps(lambda: _pinn_step(x, source, boundary),
-                                  (x, source, boundary))
+                                  (x, source, boundary), rtol=2e-6)
     assert "grad (create_graph)" in compiled.explain()
+    assert "step program" in compiled.explain()
 
 
 def _fno_step():

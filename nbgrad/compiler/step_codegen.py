@@ -1,0 +1,209 @@
+"""A step graph (``step_graph.py``) written as one Numba function.
+
+Every value of the graph lives in one preallocated array, the *arena*, at an offset
+fixed when the program is built; the function takes the arena and the step's input
+arrays (flat, C order), runs each equation as a loop nest over static shapes, and
+returns nothing: the step's results and gradients are read from the arena after it.
+One call from Python instead of one per op, a graph node per op and an engine pass per
+``backward`` / ``grad``: for a small step (an MLP of 32 wide at 64 points, its second
+derivatives included) those fixed costs are nearly all of eager's time.
+
+Element values come from the functions the fused regions call (``rules.py``, eager's
+formulas and floating-point flags); products run the GEMM of ``kernels/matmul.py``
+through ``product_into`` with the plan eager's ``product`` would choose (same tiles,
+every output one FMA chain over k ascending), so a product's bits are eager's. Sums are
+added in index order, and gradients accumulate in the order the graph's reverse sweep
+meets them: these may differ from eager's order in the last bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numba import config, njit
+
+from ..kernels import matmul as matmul_kernels
+from ..runtime.jit import SERIAL
+from ..runtime.threads import get_num_threads
+from .step_graph import ELEMENTWISE, Eqn, Var
+
+#: arena offsets are multiples of this many elements (64 bytes in float32: a cache line)
+ALIGN = 16
+
+_ONE_BATCH = np.zeros(1, np.int64)
+
+
+@njit(**SERIAL)
+def product_into(x, x_t, y, y_t, out, M, N, K, parallel, thin, row_parts, col_parts, slots,
+                 depth_bytes, span, pack_t):
+    """out = op(x) @ op(y) for flat C-order x, y, out (``kernels/matmul.py``'s product
+    of one batch, with a plan worked out beforehand; M, N, K > 0)."""
+    if thin:
+        matmul_kernels._thin_product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K)
+    else:
+        matmul_kernels._product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K,
+                                row_parts, col_parts, parallel, slots, depth_bytes, span,
+                                pack_t)
+
+
+@dataclass
+class Layout:
+    """Where each value of the generated function lives: an input argument (``in<j>``)
+    or a slice of the arena (offset, size)."""
+    inputs: dict          # var index -> argument position
+    offsets: dict         # var index -> (offset, size) in the arena
+    size: int
+
+
+def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype) -> Layout:
+    offsets, end = {}, 0
+    for eqn in eqns:
+        for v in (eqn.out, *_scratch(eqn, dtype)):
+            offsets[v.index] = (end, max(v.size, 1))
+            end += -(-max(v.size, 1) // ALIGN) * ALIGN
+    return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end)
+
+
+def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
+    """A product computed as its transpose writes a scratch value first."""
+    if eqn.prim == "mm" and eqn.out.size and _mm_plan(eqn, dtype)[0]:
+        return (Var(-eqn.out.index - 1, eqn.out.shape[::-1], False),)
+    return ()
+
+
+def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str) -> str:
+    """The Python source of ``name(arena, in0, in1, ...)`` running ``eqns``."""
+    dt = np.dtype(dtype).name
+    args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))])
+    lines = [f"def {name}({args}):", f"    one = np.{dt}(1)"]
+    for index, (offset, size) in where.offsets.items():
+        lines.append(f"    {_name(index, where)} = arena[{offset}:{offset + size}]")
+    for eqn in eqns:
+        lines.append(f"    # {_describe(eqn)}")
+        lines += ["    " + line for line in _emit(eqn, where, dt)]
+    return "\n".join(lines) + "\n"
+
+
+def _name(index: int, where: Layout) -> str:
+    if index in where.inputs:
+        return f"in{where.inputs[index]}"
+    return f"v{index}" if index >= 0 else f"s{-index - 1}"
+
+
+def _describe(eqn: Eqn) -> str:
+    ins = ", ".join(f"v{v.index}{list(v.shape)}" if isinstance(v, Var) else repr(v)
+                    for v in eqn.ins)
+    params = f" {eqn.params}" if eqn.params else ""
+    return f"v{eqn.out.index}{list(eqn.out.shape)} = {eqn.prim}({ins}){params}"
+
+
+def _emit(eqn: Eqn, where: Layout, dt: str) -> list[str]:
+    out = _name(eqn.out.index, where)
+    if eqn.prim in ELEMENTWISE or eqn.prim in ("broadcast", "fill"):
+        return _elementwise(eqn, where, dt)
+    a = _name(eqn.ins[0].index, where) if eqn.ins else ""
+    if eqn.prim in ("sum", "mean"):
+        scale = f" * np.{dt}({1.0 / eqn.ins[0].size if eqn.ins[0].size else math.nan!r})"
+        return [f"acc = np.{dt}(0)",
+                f"for i in range({eqn.ins[0].size}):",
+                f"    acc += {a}[i]",
+                f"{out}[0] = acc" + (scale if eqn.prim == "mean" else "")]
+    if eqn.prim == "sum_to":
+        return ([f"{out}[:] = 0"]
+                + _nest(eqn.ins[0].shape,
+                        f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
+                        f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"))
+    if eqn.prim == "transpose":
+        rows, cols = eqn.ins[0].shape
+        return [f"for i in range({cols}):", f"    for j in range({rows}):",
+                f"        {out}[i * {rows} + j] = {a}[j * {cols} + i]"]
+    if eqn.prim == "mm":
+        return _product(eqn, where, dt)
+    raise NotImplementedError(eqn.prim)
+
+
+def _elementwise(eqn: Eqn, where: Layout, dt: str) -> list[str]:
+    shape = eqn.out.shape
+    flat = all(not isinstance(v, Var) or v.shape == shape or v.size == 1 for v in eqn.ins)
+
+    def operand(v) -> str:
+        if not isinstance(v, Var):
+            return f"np.{dt}({float(v)!r})"
+        if v.size == 1:
+            return f"{_name(v.index, where)}[0]"
+        return f"{_name(v.index, where)}[{'i' if flat else _index(v.shape, shape)}]"
+
+    ops = [operand(v) for v in eqn.ins]
+    if eqn.prim == "fill":
+        value = f"np.{dt}({eqn.params[1]!r})"
+    elif eqn.prim == "broadcast":
+        value = ops[0]
+    elif eqn.prim == "square":
+        value = f"R.mul_value({ops[0]}, {ops[0]}, one)"
+    elif eqn.prim == "grad":
+        value = f"R.{eqn.params[0]}({', '.join(ops)}, one)"
+    else:
+        value = f"R.{eqn.prim}_value({', '.join(ops)}, one)"
+    out = _name(eqn.out.index, where)
+    if flat:
+        return [f"for i in range({max(eqn.out.size, 1)}):", f"    {out}[i] = {value}"]
+    return _nest(shape, f"{out}[{_index(shape, shape)}] = {value}")
+
+
+def _nest(shape: tuple, body: str) -> list[str]:
+    """Loops over ``shape`` with indices i0, i1, ... around ``body``."""
+    lines = [" " * 4 * d + f"for i{d} in range({n}):" for d, n in enumerate(shape)]
+    return lines + [" " * 4 * len(shape) + body]
+
+
+def _index(own: tuple, full: tuple) -> str:
+    """The flat C-order index into an array of shape ``own`` broadcast against ``full``,
+    at loop indices i0, i1, ... over ``full``."""
+    terms, stride = [], 1
+    lead = len(full) - len(own)
+    for d in range(len(own) - 1, -1, -1):
+        if own[d] != 1:
+            terms.append(f"i{d + lead}" if stride == 1 else f"i{d + lead} * {stride}")
+        stride *= own[d]
+    return " + ".join(reversed(terms)) or "0"
+
+
+def _mm_plan(eqn: Eqn, dtype) -> tuple:
+    """(swapped, M, N, K, x_t, y_t, parallel, thin, row parts, column parts, depth bytes,
+    span, pack_t): ``kernels/matmul.py``'s ``product`` plan for this product."""
+    a, b = eqn.ins
+    ta, tb = eqn.params
+    m, n = eqn.out.shape
+    k = a.shape[0] if ta else a.shape[1]
+    nr = matmul_kernels.panel_cols(np.empty(0, dtype))
+    threads = get_num_threads()
+    swapped, parallel, thin, rows, cols = matmul_kernels._plan(1, m, n, k, ta, tb, nr,
+                                                                threads, None)
+    if swapped:
+        m, n, ta, tb = n, m, not tb, not ta
+    blocking = matmul_kernels._blocking(m * n * k, threads, None, None, None)
+    return (swapped, m, n, k, ta, tb, parallel, thin, rows, cols) + tuple(blocking)
+
+
+def _product(eqn: Eqn, where: Layout, dt: str) -> list[str]:
+    a, b = (_name(v.index, where) for v in eqn.ins)
+    out = _name(eqn.out.index, where)
+    if eqn.out.size == 0:
+        return ["pass"]
+    swapped, m, n, k, ta, tb, parallel, thin, rows, cols, depth, span, pack_t = _mm_plan(
+        eqn, np.dtype(dt))
+    if k == 0:
+        return [f"{out}[:] = 0"]
+    if swapped:
+        a, b, target = b, a, _name(-eqn.out.index - 1, where)
+    else:
+        target = out
+    call = (f"product_into({a}, {ta}, {b}, {tb}, {target}, {m}, {n}, {k}, {parallel}, "
+            f"{thin}, {rows}, {cols}, {config.NUMBA_NUM_THREADS}, {depth}, {span}, "
+            f"{pack_t})")
+    if not swapped:
+        return [call]
+    return [call, f"for i in range({n}):", f"    for j in range({m}):",
+            f"        {out}[i * {m} + j] = {target}[j * {n} + i]"]

@@ -1,0 +1,266 @@
+"""A whole traced step run as one generated function (``nb.compile``'s step programs).
+
+When every call a trace recorded between an optimiser's ``zero_grad`` and ``step`` is an
+op with a primitive form (``step_graph.LOWER``), a ``grad`` without ``grad_outputs``,
+or a ``backward`` of a loss without ``create_graph``, the step becomes one graph --
+forward, gradients, second derivatives -- and one Numba function (``step_codegen``).
+The optimiser's calls stay as they are, around it. A call of the program then:
+
+1. checks what the graph assumed: the inputs' shapes, dtypes and ``requires_grad``, the
+   values it took as constants (an exponent of 2), no hook on a leaf and no anomaly
+   detection; otherwise the recorded program (``fallback``) runs;
+2. runs the calls before the graph (``zero_grad``), the function, and adds each leaf's
+   gradient into its ``.grad`` as the engine does;
+3. runs the calls after it (``step``) and returns the function's result, whose
+   tensors hold copies of the arena's values and carry no graph (the backward has been
+   done, as in a fused gradient region).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..autograd import hooks
+from ..autograd.anomaly import state as anomaly
+from ..tensor import Tensor
+from . import step_codegen
+from .fusion import load_generated
+from .step_graph import LOWER, Graph, Var, gradients, live_equations
+from .trace import Arg, BackwardNode, CallNode, GradNode, Live, OpNode, Slot
+
+#: the largest graph written as one function: Numba's compile time grows with its length
+MAX_EQUATIONS = 4000
+
+
+@dataclass
+class StepProgram:
+    before: list            # CallNodes run before the function
+    after: list             # and after it
+    inputs: list            # Refs of the function's inputs, in argument order
+    expected: list          # per input: (shape, dtype, requires_grad)
+    guards: list            # (input position, value it must hold)
+    leaf_grads: list        # (input position, (offset, size)) of each gradient to store
+    exported: dict          # slot -> (offset, size, shape) of the result's values
+    result: Any
+    n_slots: int
+    kernel: Any
+    arena: np.ndarray
+    text: str
+    recorded: list          # what the function replaces: the recorded calls' names
+    fallback: Any           # the recorded program (api.Program)
+
+    @property
+    def nodes(self) -> list:
+        return self.fallback.nodes
+
+    def run(self, args: list) -> Any:
+        from .api import _rebuild
+
+        tensors = [ref.get(None, args) for ref in self.inputs]
+        if not self._assumptions_hold(tensors):
+            return self.fallback.run(args)
+        for node in self.before:
+            node.run([], args)
+        arrays = [np.ascontiguousarray(t._data).reshape(-1) for t in tensors]
+        with np.errstate(all="ignore"):
+            self.kernel(self.arena, *arrays)
+        for position, (offset, size) in self.leaf_grads:
+            leaf = tensors[position]
+            g = self.arena[offset:offset + size].reshape(leaf._data.shape).copy()
+            leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g, None, 0)
+        values: list = [None] * self.n_slots
+        for slot, (offset, size, shape) in self.exported.items():
+            values[slot] = Tensor._wrap(self.arena[offset:offset + size].reshape(shape).copy(),
+                                        None, 0)
+        for node in self.after:
+            node.run(values, args)
+        return _rebuild(self.result, values, args)
+
+    def _assumptions_hold(self, tensors: list) -> bool:
+        if anomaly.enabled:
+            return False
+        for t, (shape, dtype, requires_grad) in zip(tensors, self.expected):
+            if (t._data.shape != shape or t._data.dtype != dtype
+                    or t._requires_grad != requires_grad or t._node is not None
+                    or (requires_grad and hooks.has_hooks(t))):
+                return False
+        return all(tensors[j]._data.reshape(-1)[0] == value for j, value in self.guards)
+
+    def describe(self) -> list[str]:
+        return ([node.describe() for node in self.before]
+                + [f"step program ({len(self.text.splitlines())} lines, below) of: "
+                   + ", ".join(self.recorded)]
+                + [node.describe() for node in self.after])
+
+
+def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram | None:
+    """The step program of a recorded trace, or None when some call has no primitive
+    form; ``fallback`` is the recorded program, which runs when an assumption fails."""
+    from .api import _slots_of
+
+    nodes = recorded.nodes
+    calls = [i for i, node in enumerate(nodes) if isinstance(node, CallNode)]
+    body = [i for i, node in enumerate(nodes) if not isinstance(node, CallNode)]
+    if not body or any(body[0] < i < body[-1] for i in calls):
+        return None
+    builder = _Builder(args)
+    try:
+        for node in nodes[body[0]:body[-1] + 1]:
+            builder.add(node)
+    except _NoForm:
+        return None
+    exported = {}
+    for slot in set(_slots_of(result)):
+        var = builder.env.get(slot)
+        if (var is None or var in builder.input_vars
+                or (var.tracked and not builder.backward_done)):
+            return None
+        exported[slot] = var
+    outputs = list(exported.values()) + [g for _, g in builder.leaf_grads]
+    eqns = live_equations(builder.graph, outputs)
+    if not eqns or len(eqns) > MAX_EQUATIONS:
+        return None
+    if any(g in builder.input_vars for _, g in builder.leaf_grads):
+        return None
+    return _build(nodes[:body[0]], nodes[body[-1] + 1:], builder, eqns, exported, result,
+                  recorded.n_slots, [n.describe() for n in nodes[body[0]:body[-1] + 1]],
+                  fallback)
+
+
+def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
+           result: Any, n_slots: int, replaced: list, fallback: Any) -> StepProgram:
+    graph = builder.graph
+    where = step_codegen.layout(eqns, builder.input_vars, graph.dtype)
+    name = "step_program"
+    text = step_codegen.source(eqns, where, graph.dtype, name)
+    module = load_generated(_module_source(text, name))
+    arena = np.zeros(max(where.size, 1), graph.dtype)
+
+    def place(v: Var) -> tuple:
+        return where.offsets[v.index]
+
+    position = {v.index: j for j, v in enumerate(builder.input_vars)}
+    return StepProgram(
+        before, after, builder.input_refs, builder.expected,
+        [(position[v.index], value) for v, value in graph.guards],
+        [(position[leaf.index], place(g)) for leaf, g in builder.leaf_grads],
+        {slot: place(v) + (v.shape,) for slot, v in exported.items()},
+        result, n_slots, getattr(module, name), arena, text, replaced, fallback)
+
+
+def _module_source(text: str, name: str) -> str:
+    return ('"""A training step written as one function by nb.compile '
+            '(nbgrad/compiler/step_codegen.py). Generated."""\n'
+            "import numpy as np\nfrom numba import njit\n\n"
+            "from nbgrad.compiler import rules as R\n"
+            "from nbgrad.compiler.step_codegen import product_into\n\n\n"
+            + text + f"\n\n{name} = njit(cache=True, error_model='numpy')({name})\n")
+
+
+class _NoForm(Exception):
+    """A recorded call the step graph cannot express."""
+
+
+class _Builder:
+    """Turns recorded nodes into the step graph."""
+
+    def __init__(self, args: list) -> None:
+        self.args = args
+        self.graph: Graph | None = None
+        self.env: dict[int, Var | None] = {}    # slot -> value
+        self.by_input: dict[Any, Var] = {}      # Arg index / id(tensor) -> input value
+        self.input_vars: list[Var] = []
+        self.input_refs: list = []
+        self.expected: list = []
+        self.leaf_grads: list = []              # (leaf input Var, gradient Var)
+        self.backward_done = False
+
+    def add(self, node: Any) -> None:
+        if isinstance(node, OpNode):
+            self._op(node)
+        elif isinstance(node, GradNode):
+            self._grad(node)
+        elif isinstance(node, BackwardNode):
+            self._backward(node)
+        else:
+            raise _NoForm
+
+    def _op(self, node: OpNode) -> None:
+        lowering = LOWER.get(node.fn.op_name)
+        if lowering is None or node.several or not node.out_meta:
+            raise _NoForm
+        shape, dtype = node.out_meta
+        graph = self._graph(dtype)
+        ins = [self._value(ref) for ref in node.inputs]
+        graph.recording = node.grad_enabled
+        try:
+            out = lowering(graph, ins, node.params, node.input_meta)
+        finally:
+            graph.recording = True
+        if out is None or out.shape != tuple(shape):
+            raise _NoForm
+        self._bind(node.outputs[0], out)
+
+    def _grad(self, node: GradNode) -> None:
+        if node.grad_outputs is not None and any(g is not None for g in _listed(
+                node.grad_outputs)):
+            raise _NoForm
+        roots = [self._value(r) for r in _listed(node.outputs)]
+        wanted = [self._value(r) for r in _listed(node.inputs)]
+        if not all(v.tracked for v in roots + wanted):
+            raise _NoForm   # eager raises: let the recorded program say so
+        found = gradients(self.graph, roots, [None] * len(roots), wanted, node.create_graph)
+        for slot, g in zip(node.results, found):
+            self._bind(slot, g)
+
+    def _backward(self, node: BackwardNode) -> None:
+        root = self._value(node.root)
+        if node.grad is not None or node.create_graph or root.size != 1 or not root.tracked:
+            raise _NoForm
+        leaves = [v for v in self.input_vars if v.tracked]
+        found = gradients(self.graph, [root], [None], leaves, False)
+        self.leaf_grads += [(v, g) for v, g in zip(leaves, found) if g is not None]
+        self.backward_done = True
+
+    def _graph(self, dtype: np.dtype) -> Graph:
+        if self.graph is None:
+            if np.dtype(dtype) not in (np.float32, np.float64):
+                raise _NoForm
+            self.graph = Graph(np.dtype(dtype))
+        if np.dtype(dtype) != self.graph.dtype:
+            raise _NoForm
+        return self.graph
+
+    def _value(self, ref: Any) -> Var:
+        if isinstance(ref, Slot):
+            v = self.env.get(ref.index)
+            if v is None:
+                raise _NoForm
+            return v
+        if isinstance(ref, Arg):
+            key, t = ("arg", ref.index), self.args[ref.index]
+        elif isinstance(ref, Live):
+            key, t = id(ref.tensor), ref.tensor
+        else:
+            raise _NoForm
+        v = self.by_input.get(key)
+        if v is None:
+            if (self.graph is None or t._data.dtype != self.graph.dtype
+                    or t._node is not None):
+                raise _NoForm
+            v = self.graph.new_var(t._data.shape, t._requires_grad)
+            self.by_input[key] = v
+            self.input_vars.append(v)
+            self.input_refs.append(ref)
+            self.expected.append((t._data.shape, t._data.dtype, t._requires_grad))
+        return v
+
+    def _bind(self, slot: int, v: Var | None) -> None:
+        self.env[slot] = v
+
+
+def _listed(refs: Any) -> list:
+    return list(refs) if isinstance(refs, (list, tuple)) else [refs]

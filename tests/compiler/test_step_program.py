@@ -1,0 +1,246 @@
+"""Step programs (nbgrad/compiler/step_program.py): a traced step whose ops all have a
+primitive form runs as one generated function, forward, gradients and second
+derivatives included. Each is checked against eager: float64 to 1e-12 (the sums run in
+another order), the gradients of point-wise chains of one shape bit for bit; and every
+assumption the program makes, when broken, hands the call back to the recorded one."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nbgrad as nb
+from nbgrad.compiler.step_program import StepProgram
+
+F64 = np.float64
+
+
+def _program(compiled):
+    (variant,) = compiled.variants.values()
+    return variant.program
+
+
+def _mlp(rng, sizes, dtype):
+    params = []
+    for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+        params += [nb.tensor((rng.standard_normal((fan_out, fan_in)) / np.sqrt(fan_in))
+                             .astype(dtype), requires_grad=True),
+                   nb.tensor(rng.standard_normal(fan_out).astype(dtype) * 0.1,
+                             requires_grad=True)]
+    return params
+
+
+def _forward(params, h):
+    for w, b in zip(params[:-2:2], params[1:-2:2]):
+        h = nb.tanh(h @ w.T + b)
+    return h @ params[-2].T + params[-1]
+
+
+def _train(params, optimizer):
+    def step(x, y):
+        optimizer.zero_grad()
+        loss = ((_forward(params, x) - y) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step
+
+
+def _pair(make):
+    """(eager params, eager step), (compiled params, compiled step) from one seed."""
+    eager, compiled = make(), make()
+    return eager, (compiled[0], nb.compile(compiled[1], fullgraph=True))
+
+
+def _assert_close_runs(pairs, inputs, steps, rtol):
+    (pe, se), (pc, sc) = pairs
+    for _ in range(steps):
+        np.testing.assert_allclose(sc(*inputs).numpy(), se(*inputs).numpy(), rtol=rtol)
+    for p, q in zip(pe, pc):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=rtol, atol=rtol)
+    return sc
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.lists(st.integers(1, 9), min_size=2, max_size=4), st.integers(1, 12),
+       st.sampled_from(["SGD", "Adam"]), st.sampled_from([np.float32, np.float64]))
+def test_mlp_training_step_is_one_program_and_matches_eager(sizes, rows, name, dtype):
+    rng = np.random.default_rng(len(sizes) * 100 + rows)
+    x = nb.tensor(rng.standard_normal((rows, sizes[0])).astype(dtype))
+    y = nb.tensor(rng.standard_normal((rows, sizes[-1])).astype(dtype))
+
+    def make():
+        params = _mlp(np.random.default_rng(7), sizes, dtype)
+        return params, _train(params, getattr(nb.optim, name)(params, lr=0.05))
+
+    rtol = 1e-12 if dtype == np.float64 else 2e-5
+    compiled = _assert_close_runs(_pair(make), (x, y), 3, rtol)
+    assert isinstance(_program(compiled), StepProgram)
+
+
+def _pinn(dtype):
+    rng = np.random.default_rng(3)
+    params = []
+    for fan_in, fan_out in [(1, 8), (8, 8), (8, 1)]:
+        params += [nb.tensor(rng.standard_normal((fan_in, fan_out)).astype(dtype),
+                             requires_grad=True),
+                   nb.tensor(rng.standard_normal(fan_out).astype(dtype), requires_grad=True)]
+    optimizer = nb.optim.Adam(params, lr=1e-2)
+
+    def u(h):
+        for w, b in zip(params[:-2:2], params[1:-2:2]):
+            h = nb.tanh(h @ w + b)
+        return h @ params[-2] + params[-1]
+
+    def step(x, f):
+        optimizer.zero_grad()
+        (u_x,) = nb.grad(u(x).sum(), x, create_graph=True)
+        (u_xx,) = nb.grad(u_x.sum(), x, create_graph=True)
+        loss = ((u_xx + f) ** 2).mean() + (u(x * 0.0) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        return loss, u_xx
+
+    return params, step
+
+
+def test_second_derivatives_in_a_step_program_match_eager():
+    x = nb.tensor(np.linspace(0, 1, 17)[:, None], requires_grad=True)
+    f = nb.tensor(np.sin(np.linspace(0, 3, 17))[:, None])
+    (pe, se), (pc, sc) = _pair(lambda: _pinn(F64))
+    for _ in range(3):
+        (le, ue), (lc, uc) = se(x, f), sc(x, f)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(uc.numpy(), ue.numpy(), rtol=1e-12, atol=1e-12)
+    for p, q in zip(pe, pc):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-12, atol=1e-12)
+    assert isinstance(_program(sc), StepProgram)
+    assert "product_into" in sc.explain() and "R.tanh_value" in sc.explain()
+    assert uc.grad_fn is None and not uc.requires_grad   # the backward has been done
+
+
+UNARY = {"tanh": nb.tanh, "exp": lambda h: nb.exp(h * 0.25), "neg": lambda h: -h,
+         "square": lambda h: h ** 2}
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b,
+          "mul": lambda a, b: a * b, "div": lambda a, b: a / (b * b + 1.0)}
+
+
+@st.composite
+def chains(draw):
+    ops = draw(st.lists(st.sampled_from(sorted(UNARY) + sorted(BINARY)), min_size=1,
+                        max_size=8))
+    broadcast = draw(st.lists(st.booleans(), min_size=len(ops), max_size=len(ops)))
+    return ops, broadcast, draw(st.integers(1, 6)), draw(st.integers(1, 7))
+
+
+@settings(max_examples=20, deadline=None)
+@given(chains())
+def test_random_chains_with_bias_operands_give_eager_gradients(chain):
+    """Point-wise chains over [rows, cols] with [cols] operands: the leaves' gradients of
+    a full-shape leaf bit for bit (eager's kernel formulas, same order), the rest to
+    rounding (a [cols] operand's gradient is a sum over the rows)."""
+    ops, broadcast, rows, cols = chain
+    rng = np.random.default_rng(len(ops) * 31 + rows * 7 + cols)
+    data = rng.standard_normal((rows, cols))
+    biases = [rng.standard_normal(cols) for _ in ops]
+
+    def run(compiled):
+        x = nb.tensor(data.copy(), requires_grad=True)
+        bs = [nb.tensor(b.copy(), requires_grad=True) for b in biases]
+
+        def step(x):
+            h = x
+            for op, wide, b in zip(ops, broadcast, bs):
+                other = b if wide else x
+                h = UNARY[op](h) if op in UNARY else BINARY[op](h, other)
+            loss = (h * h).sum()
+            loss.backward()
+            return loss
+
+        fn = nb.compile(step, fullgraph=True) if compiled else step
+        fn(x)
+        x.grad = None
+        for b in bs:
+            b.grad = None
+        loss = fn(x)
+        return loss, x, bs, fn
+
+    (le, xe, be, _), (lc, xc, bc, fn) = run(False), run(True)
+    assert isinstance(_program(fn), StepProgram)
+    np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-12)
+    if not any(broadcast):
+        np.testing.assert_array_equal(xc.grad.numpy(), xe.grad.numpy())
+    np.testing.assert_allclose(xc.grad.numpy(), xe.grad.numpy(), rtol=1e-11, atol=1e-11)
+    for p, q in zip(be, bc):
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-11, atol=1e-11)
+
+
+def _sgd_mlp():
+    params = _mlp(np.random.default_rng(1), [3, 5, 2], F64)
+    return params, _train(params, nb.optim.SGD(params, lr=0.1))
+
+
+def test_a_hook_on_a_parameter_runs_the_recorded_program():
+    rng = np.random.default_rng(2)
+    x, y = nb.tensor(rng.standard_normal((4, 3))), nb.tensor(rng.standard_normal((4, 2)))
+    (pe, se), (pc, sc) = _pair(_sgd_mlp)
+    sc(x, y), se(x, y)
+    seen = []
+    for p in (pe[0], pc[0]):
+        p.register_hook(lambda g, seen=seen: seen.append(g.shape) or g * 2)
+    _assert_close_runs(((pe, se), (pc, sc)), (x, y), 2, 1e-12)
+    assert len(seen) == 4   # each hook ran at each step, compiled or not
+
+
+def test_inputs_are_read_at_each_call_and_a_changed_leaf_falls_back():
+    rng = np.random.default_rng(3)
+    x, y = nb.tensor(rng.standard_normal((4, 3))), nb.tensor(rng.standard_normal((4, 2)))
+    (pe, se), (pc, sc) = _pair(_sgd_mlp)
+    _assert_close_runs(((pe, se), (pc, sc)), (x, y), 2, 1e-12)
+    x._data[:] = rng.standard_normal((4, 3))        # new data in the same array
+    _assert_close_runs(((pe, se), (pc, sc)), (x, y), 2, 1e-12)
+    for p in (pe[1], pc[1]):
+        p.requires_grad_(False)                     # a bias frozen: no gradient for it
+    _assert_close_runs(((pe, se), (pc, sc)), (x, y), 2, 1e-12)
+    assert pc[1].grad is None
+
+
+def test_an_exponent_other_than_two_falls_back():
+    e = nb.tensor(np.array(2.0))
+    x = nb.tensor(np.array([0.5, -1.5, 2.0]), requires_grad=True)
+
+    def step(x):
+        loss = (x ** e).sum()
+        loss.backward()
+        return loss
+
+    fn = nb.compile(step, fullgraph=True)
+    fn(x)
+    assert isinstance(_program(fn), StepProgram)
+    e._data[...] = 3.0
+    x.grad = None
+    np.testing.assert_allclose(fn(x).numpy(), np.sum(x.numpy() ** 3))
+    np.testing.assert_allclose(x.grad.numpy(), 3 * x.numpy() ** 2)
+
+
+def test_ops_without_a_primitive_form_keep_the_recorded_program():
+    x = nb.tensor(np.array([[0.5, -1.5], [2.0, 0.0]]), requires_grad=True)
+
+    def step(x):
+        loss = nb.relu(x).sum()
+        loss.backward()
+        return loss
+
+    fn = nb.compile(step)
+    fn(x)
+    assert not isinstance(_program(fn), StepProgram)
+
+
+def test_a_forward_without_backward_keeps_its_graph():
+    w = nb.tensor(np.eye(2), requires_grad=True)
+    fn = nb.compile(lambda x: nb.tanh(x @ w))
+    out = fn(nb.tensor(np.ones((3, 2))))
+    assert not isinstance(_program(fn), StepProgram)
+    out.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((2, 2), 3 * (1 - np.tanh(1.0) ** 2)))
