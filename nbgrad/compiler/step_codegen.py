@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import config, njit
@@ -55,6 +56,7 @@ class Layout:
     inputs: dict          # var index -> argument position
     offsets: dict         # var index -> (offset, size) in the arena
     size: int
+    dtype: np.dtype
 
 
 def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype) -> Layout:
@@ -63,7 +65,7 @@ def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype) -> Layout:
         for v in (eqn.out, *_scratch(eqn, dtype)):
             offsets[v.index] = (end, max(v.size, 1))
             end += -(-max(v.size, 1) // ALIGN) * ALIGN
-    return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end)
+    return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype))
 
 
 def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
@@ -73,17 +75,90 @@ def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
     return ()
 
 
-def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str) -> str:
-    """The Python source of ``name(arena, in0, in1, ...)`` running ``eqns``."""
+def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str,
+           exported: set[int]) -> str:
+    """The Python source of ``name(arena, in0, in1, ...)`` running ``eqns``; the values
+    ``exported`` (var indices) are read from the arena after it."""
     dt = np.dtype(dtype).name
     args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))])
     lines = [f"def {name}({args}):", f"    one = np.{dt}(1)"]
     for index, (offset, size) in where.offsets.items():
         lines.append(f"    {_name(index, where)} = arena[{offset}:{offset + size}]")
-    for eqn in eqns:
-        lines.append(f"    # {_describe(eqn)}")
-        lines += ["    " + line for line in _emit(eqn, where, dt)]
+    readers: dict[int, set[int]] = {}
+    for position, eqn in enumerate(eqns):
+        for v in eqn.ins:
+            if isinstance(v, Var):
+                readers.setdefault(v.index, set()).add(position)
+    for group in _groups(eqns):
+        if len(group) == 1 and not _pointwise(eqns[group[0]]):
+            lines.append(f"    # {_describe(eqns[group[0]])}")
+            lines += ["    " + line for line in _emit(eqns[group[0]], where)]
+            continue
+        members = [eqns[k] for k in group]
+        stored = {eqn.out.index for eqn in members if eqn.out.index in exported
+                  or not readers.get(eqn.out.index, set()) <= set(group)}
+        lines += [f"    # {_describe(eqn)}" for eqn in members]
+        lines += ["    " + line for line in _loop(members, stored, where, dt)]
     return "\n".join(lines) + "\n"
+
+
+def _pointwise(eqn: Eqn) -> bool:
+    return eqn.prim in ELEMENTWISE or eqn.prim in ("broadcast", "fill")
+
+
+def _groups(eqns: list[Eqn]) -> list[list[int]]:
+    """Runs of consecutive point-wise equations of one shape (one loop nest each), and
+    every other equation on its own."""
+    groups: list[list[int]] = []
+    for k, eqn in enumerate(eqns):
+        last = eqns[groups[-1][-1]] if groups else None
+        if (last is not None and _pointwise(eqn) and _pointwise(last)
+                and last.out.shape == eqn.out.shape):
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return groups
+
+
+def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[str]:
+    """One loop nest computing every member at each element: a value made in the loop is
+    a local of the body; the ones read after it (``stored``) are also written out."""
+    shape = members[0].out.shape
+    made = {eqn.out.index for eqn in members}
+    outside = [v for eqn in members for v in eqn.ins
+               if isinstance(v, Var) and v.index not in made]
+    flat = all(v.shape == shape or v.size == 1 for v in outside)
+    here = "i" if flat else "k"
+
+    def operand(v: Any) -> str:
+        if not isinstance(v, Var):
+            return f"np.{dt}({float(v)!r})"
+        if v.index in made:
+            return f"t{v.index}"
+        if v.size == 1:
+            return f"{_name(v.index, where)}[0]"
+        return f"{_name(v.index, where)}[{here if v.shape == shape else _index(v.shape, shape)}]"
+
+    body = [] if flat else [f"k = {_index(shape, shape)}"]
+    for eqn in members:
+        body.append(f"t{eqn.out.index} = {_value(eqn, [operand(v) for v in eqn.ins], dt)}")
+        if eqn.out.index in stored:
+            body.append(f"{_name(eqn.out.index, where)}[{here}] = t{eqn.out.index}")
+    if flat:
+        return [f"for i in range({max(math.prod(shape), 1)}):"] + ["    " + b for b in body]
+    return _nest(shape, body)
+
+
+def _value(eqn: Eqn, ops: list[str], dt: str) -> str:
+    if eqn.prim == "fill":
+        return f"np.{dt}({eqn.params[1]!r})"
+    if eqn.prim == "broadcast":
+        return ops[0]
+    if eqn.prim == "square":
+        return f"R.mul_value({ops[0]}, {ops[0]}, one)"
+    if eqn.prim == "grad":
+        return f"R.{eqn.params[0]}({', '.join(ops)}, one)"
+    return f"R.{eqn.prim}_value({', '.join(ops)}, one)"
 
 
 def _name(index: int, where: Layout) -> str:
@@ -99,11 +174,11 @@ def _describe(eqn: Eqn) -> str:
     return f"v{eqn.out.index}{list(eqn.out.shape)} = {eqn.prim}({ins}){params}"
 
 
-def _emit(eqn: Eqn, where: Layout, dt: str) -> list[str]:
+def _emit(eqn: Eqn, where: Layout) -> list[str]:
+    """The loops of an equation that is not point-wise."""
     out = _name(eqn.out.index, where)
-    if eqn.prim in ELEMENTWISE or eqn.prim in ("broadcast", "fill"):
-        return _elementwise(eqn, where, dt)
-    a = _name(eqn.ins[0].index, where) if eqn.ins else ""
+    dt = np.dtype(where.dtype).name
+    a = _name(eqn.ins[0].index, where)
     if eqn.prim in ("sum", "mean"):
         scale = f" * np.{dt}({1.0 / eqn.ins[0].size if eqn.ins[0].size else math.nan!r})"
         return [f"acc = np.{dt}(0)",
@@ -113,8 +188,8 @@ def _emit(eqn: Eqn, where: Layout, dt: str) -> list[str]:
     if eqn.prim == "sum_to":
         return ([f"{out}[:] = 0"]
                 + _nest(eqn.ins[0].shape,
-                        f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
-                        f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"))
+                        [f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
+                         f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"]))
     if eqn.prim == "transpose":
         rows, cols = eqn.ins[0].shape
         return [f"for i in range({cols}):", f"    for j in range({rows}):",
@@ -124,38 +199,10 @@ def _emit(eqn: Eqn, where: Layout, dt: str) -> list[str]:
     raise NotImplementedError(eqn.prim)
 
 
-def _elementwise(eqn: Eqn, where: Layout, dt: str) -> list[str]:
-    shape = eqn.out.shape
-    flat = all(not isinstance(v, Var) or v.shape == shape or v.size == 1 for v in eqn.ins)
-
-    def operand(v) -> str:
-        if not isinstance(v, Var):
-            return f"np.{dt}({float(v)!r})"
-        if v.size == 1:
-            return f"{_name(v.index, where)}[0]"
-        return f"{_name(v.index, where)}[{'i' if flat else _index(v.shape, shape)}]"
-
-    ops = [operand(v) for v in eqn.ins]
-    if eqn.prim == "fill":
-        value = f"np.{dt}({eqn.params[1]!r})"
-    elif eqn.prim == "broadcast":
-        value = ops[0]
-    elif eqn.prim == "square":
-        value = f"R.mul_value({ops[0]}, {ops[0]}, one)"
-    elif eqn.prim == "grad":
-        value = f"R.{eqn.params[0]}({', '.join(ops)}, one)"
-    else:
-        value = f"R.{eqn.prim}_value({', '.join(ops)}, one)"
-    out = _name(eqn.out.index, where)
-    if flat:
-        return [f"for i in range({max(eqn.out.size, 1)}):", f"    {out}[i] = {value}"]
-    return _nest(shape, f"{out}[{_index(shape, shape)}] = {value}")
-
-
-def _nest(shape: tuple, body: str) -> list[str]:
-    """Loops over ``shape`` with indices i0, i1, ... around ``body``."""
+def _nest(shape: tuple, body: list[str]) -> list[str]:
+    """Loops over ``shape`` with indices i0, i1, ... around the lines of ``body``."""
     lines = [" " * 4 * d + f"for i{d} in range({n}):" for d, n in enumerate(shape)]
-    return lines + [" " * 4 * len(shape) + body]
+    return lines + [" " * 4 * len(shape) + line for line in body]
 
 
 def _index(own: tuple, full: tuple) -> str:

@@ -208,7 +208,11 @@ def _kernel_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
     for k, v in enumerate(eqn.ins):
         if isinstance(v, Var) and v.tracked:
             name = rule.grad_for(k, graph.dtype)
-            grads.append(graph.emit("grad", (g, *eqn.ins, eqn.out), eqn.out.shape, (name,)))
+            if name == "pass_grad":   # the gradient itself (add's, sub's first operand)
+                grads.append(g)
+            else:
+                grads.append(graph.emit("grad", (g, *eqn.ins, eqn.out), eqn.out.shape,
+                                        (name,)))
         else:
             grads.append(None)
     return _summed(graph, eqn, grads)

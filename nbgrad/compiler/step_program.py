@@ -135,7 +135,9 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
     graph = builder.graph
     where = step_codegen.layout(eqns, builder.input_vars, graph.dtype)
     name = "step_program"
-    text = step_codegen.source(eqns, where, graph.dtype, name)
+    text = step_codegen.source(eqns, where, graph.dtype, name,
+                               {v.index for v in exported.values()}
+                               | {g.index for _, g in builder.leaf_grads})
     module = load_generated(_module_source(text, name))
     arena = np.zeros(max(where.size, 1), graph.dtype)
 
