@@ -59,12 +59,15 @@ class Layout:
     dtype: np.dtype
 
 
-def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype) -> Layout:
+def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Var]) -> Layout:
+    """Every value an equation makes gets its slice of the arena; the ``outputs`` (read
+    after the call) come last, one after the other, so that one copy takes them all."""
     offsets, end = {}, 0
-    for eqn in eqns:
-        for v in (eqn.out, *_scratch(eqn, dtype)):
-            offsets[v.index] = (end, max(v.size, 1))
-            end += -(-max(v.size, 1) // ALIGN) * ALIGN
+    last = {v.index for v in outputs}
+    made = [v for eqn in eqns for v in (eqn.out, *_scratch(eqn, dtype)) if v.index not in last]
+    for v in made + list({v.index: v for v in outputs}.values()):
+        offsets[v.index] = (end, max(v.size, 1))
+        end += -(-max(v.size, 1) // ALIGN) * ALIGN
     return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype))
 
 

@@ -18,7 +18,8 @@ The optimiser's calls stay as they are, around it. A call of the program then:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,9 @@ class StepProgram:
     text: str
     recorded: list          # what the function replaces: the recorded calls' names
     fallback: Any           # the recorded program (api.Program)
+    outputs_start: int      # where the values read after the call begin in the arena
+    lock: Any = field(default_factory=threading.Lock)   # one call at a time: one arena
+    _flat: tuple = ([], [])
 
     @property
     def nodes(self) -> list:
@@ -64,20 +68,37 @@ class StepProgram:
             return self.fallback.run(args)
         for node in self.before:
             node.run([], args)
-        arrays = [np.ascontiguousarray(t._data).reshape(-1) for t in tensors]
-        with np.errstate(all="ignore"):
-            self.kernel(self.arena, *arrays)
+        with self.lock:
+            self.kernel(self.arena, *self._flat_inputs(tensors))
+            block = self.arena[self.outputs_start:].copy()
         for position, (offset, size) in self.leaf_grads:
             leaf = tensors[position]
-            g = self.arena[offset:offset + size].reshape(leaf._data.shape).copy()
-            leaf.grad = Tensor._wrap(g if leaf.grad is None else leaf.grad._data + g, None, 0)
+            g = self._output(block, offset, size, leaf._data.shape)
+            if leaf.grad is not None:
+                with np.errstate(all="ignore"):
+                    g = leaf.grad._data + g
+            leaf.grad = Tensor._wrap(g, None, 0)
         values: list = [None] * self.n_slots
         for slot, (offset, size, shape) in self.exported.items():
-            values[slot] = Tensor._wrap(self.arena[offset:offset + size].reshape(shape).copy(),
-                                        None, 0)
+            values[slot] = Tensor._wrap(self._output(block, offset, size, shape), None, 0)
         for node in self.after:
             node.run(values, args)
         return _rebuild(self.result, values, args)
+
+    def _output(self, block: np.ndarray, offset: int, size: int, shape: tuple) -> np.ndarray:
+        start = offset - self.outputs_start
+        return block[start:start + size].reshape(shape)
+
+    def _flat_inputs(self, tensors: list) -> list:
+        """The inputs' arrays flat, as the function takes them: the ones of the previous
+        call while every tensor holds the same array (parameters do, step after step)."""
+        held, flat = self._flat
+        if len(held) == len(tensors) and all(t._data is a for t, a in zip(tensors, held)):
+            return flat
+        held = [t._data for t in tensors]
+        flat = [np.ascontiguousarray(a).reshape(-1) for a in held]
+        self._flat = (held, flat)
+        return flat
 
     def _assumptions_hold(self, tensors: list) -> bool:
         if anomaly.enabled:
@@ -133,11 +154,10 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
            result: Any, n_slots: int, replaced: list, fallback: Any) -> StepProgram:
     graph = builder.graph
-    where = step_codegen.layout(eqns, builder.input_vars, graph.dtype)
+    outputs = list(exported.values()) + [g for _, g in builder.leaf_grads]
+    where = step_codegen.layout(eqns, builder.input_vars, graph.dtype, outputs)
     name = "step_program"
-    text = step_codegen.source(eqns, where, graph.dtype, name,
-                               {v.index for v in exported.values()}
-                               | {g.index for _, g in builder.leaf_grads})
+    text = step_codegen.source(eqns, where, graph.dtype, name, {v.index for v in outputs})
     module = load_generated(_module_source(text, name))
     arena = np.zeros(max(where.size, 1), graph.dtype)
 
@@ -150,7 +170,8 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
         [(position[v.index], value) for v, value in graph.guards],
         [(position[leaf.index], place(g)) for leaf, g in builder.leaf_grads],
         {slot: place(v) + (v.shape,) for slot, v in exported.items()},
-        result, n_slots, getattr(module, name), arena, text, replaced, fallback)
+        result, n_slots, getattr(module, name), arena, text, replaced, fallback,
+        min(where.offsets[v.index][0] for v in outputs))
 
 
 def _module_source(text: str, name: str) -> str:
