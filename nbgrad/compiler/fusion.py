@@ -44,7 +44,7 @@ import numpy as np
 
 from ..autograd import engine, grad_mode
 from ..function import Function
-from ..runtime.cache import install_stamp, kernel_cache_dir
+from ..runtime.cache import GENERATED_PREFIX, install_stamp, kernel_cache_dir
 from ..runtime.jit import CHUNK, PARALLEL_MIN
 from . import rules
 from .trace import OpNode, Slot
@@ -333,7 +333,7 @@ def load_generated(source: str) -> Any:
     name taken from the source and the nbgrad build, so that Numba's disk cache serves
     its functions to the next process."""
     digest = hashlib.sha256((install_stamp() + source).encode()).hexdigest()[:16]
-    module_name = f"nbgrad_fused_{digest}"
+    module_name = f"{GENERATED_PREFIX}{digest}"
     module = _modules.get(module_name)
     if module is None:
         path = _generated_dir() / f"{module_name}.py"

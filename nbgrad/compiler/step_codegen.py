@@ -26,9 +26,11 @@ import numpy as np
 from numba import config, njit
 
 from ..kernels import matmul as matmul_kernels
+from ..kernels.strided_apply import COPY
 from ..runtime.jit import SERIAL
 from ..runtime.threads import get_num_threads
-from .step_graph import ELEMENTWISE, Eqn, Var
+from . import rules
+from .step_graph import ELEMENTWISE, Eqn, Var, mean_scale
 
 #: arena offsets are multiples of this many elements (64 bytes in float32: a cache line)
 ALIGN = 16
@@ -153,15 +155,17 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
 
 
 def _value(eqn: Eqn, ops: list[str], dt: str) -> str:
+    if eqn.prim in rules.RULES:
+        return f"R.{rules.RULES[eqn.prim].value_for(dt)}({', '.join(ops)}, one)"
+    if eqn.prim == "step":
+        return f"one if {ops[0]} > 0 else one - one"
     if eqn.prim == "fill":
         return f"np.{dt}({eqn.params[1]!r})"
     if eqn.prim == "broadcast":
         return ops[0]
     if eqn.prim == "square":
         return f"R.mul_value({ops[0]}, {ops[0]}, one)"
-    if eqn.prim == "grad":
-        return f"R.{eqn.params[0]}({', '.join(ops)}, one)"
-    return f"R.{eqn.prim}_value({', '.join(ops)}, one)"
+    return f"R.{eqn.params[0]}({', '.join(ops)}, one)"   # grad
 
 
 def _name(index: int, where: Layout) -> str:
@@ -183,16 +187,18 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
     dt = np.dtype(where.dtype).name
     a = _name(eqn.ins[0].index, where)
     if eqn.prim in ("sum", "mean"):
-        scale = f" * np.{dt}({1.0 / eqn.ins[0].size if eqn.ins[0].size else math.nan!r})"
-        return [f"acc = np.{dt}(0)",
-                f"for i in range({eqn.ins[0].size}):",
-                f"    acc += {a}[i]",
-                f"{out}[0] = acc" + (scale if eqn.prim == "mean" else "")]
+        # eager's full reduction (kernels/broadcast_sum_loops.py), so eager's bits
+        if eqn.ins[0].size == 0:
+            return [f"{out}[0] = {'np.nan' if eqn.prim == 'mean' else 0}"]
+        scale = mean_scale(eqn.ins[0]) if eqn.prim == "mean" else 1.0
+        return [f"reduce_flat({COPY}, {a}, {a}, np.{dt}({scale!r}), {out})"]
     if eqn.prim == "sum_to":
         return ([f"{out}[:] = 0"]
                 + _nest(eqn.ins[0].shape,
                         [f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
                          f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"]))
+    if eqn.prim == "reshape":
+        return [f"for i in range({eqn.out.size}):", f"    {out}[i] = {a}[i]"]
     if eqn.prim == "transpose":
         rows, cols = eqn.ins[0].shape
         return [f"for i in range({cols}):", f"    for j in range({rows}):",

@@ -12,13 +12,16 @@ whole graph as one Numba function.
 Primitives (every array C-contiguous, shapes static):
 
     add sub mul div     element-wise with NumPy broadcasting; an operand may be a number
-    neg tanh exp square element-wise
+    neg tanh exp log sigmoid relu silu gelu square
+                        element-wise
+    step                1 where x > 0, else 0 (relu's slope)
     grad                an eager kernel's gradient formula (params: its name in rules.py)
                         at (g, operands..., value)
     fill                an array of one value            (params: shape, value)
     broadcast, sum_to   to a shape, and its adjoint: the sum over the broadcast axes
     sum, mean           of all elements, to shape ()
     transpose           of a 2-D array
+    reshape             the same elements in C order, another shape
     mm                  op(a) @ op(b), op a transpose where ``params`` (ta, tb) say
 
 A trace converts when every op it records has a rule in ``LOWER`` (others: ``None``,
@@ -35,7 +38,12 @@ import numpy as np
 
 from . import rules
 
-ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "tanh", "exp", "square", "grad")
+ELEMENTWISE = ("add", "sub", "mul", "div", "neg", "tanh", "exp", "log", "sigmoid", "relu",
+               "silu", "gelu", "square", "step", "grad")
+
+
+class NoForm(Exception):
+    """A recorded call the step graph cannot express."""
 
 
 @dataclass(eq=False)
@@ -108,6 +116,9 @@ class Graph:
     def sum_to(self, a: Var, shape: tuple) -> Var:
         return a if a.shape == tuple(shape) else self.emit("sum_to", (a,), tuple(shape))
 
+    def reshape(self, a: Var, shape: tuple) -> Var:
+        return a if a.shape == tuple(shape) else self.emit("reshape", (a,), tuple(shape))
+
     def transpose(self, a: Var) -> Var:
         return self.emit("transpose", (a,), a.shape[::-1])
 
@@ -174,6 +185,13 @@ def _mm_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
     return [da, db]
 
 
+def _silu_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
+    """d(x s(x))/dx = s (1 + x (1 - s)), s the sigmoid of x."""
+    x = eqn.ins[0]
+    s = graph.elementwise("sigmoid", x)
+    return [graph.mul(g, graph.mul(s, graph.add(1.0, graph.mul(x, graph.sub(1.0, s)))))]
+
+
 def mean_scale(v: Var) -> float:
     """1 / n for a mean of n elements (NaN for none, as eager's mean)."""
     return 1.0 / v.size if v.size else float("nan")
@@ -187,6 +205,12 @@ RULES: dict[str, Callable] = {
     "neg": lambda graph, eqn, g: [graph.neg(g)],
     "tanh": lambda graph, eqn, g: [graph.mul(g, graph.sub(1.0, graph.mul(eqn.out, eqn.out)))],
     "exp": lambda graph, eqn, g: [graph.mul(g, eqn.out)],
+    "log": lambda graph, eqn, g: [graph.div(g, eqn.ins[0])],
+    "sigmoid": lambda graph, eqn, g: [graph.mul(g, graph.mul(eqn.out, graph.sub(1.0, eqn.out)))],
+    "relu": lambda graph, eqn, g: [graph.mul(g, graph.elementwise("step", eqn.ins[0]))],
+    "silu": _silu_rule,
+    "step": lambda graph, eqn, g: [None],
+    "reshape": lambda graph, eqn, g: [graph.reshape(g, eqn.ins[0].shape)],
     "square": lambda graph, eqn, g: [graph.mul(g, graph.add(eqn.ins[0], eqn.ins[0]))],
     "fill": lambda graph, eqn, g: [],
     "grad": lambda graph, eqn, g: [None] * len(eqn.ins),   # made untracked: never reached
@@ -221,7 +245,10 @@ def _kernel_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
 def _rule(prim: str, create_graph: bool) -> Callable:
     if not create_graph and prim in rules.RULES:
         return _kernel_rule
+    if prim not in RULES:   # gelu: no vjp written with the primitives
+        raise NoForm(f"{prim} differentiated with create_graph")
     return RULES[prim]
+
 
 
 def gradients(graph: Graph, roots: list[Var], seeds: list[Var | None], wanted: list[Var],
@@ -268,29 +295,39 @@ def live_equations(graph: Graph, outputs: list[Var]) -> list[Eqn]:
 
 
 # -- recorded ops to primitives --------------------------------------------------------------------
-# lower(graph, inputs, params, meta) -> Var, or None when this call has no primitive form.
+# lower(graph, inputs, params, out_shape) -> Var, or None when this call has no primitive form.
 
 
 def _binary(prim: str) -> Callable:
-    def lower(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
+    def lower(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
         return graph.elementwise(prim, *ins) if not params else None
     return lower
 
 
 def _unary(prim: str) -> Callable:
-    def lower(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
-        return graph.elementwise(prim, ins[0]) if not params else None
+    """An op of the fusion table with the parameters it fuses with (gelu's exact form)."""
+    def lower(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
+        return graph.elementwise(prim, ins[0]) if rules.RULES[prim].fuses(params) else None
     return lower
 
 
-def _lower_matmul(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
+def _lower_matmul(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
     a, b = ins
     return graph.mm(a, b) if not params and len(a.shape) == len(b.shape) == 2 else None
 
 
-def _lower_pow(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
+def _lower_linear(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
+    """x @ weight^T + bias: the same product and the same bias add as eager's linear."""
+    x, weight, bias = ins
+    if params or len(x.shape) != 2 or len(weight.shape) != 2:
+        return None
+    y = graph.mm(x, weight, False, True)
+    return y if bias is None else graph.add(y, bias)
+
+
+def _lower_pow(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
     """x ** 2 (an exponent of x's dtype holding 2, eager's x * x): a square; the step
-    checks at each call that the exponent still holds 2 (``Guard``)."""
+    checks at each call that the exponent still holds 2 (``Graph.guards``)."""
     base, exponent = ins
     if (params or not isinstance(exponent, Var) or exponent.size != 1 or exponent.tracked
             or graph.producer(exponent) is not None):
@@ -300,7 +337,7 @@ def _lower_pow(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None
 
 
 def _lower_reduction(prim: str) -> Callable:
-    def lower(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
+    def lower(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
         if params.get("axis") is not None or params.get("keepdims") or set(params) - {
                 "axis", "keepdims"}:
             return None
@@ -308,7 +345,16 @@ def _lower_reduction(prim: str) -> Callable:
     return lower
 
 
-def _lower_permute(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | None:
+def _lower_mse(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
+    pred, target = ins
+    if pred.shape != target.shape:
+        return None
+    squares = graph.elementwise("square", graph.sub(pred, target))
+    reduction = params.get("reduction", "mean")
+    return squares if reduction == "none" else graph.emit(reduction, (squares,), ())
+
+
+def _lower_permute(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
     if tuple(params.get("dims", ())) != (1, 0) or len(ins[0].shape) != 2:
         return None
     return graph.transpose(ins[0])
@@ -316,8 +362,11 @@ def _lower_permute(graph: Graph, ins: list, params: dict, meta: tuple) -> Var | 
 
 LOWER: dict[str, Callable] = {
     "add": _binary("add"), "sub": _binary("sub"), "mul": _binary("mul"),
-    "div": _binary("div"), "neg": _unary("neg"), "tanh": _unary("tanh"),
-    "exp": _unary("exp"), "pow": _lower_pow, "matmul": _lower_matmul,
-    "sum": _lower_reduction("sum"), "mean": _lower_reduction("mean"),
+    "div": _binary("div"), "pow": _lower_pow,
+    **{name: _unary(name) for name in ("neg", "tanh", "exp", "log", "sigmoid", "relu",
+                                       "silu", "gelu")},
+    "matmul": _lower_matmul, "linear": _lower_linear,
+    "sum": _lower_reduction("sum"), "mean": _lower_reduction("mean"), "mse_loss": _lower_mse,
     "permute": _lower_permute,
+    "reshape": lambda graph, ins, params, shape: graph.reshape(ins[0], shape),
 }

@@ -26,10 +26,11 @@ import numpy as np
 
 from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
+from ..runtime.jit import PARALLEL_MIN
 from ..tensor import Tensor
 from . import step_codegen
 from .fusion import load_generated
-from .step_graph import LOWER, Graph, Var, gradients, live_equations
+from .step_graph import LOWER, Graph, NoForm, Var, gradients, live_equations
 from .trace import Arg, BackwardNode, CallNode, GradNode, Live, OpNode, Slot
 
 #: the largest graph written as one function: Numba's compile time grows with its length
@@ -131,7 +132,7 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
     try:
         for node in nodes[body[0]:body[-1] + 1]:
             builder.add(node)
-    except _NoForm:
+    except NoForm:
         return None
     exported = {}
     for slot in set(_slots_of(result)):
@@ -142,13 +143,22 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
         exported[slot] = var
     outputs = list(exported.values()) + [g for _, g in builder.leaf_grads]
     eqns = live_equations(builder.graph, outputs)
-    if not eqns or len(eqns) > MAX_EQUATIONS:
+    if not _worth_a_program(eqns):
         return None
     if any(g in builder.input_vars for _, g in builder.leaf_grads):
         return None
     return _build(nodes[:body[0]], nodes[body[-1] + 1:], builder, eqns, exported, result,
                   recorded.n_slots, [n.describe() for n in nodes[body[0]:body[-1] + 1]],
                   fallback)
+
+
+def _worth_a_program(eqns: list) -> bool:
+    """A step of small products and the ops around them: what the fixed costs of eager
+    dominate. A step without a product is a point-wise chain, which the fused regions
+    already run as one loop; values from PARALLEL_MIN elements are what those regions'
+    loops share among threads, and a step program's loops run in one thread."""
+    return (0 < len(eqns) <= MAX_EQUATIONS and any(e.prim == "mm" for e in eqns)
+            and all(e.out.size < PARALLEL_MIN for e in eqns))
 
 
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
@@ -179,12 +189,9 @@ def _module_source(text: str, name: str) -> str:
             '(nbgrad/compiler/step_codegen.py). Generated."""\n'
             "import numpy as np\nfrom numba import njit\n\n"
             "from nbgrad.compiler import rules as R\n"
-            "from nbgrad.compiler.step_codegen import product_into\n\n\n"
+            "from nbgrad.compiler.step_codegen import product_into\n"
+            "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n\n\n"
             + text + f"\n\n{name} = njit(cache=True, error_model='numpy')({name})\n")
-
-
-class _NoForm(Exception):
-    """A recorded call the step graph cannot express."""
 
 
 class _Builder:
@@ -209,32 +216,32 @@ class _Builder:
         elif isinstance(node, BackwardNode):
             self._backward(node)
         else:
-            raise _NoForm
+            raise NoForm
 
     def _op(self, node: OpNode) -> None:
         lowering = LOWER.get(node.fn.op_name)
         if lowering is None or node.several or not node.out_meta:
-            raise _NoForm
+            raise NoForm
         shape, dtype = node.out_meta
         graph = self._graph(dtype)
-        ins = [self._value(ref) for ref in node.inputs]
+        ins = [None if ref is None else self._value(ref) for ref in node.inputs]
         graph.recording = node.grad_enabled
         try:
-            out = lowering(graph, ins, node.params, node.input_meta)
+            out = lowering(graph, ins, node.params, tuple(shape))
         finally:
             graph.recording = True
         if out is None or out.shape != tuple(shape):
-            raise _NoForm
+            raise NoForm
         self._bind(node.outputs[0], out)
 
     def _grad(self, node: GradNode) -> None:
         if node.grad_outputs is not None and any(g is not None for g in _listed(
                 node.grad_outputs)):
-            raise _NoForm
+            raise NoForm
         roots = [self._value(r) for r in _listed(node.outputs)]
         wanted = [self._value(r) for r in _listed(node.inputs)]
         if not all(v.tracked for v in roots + wanted):
-            raise _NoForm   # eager raises: let the recorded program say so
+            raise NoForm   # eager raises: let the recorded program say so
         found = gradients(self.graph, roots, [None] * len(roots), wanted, node.create_graph)
         for slot, g in zip(node.results, found):
             self._bind(slot, g)
@@ -242,7 +249,7 @@ class _Builder:
     def _backward(self, node: BackwardNode) -> None:
         root = self._value(node.root)
         if node.grad is not None or node.create_graph or root.size != 1 or not root.tracked:
-            raise _NoForm
+            raise NoForm
         leaves = [v for v in self.input_vars if v.tracked]
         found = gradients(self.graph, [root], [None], leaves, False)
         self.leaf_grads += [(v, g) for v, g in zip(leaves, found) if g is not None]
@@ -251,29 +258,29 @@ class _Builder:
     def _graph(self, dtype: np.dtype) -> Graph:
         if self.graph is None:
             if np.dtype(dtype) not in (np.float32, np.float64):
-                raise _NoForm
+                raise NoForm
             self.graph = Graph(np.dtype(dtype))
         if np.dtype(dtype) != self.graph.dtype:
-            raise _NoForm
+            raise NoForm
         return self.graph
 
     def _value(self, ref: Any) -> Var:
         if isinstance(ref, Slot):
             v = self.env.get(ref.index)
             if v is None:
-                raise _NoForm
+                raise NoForm
             return v
         if isinstance(ref, Arg):
             key, t = ("arg", ref.index), self.args[ref.index]
         elif isinstance(ref, Live):
             key, t = id(ref.tensor), ref.tensor
         else:
-            raise _NoForm
+            raise NoForm
         v = self.by_input.get(key)
         if v is None:
             if (self.graph is None or t._data.dtype != self.graph.dtype
                     or t._node is not None):
-                raise _NoForm
+                raise NoForm
             v = self.graph.new_var(t._data.shape, t._requires_grad)
             self.by_input[key] = v
             self.input_vars.append(v)

@@ -32,8 +32,8 @@ its cache as ``FunctionCache(py_func)``, looking the name up in ``numba.core.dis
 module globals at that moment (``cfunc(cache=True)`` likewise in ``numba.core.ccallback``'s).
 ``install`` rebinds that name once in both (from ``runtime.jit``, which
 nbgrad imports before any other kernel module) to a function that gives functions of
-nbgrad's modules a ``KernelCache`` (built on first use, ``LazyKernelCache``) and every
-other function Numba's own ``FunctionCache``.
+nbgrad's modules (and of the modules nb.compile generates) a ``KernelCache`` (built on
+first use, ``LazyKernelCache``) and every other function Numba's own ``FunctionCache``.
 The kernel modules keep calling ``numba.njit`` with the presets of ``runtime.jit``.
 tests/runtime/test_cache.py pins the wiring and the behaviour on damaged files.
 """
@@ -187,9 +187,16 @@ class LazyKernelCache:
         return getattr(self.cache, name)
 
 
+#: the name of every module nb.compile generates (compiler/fusion.py: load_generated)
+GENERATED_PREFIX = "nbgrad_fused_"
+
+
 def _is_nbgrad(py_func) -> bool:
+    """nbgrad's modules and the ones nb.compile generates (whose functions call nbgrad's
+    C functions too: a step program's products)."""
     module = py_func.__module__ or ""
-    return module == "nbgrad" or module.startswith("nbgrad.")
+    return (module == "nbgrad" or module.startswith("nbgrad.")
+            or module.startswith(GENERATED_PREFIX))
 
 
 _numba_function_cache = dispatcher.FunctionCache

@@ -4,6 +4,11 @@ derivatives included. Each is checked against eager: float64 to 1e-12 (the sums 
 another order), the gradients of point-wise chains of one shape bit for bit; and every
 assumption the program makes, when broken, hands the call back to the recorded one."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -135,20 +140,22 @@ def chains(draw):
 @settings(max_examples=20, deadline=None)
 @given(chains())
 def test_random_chains_with_bias_operands_give_eager_gradients(chain):
-    """Point-wise chains over [rows, cols] with [cols] operands: the leaves' gradients of
-    a full-shape leaf bit for bit (eager's kernel formulas, same order), the rest to
-    rounding (a [cols] operand's gradient is a sum over the rows)."""
+    """Point-wise chains over [rows, cols] with [cols] operands, after a product: the
+    gradient of the full-shape leaf bit for bit (eager's kernel formulas in the same
+    order, eager's GEMM), the rest to rounding (a [cols] operand's gradient is a sum over
+    the rows)."""
     ops, broadcast, rows, cols = chain
     rng = np.random.default_rng(len(ops) * 31 + rows * 7 + cols)
     data = rng.standard_normal((rows, cols))
     biases = [rng.standard_normal(cols) for _ in ops]
+    mix = nb.tensor(rng.standard_normal((cols, cols)))
 
     def run(compiled):
         x = nb.tensor(data.copy(), requires_grad=True)
         bs = [nb.tensor(b.copy(), requires_grad=True) for b in biases]
 
         def step(x):
-            h = x
+            h = x @ mix                     # a product: what makes a step program
             for op, wide, b in zip(ops, broadcast, bs):
                 other = b if wide else x
                 h = UNARY[op](h) if op in UNARY else BINARY[op](h, other)
@@ -208,10 +215,10 @@ def test_inputs_are_read_at_each_call_and_a_changed_leaf_falls_back():
 
 def test_an_exponent_other_than_two_falls_back():
     e = nb.tensor(np.array(2.0))
-    x = nb.tensor(np.array([0.5, -1.5, 2.0]), requires_grad=True)
+    x = nb.tensor(np.array([[0.5, -1.5], [2.0, 0.25]]), requires_grad=True)
 
     def step(x):
-        loss = (x ** e).sum()
+        loss = ((x @ x) ** e).sum()
         loss.backward()
         return loss
 
@@ -220,21 +227,64 @@ def test_an_exponent_other_than_two_falls_back():
     assert isinstance(_program(fn), StepProgram)
     e._data[...] = 3.0
     x.grad = None
-    np.testing.assert_allclose(fn(x).numpy(), np.sum(x.numpy() ** 3))
-    np.testing.assert_allclose(x.grad.numpy(), 3 * x.numpy() ** 2)
+    a = x.numpy()
+    np.testing.assert_allclose(fn(x).numpy(), np.sum((a @ a) ** 3))
+    g = 3 * (a @ a) ** 2
+    np.testing.assert_allclose(x.grad.numpy(), g @ a.T + a.T @ g)
 
 
 def test_ops_without_a_primitive_form_keep_the_recorded_program():
     x = nb.tensor(np.array([[0.5, -1.5], [2.0, 0.0]]), requires_grad=True)
 
     def step(x):
-        loss = nb.relu(x).sum()
+        loss = nb.abs(x @ x).sum()
         loss.backward()
         return loss
 
     fn = nb.compile(step)
     fn(x)
     assert not isinstance(_program(fn), StepProgram)
+
+
+def test_a_step_without_products_stays_with_the_fused_regions():
+    x = nb.tensor(np.linspace(-1, 1, 12), requires_grad=True)
+
+    def step(x):
+        loss = (nb.tanh(x) * x).sum()
+        loss.backward()
+        return loss
+
+    fn = nb.compile(step)
+    fn(x)
+    assert not isinstance(_program(fn), StepProgram)
+
+
+def test_a_step_program_loads_from_the_disk_cache_in_a_second_process(tmp_path):
+    """Its products call the GEMM's C function by symbol: a process that loads the
+    program from the cache must provide that symbol first (runtime/cache.py)."""
+    script = textwrap.dedent("""
+        import numpy as np, nbgrad as nb
+        from nbgrad.compiler import fusion
+        w = nb.tensor(np.linspace(-1, 1, 12).reshape(3, 4).astype(np.float32),
+                      requires_grad=True)
+        def step(x):
+            loss = nb.tanh(x @ w).mean()
+            loss.backward()
+            return loss
+        fn = nb.compile(step)
+        x = nb.tensor(np.ones((5, 3), np.float32))
+        for _ in range(2):
+            w.grad = None
+            loss = fn(x)
+        hits = sum(sum(f.stats.cache_hits.values()) for m in fusion._modules.values()
+                   for f in vars(m).values() if hasattr(f, "stats"))
+        print(hits, loss.item(), float(w.grad.numpy().sum()))
+    """)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, check=True).stdout.split() for _ in range(2)]
+    assert runs[0][0] == "0" and int(runs[1][0]) > 0
+    assert runs[0][1:] == runs[1][1:]
 
 
 def test_a_forward_without_backward_keeps_its_graph():
@@ -244,3 +294,59 @@ def test_a_forward_without_backward_keeps_its_graph():
     assert not isinstance(_program(fn), StepProgram)
     out.sum().backward()
     np.testing.assert_allclose(w.grad.numpy(), np.full((2, 2), 3 * (1 - np.tanh(1.0) ** 2)))
+
+
+def _sequential_step(dtype):
+    nb.manual_seed(0)
+    model = nb.nn.Sequential(nb.nn.Linear(3, 8), nb.nn.ReLU(), nb.nn.Linear(8, 8),
+                             nb.nn.Sigmoid(), nb.nn.Linear(8, 8), nb.nn.SiLU(),
+                             nb.nn.Linear(8, 2), nb.nn.GELU()).to(dtype)
+    optimizer = nb.optim.Adam(model.parameters(), lr=1e-2)
+
+    def step(x, y):
+        optimizer.zero_grad()
+        h = model(x).reshape(10).view(5, 2)
+        loss = nb.nn.functional.mse_loss(h, y) + nb.log(nb.exp(h).sum()) + h.flatten().mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return list(model.parameters()), step
+
+
+def test_modules_and_losses_of_an_ordinary_model_become_one_program():
+    rng = np.random.default_rng(4)
+    for dtype, rtol in ((np.float64, 1e-12), (np.float32, 2e-5)):
+        x = nb.tensor(rng.standard_normal((5, 3)).astype(dtype))
+        y = nb.tensor(rng.standard_normal((5, 2)).astype(dtype))
+        compiled = _assert_close_runs(_pair(lambda dtype=dtype: _sequential_step(dtype)),
+                                      (x, y), 3, rtol)
+        program = _program(compiled)
+        assert isinstance(program, StepProgram)
+        assert "linear" in program.recorded and "mse_loss" in program.recorded
+
+
+SECOND_ORDER = {"tanh": nb.tanh, "exp": nb.exp, "log": lambda h: nb.log(h * h + 1.0),
+                "sigmoid": nb.sigmoid, "relu": nb.relu, "silu": nb.nn.functional.silu,
+                "square": lambda h: h ** 2, "div": lambda h: 1.0 / (h * h + 1.0)}
+
+
+def test_second_derivatives_of_each_point_wise_op_match_eager():
+    """d/dw of (du/dx)^2 for u = op(x w): each op's create_graph rule, differentiated."""
+    data = np.random.default_rng(5).standard_normal((6, 1))
+    for name, op in SECOND_ORDER.items():
+        def step(x, w, op=op):
+            (du,) = nb.grad(op(x @ w).sum(), x, create_graph=True)
+            loss = (du * du).sum()
+            loss.backward()
+            return loss
+
+        losses, grads = [], []
+        for fn in (step, nb.compile(step, fullgraph=True)):
+            x = nb.tensor(data, requires_grad=True)
+            w = nb.tensor(np.array([[0.7, -1.3, 0.4]]), requires_grad=True)
+            losses.append(fn(x, w).numpy())
+            grads.append(w.grad.numpy())
+        assert isinstance(_program(fn), StepProgram), name
+        np.testing.assert_allclose(losses[1], losses[0], rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(grads[1], grads[0], rtol=1e-11, atol=1e-12, err_msg=name)
