@@ -81,11 +81,13 @@ def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
 
 
 def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str,
-           exported: set[int]) -> str:
-    """The Python source of ``name(arena, in0, in1, ...)`` running ``eqns``; the values
+           exported: set[int], n_extra: int = 0, tail: list[str] = ()) -> str:
+    """The Python source of ``name(arena, in0, in1, ..., u0, u1, ...)`` running ``eqns``,
+    then the lines ``tail`` (which read the ``n_extra`` arguments u<j>); the values
     ``exported`` (var indices) are read from the arena after it."""
     dt = np.dtype(dtype).name
-    args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))])
+    args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))]
+                     + [f"u{j}" for j in range(n_extra)])
     lines = [f"def {name}({args}):", f"    one = np.{dt}(1)"]
     for index, (offset, size) in where.offsets.items():
         lines.append(f"    {_name(index, where)} = arena[{offset}:{offset + size}]")
@@ -104,6 +106,9 @@ def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str,
                   or not readers.get(eqn.out.index, set()) <= set(group)}
         lines += [f"    # {_describe(eqn)}" for eqn in members]
         lines += ["    " + line for line in _loop(members, stored, where, dt)]
+    if tail:
+        lines.append("    # the optimiser's step")
+        lines += ["    " + line for line in tail]
     return "\n".join(lines) + "\n"
 
 
@@ -166,6 +171,11 @@ def _value(eqn: Eqn, ops: list[str], dt: str) -> str:
     if eqn.prim == "square":
         return f"R.mul_value({ops[0]}, {ops[0]}, one)"
     return f"R.{eqn.params[0]}({', '.join(ops)}, one)"   # grad
+
+
+def name_of(v: Var, where: Layout) -> str:
+    """The name of value ``v`` in the generated function."""
+    return _name(v.index, where)
 
 
 def _name(index: int, where: Layout) -> str:

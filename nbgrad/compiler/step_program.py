@@ -28,7 +28,7 @@ from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
 from ..runtime.jit import PARALLEL_MIN
 from ..tensor import Tensor
-from . import step_codegen
+from . import step_codegen, step_optim
 from .fusion import load_generated
 from .step_graph import LOWER, Graph, NoForm, Var, gradients, live_equations
 from .trace import Arg, BackwardNode, CallNode, GradNode, Live, OpNode, Slot
@@ -54,6 +54,7 @@ class StepProgram:
     recorded: list          # what the function replaces: the recorded calls' names
     fallback: Any           # the recorded program (api.Program)
     outputs_start: int      # where the values read after the call begin in the arena
+    update: Any             # the optimiser's step inside the function (step_optim), or None
     lock: Any = field(default_factory=threading.Lock)   # one call at a time: one arena
     _flat: tuple = ([], [])
 
@@ -65,13 +66,17 @@ class StepProgram:
         from .api import _rebuild
 
         tensors = [ref.get(None, args) for ref in self.inputs]
-        if not self._assumptions_hold(tensors):
+        update = self.update
+        if not self._assumptions_hold(tensors) or (update and not update.holds()):
             return self.fallback.run(args)
         for node in self.before:
             node.run([], args)
         with self.lock:
-            self.kernel(self.arena, *self._flat_inputs(tensors))
+            self.kernel(self.arena, *self._flat_inputs(tensors),
+                        *(update.arguments() if update else ()))
             block = self.arena[self.outputs_start:].copy()
+        if update:
+            update.finish()
         for position, (offset, size) in self.leaf_grads:
             leaf = tensors[position]
             g = self._output(block, offset, size, leaf._data.shape)
@@ -114,7 +119,8 @@ class StepProgram:
     def describe(self) -> list[str]:
         return ([node.describe() for node in self.before]
                 + [f"step program ({len(self.text.splitlines())} lines, below) of: "
-                   + ", ".join(self.recorded)]
+                   + ", ".join(self.recorded)
+                   + (f", {type(self.update.optimizer).__name__}.step" if self.update else "")]
                 + [node.describe() for node in self.after])
 
 
@@ -147,9 +153,12 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
         return None
     if any(g in builder.input_vars for _, g in builder.leaf_grads):
         return None
-    return _build(nodes[:body[0]], nodes[body[-1] + 1:], builder, eqns, exported, result,
+    before, after = nodes[:body[0]], nodes[body[-1] + 1:]
+    update = after and step_optim.lower(before, after[0], builder.leaf_grads,
+                                        builder.leaves_by_tensor())
+    return _build(before, after[1:] if update else after, builder, eqns, exported, result,
                   recorded.n_slots, [n.describe() for n in nodes[body[0]:body[-1] + 1]],
-                  fallback)
+                  fallback, update or None)
 
 
 def _worth_a_program(eqns: list) -> bool:
@@ -162,12 +171,16 @@ def _worth_a_program(eqns: list) -> bool:
 
 
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
-           result: Any, n_slots: int, replaced: list, fallback: Any) -> StepProgram:
+           result: Any, n_slots: int, replaced: list, fallback: Any,
+           update: Any) -> StepProgram:
     graph = builder.graph
     outputs = list(exported.values()) + [g for _, g in builder.leaf_grads]
     where = step_codegen.layout(eqns, builder.input_vars, graph.dtype, outputs)
     name = "step_program"
-    text = step_codegen.source(eqns, where, graph.dtype, name, {v.index for v in outputs})
+    tail = ((update.n_arguments, update.lines(0, lambda v: step_codegen.name_of(v, where)))
+            if update else (0, []))
+    text = step_codegen.source(eqns, where, graph.dtype, name, {v.index for v in outputs},
+                               *tail)
     module = load_generated(_module_source(text, name))
     arena = np.zeros(max(where.size, 1), graph.dtype)
 
@@ -181,7 +194,7 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
         [(position[leaf.index], place(g)) for leaf, g in builder.leaf_grads],
         {slot: place(v) + (v.shape,) for slot, v in exported.items()},
         result, n_slots, getattr(module, name), arena, text, replaced, fallback,
-        min(where.offsets[v.index][0] for v in outputs))
+        min(where.offsets[v.index][0] for v in outputs), update)
 
 
 def _module_source(text: str, name: str) -> str:
@@ -190,6 +203,7 @@ def _module_source(text: str, name: str) -> str:
             "import numpy as np\nfrom numba import njit\n\n"
             "from nbgrad.compiler import rules as R\n"
             "from nbgrad.compiler.step_codegen import product_into\n"
+            "from nbgrad.kernels import optim as O\n"
             "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n\n\n"
             + text + f"\n\n{name} = njit(cache=True, error_model='numpy')({name})\n")
 
@@ -287,6 +301,11 @@ class _Builder:
             self.input_refs.append(ref)
             self.expected.append((t._data.shape, t._data.dtype, t._requires_grad))
         return v
+
+    def leaves_by_tensor(self) -> dict:
+        """id(tensor) -> Var of every input tensor."""
+        return {id(self.args[ref.index] if isinstance(ref, Arg) else ref.tensor): v
+                for ref, v in zip(self.input_refs, self.input_vars)}
 
     def _bind(self, slot: int, v: Var | None) -> None:
         self.env[slot] = v

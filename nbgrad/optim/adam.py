@@ -54,13 +54,7 @@ class Adam(Optimizer):
     def _update(self, group: dict[str, Any], flat: FlatGroup, work: Work) -> None:
         beta1, beta2 = group["betas"]
         lr = float(group["lr"])
-        # Per parameter (its own step count t): lr / (1 - beta1^t) and sqrt(1 - beta2^t),
-        # with PyTorch's Python-float arithmetic.
-        t = flat.steps[work.active]
-        step_size = np.zeros(flat.steps.size)
-        bias_correction2_sqrt = np.ones(flat.steps.size)
-        step_size[work.active] = lr / (1 - np.power(float(beta1), t))
-        bias_correction2_sqrt[work.active] = np.power(1 - np.power(float(beta2), t), 0.5)
+        step_size, bias_correction2_sqrt = bias_corrections(group, flat, work.active)
         kernel = for_work(adam_step, work.size)
         kernel(flat.views, work.grads, work.grad_start, work.chunk_param, work.chunk_begin,
                work.chunk_end, flat.state_start, flat.buffer("exp_avg"),
@@ -80,6 +74,19 @@ class AdamW(Adam):
                  maximize: bool = False):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          decoupled_weight_decay=True)
+
+
+def bias_corrections(group: dict[str, Any], flat: FlatGroup,
+                     active: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per parameter of ``flat`` stepping (``active``), at its own step count t:
+    lr / (1 - beta1^t) and sqrt(1 - beta2^t), with PyTorch's Python-float arithmetic."""
+    beta1, beta2 = group["betas"]
+    t = flat.steps[active]
+    step_size = np.zeros(flat.steps.size)
+    bias_correction2_sqrt = np.ones(flat.steps.size)
+    step_size[active] = float(group["lr"]) / (1 - np.power(float(beta1), t))
+    bias_correction2_sqrt[active] = np.power(1 - np.power(float(beta2), t), 0.5)
+    return step_size, bias_correction2_sqrt
 
 
 def _pair(owner: str, betas: Any) -> tuple[Any, Any]:

@@ -350,3 +350,50 @@ def test_second_derivatives_of_each_point_wise_op_match_eager():
         assert isinstance(_program(fn), StepProgram), name
         np.testing.assert_allclose(losses[1], losses[0], rtol=1e-12, err_msg=name)
         np.testing.assert_allclose(grads[1], grads[0], rtol=1e-11, atol=1e-12, err_msg=name)
+
+
+OPTIMIZERS = [("SGD", {"lr": 0.1}), ("SGD", {"lr": 0.1, "momentum": 0.9, "dampening": 0.1}),
+              ("SGD", {"lr": 0.1, "momentum": 0.9, "nesterov": True, "weight_decay": 0.01}),
+              ("Adam", {"lr": 0.01}), ("Adam", {"lr": 0.01, "amsgrad": True, "maximize": True}),
+              ("AdamW", {"lr": 0.01, "weight_decay": 0.1})]
+
+
+def test_the_optimiser_step_inside_the_program_keeps_eager_state():
+    """The update runs in the generated function; parameters, state, step counts and
+    version counters follow eager's, a new learning rate is read at each call, and a
+    change of the state's layout (amsgrad or momentum switched) hands back to eager."""
+    rng = np.random.default_rng(6)
+    x, y = nb.tensor(rng.standard_normal((6, 3))), nb.tensor(rng.standard_normal((6, 2)))
+    for name, options in OPTIMIZERS:
+        runs = []
+        for compiled in (False, True):
+            params = _mlp(np.random.default_rng(8), [3, 4, 2], F64)
+            optimizer = getattr(nb.optim, name)(params, **options)
+            step = _train(params, optimizer)
+            runs.append((params, optimizer, nb.compile(step) if compiled else step))
+        for k in range(6):
+            if k == 2:
+                for _, optimizer, _ in runs:
+                    optimizer.param_groups[0]["lr"] *= 0.5
+            if k == 4:   # the state's layout changes: the recorded program runs
+                for _, optimizer, _ in runs:
+                    group = optimizer.param_groups[0]
+                    if "amsgrad" in group:
+                        group["amsgrad"] = not group["amsgrad"]
+                    else:
+                        group["momentum"] = 0.5 if group["momentum"] == 0 else 0.0
+                        group["nesterov"] = False
+            losses = [fn(x, y).numpy() for _, _, fn in runs]
+            np.testing.assert_allclose(losses[1], losses[0], rtol=1e-12, err_msg=name)
+            if k == 0:
+                program = _program(runs[1][2])
+                assert isinstance(program, StepProgram) and program.update is not None, name
+        (pe, oe, _), (pc, oc, _) = runs
+        for p, q in zip(pe, pc):
+            np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-12, atol=1e-14)
+            assert p._version == q._version
+            state_e, state_c = oe.state.get(p, {}), oc.state.get(q, {})
+            assert state_e.keys() == state_c.keys(), name
+            for key in state_e:
+                np.testing.assert_allclose(state_c[key], state_e[key], rtol=1e-12,
+                                           atol=1e-14, err_msg=f"{name} {key}")
