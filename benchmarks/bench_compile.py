@@ -24,6 +24,11 @@ compiled digits    the same step under ``nb.compile``, called three times (the t
 chain step         W17's point-wise chain on 1M float32 values, its sum and backward, eager
 compiled chain     the same under ``nb.compile`` after ``chain step`` (as ``compiled
                    digits``): one fused loop, generated and compiled in the cold process
+pinn step          W21's physics-informed step (a tanh MLP 1 -> 32 -> 32 -> 1 at 64
+                   points, u'' by two create_graph grads, Adam), eager, three steps
+compiled pinn      the same under ``nb.compile`` after ``pinn step``: one step program
+                   (forward, second derivatives, gradient and Adam in one function),
+                   generated and compiled in the cold process
 gno                ``nn.GNO`` forward + backward on a radius graph of 256 points in 2-D,
                    width 32, kernel MLP hidden 32 (float32)
 ono_encode         ``ono_encode(u[64, 256], B[256, 16])`` forward + backward (float32)
@@ -96,6 +101,36 @@ for _ in range(3):
     x.grad = None
     run(x)
 """,
+    "pinn step": """
+rng = np.random.default_rng(21)
+sizes = (1, 32, 32, 1)
+params = []
+for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+    params += [nb.tensor((rng.standard_normal((fan_in, fan_out)) / fan_in ** 0.5)
+                         .astype(np.float32), requires_grad=True),
+               nb.tensor(np.zeros(fan_out, np.float32), requires_grad=True)]
+opt = nb.optim.Adam(params, lr=1e-2)
+x = nb.tensor(np.linspace(0, 1, 64, dtype=np.float32)[:, None], requires_grad=True)
+f = nb.tensor((np.pi ** 2 * np.sin(np.pi * x.numpy())).astype(np.float32))
+
+def u(h):
+    for w, b in zip(params[:-2:2], params[1:-2:2]):
+        h = nb.tanh(h @ w + b)
+    return h @ params[-2] + params[-1]
+
+def step(x):
+    opt.zero_grad()
+    (u_x,) = nb.grad(u(x).sum(), x, create_graph=True)
+    (u_xx,) = nb.grad(u_x.sum(), x, create_graph=True)
+    loss = ((u_xx + f) ** 2).mean()
+    loss.backward()
+    opt.step()
+    return loss
+
+run = STEP
+for _ in range(3):
+    run(x).item()
+""",
     "gno": """
 rng = np.random.default_rng(0)
 points = rng.random((256, 2)).astype(np.float32)
@@ -119,12 +154,13 @@ nb.ono_encode(u, B).sum().backward()
 COMMANDS = {"check": ["-m", "nbgrad", "check"],
             "demo": ["-m", "nbgrad", "demo", "--no-progress", "--plot", "{png}"]}
 
-WORKLOADS["compiled chain"] = WORKLOADS["chain step"].replace("STEP", "nb.compile(step)")
-WORKLOADS["chain step"] = WORKLOADS["chain step"].replace("STEP", "step")
+for _eager, _compiled in (("chain step", "compiled chain"), ("pinn step", "compiled pinn")):
+    WORKLOADS[_compiled] = WORKLOADS[_eager].replace("STEP", "nb.compile(step)")
+    WORKLOADS[_eager] = WORKLOADS[_eager].replace("STEP", "step")
 
 #: workload name -> the command or workload that runs first on its empty cache
 AFTER = {"gno after demo": "demo", "compiled digits": "digits step",
-         "compiled chain": "chain step"}
+         "compiled chain": "chain step", "compiled pinn": "pinn step"}
 
 #: workload name -> (the workload it runs again, the environment variables it sets)
 VARIANTS = {"digits, no helper": ("digits step", {"NBGRAD_COMPILE_AHEAD": "0"})}
@@ -211,8 +247,8 @@ def _command_row(name: str, cache: str) -> str:
 
 def main(names: list[str] | None = None) -> None:
     names = names or ["ops f32", "ops f64", "digits step", *VARIANTS, "compiled digits",
-                      "chain step", "compiled chain", "gno", "ono_encode", "gno after demo",
-                      "check", "demo"]
+                      "chain step", "compiled chain", "pinn step", "compiled pinn", "gno",
+                      "ono_encode", "gno after demo", "check", "demo"]
     print(f"{'workload':<17} {'cold s':>7} {'compile s':>9} {'kernels':>7} {'warm s':>7} "
           f"{'import s':>8}  slowest kernels (cold, s)\n(warm: import + workload, median "
           f"of {WARM_RUNS} processes; check, demo: the whole command)")

@@ -201,7 +201,7 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
         if eqn.ins[0].size == 0:
             return [f"{out}[0] = {'np.nan' if eqn.prim == 'mean' else 0}"]
         scale = mean_scale(eqn.ins[0]) if eqn.prim == "mean" else 1.0
-        return [f"reduce_flat({COPY}, {a}, {a}, np.{dt}({scale!r}), {out})"]
+        return [f"reduce_flat(plain({COPY}), {a}, {a}, np.{dt}({scale!r}), {out})"]
     if eqn.prim == "sum_to":
         return ([f"{out}[:] = 0"]
                 + _nest(eqn.ins[0].shape,
@@ -266,9 +266,11 @@ def _product(eqn: Eqn, where: Layout, dt: str) -> list[str]:
         a, b, target = b, a, _name(-eqn.out.index - 1, where)
     else:
         target = out
-    call = (f"product_into({a}, {ta}, {b}, {tb}, {target}, {m}, {n}, {k}, {parallel}, "
-            f"{thin}, {rows}, {cols}, {config.NUMBA_NUM_THREADS}, {depth}, {span}, "
-            f"{pack_t})")
+    # constants through ``plain``: typed as literals, each call's values would compile
+    # product_into (and the GEMM under it) once more
+    constants = ", ".join(f"plain({c})" for c in (
+        m, n, k, parallel, thin, rows, cols, config.NUMBA_NUM_THREADS, depth, span, pack_t))
+    call = f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {constants})"
     if not swapped:
         return [call]
     return [call, f"for i in range({n}):", f"    for j in range({m}):",

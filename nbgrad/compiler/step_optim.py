@@ -4,7 +4,8 @@ gradients it reads.
 Eager's ``step`` gathers the gradients into one buffer, works out each parameter's
 scalars in Python and runs one update kernel; for a small model that bookkeeping costs
 several times the update. Here the update of each parameter is the same per-element
-function eager's kernel runs (``kernels/optim.py``: ``_sgd_chunk``, ``_adam_chunk``),
+function eager's kernel runs (``kernels/optim.py``: ``_sgd_chunk``, ``_adam_chunk``,
+through ``sgd_update`` and ``adam_update``),
 called at the end of the generated function on the gradient where the program left it,
 so the parameters and the state get eager's bits. What stays in Python is the state
 eager keeps there: the step counts (and Adam's bias corrections from them, by eager's own
@@ -23,11 +24,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ..autograd.versions import Version
+from ..kernels.optim import _adam_chunk, _sgd_chunk
 from ..optim import SGD, Adam, AdamW
 from ..optim.adam import bias_corrections
+from ..runtime.jit import SERIAL_IEEE_DIV
 from .trace import CallNode
+
+
+# The update kernels' per-element functions are inlined where they are called; called
+# through these (compiled once, with the kernels' flags), a program with a dozen
+# parameters does not compile a dozen copies.
+@njit(**SERIAL_IEEE_DIV)
+def adam_update(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, bias_correction2_sqrt,
+                lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled):
+    _adam_chunk(p, g, exp_avg, exp_avg_sq, max_exp_avg_sq, step_size, bias_correction2_sqrt,
+                lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled)
+
+
+@njit(**SERIAL_IEEE_DIV)
+def sgd_update(p, g, buf, fresh, lr, momentum, dampening, weight_decay, nesterov, maximize):
+    _sgd_chunk(p, g, buf, fresh, lr, momentum, dampening, weight_decay, nesterov, maximize)
 
 
 @dataclass
@@ -106,12 +125,12 @@ class LoweredStep:
                 p, g = name_of(param), name_of(grad)
                 if self.adam:
                     out.append(
-                        f"O._adam_chunk({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{start}:{stop}], "
+                        f"adam_update({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{start}:{stop}], "
                         f"{u[2]}[{start}:{stop}], {u[3]}[{i}], {u[4]}[{i}], {u[5]}[0], "
                         f"{u[5]}[1], {u[5]}[2], {u[5]}[3], {u[5]}[4], {u[6]}, {u[7]}, {u[8]})")
                 else:
                     out.append(
-                        f"O._sgd_chunk({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{i}], "
+                        f"sgd_update({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{i}], "
                         f"{u[2]}[0], {u[2]}[1], {u[2]}[2], {u[2]}[3], {u[3]}, {u[4]})")
         return out
 

@@ -203,8 +203,9 @@ def _module_source(text: str, name: str) -> str:
             "import numpy as np\nfrom numba import njit\n\n"
             "from nbgrad.compiler import rules as R\n"
             "from nbgrad.compiler.step_codegen import product_into\n"
-            "from nbgrad.kernels import optim as O\n"
-            "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n\n\n"
+            "from nbgrad.compiler.step_optim import adam_update, sgd_update\n"
+            "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n"
+            "from nbgrad.runtime.jit import plain\n\n\n"
             + text + f"\n\n{name} = njit(cache=True, error_model='numpy')({name})\n")
 
 
