@@ -197,6 +197,7 @@ class Recorder:
         self.nodes: list = []
         self.breaks: list = []
         self.refs: dict[int, Any] = {}
+        self.data_refs: dict[int, Any] = {}   # id(tensor._data) -> that tensor's ref
         self.alive: list = []   # every tensor given a ref, so that no id is reused
         self.n_slots = 0
         for i, a in enumerate(args):
@@ -265,7 +266,10 @@ class Recorder:
         if x is None:
             return None
         if not isinstance(x, Tensor):
-            return Const(x)
+            # an op handed a tensor's array (cross_entropy its targets'): the tensor's ref,
+            # so that a later call reads that call's values, not this one's
+            owner = self.data_refs.get(id(x)) if isinstance(x, np.ndarray) else None
+            return owner if owner is not None else Const(x)
         ref = self.refs.get(id(x))
         if ref is None:
             owner = self._grad_owner(x)
@@ -287,6 +291,7 @@ class Recorder:
 
     def _bind(self, t: Tensor, ref: Any) -> None:
         self.refs[id(t)] = ref
+        self.data_refs.setdefault(id(t._data), ref)
         self.alive.append(t)
 
     def _new_slot(self, t: Any) -> int:

@@ -285,6 +285,7 @@ class CrossEntropy(Function):
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
         t = np.ascontiguousarray(target, dtype=np.int64)
+        _check_classes(t, x.shape)
         loss, shift, log_sum = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
         ctx.reduction = reduction
         ctx.save_for_backward(x, t, shift, log_sum)
@@ -315,6 +316,18 @@ class CrossEntropy(Function):
             return g.reshape((n, 1)) * d, None
         return d * (g * mean_factor(ctx.reduction, n)), None
 
+
+
+def _check_classes(t: np.ndarray, shape: tuple) -> None:
+    """Every target a class of the [N, C] logits: ``cross_entropy`` sends only such
+    targets here, but a step compiled by nb.compile calls the op again with new ones
+    (one equal to ignore_index included), and the kernel reads x[n, t[n]]."""
+    bad = np.flatnonzero((t < 0) | (t >= shape[1]))
+    if bad.size:
+        raise ValueError(f"cross_entropy: target[{int(bad[0])}] = {int(t[bad[0]])} is out of "
+                         f"range for C = {shape[1]} classes (logits shape {shape}); a step "
+                         "compiled with every target a class takes them all to be (run it "
+                         "eagerly for targets equal to ignore_index)")
 
 
 def _ce_general(x: Tensor, target, weight: np.ndarray | None, ignore_index: int,

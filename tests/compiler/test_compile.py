@@ -389,3 +389,22 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
                            text=True, check=True) for _ in range(2)]
     first, second = (int(r.stdout.split()[-1]) for r in runs)
     assert first == 0 and second > 0
+
+
+def test_an_op_handed_a_tensors_array_reads_each_calls_values():
+    """cross_entropy hands its op the targets' array: the replay reads the new batch's
+    labels, not the traced ones, and a label out of range is an error, not a read past
+    the logits' row."""
+    rng = np.random.default_rng(9)
+    w = nb.tensor(rng.standard_normal((3, 4)), requires_grad=True)
+    x = nb.tensor(rng.standard_normal((5, 3)))
+
+    def step(x, y):
+        return nb.cross_entropy(x @ w, y)
+
+    fn = nb.compile(step)
+    for _ in range(3):
+        y = nb.tensor(rng.integers(0, 4, 5))
+        assert fn(x, y).item() == step(x, y).item()
+    with pytest.raises(ValueError, match=r"cross_entropy: target\[2\] = 4 is out of range"):
+        fn(x, nb.tensor(np.array([0, 1, 4, 2, 3])))
