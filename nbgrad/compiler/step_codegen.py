@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from numba import config, njit
 
+from ..kernels import loss as loss_kernels
 from ..kernels import matmul as matmul_kernels
 from ..kernels.strided_apply import COPY
 from ..runtime.jit import SERIAL
@@ -49,6 +50,33 @@ def product_into(x, x_t, y, y_t, out, M, N, K, parallel, thin, row_parts, col_pa
         matmul_kernels._product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K,
                                 row_parts, col_parts, parallel, slots, depth_bytes, span,
                                 pack_t)
+
+
+# the serial forms of eager's kernels, as globals jitted code can call
+_ce_forward = loss_kernels.cross_entropy_forward.serial
+_ce_backward = loss_kernels.cross_entropy_backward.serial
+_block_sum = loss_kernels.block_sum.serial
+
+
+@njit(**SERIAL)
+def cross_entropy_loss(x, classes, out, mean):
+    """out[0]: eager's fused cross-entropy of x [N, C] (flat) and the N classes, its
+    float64 sum in fixed blocks, divided by N for the mean (``ops/_loss_reduction``)."""
+    n = classes.size
+    rows, _, _ = _ce_forward(x.reshape((n, x.size // n)), classes)
+    total = _block_sum(rows, None)
+    out[0] = total / n if mean else total
+
+
+@njit(**SERIAL)
+def cross_entropy_grad(g, x, classes, out, mean):
+    """out = g (softmax(x) - onehot(classes)) row by row (/ N for the mean), eager's
+    backward kernel with the row scale eager works out in float64."""
+    n = classes.size
+    x2 = x.reshape((n, x.size // n))
+    _, shift, log_sum = _ce_forward(x2, classes)
+    rows = np.full(n, g[0] * (1.0 / n if mean else 1.0), x.dtype)
+    _ce_backward(rows, x2, classes, shift, log_sum, out.reshape(x2.shape))
 
 
 @dataclass
@@ -207,6 +235,11 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
                 + _nest(eqn.ins[0].shape,
                         [f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
                          f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"]))
+    if eqn.prim in ("cross_entropy", "cross_entropy_grad"):
+        mean = f"plain({eqn.params[0] == 'mean'})"
+        ins = ", ".join(_name(v.index, where) for v in eqn.ins)
+        helper = "cross_entropy_loss" if eqn.prim == "cross_entropy" else eqn.prim
+        return [f"{helper}({ins}, {out}, {mean})"]
     if eqn.prim == "reshape":
         return [f"for i in range({eqn.out.size}):", f"    {out}[i] = {a}[i]"]
     if eqn.prim == "transpose":

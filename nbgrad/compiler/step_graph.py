@@ -22,6 +22,9 @@ Primitives (every array C-contiguous, shapes static):
     sum, mean           of all elements, to shape ()
     transpose           of a 2-D array
     reshape             the same elements in C order, another shape
+    cross_entropy       of [N, C] logits and N int64 classes, its mean or sum (params:
+                        the reduction), eager's fused kernel and float64 sum
+    cross_entropy_grad  its gradient (g, logits, classes), eager's backward kernel
     mm                  op(a) @ op(b), op a transpose where ``params`` (ta, tb) say
 
 A trace converts when every op it records has a rule in ``LOWER`` (others: ``None``,
@@ -53,6 +56,7 @@ class Var:
     index: int
     shape: tuple
     tracked: bool
+    integer: bool = False     # an int64 input (class indices), read by cross_entropy only
 
     @property
     def size(self) -> int:
@@ -75,10 +79,11 @@ class Graph:
     n_vars: int = 0
     recording: bool = True    # outputs of new equations may be tracked (grad mode)
     guards: list = field(default_factory=list)   # (input Var, the value it must hold)
+    classes: list = field(default_factory=list)  # (int input Var, C): each in [0, C)
 
-    def new_var(self, shape: tuple, tracked: bool) -> Var:
+    def new_var(self, shape: tuple, tracked: bool, integer: bool = False) -> Var:
         self.n_vars += 1
-        return Var(self.n_vars - 1, tuple(shape), tracked)
+        return Var(self.n_vars - 1, tuple(shape), tracked, integer)
 
     def emit(self, prim: str, ins: tuple, shape: tuple, params: tuple = ()) -> Var:
         tracked = self.recording and any(isinstance(v, Var) and v.tracked for v in ins)
@@ -192,6 +197,16 @@ def _silu_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
     return [graph.mul(g, graph.mul(s, graph.add(1.0, graph.mul(x, graph.sub(1.0, s)))))]
 
 
+def _cross_entropy_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
+    """Eager's backward kernel; with create_graph eager differentiates softmax, which
+    has no primitive here."""
+    if graph.recording:
+        raise NoForm("cross_entropy differentiated with create_graph")
+    logits, classes = eqn.ins
+    return [graph.emit("cross_entropy_grad", (g, logits, classes), logits.shape,
+                       eqn.params), None]
+
+
 def mean_scale(v: Var) -> float:
     """1 / n for a mean of n elements (NaN for none, as eager's mean)."""
     return 1.0 / v.size if v.size else float("nan")
@@ -220,6 +235,7 @@ RULES: dict[str, Callable] = {
     "mean": lambda graph, eqn, g: [graph.broadcast(graph.mul(g, mean_scale(eqn.ins[0])),
                                                    eqn.ins[0].shape)],
     "transpose": lambda graph, eqn, g: [graph.transpose(g)],
+    "cross_entropy": _cross_entropy_rule,
     "mm": _mm_rule,
 }
 
@@ -354,6 +370,16 @@ def _lower_mse(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | Non
     return squares if reduction == "none" else graph.emit(reduction, (squares,), ())
 
 
+def _lower_cross_entropy(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
+    logits, classes = ins
+    reduction = params.get("reduction", "mean")
+    if (reduction not in ("mean", "sum") or not classes.integer or len(logits.shape) != 2
+            or classes.shape != logits.shape[:1]):
+        return None
+    graph.classes.append((classes, logits.shape[1]))
+    return graph.emit("cross_entropy", (logits, classes), (), (reduction,))
+
+
 def _lower_permute(graph: Graph, ins: list, params: dict, shape: tuple) -> Var | None:
     if tuple(params.get("dims", ())) != (1, 0) or len(ins[0].shape) != 2:
         return None
@@ -367,6 +393,7 @@ LOWER: dict[str, Callable] = {
                                        "silu", "gelu")},
     "matmul": _lower_matmul, "linear": _lower_linear,
     "sum": _lower_reduction("sum"), "mean": _lower_reduction("mean"), "mse_loss": _lower_mse,
+    "cross_entropy": _lower_cross_entropy,
     "permute": _lower_permute,
     "reshape": lambda graph, ins, params, shape: graph.reshape(ins[0], shape),
 }

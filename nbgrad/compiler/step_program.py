@@ -44,6 +44,7 @@ class StepProgram:
     inputs: list            # Refs of the function's inputs, in argument order
     expected: list          # per input: (shape, dtype, requires_grad)
     guards: list            # (input position, value it must hold)
+    classes: list           # (input position, C): class indices, each in [0, C)
     leaf_grads: list        # (input position, (offset, size)) of each gradient to store
     exported: dict          # slot -> (offset, size, shape) of the result's values
     result: Any
@@ -114,7 +115,8 @@ class StepProgram:
                     or t._requires_grad != requires_grad or t._node is not None
                     or (requires_grad and hooks.has_hooks(t))):
                 return False
-        return all(tensors[j]._data.reshape(-1)[0] == value for j, value in self.guards)
+        return (all(tensors[j]._data.reshape(-1)[0] == value for j, value in self.guards)
+                and all(_all_classes(tensors[j]._data, c) for j, c in self.classes))
 
     def describe(self) -> list[str]:
         return ([node.describe() for node in self.before]
@@ -191,6 +193,7 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
     return StepProgram(
         before, after, builder.input_refs, builder.expected,
         [(position[v.index], value) for v, value in graph.guards],
+        [(position[v.index], c) for v, c in graph.classes],
         [(position[leaf.index], place(g)) for leaf, g in builder.leaf_grads],
         {slot: place(v) + (v.shape,) for slot, v in exported.items()},
         result, n_slots, getattr(module, name), arena, text, replaced, fallback,
@@ -202,7 +205,8 @@ def _module_source(text: str, name: str) -> str:
             '(nbgrad/compiler/step_codegen.py). Generated."""\n'
             "import numpy as np\nfrom numba import njit\n\n"
             "from nbgrad.compiler import rules as R\n"
-            "from nbgrad.compiler.step_codegen import product_into\n"
+            "from nbgrad.compiler.step_codegen import cross_entropy_grad, cross_entropy_loss, "
+            "product_into\n"
             "from nbgrad.compiler.step_optim import adam_update, sgd_update\n"
             "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n"
             "from nbgrad.runtime.jit import plain\n\n\n"
@@ -240,6 +244,9 @@ class _Builder:
         shape, dtype = node.out_meta
         graph = self._graph(dtype)
         ins = [None if ref is None else self._value(ref) for ref in node.inputs]
+        if node.fn.op_name != "cross_entropy" and any(v is not None and v.integer
+                                                       for v in ins):
+            raise NoForm
         graph.recording = node.grad_enabled
         try:
             out = lowering(graph, ins, node.params, tuple(shape))
@@ -293,10 +300,11 @@ class _Builder:
             raise NoForm
         v = self.by_input.get(key)
         if v is None:
-            if (self.graph is None or t._data.dtype != self.graph.dtype
-                    or t._node is not None):
+            integer = t._data.dtype == np.int64
+            if (self.graph is None or t._node is not None
+                    or (t._data.dtype != self.graph.dtype and not integer)):
                 raise NoForm
-            v = self.graph.new_var(t._data.shape, t._requires_grad)
+            v = self.graph.new_var(t._data.shape, t._requires_grad, integer)
             self.by_input[key] = v
             self.input_vars.append(v)
             self.input_refs.append(ref)
@@ -310,6 +318,12 @@ class _Builder:
 
     def _bind(self, slot: int, v: Var | None) -> None:
         self.env[slot] = v
+
+
+def _all_classes(t: np.ndarray, c: int) -> bool:
+    """Whether every class index lies in [0, c) (else the recorded program runs, and
+    cross_entropy says which one does not)."""
+    return t.size == 0 or (int(t.min()) >= 0 and int(t.max()) < c)
 
 
 def _listed(refs: Any) -> list:
