@@ -22,10 +22,11 @@ from .trace import (
     BackwardNode,
     CallNode,
     GradNode,
-    GradOf,
     OpNode,
-    Slot,
+    Plain,
     apply_in_mode,
+    rebuild,
+    slots_of,
     trace,
 )
 
@@ -64,7 +65,7 @@ class Program:
             node.run(values, args)
             for k in frees:
                 values[k] = None
-        return _rebuild(self.result, values, args)
+        return rebuild(self.result, values, args)
 
 
 @dataclass
@@ -228,9 +229,9 @@ def _last_reads(nodes: list, result: Any) -> dict[int, int]:
     last: dict[int, int] = {}
     for index, node in enumerate(nodes):
         for ref in _reads(node):
-            for k in _slots_of(ref):
+            for k in slots_of(ref):
                 last[k] = index
-    for k in _slots_of(result):
+    for k in slots_of(result):
         last[k] = len(nodes)
     return last
 
@@ -247,18 +248,6 @@ def _reads(node: Any) -> list:
     if isinstance(node, CallNode):
         return []
     raise TypeError(node)
-
-
-def _slots_of(ref: Any) -> list[int]:
-    if isinstance(ref, Slot):
-        return [ref.index]
-    if isinstance(ref, GradOf):
-        return _slots_of(ref.owner)
-    if isinstance(ref, (list, tuple)):
-        return [k for r in ref for k in _slots_of(r)]
-    if isinstance(ref, dict):
-        return [k for r in ref.values() for k in _slots_of(r)]
-    return []
 
 
 # -- arguments and results ---------------------------------------------------------------------
@@ -300,23 +289,7 @@ def _refs_in(result: Any, recorder: Any) -> Any:
         return type(result)(items) if isinstance(result, list) else tuple(items)
     if isinstance(result, dict):
         return {k: _refs_in(v, recorder) for k, v in result.items()}
-    return _Plain(result)
-
-
-@dataclass(frozen=True, eq=False)
-class _Plain:
-    value: Any
-
-
-def _rebuild(spec: Any, values: list, args: list) -> Any:
-    if isinstance(spec, _Plain):
-        return spec.value
-    if isinstance(spec, (list, tuple)):
-        items = [_rebuild(v, values, args) for v in spec]
-        return type(spec)(items) if isinstance(spec, list) else tuple(items)
-    if isinstance(spec, dict):
-        return {k: _rebuild(v, values, args) for k, v in spec.items()}
-    return spec.get(values, args)
+    return Plain(result)
 
 
 def _notice(message: str) -> None:

@@ -31,7 +31,17 @@ from ..tensor import Tensor
 from . import step_codegen, step_optim
 from .fusion import load_generated
 from .step_graph import LOWER, Graph, NoForm, Var, gradients, live_equations
-from .trace import Arg, BackwardNode, CallNode, GradNode, Live, OpNode, Slot
+from .trace import (
+    Arg,
+    BackwardNode,
+    CallNode,
+    GradNode,
+    Live,
+    OpNode,
+    Slot,
+    rebuild,
+    slots_of,
+)
 
 #: the largest graph written as one function: Numba's compile time grows with its length
 MAX_EQUATIONS = 4000
@@ -64,8 +74,6 @@ class StepProgram:
         return self.fallback.nodes
 
     def run(self, args: list) -> Any:
-        from .api import _rebuild
-
         tensors = [ref.get(None, args) for ref in self.inputs]
         update = self.update
         if not self._assumptions_hold(tensors) or (update and not update.holds()):
@@ -90,7 +98,7 @@ class StepProgram:
             values[slot] = Tensor._wrap(self._output(block, offset, size, shape), None, 0)
         for node in self.after:
             node.run(values, args)
-        return _rebuild(self.result, values, args)
+        return rebuild(self.result, values, args)
 
     def _output(self, block: np.ndarray, offset: int, size: int, shape: tuple) -> np.ndarray:
         start = offset - self.outputs_start
@@ -129,8 +137,6 @@ class StepProgram:
 def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram | None:
     """The step program of a recorded trace, or None when some call has no primitive
     form; ``fallback`` is the recorded program, which runs when an assumption fails."""
-    from .api import _slots_of
-
     nodes = recorded.nodes
     calls = [i for i, node in enumerate(nodes) if isinstance(node, CallNode)]
     body = [i for i, node in enumerate(nodes) if not isinstance(node, CallNode)]
@@ -143,7 +149,7 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
     except NoForm:
         return None
     exported = {}
-    for slot in set(_slots_of(result)):
+    for slot in set(slots_of(result)):
         var = builder.env.get(slot)
         if (var is None or var in builder.input_vars
                 or (var.tracked and not builder.backward_done)):

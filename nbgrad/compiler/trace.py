@@ -74,6 +74,37 @@ class Const:
         return self.value
 
 
+@dataclass(frozen=True, eq=False)
+class Plain:
+    """A part of a function's result that is not a tensor, returned as it was."""
+    value: Any
+
+
+def slots_of(ref: Any) -> list[int]:
+    """The slots a Ref, or a list, tuple or dict of them, reads."""
+    if isinstance(ref, Slot):
+        return [ref.index]
+    if isinstance(ref, GradOf):
+        return slots_of(ref.owner)
+    if isinstance(ref, (list, tuple)):
+        return [k for r in ref for k in slots_of(r)]
+    if isinstance(ref, dict):
+        return [k for r in ref.values() for k in slots_of(r)]
+    return []
+
+
+def rebuild(spec: Any, values: list, args: list) -> Any:
+    """A function's result from its recorded form: each Ref's value, each Plain's value."""
+    if isinstance(spec, Plain):
+        return spec.value
+    if isinstance(spec, (list, tuple)):
+        items = [rebuild(v, values, args) for v in spec]
+        return type(spec)(items) if isinstance(spec, list) else tuple(items)
+    if isinstance(spec, dict):
+        return {k: rebuild(v, values, args) for k, v in spec.items()}
+    return spec.get(values, args)
+
+
 # -- nodes -------------------------------------------------------------------------------------
 
 

@@ -431,3 +431,26 @@ def test_a_classifier_step_with_cross_entropy_is_eagers_bits():
         assert isinstance(_program(sc), StepProgram)
         with pytest.raises(ValueError, match=r"target\[3\] = 3 is out of range for C = 3"):
             sc(x, nb.tensor(np.array([0, 1, 2, 3, 0, 1, 2, 0])))
+
+
+def test_a_step_program_gives_the_same_bits_on_one_thread_and_two():
+    """Products parallel at these sizes split their outputs by the shapes alone, and the
+    other loops run in one thread: the thread count changes no bit."""
+    rng = np.random.default_rng(11)
+    x = nb.tensor(rng.standard_normal((256, 64)).astype(np.float32))
+    y = nb.tensor(rng.standard_normal((256, 64)).astype(np.float32))
+    results = []
+    for threads in (2, 1):
+        params = _mlp(np.random.default_rng(3), [64, 64, 64], np.float32)
+        step = nb.compile(_train(params, nb.optim.SGD(params, lr=0.1)))
+        previous = nb.get_num_threads()
+        nb.set_num_threads(min(threads, previous))
+        try:
+            losses = [step(x, y).numpy() for _ in range(3)]
+        finally:
+            nb.set_num_threads(previous)
+        assert isinstance(_program(step), StepProgram)
+        results.append((losses, [p.numpy().copy() for p in params]))
+    (l2, p2), (l1, p1) = results
+    for a, b in zip(l2 + p2, l1 + p1):
+        np.testing.assert_array_equal(a, b)
