@@ -3,8 +3,8 @@ gradients directly (``nb.compile``'s forward-into-backward fusion).
 
 The pattern: a region (``fusion.py``) with one output, then either
 
-- ``loss = out.sum()`` and ``loss.backward()`` (the loss read by nothing else but,
-  perhaps, the function's result), or
+- ``loss = out.sum()`` (or ``out.mean()``) and ``loss.backward()`` (the loss read by
+  nothing else but, perhaps, the function's result), or
 - ``out.backward(g)``,
 
 where every region input that needs a gradient is a leaf (a parameter, an argument made
@@ -12,8 +12,8 @@ with ``requires_grad=True``). Eager runs the region's forward (a pass writing ``
 the sum (a pass reading it), the engine, and the region's backward (a pass recomputing
 the values and writing the leaves' gradients). Here one pass reads the inputs, computes
 the values, adds up the loss, and writes the gradients -- what XLA's fused gradient
-does. The gradient of ``sum`` is 1 for every element, the seed eager's backward hands
-the region, so the leaves' gradients are eager's bits; they are added into ``.grad`` as
+does. The gradient of ``sum`` is 1 for every element (of ``mean``, 1 / n in the dtype),
+the seed eager's backward hands the region, so the leaves' gradients are eager's bits; they are added into ``.grad`` as
 the engine adds them. The loss is the sum of per-chunk partial sums (each chunk's in 16
 lanes, ``LANES`` below; the partials by NumPy's sum over their fixed count):
 deterministic and independent of the thread count, but not eager's summation order, so it
@@ -57,10 +57,11 @@ from .trace import Arg, BackwardNode, Live, OpNode, Slot
 
 @dataclass
 class GradientNode:
-    """The region, its sum (``summed``; the loss goes to ``loss_slot``) and the backward,
-    as one generated loop; ``fallback`` are the steps it replaces."""
+    """The region, its sum or mean (``summed``; the loss goes to ``loss_slot``) and the
+    backward, as one generated loop; ``fallback`` are the steps it replaces."""
     region: Region
     summed: bool
+    scale: float               # 1 for a sum, 1 / n for a mean
     loss_slot: int | None
     grad: Any                  # the backward's gradient ref (not summed)
     leaves: list[int]          # region inputs that need a gradient
@@ -90,13 +91,14 @@ class GradientNode:
             for j, g in zip(self.leaves, grads):
                 _accumulate(inputs[j], g)
         if self.summed and self.loss_slot is not None:
-            values[self.loss_slot] = Tensor._wrap(np.asarray(partials.sum(), dtype), None, 0)
+            loss = partials.sum() if self.scale == 1 else partials.sum() * dtype.type(self.scale)
+            values[self.loss_slot] = Tensor._wrap(np.asarray(loss, dtype), None, 0)
 
     def _loops(self, layout: str | None) -> tuple:
         if layout not in self.kernels:
             name = "region_gradient"
             source, written = gradient_source(self.region, name, self.summed, layout,
-                                              self.leaves)
+                                              self.leaves, self.scale)
             assert written == self.leaves, (written, self.leaves)
             parallel, serial, module_source = load_kernel(source, name)
             self.kernels[layout] = ((parallel, serial), module_source)
@@ -106,7 +108,8 @@ class GradientNode:
         return [source for _, source in self.kernels.values()]
 
     def describe(self) -> str:
-        what = "sum, backward" if self.summed else "backward"
+        what = ("backward" if not self.summed
+                else "sum, backward" if self.scale == 1 else "mean, backward")
         return f"gradient[{', '.join(n.describe() for n in self.region.nodes)}; {what}]"
 
 
@@ -126,14 +129,15 @@ LANES = 16
 
 
 def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
-                    leaves: list[int]) -> str:
-    """The one loop: values, the leaves' gradients from the seed (1 for a sum, else the
-    backward's gradient in ``layout``), and for a sum each chunk's partial sum of the
-    region's output, added in LANES lanes."""
+                    leaves: list[int], scale: float = 1.0) -> str:
+    """The one loop: values, the leaves' gradients from the seed (``scale`` for a sum or
+    a mean -- 1, or 1 / n in the dtype, the gradient eager's mean hands every element --
+    else the backward's gradient in ``layout``), and for a sum or mean each chunk's
+    partial sum of the region's output, added in LANES lanes."""
     names = _Names(region)
     (k,) = region.outputs
     needed = tuple(j in leaves for j in range(len(region.inputs)))
-    seed, load = ("one", None) if summed else seed_of(0, layout)
+    seed, load = ("one" if scale == 1 else "scale", None) if summed else seed_of(0, layout)
     body, written = adjoints(region, {k: seed}, needed)
     before, loads = _loads(region, names)
     params = ([f"in{j}" for j in range(len(region.inputs))]
@@ -141,6 +145,8 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
     first = f"gin{written[0]}"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
                                f"    one = {first}.dtype.type(1)"] + before
+    if summed and scale != 1:
+        lines.append(f"    scale = {first}.dtype.type({scale!r})")
     lines += [load] if load else []
     values = loads + _forward_values(region, names) + body
     if not summed:
@@ -179,14 +185,16 @@ def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
     if not leaves or not all(_is_leaf(region.inputs[j], args) for j in leaves):
         return None
     after = nodes[stop:stop + 2]
-    if (len(after) == 2 and _is_full_sum(after[0], k) and last_read.get(k) == stop
+    scale = _full_reduction(after[0], k, region) if after else None
+    if (len(after) == 2 and scale is not None and last_read.get(k) == stop
             and _backward_of(after[1], after[0].outputs[0], with_grad=False)
             and last_read.get(after[0].outputs[0], -1) in (stop + 1, len(nodes))):
         loss = after[0].outputs[0]
         keep = loss if last_read[loss] == len(nodes) else None
-        return stop + 2, _build(region, True, keep, None, leaves, nodes[start:stop + 2])
+        return stop + 2, _build(region, True, scale, keep, None, leaves,
+                                nodes[start:stop + 2])
     if (after and _backward_of(after[0], k, with_grad=True) and last_read.get(k) == stop):
-        return stop + 1, _build(region, False, None, after[0].grad, leaves,
+        return stop + 1, _build(region, False, 1.0, None, after[0].grad, leaves,
                                 nodes[start:stop + 1])
     return None
 
@@ -198,10 +206,14 @@ def _leaves(region: Region) -> list[int]:
                    if meta[2] and not region.makes(ref)})
 
 
-def _is_full_sum(node: Any, k: int) -> bool:
-    return (isinstance(node, OpNode) and node.fn.op_name == "sum"
+def _full_reduction(node: Any, k: int, region: Region) -> float | None:
+    """1 when ``node`` sums all of slot k, 1 / n when it is their mean, else None."""
+    if not (isinstance(node, OpNode) and node.fn.op_name in ("sum", "mean")
             and node.inputs == (Slot(k),) and node.params == {"axis": None, "keepdims": False}
-            and node.grad_enabled)
+            and node.grad_enabled):
+        return None
+    n = int(np.prod(region.shape))
+    return 1.0 if node.fn.op_name == "sum" else (1.0 / n if n else None)
 
 
 def _backward_of(node: Any, k: int, with_grad: bool) -> bool:
@@ -209,9 +221,9 @@ def _backward_of(node: Any, k: int, with_grad: bool) -> bool:
             and (node.grad is not None) == with_grad)
 
 
-def _build(region: Region, summed: bool, loss_slot: int | None, grad: Any,
+def _build(region: Region, summed: bool, scale: float, loss_slot: int | None, grad: Any,
            leaves: list[int], fallback: list) -> GradientNode:
-    node = GradientNode(region, summed, loss_slot, grad, leaves, fallback)
+    node = GradientNode(region, summed, scale, loss_slot, grad, leaves, fallback)
     if summed:
         node._loops(None)  # generated now: explain() shows it before the first replay
     return node

@@ -164,6 +164,26 @@ def test_w17_chain_is_one_gradient_loop_with_eager_gradients(n):
     assert "12 ops over" in text and "R.silu_grad0" in text and "lanes[lane] += v" in text
 
 
+@pytest.mark.parametrize("n", [999, 1 << 18])
+def test_a_mean_and_its_backward_are_one_gradient_loop_with_eager_gradients(n):
+    # mean's gradient, 1 / n in the dtype at every element, seeds the loop: eager's bits
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(n).astype(np.float32)
+
+    def step(x):
+        loss = (nb.tanh(x * 1.5) * x).mean()
+        loss.backward()
+        return loss
+
+    eager, compiled, fn = _eager_and_compiled(step, [x])
+    np.testing.assert_array_equal(eager[1][0], compiled[1][0])
+    (node,) = _gradient_nodes(fn)
+    assert node.summed and node.scale == 1.0 / n
+    assert "mean, backward" in node.describe() and "scale = " in fn.explain()
+    exact = np.mean(np.tanh(1.5 * x.astype(np.float64)) * x)
+    assert abs(compiled[0][0] - exact) <= 1e-6 * np.mean(np.abs(x)) + 1e-7
+
+
 def test_a_single_op_and_its_backward_are_one_loop():
     # y = tanh(x); y.backward(g): XLA's one pass reading x and g, writing x.grad
     rng = np.random.default_rng(6)
