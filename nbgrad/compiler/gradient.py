@@ -13,12 +13,13 @@ the sum (a pass reading it), the engine, and the region's backward (a pass recom
 the values and writing the leaves' gradients). Here one pass reads the inputs, computes
 the values, adds up the loss, and writes the gradients -- what XLA's fused gradient
 does. The gradient of ``sum`` is 1 for every element (of ``mean``, 1 / n in the dtype),
-the seed eager's backward hands the region, so the leaves' gradients are eager's bits; they are added into ``.grad`` as
-the engine adds them. The loss is the sum of per-chunk partial sums (each chunk's in 16
-lanes, ``LANES`` below; the partials by NumPy's sum over their fixed count):
-deterministic and independent of the thread count, but not eager's summation order, so it
-may differ from eager's loss in the last bits (as a relative error, at most about
-``n * eps`` for n elements; tests check it against a float64 sum).
+the seed eager's backward hands the region, so the leaves' gradients are eager's bits;
+they are added into ``.grad`` as the engine adds them. The loss is the sum of per-chunk
+partial sums (each chunk's in 16 lanes, ``LANES`` below; the partials by NumPy's sum
+over their fixed count): deterministic and independent of the thread count, but not
+eager's summation order, so it may differ from eager's loss in the last bits (as a
+relative error, at most about ``n * eps`` for n elements; tests check it against a
+float64 sum).
 
 A hook on one of the leaves, or anomaly detection, changes what backward does, so with
 either the original steps run instead. (The region's own values are made by the program

@@ -4,16 +4,18 @@ When every call a trace recorded between an optimiser's ``zero_grad`` and ``step
 op with a primitive form (``step_graph.LOWER``), a ``grad`` without ``grad_outputs``,
 or a ``backward`` of a loss without ``create_graph``, the step becomes one graph --
 forward, gradients, second derivatives -- and one Numba function (``step_codegen``).
-The optimiser's calls stay as they are, around it. A call of the program then:
+An SGD, Adam or AdamW ``step`` right after becomes the function's last part
+(``step_optim``); other calls stay as they are, around it. A call of the program then:
 
 1. checks what the graph assumed: the inputs' shapes, dtypes and ``requires_grad``, the
-   values it took as constants (an exponent of 2), no hook on a leaf and no anomaly
-   detection; otherwise the recorded program (``fallback``) runs;
+   values it took as constants (an exponent of 2), class indices in range, no hook on a
+   leaf, no anomaly detection, the optimiser as traced; otherwise the recorded program
+   (``fallback``) runs;
 2. runs the calls before the graph (``zero_grad``), the function, and adds each leaf's
    gradient into its ``.grad`` as the engine does;
-3. runs the calls after it (``step``) and returns the function's result, whose
-   tensors hold copies of the arena's values and carry no graph (the backward has been
-   done, as in a fused gradient region).
+3. runs the calls after it and returns the function's result, whose tensors hold
+   copies of the arena's values and carry no graph (the backward has been done, as in
+   a fused gradient region).
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ from .trace import (
 )
 
 #: the largest graph written as one function: Numba's compile time grows with its length
-MAX_EQUATIONS = 4000
+#: (some 6 s for the 470 lines of W21's PINN step)
+MAX_EQUATIONS = 1000
 
 
 @dataclass
@@ -105,14 +108,17 @@ class StepProgram:
         return block[start:start + size].reshape(shape)
 
     def _flat_inputs(self, tensors: list) -> list:
-        """The inputs' arrays flat, as the function takes them: the ones of the previous
-        call while every tensor holds the same array (parameters do, step after step)."""
+        """The inputs' arrays flat, as the function takes them: the views of the previous
+        call while every tensor holds the same C-contiguous array (parameters do, step
+        after step); a strided array is copied at every call, since its values may
+        have changed in place."""
         held, flat = self._flat
         if len(held) == len(tensors) and all(t._data is a for t, a in zip(tensors, held)):
             return flat
-        held = [t._data for t in tensors]
-        flat = [np.ascontiguousarray(a).reshape(-1) for a in held]
-        self._flat = (held, flat)
+        arrays = [t._data for t in tensors]
+        flat = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+        if all(a.flags.c_contiguous for a in arrays):
+            self._flat = (arrays, flat)
         return flat
 
     def _assumptions_hold(self, tensors: list) -> bool:

@@ -454,3 +454,21 @@ def test_a_step_program_gives_the_same_bits_on_one_thread_and_two():
     (l2, p2), (l1, p1) = results
     for a, b in zip(l2 + p2, l1 + p1):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_strided_input_changed_in_place_is_read_again():
+    w = nb.tensor(np.eye(3), requires_grad=True)
+    base = np.arange(12.0).reshape(3, 4)
+    x = nb.from_numpy(base)[:, :3]      # a strided view: the program flattens a copy
+
+    def step(x):
+        loss = (x @ w).sum()
+        loss.backward()
+        return loss
+
+    fn = nb.compile(step)
+    for k in range(3):
+        base += k                         # the same array, new values
+        w.grad = None
+        assert fn(x).item() == base[:, :3].sum()
+    assert isinstance(_program(fn), StepProgram)
