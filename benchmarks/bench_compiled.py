@@ -14,6 +14,8 @@ W3   tanh forward + backward on 4M elements (y = tanh(x); y.backward(g))
 W2   gelu (exact, erf) forward + backward on 4M elements, as W3
 W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-entropy,
      SGD with momentum), batch 64                                          <= 0.8x
+W23  an MLP classifier [128, 64] -> 128 -> 128 -> 10 with ReLU, cross-entropy on integer
+     labels, Adam (lr 1e-3): the everyday small training step
 W21  the physics-informed step of notebooks/pinn_poisson.ipynb: -u'' = pi^2 sin(pi x) on
      [0, 1], a tanh MLP 1 -> 32 -> 32 -> 1 at 64 collocation points, u'' by two
      ``grad(..., create_graph=True)``, the residual's mean square plus the boundary's
@@ -266,6 +268,32 @@ def _w16(torch, jax) -> dict:
     return _training(torch, jax, params, loss_of, ("SGD", {"lr": 0.05, "momentum": 0.0}))
 
 
+W23_SHAPES = {"w0": (128, 64), "b0": (128,), "w1": (128, 128), "b1": (128,),
+              "w2": (10, 128), "b2": (10,)}
+
+
+def _w23(torch, jax) -> dict:
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((128, 64)).astype(F32)
+    labels = rng.integers(0, 10, 128)
+    params = _params(rng, W23_SHAPES)
+    data = _by_library(torch, jax, x, labels)
+
+    def loss_of(lib, p):
+        h, y = data[lib]
+        for i in range(2):
+            h = h @ p[f"w{i}"].T + p[f"b{i}"]
+            h = h * (h > 0) if lib == "jax" else (nb.relu(h) if lib == "nbgrad" else h.relu())
+        logits = h @ p["w2"].T + p["b2"]
+        if lib == "jax":
+            logp = jax.nn.log_softmax(logits)
+            return -jax.numpy.mean(logp[jax.numpy.arange(logits.shape[0]), y])
+        return (nb.cross_entropy if lib == "nbgrad"
+                else torch.nn.functional.cross_entropy)(logits, y)
+
+    return _training(torch, jax, params, loss_of, ("Adam", {"lr": 1e-3}))
+
+
 def _w10(torch, jax) -> dict:
     rng = np.random.default_rng(10)
     x = rng.random((64, 1, 8, 8)).astype(F32)
@@ -479,6 +507,7 @@ WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W3": ("W3 tanh fwd+bwd, 4M", _w3),
              "W2": ("W2 gelu fwd+bwd, 4M", _w2),
              "W10": ("W10 digits CNN train step, batch 64", _w10),
+             "W23": ("W23 MLP classifier step, 128 x 64 -> 128 x 2 -> 10, CE", _w23),
              "W21": ("W21 PINN Poisson step, u'' by create_graph, 64 pts", _w21),
              "W22": ("W22 darcy-fno train step, batch 32 at 16x16", _w22)}
 

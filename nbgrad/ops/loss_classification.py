@@ -412,7 +412,10 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
             out = (t < 0) | (t >= c)
             if not out.any():
                 if not 0 <= ignore_index < c or not (t == ignore_index).any():
-                    return CrossEntropy.apply(x, t, reduction=reduction)
+                    # the tensor itself when there is one: nb.compile then reads each
+                    # call's targets from it
+                    return CrossEntropy.apply(x, target if isinstance(target, Tensor) else t,
+                                              reduction=reduction)
             elif not (t[out] == ignore_index).all():
                 _index_targets("cross_entropy", x, lift(t), ignore_index, "logits")
     if x.ndim == 0 or x.ndim == 1 and not _unbatched_target(target):
