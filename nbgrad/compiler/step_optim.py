@@ -148,6 +148,8 @@ def lower(before: list, node: Any, leaf_grads: list, leaves: dict) -> LoweredSte
             and c.method.__name__ == "zero_grad" and c.args in ((), (True,)) for c in before):
         return None
     grad_of = {leaf.index: grad for leaf, grad in leaf_grads}
+    if len(grad_of) < len(leaf_grads):   # two backward passes: .grad is their sum
+        return None
     parts = []
     for group, flats in zip(opt.param_groups, opt._flat):
         for flat in flats:

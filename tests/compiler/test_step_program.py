@@ -472,3 +472,26 @@ def test_a_strided_input_changed_in_place_is_read_again():
         w.grad = None
         assert fn(x).item() == base[:, :3].sum()
     assert isinstance(_program(fn), StepProgram)
+
+
+def test_two_backward_passes_before_the_step_add_their_gradients():
+    rng = np.random.default_rng(12)
+    x, y = nb.tensor(rng.standard_normal((6, 3))), nb.tensor(rng.standard_normal((6, 2)))
+
+    def make():
+        params = _mlp(np.random.default_rng(1), [3, 5, 2], F64)
+        optimizer = nb.optim.SGD(params, lr=0.1)
+
+        def step(x, y):
+            optimizer.zero_grad()
+            out = _forward(params, x)
+            loss = ((out - y) ** 2).mean()
+            loss.backward(retain_graph=True)
+            (out * out).sum().backward()
+            optimizer.step()
+            return loss
+
+        return params, step
+
+    compiled = _assert_close_runs(_pair(make), (x, y), 3, 1e-12)
+    assert isinstance(_program(compiled), StepProgram)
