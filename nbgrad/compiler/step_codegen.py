@@ -28,7 +28,7 @@ from numba import config, njit
 from ..kernels import loss as loss_kernels
 from ..kernels import matmul as matmul_kernels
 from ..kernels.strided_apply import COPY
-from ..runtime.jit import SERIAL
+from ..runtime.jit import CHUNK, PARALLEL_MIN, SERIAL
 from ..runtime.threads import get_num_threads
 from . import rules
 from .step_graph import ELEMENTWISE, Eqn, Var, mean_scale
@@ -182,9 +182,15 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
         body.append(f"t{eqn.out.index} = {_value(eqn, [operand(v) for v in eqn.ins], dt)}")
         if eqn.out.index in stored:
             body.append(f"{_name(eqn.out.index, where)}[{here}] = t{eqn.out.index}")
+    n = max(math.prod(shape), 1)
+    if flat and n >= PARALLEL_MIN:
+        # chunks of CHUNK elements, one task each (as the eager kernels split them)
+        return ([f"for c in prange({-(-n // CHUNK)}):",
+                 f"    for i in range(c * {CHUNK}, min({n}, (c + 1) * {CHUNK})):"]
+                + ["        " + b for b in body])
     if flat:
-        return [f"for i in range({max(math.prod(shape), 1)}):"] + ["    " + b for b in body]
-    return _nest(shape, body)
+        return [f"for i in range({n}):"] + ["    " + b for b in body]
+    return _nest(shape, body, parallel=n >= PARALLEL_MIN)
 
 
 def _value(eqn: Eqn, ops: list[str], dt: str) -> str:
@@ -251,9 +257,11 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
     raise NotImplementedError(eqn.prim)
 
 
-def _nest(shape: tuple, body: list[str]) -> list[str]:
-    """Loops over ``shape`` with indices i0, i1, ... around the lines of ``body``."""
-    lines = [" " * 4 * d + f"for i{d} in range({n}):" for d, n in enumerate(shape)]
+def _nest(shape: tuple, body: list[str], parallel: bool = False) -> list[str]:
+    """Loops over ``shape`` with indices i0, i1, ... around the lines of ``body``; the
+    outer one a ``prange`` when ``parallel``."""
+    lines = [" " * 4 * d + f"for i{d} in {'prange' if parallel and d == 0 else 'range'}({n}):"
+             for d, n in enumerate(shape)]
     return lines + [" " * 4 * len(shape) + line for line in body]
 
 

@@ -28,7 +28,6 @@ import numpy as np
 
 from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
-from ..runtime.jit import PARALLEL_MIN
 from ..tensor import Tensor
 from . import step_codegen, step_optim
 from .fusion import load_generated
@@ -176,12 +175,9 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
 
 
 def _worth_a_program(eqns: list) -> bool:
-    """A step of small products and the ops around them: what the fixed costs of eager
-    dominate. A step without a product is a point-wise chain, which the fused regions
-    already run as one loop; values from PARALLEL_MIN elements are what those regions'
-    loops share among threads, and a step program's loops run in one thread."""
-    return (0 < len(eqns) <= MAX_EQUATIONS and any(e.prim == "mm" for e in eqns)
-            and all(e.out.size < PARALLEL_MIN for e in eqns))
+    """A step with products and the ops around them. A step without a product is a
+    point-wise chain, which the fused regions already run as one loop."""
+    return 0 < len(eqns) <= MAX_EQUATIONS and any(e.prim == "mm" for e in eqns)
 
 
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
@@ -215,14 +211,15 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
 def _module_source(text: str, name: str) -> str:
     return ('"""A training step written as one function by nb.compile '
             '(nbgrad/compiler/step_codegen.py). Generated."""\n'
-            "import numpy as np\nfrom numba import njit\n\n"
+            "import numpy as np\nfrom numba import njit, prange\n\n"
             "from nbgrad.compiler import rules as R\n"
             "from nbgrad.compiler.step_codegen import cross_entropy_grad, cross_entropy_loss, "
             "product_into\n"
             "from nbgrad.compiler.step_optim import adam_update, sgd_update\n"
             "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n"
             "from nbgrad.runtime.jit import plain\n\n\n"
-            + text + f"\n\n{name} = njit(cache=True, error_model='numpy')({name})\n")
+            + text + f"\n\n{name} = njit(cache=True, error_model='numpy', "
+            f"parallel={'prange(' in text})({name})\n")
 
 
 class _Builder:

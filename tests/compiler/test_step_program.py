@@ -434,11 +434,13 @@ def test_a_classifier_step_with_cross_entropy_is_eagers_bits():
 
 
 def test_a_step_program_gives_the_same_bits_on_one_thread_and_two():
-    """Products parallel at these sizes split their outputs by the shapes alone, and the
-    other loops run in one thread: the thread count changes no bit."""
+    """At these sizes products and point-wise loops run in parallel: products split
+    their outputs by the shapes alone, point-wise loops compute each element in one
+    task, the rest runs in one thread, so the thread count changes no bit; and the
+    step stays eager's to rounding."""
     rng = np.random.default_rng(11)
-    x = nb.tensor(rng.standard_normal((256, 64)).astype(np.float32))
-    y = nb.tensor(rng.standard_normal((256, 64)).astype(np.float32))
+    x = nb.tensor(rng.standard_normal((2048, 64)).astype(np.float32))
+    y = nb.tensor(rng.standard_normal((2048, 64)).astype(np.float32))
     results = []
     for threads in (2, 1):
         params = _mlp(np.random.default_rng(3), [64, 64, 64], np.float32)
@@ -454,6 +456,13 @@ def test_a_step_program_gives_the_same_bits_on_one_thread_and_two():
     (l2, p2), (l1, p1) = results
     for a, b in zip(l2 + p2, l1 + p1):
         np.testing.assert_array_equal(a, b)
+    assert "prange(" in _program(step).text
+    params = _mlp(np.random.default_rng(3), [64, 64, 64], np.float32)
+    eager = _train(params, nb.optim.SGD(params, lr=0.1))
+    losses = [eager(x, y).numpy() for _ in range(3)]
+    np.testing.assert_allclose(l1, losses, rtol=2e-6)
+    for a, b in zip(p1, params):
+        np.testing.assert_allclose(a, b.numpy(), rtol=2e-5, atol=1e-6)
 
 
 def test_a_strided_input_changed_in_place_is_read_again():
