@@ -11,9 +11,11 @@ derivatives included) those fixed costs are nearly all of eager's time.
 Element values come from the functions the fused regions call (``rules.py``, eager's
 formulas and floating-point flags); products run the GEMM of ``kernels/matmul.py``
 through ``product_into`` with the plan eager's ``product`` would choose (same tiles,
-every output one FMA chain over k ascending), so a product's bits are eager's. Sums are
-added in index order, and gradients accumulate in the order the graph's reverse sweep
-meets them: these may differ from eager's order in the last bits.
+every output one FMA chain over k ascending), so a product's bits are eager's; full sums
+and means, cross-entropy and the optimiser's updates call eager's kernels too. A
+broadcast operand's gradient adds its rows in order, and gradients accumulate in the
+order the graph's reverse sweep meets them: these may differ from eager's order in the
+last bits.
 """
 
 from __future__ import annotations
@@ -249,9 +251,7 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
     if eqn.prim == "reshape":
         return [f"for i in range({eqn.out.size}):", f"    {out}[i] = {a}[i]"]
     if eqn.prim == "transpose":
-        rows, cols = eqn.ins[0].shape
-        return [f"for i in range({cols}):", f"    for j in range({rows}):",
-                f"        {out}[i * {rows} + j] = {a}[j * {cols} + i]"]
+        return _transposed(a, out, *eqn.ins[0].shape)
     if eqn.prim == "mm":
         return _product(eqn, where, dt)
     raise NotImplementedError(eqn.prim)
@@ -312,7 +312,10 @@ def _product(eqn: Eqn, where: Layout, dt: str) -> list[str]:
     constants = ", ".join(f"plain({c})" for c in (
         m, n, k, parallel, thin, rows, cols, config.NUMBA_NUM_THREADS, depth, span, pack_t))
     call = f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {constants})"
-    if not swapped:
-        return [call]
-    return [call, f"for i in range({n}):", f"    for j in range({m}):",
-            f"        {out}[i * {m} + j] = {target}[j * {n} + i]"]
+    return [call] + (_transposed(target, out, m, n) if swapped else [])
+
+
+def _transposed(src: str, dst: str, rows: int, cols: int) -> list[str]:
+    """dst [cols, rows] = the transpose of src [rows, cols] (both flat, C order)."""
+    return [f"for i in range({cols}):", f"    for j in range({rows}):",
+            f"        {dst}[i * {rows} + j] = {src}[j * {cols} + i]"]

@@ -68,8 +68,15 @@ class LoweredStep:
     parts: list
 
     @property
+    def per_part(self) -> int:
+        """Arguments per flat group: Adam's three state buffers, two per-parameter
+        scalars, hyperparameters, three flags; SGD's buffer, first-step flags,
+        hyperparameters, two flags."""
+        return 9 if self.adam else 5
+
+    @property
     def n_arguments(self) -> int:
-        return len(self.parts) * (9 if self.adam else 5)
+        return len(self.parts) * self.per_part
 
     def holds(self) -> bool:
         """The optimiser's groups, state layout and parameter arrays are the traced ones."""
@@ -78,7 +85,7 @@ class LoweredStep:
             return False
         flats = [flat for flats in opt._flat for flat in flats]
         return (len(flats) == len(self.flats) and all(a is b for a, b in zip(flats, self.flats))
-                and all(p._data is a for flat in flats for p, a in zip(flat.params, flat.arrays)))
+                and all(flat.bound() for flat in flats))
 
     def arguments(self) -> list:
         """Counts this step and returns the update's arguments (per part: the state
@@ -118,7 +125,7 @@ class LoweredStep:
         ``u<first>``, ``u<first + 1>``, ..., a value by ``name_of(var)``."""
         out = []
         for k, part in enumerate(self.parts):
-            u = [f"u{first + k * (9 if self.adam else 5) + j}" for j in range(9)]
+            u = [f"u{first + k * self.per_part + j}" for j in range(self.per_part)]
             for i, param, grad in part.stepping:
                 start = part.flat.state_start[i]
                 stop = start + part.flat.sizes[i]

@@ -169,9 +169,10 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
     before, after = nodes[:body[0]], nodes[body[-1] + 1:]
     update = after and step_optim.lower(before, after[0], builder.leaf_grads,
                                         builder.leaves_by_tensor())
-    return _build(before, after[1:] if update else after, builder, eqns, exported, result,
-                  recorded.n_slots, [n.describe() for n in nodes[body[0]:body[-1] + 1]],
-                  fallback, update or None)
+    return _build(before, after[1:] if update else after, builder, eqns, exported, outputs,
+                  result, recorded.n_slots,
+                  [n.describe() for n in nodes[body[0]:body[-1] + 1]], fallback,
+                  update or None)
 
 
 def _worth_a_program(eqns: list) -> bool:
@@ -181,10 +182,9 @@ def _worth_a_program(eqns: list) -> bool:
 
 
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
-           result: Any, n_slots: int, replaced: list, fallback: Any,
+           outputs: list, result: Any, n_slots: int, replaced: list, fallback: Any,
            update: Any) -> StepProgram:
     graph = builder.graph
-    outputs = list(exported.values()) + [g for _, g in builder.leaf_grads]
     where = step_codegen.layout(eqns, builder.input_vars, graph.dtype, outputs)
     name = "step_program"
     tail = ((update.n_arguments, update.lines(0, lambda v: step_codegen.name_of(v, where)))
@@ -193,19 +193,16 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
                                *tail)
     module = load_generated(_module_source(text, name))
     arena = np.zeros(max(where.size, 1), graph.dtype)
-
-    def place(v: Var) -> tuple:
-        return where.offsets[v.index]
-
+    place = where.offsets
     position = {v.index: j for j, v in enumerate(builder.input_vars)}
     return StepProgram(
         before, after, builder.input_refs, builder.expected,
         [(position[v.index], value) for v, value in graph.guards],
         [(position[v.index], c) for v, c in graph.classes],
-        [(position[leaf.index], place(g)) for leaf, g in builder.leaf_grads],
-        {slot: place(v) + (v.shape,) for slot, v in exported.items()},
+        [(position[leaf.index], place[g.index]) for leaf, g in builder.leaf_grads],
+        {slot: place[v.index] + (v.shape,) for slot, v in exported.items()},
         result, n_slots, getattr(module, name), arena, text, replaced, fallback,
-        min(where.offsets[v.index][0] for v in outputs), update)
+        min(place[v.index][0] for v in outputs), update)
 
 
 def _module_source(text: str, name: str) -> str:
@@ -263,7 +260,7 @@ class _Builder:
             graph.recording = True
         if out is None or out.shape != tuple(shape):
             raise NoForm
-        self._bind(node.outputs[0], out)
+        self.env[node.outputs[0]] = out
 
     def _grad(self, node: GradNode) -> None:
         if node.grad_outputs is not None and any(g is not None for g in _listed(
@@ -274,8 +271,7 @@ class _Builder:
         if not all(v.tracked for v in roots + wanted):
             raise NoForm   # eager raises: let the recorded program say so
         found = gradients(self.graph, roots, [None] * len(roots), wanted, node.create_graph)
-        for slot, g in zip(node.results, found):
-            self._bind(slot, g)
+        self.env.update(zip(node.results, found))
 
     def _backward(self, node: BackwardNode) -> None:
         root = self._value(node.root)
@@ -324,9 +320,6 @@ class _Builder:
         """id(tensor) -> Var of every input tensor."""
         return {id(self.args[ref.index] if isinstance(ref, Arg) else ref.tensor): v
                 for ref, v in zip(self.input_refs, self.input_vars)}
-
-    def _bind(self, slot: int, v: Var | None) -> None:
-        self.env[slot] = v
 
 
 def _all_classes(t: np.ndarray, c: int) -> bool:

@@ -88,9 +88,13 @@ class FlatGroup:
         for a in self.arrays[1:]:
             kernels.append_array(self.views, a.reshape(-1))
 
+    def bound(self) -> bool:
+        """Whether every parameter still holds the array its view was made of."""
+        return all(p._data is a for p, a in zip(self.params, self.arrays))
+
     def refresh(self) -> None:
         """Re-bind the views if code assigned a new array to some ``p._data``."""
-        if any(p._data is not a for p, a in zip(self.params, self.arrays)):
+        if not self.bound():
             self._bind_arrays()
 
     # -- a step -----------------------------------------------------------------------------
