@@ -16,7 +16,7 @@ k = (r, c) of a block is flattened to r * m2 + c where the mixing needs a vector
 op is
 
     X = R rfft2(x)                        (rfft_modes: R keeps the blocks)
-    Y[b, o, k] = sum_i X[b, i, k] W[i, o, k]       (mix_modes, complex, per mode k)
+    Y[b, o, k] = sum_i X[b, i, k] W[i, o, k]       (complex, per mode k)
     y = irfft2(P Y)                       (irfft_modes: P puts Y back among zeros)
 
 and its adjoints (c_ky = 1 for ky = 0 and for ky = W/2 when W is even, else 2: the
@@ -28,9 +28,12 @@ bins that the half spectrum stands for twice):
 The transforms are DUCC0's (the library behind scipy.fft), called from Numba through
 rocket-fft's low-level ``r2c``/``c2c``/``c2r``: each ``prange`` iteration transforms a
 fixed block of SLICES grids with one DUCC thread, so the grouping of the grids, and with
-it every bit, depends on the shape alone, never on the thread count. The mixing gives
-each iteration one (batch, output channel) pair (forward, dx) or one (block, in, out)
-weight (dW), vectorised along the modes, and sums its channels or batch in a fixed order.
+it every bit, depends on the shape alone, never on the thread count. The mixing is one
+small complex matrix product per mode, run as a real one by the batched GEMM
+(kernels/matmul.py): the modes become rows [k, b, re | im of the channels]
+(``pack_modes``), each mode's weights the real block [[re, im], [-im, re]]
+(``weight_rows``), so Y's rows are X's rows times the block, dx's rows G's rows times
+its transpose, and dW comes from X's rows transposed times G's (``weight_grad_rows``).
 """
 
 from __future__ import annotations
@@ -57,12 +60,15 @@ SLICES = 8
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def rfft_modes(x, m1, nblk, spec_like, out_re, out_im):
-    """out[s, blk, r, c] = rfft2(x[s])[row(blk, r), c] for c < m2 (m2 = out.shape[3]), with
-    row(0, r) = r and row(1, r) = H - m1 + r. x: real [S, H, W] (C-contiguous);
-    ``spec_like``: a complex array of x's precision (its dtype only)."""
+def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
+    """The kept modes of rfft2(x[s]): mode k = (blk m1 + r) m2 + c, the bin
+    (row(blk, r), c) with c < m2, row(0, r) = r and row(1, r) = H - m1 + r, goes to
+    out[k, at[s]] (real part) and out[k, at[s] + im_at] (imaginary part). x: real
+    [S, H, W] (C-contiguous); out: [nblk m1 m2, L] (the GEMM rows, or re and im stacks
+    read transposed: ops/spectral.py); ``spec_like``: a complex array of x's precision
+    (its dtype only)."""
     S, H, W = x.shape
-    m2 = out_re.shape[3]
+    m2 = out.shape[0] // (nblk * m1)
     for t in prange((S + SLICES - 1) // SLICES):
         s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
         # rfft along W (every row), then a complex fft along H of the m2 kept columns only
@@ -74,36 +80,40 @@ def rfft_modes(x, m1, nblk, spec_like, out_re, out_im):
         else:
             for i in range(s1 - s0):
                 copy_into(spec[i, 0], half[i, 0, :m2])
-        for s in range(s0, s1):
-            for blk in range(nblk):
-                row0 = 0 if blk == 0 else H - m1
-                for r in range(m1):
-                    for c in range(m2):
+        # the grids innermost: a mode's SLICES values sit side by side in the GEMM rows
+        for blk in range(nblk):
+            row0 = 0 if blk == 0 else H - m1
+            for r in range(m1):
+                for c in range(m2):
+                    k = (blk * m1 + r) * m2 + c
+                    for s in range(s0, s1):
                         v = spec[s - s0, row0 + r, c]
-                        out_re[s, blk, r, c] = v.real
-                        out_im[s, blk, r, c] = v.imag
+                        out[k, at[s]] = v.real
+                        out[k, at[s] + im_at] = v.imag
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def irfft_modes(y_re, y_im, spec_like, out):
-    """out[s] = irfft2(P y[s]) on an H x W grid (H, W = out.shape[1:]): y[s, blk, r, c]
-    added at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1], as in rfft_modes.
+def irfft_modes(y, at, im_at, nblk, m1, spec_like, out):
+    """out[s] = irfft2(P y_s) on an H x W grid (H, W = out.shape[1:]), y_s's mode k =
+    (blk m1 + r) m2 + c being y[k, at[s]] + i y[k, at[s] + im_at] (as in rfft_modes),
+    added at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1].
     The imaginary parts of the columns c = 0 and c = W/2 (W even) are ignored, as by any
     c2r transform (numpy.fft.irfft2, torch.fft.irfft2)."""
     S, H, W = out.shape
-    nblk, m1, m2 = y_re.shape[1], y_re.shape[2], y_re.shape[3]
+    m2 = y.shape[0] // (nblk * m1)
     scale = 1.0 / (H * W)
     for t in prange((S + SLICES - 1) // SLICES):
         s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
         spec = np.zeros((s1 - s0, H, m2), spec_like.dtype)
-        for s in range(s0, s1):
-            for blk in range(nblk):
-                row0 = 0 if blk == 0 else H - m1
-                for r in range(m1):
-                    for c in range(m2):
+        for blk in range(nblk):
+            row0 = 0 if blk == 0 else H - m1
+            for r in range(m1):
+                for c in range(m2):
+                    k = (blk * m1 + r) * m2 + c
+                    for s in range(s0, s1):
                         # += : blocks that overlap (SpectralConv's odd mode counts pad a
                         # block with zero weights) add, so P stays the adjoint of R
-                        spec[s - s0, row0 + r, c] += y_re[s, blk, r, c] + 1j * y_im[s, blk, r, c]
+                        spec[s - s0, row0 + r, c] += y[k, at[s]] + 1j * y[k, at[s] + im_at]
         cols = spec  # H = 1: the fft along H is the identity
         if H > 1:
             cols = np.empty((s1 - s0, H, m2), spec_like.dtype)
@@ -112,69 +122,43 @@ def irfft_modes(y_re, y_im, spec_like, out):
         c2r(cols, out[s0:s1], _AXIS_W, False, scale, 1)
 
 
-@njit_with_serial(**PARALLEL_FUSED)
-def mix_modes(a_re, a_im, w_re, w_im, adjoint, out_re, out_im):
-    """Complex mode mixing. a: [B, Q, nblk, M]; w: [nblk, Cin, Cout, M]; out: [B, P, nblk, M].
-
-    adjoint False (Q = Cin, P = Cout): out[b, p, blk, k] = sum_q a[b, q, blk, k] w[blk, q, p, k]
-    adjoint True (Q = Cout, P = Cin):
-        out[b, p, blk, k] = sum_q a[b, q, blk, k] conj w[blk, p, q, k]
-
-    One prange iteration per (b, p); the channel sum runs in order q = 0 .. Q-1."""
-    B, Q, nblk, M = a_re.shape
-    P = out_re.shape[1]
-    sign = -1.0 if adjoint else 1.0
-    for bp in prange(B * P):
-        b, p = bp // P, bp % P
-        for blk in range(nblk):
-            yr = out_re[b, p, blk]
-            yi = out_im[b, p, blk]
-            yr[:] = 0
-            yi[:] = 0
-            for q in range(Q):
-                xr = a_re[b, q, blk]
-                xi = a_im[b, q, blk]
-                if adjoint:
-                    wr = w_re[blk, p, q]
-                    wi = w_im[blk, p, q]
-                else:
-                    wr = w_re[blk, q, p]
-                    wi = w_im[blk, q, p]
-                s = wr.dtype.type(sign)
-                for k in range(M):
-                    # (xr + i xi)(wr + i s wi)
-                    yr[k] += xr[k] * wr[k] - s * (xi[k] * wi[k])
-                    yi[k] += xi[k] * wr[k] + s * (xr[k] * wi[k])
+@njit_with_serial(**PARALLEL)
+def weight_rows(w_re, w_im, out):
+    """The complex weights w [nblk, Cin, Cout, M] as one real block per mode, the GEMM
+    operand of the mixing: out[blk M + m] = [[re, im], [-im, re]] of w[blk, :, :, m]
+    ([2 Cin, 2 Cout]), so that [xr | xi] @ out[k] = [Re | Im] of x w at mode k. One
+    prange iteration per (blk, input channel), writing each row of a block in order."""
+    nblk, Cin, Cout, M = w_re.shape
+    for t in prange(nblk * Cin):
+        blk, i = t // Cin, t % Cin
+        for m in range(M):
+            k = blk * M + m
+            for o in range(Cout):
+                r = w_re[blk, i, o, m]
+                v = w_im[blk, i, o, m]
+                out[k, i, o] = r
+                out[k, i, Cout + o] = v
+                out[k, Cin + i, o] = -v
+                out[k, Cin + i, Cout + o] = r
 
 
-@njit_with_serial(**PARALLEL_FUSED)
-def weight_grad_modes(a_re, a_im, g_re, g_im, scale, out_re, out_im):
-    """dW[blk, i, o, k] = scale[k] * sum_b conj a[b, i, blk, k] g[b, o, blk, k].
-    a: [B, Cin, nblk, M]; g: [B, Cout, nblk, M]; out: [nblk, Cin, Cout, M]; scale[M]
-    holds c_ky / (H W). One prange iteration per (blk, i, o); the batch sum runs in
-    order b = 0 .. B-1."""
-    B, Cin, nblk, M = a_re.shape
-    Cout = g_re.shape[1]
-    for t in prange(nblk * Cin * Cout):
-        blk = t // (Cin * Cout)
-        i = (t // Cout) % Cin
-        o = t % Cout
-        dr = out_re[blk, i, o]
-        di = out_im[blk, i, o]
-        dr[:] = 0
-        di[:] = 0
-        for b in range(B):
-            xr = a_re[b, i, blk]
-            xi = a_im[b, i, blk]
-            gr = g_re[b, o, blk]
-            gi = g_im[b, o, blk]
-            for k in range(M):
-                # (xr - i xi)(gr + i gi)
-                dr[k] += xr[k] * gr[k] + xi[k] * gi[k]
-                di[k] += xr[k] * gi[k] - xi[k] * gr[k]
-        for k in range(M):
-            dr[k] *= scale[k]
-            di[k] *= scale[k]
+@njit_with_serial(**PARALLEL)
+def weight_grad_rows(c, scale, out_re, out_im):
+    """dW from the per-mode products c[k] = [xr | xi]^T [gr | gi] ([2 Cin, 2 Cout], summed
+    over the batch): conj(x)^T g = (xr^T gr + xi^T gi) + i (xr^T gi - xi^T gr), so
+
+        out_re[blk, i, o, m] = scale[m] (c[k, i, o] + c[k, Cin + i, Cout + o])
+        out_im[blk, i, o, m] = scale[m] (c[k, i, Cout + o] - c[k, Cin + i, o])
+
+    with k = blk M + m (the adjoint of weight_rows, scaled). out: [nblk, Cin, Cout, M]."""
+    nblk, Cin, Cout, M = out_re.shape
+    for t in prange(nblk * Cin):
+        blk, i = t // Cin, t % Cin
+        for m in range(M):
+            k = blk * M + m
+            for o in range(Cout):
+                out_re[blk, i, o, m] = scale[m] * (c[k, i, o] + c[k, Cin + i, Cout + o])
+                out_im[blk, i, o, m] = scale[m] * (c[k, i, Cout + o] - c[k, Cin + i, o])
 
 
 @njit(**SERIAL, inline="always")
@@ -185,13 +169,14 @@ def _corner(blk, D, H, m1, m2):
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def rfft3_modes(x, m1, m2, spec_like, out_re, out_im):
-    """out[s, blk, r, q, c] = rfftn(x[s])[d(blk, r), h(blk, q), c] for c < m3
-    (m3 = out.shape[4]), with d(blk, r) = r or D - m1 + r (blk % 2 = 0 or 1) and
-    h(blk, q) = q or H - m2 + q (blk // 2 = 0 or 1). x: real [S, D, H, W] (C-contiguous);
-    out: [S, 4, m1, m2, m3]. Blocks may overlap (each reads its own copy)."""
+def rfft3_modes(x, m1, m2, spec_like, out, at, im_at):
+    """The kept modes of rfftn(x[s]): mode k = ((blk m1 + r) m2 + q) m3 + c, the bin
+    (d(blk, r), h(blk, q), c) with c < m3, d(blk, r) = r or D - m1 + r (blk % 2 = 0 or 1)
+    and h(blk, q) = q or H - m2 + q (blk // 2 = 0 or 1), goes to out[k, at[s]] and
+    out[k, at[s] + im_at] as in rfft_modes. x: real [S, D, H, W] (C-contiguous); out:
+    [4 m1 m2 m3, L]. Blocks may overlap (each reads its own copy)."""
     S, D, H, W = x.shape
-    m3 = out_re.shape[4]
+    m3 = out.shape[0] // (4 * m1 * m2)
     for t in prange((S + SLICES - 1) // SLICES):
         s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
         # rfft along W, then the complex fft along D and H of the m3 kept columns only
@@ -199,37 +184,41 @@ def rfft3_modes(x, m1, m2, spec_like, out_re, out_im):
         r2c(x[s0:s1], half, _AXIS_W3, True, 1.0, 1)
         spec = np.empty((s1 - s0, D, H, m3), spec_like.dtype)
         c2c(half[:, :, :, :m3], spec, _AXES_DH, True, 1.0, 1)
-        for s in range(s0, s1):
-            for blk in range(4):
-                d0, h0 = _corner(blk, D, H, m1, m2)
-                for r in range(m1):
-                    for q in range(m2):
-                        for c in range(m3):
+        for blk in range(4):
+            d0, h0 = _corner(blk, D, H, m1, m2)
+            for r in range(m1):
+                for q in range(m2):
+                    for c in range(m3):
+                        k = ((blk * m1 + r) * m2 + q) * m3 + c
+                        for s in range(s0, s1):
                             v = spec[s - s0, d0 + r, h0 + q, c]
-                            out_re[s, blk, r, q, c] = v.real
-                            out_im[s, blk, r, q, c] = v.imag
+                            out[k, at[s]] = v.real
+                            out[k, at[s] + im_at] = v.imag
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def irfft3_modes(y_re, y_im, spec_like, out):
-    """out[s] = irfftn(P y[s]) on a D x H x W grid (out: [S, D, H, W]): y[s, blk, r, q, c]
-    added at (d(blk, r), h(blk, q), c) of a zero half spectrum [D, H, W//2 + 1], as in
-    rfft3_modes (overlapping blocks add: P is the adjoint of R). The imaginary parts of
-    the columns c = 0 and c = W/2 (W even) are ignored, as by any c2r transform."""
+def irfft3_modes(y, at, im_at, m1, m2, spec_like, out):
+    """out[s] = irfftn(P y_s) on a D x H x W grid (out: [S, D, H, W]), y_s's mode k =
+    ((blk m1 + r) m2 + q) m3 + c being y[k, at[s]] + i y[k, at[s] + im_at] (as in
+    rfft3_modes), added at (d(blk, r), h(blk, q), c) of a zero half spectrum
+    [D, H, W//2 + 1] (y: [4 m1 m2 m3, L];
+    overlapping blocks add: P is the adjoint of R). The imaginary parts of the columns
+    c = 0 and c = W/2 (W even) are ignored, as by any c2r transform."""
     S, D, H, W = out.shape
-    m1, m2, m3 = y_re.shape[2], y_re.shape[3], y_re.shape[4]
+    m3 = y.shape[0] // (4 * m1 * m2)
     scale = 1.0 / (D * H * W)
     for t in prange((S + SLICES - 1) // SLICES):
         s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
         spec = np.zeros((s1 - s0, D, H, m3), spec_like.dtype)
-        for s in range(s0, s1):
-            for blk in range(4):
-                d0, h0 = _corner(blk, D, H, m1, m2)
-                for r in range(m1):
-                    for q in range(m2):
-                        for c in range(m3):
+        for blk in range(4):
+            d0, h0 = _corner(blk, D, H, m1, m2)
+            for r in range(m1):
+                for q in range(m2):
+                    for c in range(m3):
+                        k = ((blk * m1 + r) * m2 + q) * m3 + c
+                        for s in range(s0, s1):
                             spec[s - s0, d0 + r, h0 + q, c] += (
-                                y_re[s, blk, r, q, c] + 1j * y_im[s, blk, r, q, c])
+                                y[k, at[s]] + 1j * y[k, at[s] + im_at])
         cols = np.empty((s1 - s0, D, H, m3), spec_like.dtype)
         c2c(spec, cols, _AXES_DH, False, 1.0, 1)
         # c2r reads the m3 given columns and takes the rest of the W//2 + 1 as zeros

@@ -17,13 +17,16 @@ differentiate again to any order.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import matmul as matmul_kernels
 from ..runtime.jit import SPECTRAL_PARALLEL_MIN, for_work
 from ..runtime.startup import lazy_module
+from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
 from ._args import float_operands
 
@@ -37,42 +40,102 @@ def _complex_like(dtype: np.dtype) -> np.ndarray:
     return np.empty(0, np.complex64 if dtype == np.float32 else np.complex128)
 
 
+# The kernels read and write the modes as columns of a 2-D array [K, L] (K = nblk M modes):
+# grid s's mode k at [k, at[s]], its imaginary part ``im_at`` columns further. The GEMM
+# rows [K, B, 2C] are such an array (grid s = b C + ch at column b 2C + ch, im_at = C);
+# so are stacked (re, im) [2, S, K] read transposed (column s, im_at = S).
+@functools.cache
+def _arange(n: int) -> np.ndarray:
+    """0 .. n-1: the columns of stacked (re, im), and the GEMM's batch map (mode k times
+    mode k's weights)."""
+    return np.arange(n, dtype=np.int64)
+
+
+@functools.cache
+def _row_columns(B: int, C: int) -> np.ndarray:
+    """Grid s = b C + ch's column b 2C + ch in GEMM rows [K, B, 2C] seen as [K, 2BC]."""
+    s = np.arange(B * C, dtype=np.int64)
+    return s // C * (2 * C) + s % C
+
+
+def _spectrum_into(x: np.ndarray, mshape: tuple, out: np.ndarray, at: np.ndarray,
+                   im_at: int) -> None:
+    """The kept modes of rfftn(x) over its grid dims (blocks of mode shape ``mshape``)
+    into the columns ``at`` of out [K, L] (see above)."""
+    xs = np.ascontiguousarray(x).reshape((-1,) + x.shape[2:])
+    if x.ndim == 5:
+        for_work(kernels.rfft3_modes, x.size, SPECTRAL_PARALLEL_MIN)(
+            xs, mshape[0], mshape[1], _complex_like(x.dtype), out, at, im_at)
+    else:
+        nblk = out.shape[0] // int(np.prod(mshape))
+        for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
+            xs, mshape[0], nblk, _complex_like(x.dtype), out, at, im_at)
+
+
 def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
     """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
     B, C = x.shape[:2]
-    xs = np.ascontiguousarray(x).reshape((B * C,) + x.shape[2:])
-    re = np.empty((B * C, nblk) + mshape, x.dtype)
-    im = np.empty_like(re)
-    if x.ndim == 5:
-        for_work(kernels.rfft3_modes, x.size, SPECTRAL_PARALLEL_MIN)(
-            xs, mshape[0], mshape[1], _complex_like(x.dtype), re, im)
-    else:
-        for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
-            xs, mshape[0], nblk, _complex_like(x.dtype), re, im)
     M = int(np.prod(mshape))
-    return re.reshape(B, C, nblk, M), im.reshape(B, C, nblk, M)
+    stacked = np.empty((2, B * C, nblk * M), x.dtype)
+    _spectrum_into(x, mshape, stacked.reshape(2 * B * C, -1).T, _arange(B * C), B * C)
+    return stacked[0].reshape(B, C, nblk, M), stacked[1].reshape(B, C, nblk, M)
+
+
+def _spectrum_rows(x: np.ndarray, nblk: int, mshape: tuple) -> np.ndarray:
+    """The kept modes of rfftn(x) written straight into GEMM rows [nblk M, B, 2C] (row k
+    holds [re | im] of mode k for every batch and channel)."""
+    B, C = x.shape[:2]
+    rows = np.empty((nblk * int(np.prod(mshape)), B, 2 * C), x.dtype)
+    _spectrum_into(x, mshape, rows.reshape(rows.shape[0], -1), _row_columns(B, C), C)
+    return rows
+
+
+def _synthesis_from(y: np.ndarray, at: np.ndarray, im_at: int, mshape: tuple,
+                    grid: tuple) -> np.ndarray:
+    """irfftn onto ``grid`` (2 or 3 dims) of each grid's modes, the columns ``at`` of y
+    [K, L] (see above): [S, *grid]."""
+    out = np.empty((at.size,) + tuple(grid), y.dtype)
+    if len(grid) == 3:
+        for_work(kernels.irfft3_modes, out.size, SPECTRAL_PARALLEL_MIN)(
+            y, at, im_at, mshape[0], mshape[1], _complex_like(y.dtype), out)
+    else:
+        nblk = y.shape[0] // int(np.prod(mshape))
+        for_work(kernels.irfft_modes, out.size, SPECTRAL_PARALLEL_MIN)(
+            y, at, im_at, nblk, mshape[0], _complex_like(y.dtype), out)
+    return out
 
 
 def _synthesis(re: np.ndarray, im: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
     """irfftn onto ``grid`` (2 or 3 dims) of the modes (re, im) [B, C, nblk, M]."""
-    B, C, nblk, M = re.shape
-    out = np.empty((B * C,) + tuple(grid), re.dtype)
-    shape = (B * C, nblk) + mshape
-    kernel = kernels.irfft3_modes if len(grid) == 3 else kernels.irfft_modes
-    for_work(kernel, out.size, SPECTRAL_PARALLEL_MIN)(
-        re.reshape(shape), im.reshape(shape), _complex_like(re.dtype), out)
+    B, C = re.shape[:2]
+    S = B * C
+    stacked = np.stack((re.reshape(S, -1), im.reshape(S, -1)))
+    out = _synthesis_from(stacked.reshape(2 * S, -1).T, _arange(S), S, mshape, grid)
     return out.reshape((B, C) + tuple(grid))
 
 
-def _mix(a_re, a_im, w_re, w_im, adjoint: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Mode mixing of a [B, Q, nblk, M] by w [nblk, Cin, Cout, M] (conj w^T if adjoint)."""
-    B, Q, nblk, M = a_re.shape
-    P = w_re.shape[1] if adjoint else w_re.shape[2]
-    out_re = np.empty((B, P, nblk, M), a_re.dtype)
-    out_im = np.empty_like(out_re)
-    for_work(kernels.mix_modes, B * P * Q * nblk * M, SPECTRAL_PARALLEL_MIN)(
-        a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
-    return out_re, out_im
+def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
+    """irfftn onto ``grid`` of the modes held as GEMM rows [nblk M, B, 2C]: [B, C, *grid]."""
+    K, B, C2 = rows.shape
+    out = _synthesis_from(rows.reshape(K, -1), _row_columns(B, C2 // 2), C2 // 2, mshape,
+                          grid)
+    return out.reshape((B, C2 // 2) + tuple(grid))
+
+
+def _weight_rows(w_re: np.ndarray, w_im: np.ndarray) -> np.ndarray:
+    """Weights [nblk, Cin, Cout, M] as one real block per mode [nblk M, 2 Cin, 2 Cout]."""
+    nblk, Cin, Cout, M = w_re.shape
+    out = np.empty((nblk * M, 2 * Cin, 2 * Cout), w_re.dtype)
+    for_work(kernels.weight_rows, out.size, SPECTRAL_PARALLEL_MIN)(w_re, w_im, out)
+    return out
+
+
+def _mix(rows: np.ndarray, w_rows: np.ndarray, adjoint: bool) -> np.ndarray:
+    """Rows [K, B, 2Q] times each mode's weight block (its transpose, conj w^T, if
+    adjoint): [K, B, 2P]."""
+    every = _arange(rows.shape[0])
+    return matmul_kernels.product(rows, w_rows, every, every, False, adjoint,
+                                  get_num_threads())
 
 
 def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
@@ -87,15 +150,16 @@ def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
     return np.tile(c / np.prod(grid), int(np.prod(mshape[:-1]))).astype(dtype)
 
 
-def _weight_grad(x_re, x_im, g_re, g_im, grid: tuple, mshape: tuple):
-    """dW [nblk, Cin, Cout, M] from the modes of x and g."""
-    B, Cin, nblk, M = x_re.shape
-    Cout = g_re.shape[1]
-    out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
+def _weight_grad(x_rows: np.ndarray, g_rows: np.ndarray, nblk: int, grid: tuple,
+                 mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """dW [nblk, Cin, Cout, M] from the rows of x's and g's modes."""
+    K, _, Cin2 = x_rows.shape
+    every = _arange(K)
+    c = matmul_kernels.product(x_rows, g_rows, every, every, True, False, get_num_threads())
+    out_re = np.empty((nblk, Cin2 // 2, g_rows.shape[2] // 2, K // nblk), x_rows.dtype)
     out_im = np.empty_like(out_re)
-    scale = _weight_scale(grid, mshape, x_re.dtype)
-    for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, SPECTRAL_PARALLEL_MIN)(
-        x_re, x_im, g_re, g_im, scale, out_re, out_im)
+    for_work(kernels.weight_grad_rows, c.size, SPECTRAL_PARALLEL_MIN)(
+        c, _weight_scale(grid, mshape, x_rows.dtype), out_re, out_im)
     return out_re, out_im
 
 
@@ -142,12 +206,12 @@ class _SpectralConv(Function):
         xg = _as_grid(x, cls.dim)
         grid = xg.shape[2:]
         w_re, w_im = _as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim)
-        x_re, x_im = _spectrum(xg, nblk, mshape)
-        y_re, y_im = _mix(x_re, x_im, w_re, w_im, False)
-        y = _synthesis(y_re, y_im, mshape, grid)
+        x_rows = _spectrum_rows(xg, nblk, mshape)
+        w_rows = _weight_rows(w_re, w_im)
+        y = _synthesis_rows(_mix(x_rows, w_rows, False), mshape, grid)
         if cls.dim == 1:
             y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
-        return y, (x_re, x_im, w_re, w_im), (nblk, mshape, grid)
+        return y, (x_rows, w_rows), (nblk, mshape, grid)
 
     @classmethod
     def forward(cls, ctx, x, w_real, w_imag):
@@ -157,16 +221,16 @@ class _SpectralConv(Function):
 
     @classmethod
     def backward(cls, ctx, g):
-        x_re, x_im, w_re, w_im = ctx.saved_tensors
+        x_rows, w_rows = ctx.saved_tensors
         nblk, mshape, grid = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
-        g_re, g_im = _spectrum(_as_grid(g, cls.dim), nblk, mshape)
+        g_rows = _spectrum_rows(_as_grid(g, cls.dim), nblk, mshape)
         dx = dwr = dwi = None
         if need_x:
-            d_re, d_im = _mix(g_re, g_im, w_re, w_im, True)
-            dx = _synthesis(d_re, d_im, mshape, grid).reshape(ctx.input_arrays[0].shape)
+            dx = _synthesis_rows(_mix(g_rows, w_rows, True), mshape, grid)
+            dx = dx.reshape(ctx.input_arrays[0].shape)
         if need_wr or need_wi:
-            dr, di = _weight_grad(x_re, x_im, g_re, g_im, grid, mshape)
+            dr, di = _weight_grad(x_rows, g_rows, nblk, grid, mshape)
             w_shape = ctx.input_arrays[1].shape
             dwr = dr.reshape(w_shape) if need_wr else None
             dwi = di.reshape(w_shape) if need_wi else None
@@ -200,9 +264,9 @@ class _SpectralConvWeightGrad(Function):
         mshape = tuple(int(m) for m in modes)
         nblk = 2 ** (dim - 1)
         xg, gg = _as_grid(x, dim), _as_grid(g, dim)
-        x_re, x_im = _spectrum(xg, nblk, mshape)
-        g_re, g_im = _spectrum(gg, nblk, mshape)
-        dr, di = _weight_grad(x_re, x_im, g_re, g_im, xg.shape[2:], mshape)
+        x_rows = _spectrum_rows(xg, nblk, mshape)
+        g_rows = _spectrum_rows(gg, nblk, mshape)
+        dr, di = _weight_grad(x_rows, g_rows, nblk, xg.shape[2:], mshape)
         shape = ((x.shape[1], g.shape[1], mshape[1]) if dim == 1
                  else (nblk, x.shape[1], g.shape[1]) + mshape)
         ctx.save_for_backward(x, g)

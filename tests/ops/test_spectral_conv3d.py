@@ -155,9 +155,12 @@ def test_overlapping_blocks_add(rng):
     from nbgrad.kernels import spectral as K
     S, D, H, W, m1, m2, m3 = 2, 3, 5, 6, 2, 3, 4   # 2 m1 > D, 2 m2 > H: rows overlap
     c = np.empty(0, np.complex128)
-    y_re, y_im = rng.standard_normal((2, S, 4, m1, m2, m3))
+    # the kernels' columns: grid s's re at column s of [K, 2S], its im S further
+    at = np.arange(S)
+    stacked = rng.standard_normal((2, S, 4, m1, m2, m3))
+    y_re, y_im = stacked
     out = np.empty((S, D, H, W))
-    K.irfft3_modes(y_re, y_im, c, out)
+    K.irfft3_modes(stacked.reshape(2 * S, -1).T, at, S, m1, m2, c, out)
     Y = np.zeros((S, D, H, W // 2 + 1), complex)
     for j in range(4):
         s1, s2 = corners(j, D, H, m1, m2)
@@ -165,8 +168,9 @@ def test_overlapping_blocks_add(rng):
     np.testing.assert_allclose(out, np.fft.irfftn(Y, s=(D, H, W), axes=(1, 2, 3)),
                                rtol=1e-12, atol=1e-12)
     x = rng.standard_normal((S, D, H, W))
-    re, im = np.empty((2, S, 4, m1, m2, m3))
-    K.rfft3_modes(x, m1, m2, c, re, im)
+    modes = np.empty((2, S, 4, m1, m2, m3))
+    K.rfft3_modes(x, m1, m2, c, modes.reshape(2 * S, -1).T, at, S)
+    re, im = modes
     X = np.fft.rfftn(x, axes=(1, 2, 3))
     for j in range(4):
         s1, s2 = corners(j, D, H, m1, m2)
@@ -187,14 +191,14 @@ def test_serial_and_parallel_kernels_agree_bitwise(rng):
     from nbgrad.kernels import spectral as K
     x = rng.standard_normal((20, 6, 8, 10)).astype(np.float32)
     c = np.empty(0, np.complex64)
-    out = [np.empty((20, 4, 2, 3, 4), np.float32) for _ in range(4)]
-    K.rfft3_modes(x, 2, 3, c, out[0], out[1])
-    K.rfft3_modes.serial(x, 2, 3, c, out[2], out[3])
-    assert_same_bits(out[0], out[2])
-    assert_same_bits(out[1], out[3])
+    at = np.arange(20)
+    out = [np.empty((4 * 2 * 3 * 4, 40), np.float32) for _ in range(2)]
+    K.rfft3_modes(x, 2, 3, c, out[0], at, 20)
+    K.rfft3_modes.serial(x, 2, 3, c, out[1], at, 20)
+    assert_same_bits(out[0], out[1])
     y = [np.empty((20, 6, 8, 10), np.float32) for _ in range(2)]
-    K.irfft3_modes(out[0], out[1], c, y[0])
-    K.irfft3_modes.serial(out[0], out[1], c, y[1])
+    K.irfft3_modes(out[0], at, 20, 2, 3, c, y[0])
+    K.irfft3_modes.serial(out[0], at, 20, 2, 3, c, y[1])
     assert_same_bits(y[0], y[1])
 
 
