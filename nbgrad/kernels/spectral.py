@@ -27,13 +27,14 @@ bins that the half spectrum stands for twice):
 
 The transforms are DUCC0's (the library behind scipy.fft), called from Numba through
 rocket-fft's low-level ``r2c``/``c2c``/``c2r``: each ``prange`` iteration transforms a
-fixed block of SLICES grids with one DUCC thread, so the grouping of the grids, and with
-it every bit, depends on the shape alone, never on the thread count. The mixing is one
-small complex matrix product per mode, run as a real one by the batched GEMM
-(kernels/matmul.py): the modes become rows [k, b, re | im of the channels]
-(``pack_modes``), each mode's weights the real block [[re, im], [-im, re]]
-(``weight_rows``), so Y's rows are X's rows times the block, dx's rows G's rows times
-its transpose, and dW comes from X's rows transposed times G's (``weight_grad_rows``).
+block of grids (how many, the grid's size fixes) with one DUCC thread, so the grouping
+of the grids, and with it every bit, depends on the shape alone, never on the thread
+count. The mixing is one small complex matrix product per mode, run as a real one by
+the batched GEMM (kernels/matmul.py): the transforms write the kept modes as GEMM rows
+[k, b, re | im of the channels] and read them back from such rows, each mode's weights
+become the real block [[re, im], [-im, re]] (``weight_rows``), so Y's rows are X's rows
+times the block, dx's rows G's rows times its transpose, and dW comes from X's rows
+transposed times G's (``weight_grad_rows``).
 """
 
 from __future__ import annotations
@@ -53,10 +54,18 @@ _AXIS_W = np.array([2], np.int64)
 # ... and on a block of 3-D grids [s, D, H, W]: the two full axes, the half axis
 _AXES_DH = np.array([1, 2], np.int64)
 _AXIS_W3 = np.array([3], np.int64)
-# Grids per task of the transforms: one DUCC call transforms SLICES grids at once (its
-# plan is made once per call, and it runs several rows in SIMD lanes). Fixed, so the
-# grouping of the grids (hence every bit) depends on the shape alone.
+# Grids per task of the transforms: one DUCC call transforms a block of grids at once (its
+# plan is made once per call, and it runs several rows in SIMD lanes): at least
+# SLICES grids, and small grids up to TASK_POINTS points, so that the plan and the call
+# are paid over enough work. A function of the grid's size, so the grouping of the grids
+# (hence every bit) depends on the shape alone.
 SLICES = 8
+TASK_POINTS = 8192
+
+
+@njit(**SERIAL, inline="always")
+def _grids_per_task(points):
+    return max(SLICES, TASK_POINTS // points)
 
 
 @njit_with_serial(**PARALLEL_FUSED)
@@ -69,8 +78,9 @@ def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
     (its dtype only)."""
     S, H, W = x.shape
     m2 = out.shape[0] // (nblk * m1)
-    for t in prange((S + SLICES - 1) // SLICES):
-        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+    per = _grids_per_task(H * W)
+    for t in prange((S + per - 1) // per):
+        s0, s1 = t * per, min(S, (t + 1) * per)
         # rfft along W (every row), then a complex fft along H of the m2 kept columns only
         half = np.empty((s1 - s0, H, W // 2 + 1), spec_like.dtype)
         r2c(x[s0:s1], half, _AXIS_W, True, 1.0, 1)
@@ -80,7 +90,7 @@ def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
         else:
             for i in range(s1 - s0):
                 copy_into(spec[i, 0], half[i, 0, :m2])
-        # the grids innermost: a mode's SLICES values sit side by side in the GEMM rows
+        # the grids innermost: a mode's values of the block sit side by side in GEMM rows
         for blk in range(nblk):
             row0 = 0 if blk == 0 else H - m1
             for r in range(m1):
@@ -102,8 +112,9 @@ def irfft_modes(y, at, im_at, nblk, m1, spec_like, out):
     S, H, W = out.shape
     m2 = y.shape[0] // (nblk * m1)
     scale = 1.0 / (H * W)
-    for t in prange((S + SLICES - 1) // SLICES):
-        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+    per = _grids_per_task(H * W)
+    for t in prange((S + per - 1) // per):
+        s0, s1 = t * per, min(S, (t + 1) * per)
         spec = np.zeros((s1 - s0, H, m2), spec_like.dtype)
         for blk in range(nblk):
             row0 = 0 if blk == 0 else H - m1
@@ -177,8 +188,9 @@ def rfft3_modes(x, m1, m2, spec_like, out, at, im_at):
     [4 m1 m2 m3, L]. Blocks may overlap (each reads its own copy)."""
     S, D, H, W = x.shape
     m3 = out.shape[0] // (4 * m1 * m2)
-    for t in prange((S + SLICES - 1) // SLICES):
-        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+    per = _grids_per_task(D * H * W)
+    for t in prange((S + per - 1) // per):
+        s0, s1 = t * per, min(S, (t + 1) * per)
         # rfft along W, then the complex fft along D and H of the m3 kept columns only
         half = np.empty((s1 - s0, D, H, W // 2 + 1), spec_like.dtype)
         r2c(x[s0:s1], half, _AXIS_W3, True, 1.0, 1)
@@ -207,8 +219,9 @@ def irfft3_modes(y, at, im_at, m1, m2, spec_like, out):
     S, D, H, W = out.shape
     m3 = y.shape[0] // (4 * m1 * m2)
     scale = 1.0 / (D * H * W)
-    for t in prange((S + SLICES - 1) // SLICES):
-        s0, s1 = t * SLICES, min(S, (t + 1) * SLICES)
+    per = _grids_per_task(D * H * W)
+    for t in prange((S + per - 1) // per):
+        s0, s1 = t * per, min(S, (t + 1) * per)
         spec = np.zeros((s1 - s0, D, H, m3), spec_like.dtype)
         for blk in range(4):
             d0, h0 = _corner(blk, D, H, m1, m2)
