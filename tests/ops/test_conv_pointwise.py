@@ -89,7 +89,9 @@ def test_pointwise_matches_torch_float32(x_shape, F):
 
 
 @pytest.mark.parametrize("x_shape, F", [((6, 32, 16, 16), 32), ((4, 24, 8, 8), 48),
-                                        ((3, 16, 300), 40), ((2, 8, 70), 3)])
+                                        ((3, 16, 300), 40), ((2, 8, 70), 3),
+                                        # few channels in (y's row loops), few out (dx's)
+                                        ((8, 3, 32, 32), 64), ((8, 64, 32, 32), 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_same_bits_at_1_and_2_threads_and_serial(x_shape, F, dtype):
     """y and every gradient: the parallel form at 1 and 2 threads and the serial form give
