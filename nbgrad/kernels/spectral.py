@@ -69,15 +69,15 @@ def _grids_per_task(points):
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
+def rfft_modes(x, m1, nblk, spec_like, out, row_of, at, im_at):
     """The kept modes of rfft2(x[s]): mode k = (blk m1 + r) m2 + c, the bin
     (row(blk, r), c) with c < m2, row(0, r) = r and row(1, r) = H - m1 + r, goes to
-    out[k, at[s]] (real part) and out[k, at[s] + im_at] (imaginary part). x: real
-    [S, H, W] (C-contiguous); out: [nblk m1 m2, L] (the GEMM rows, or re and im stacks
-    read transposed: ops/spectral.py); ``spec_like``: a complex array of x's precision
-    (its dtype only)."""
+    out[row_of[k], at[s]] (real part) and out[row_of[k], at[s] + im_at] (imaginary part),
+    or nowhere if row_of[k] < 0. x: real [S, H, W] (C-contiguous); out: [rows, L] (GEMM
+    rows, or re and im stacks read transposed: ops/spectral.py); row_of: [nblk m1 m2];
+    ``spec_like``: a complex array of x's precision (its dtype only)."""
     S, H, W = x.shape
-    m2 = out.shape[0] // (nblk * m1)
+    m2 = row_of.size // (nblk * m1)
     per = _grids_per_task(H * W)
     for t in prange((S + per - 1) // per):
         s0, s1 = t * per, min(S, (t + 1) * per)
@@ -95,7 +95,9 @@ def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
             row0 = 0 if blk == 0 else H - m1
             for r in range(m1):
                 for c in range(m2):
-                    k = (blk * m1 + r) * m2 + c
+                    k = row_of[(blk * m1 + r) * m2 + c]
+                    if k < 0:
+                        continue
                     for s in range(s0, s1):
                         v = spec[s - s0, row0 + r, c]
                         out[k, at[s]] = v.real
@@ -103,14 +105,15 @@ def rfft_modes(x, m1, nblk, spec_like, out, at, im_at):
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def irfft_modes(y, at, im_at, nblk, m1, spec_like, out):
+def irfft_modes(y, row_of, at, im_at, nblk, m1, spec_like, out):
     """out[s] = irfft2(P y_s) on an H x W grid (H, W = out.shape[1:]), y_s's mode k =
-    (blk m1 + r) m2 + c being y[k, at[s]] + i y[k, at[s] + im_at] (as in rfft_modes),
-    added at (row(blk, r), c) of a zero half spectrum [H, W//2 + 1].
+    (blk m1 + r) m2 + c being y[row_of[k], at[s]] + i y[row_of[k], at[s] + im_at] (zero
+    if row_of[k] < 0; as in rfft_modes), added at (row(blk, r), c) of a zero half
+    spectrum [H, W//2 + 1].
     The imaginary parts of the columns c = 0 and c = W/2 (W even) are ignored, as by any
     c2r transform (numpy.fft.irfft2, torch.fft.irfft2)."""
     S, H, W = out.shape
-    m2 = y.shape[0] // (nblk * m1)
+    m2 = row_of.size // (nblk * m1)
     scale = 1.0 / (H * W)
     per = _grids_per_task(H * W)
     for t in prange((S + per - 1) // per):
@@ -120,7 +123,9 @@ def irfft_modes(y, at, im_at, nblk, m1, spec_like, out):
             row0 = 0 if blk == 0 else H - m1
             for r in range(m1):
                 for c in range(m2):
-                    k = (blk * m1 + r) * m2 + c
+                    k = row_of[(blk * m1 + r) * m2 + c]
+                    if k < 0:
+                        continue
                     for s in range(s0, s1):
                         # += : blocks that overlap (SpectralConv's odd mode counts pad a
                         # block with zero weights) add, so P stays the adjoint of R
@@ -180,14 +185,15 @@ def _corner(blk, D, H, m1, m2):
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def rfft3_modes(x, m1, m2, spec_like, out, at, im_at):
+def rfft3_modes(x, m1, m2, spec_like, out, row_of, at, im_at):
     """The kept modes of rfftn(x[s]): mode k = ((blk m1 + r) m2 + q) m3 + c, the bin
     (d(blk, r), h(blk, q), c) with c < m3, d(blk, r) = r or D - m1 + r (blk % 2 = 0 or 1)
-    and h(blk, q) = q or H - m2 + q (blk // 2 = 0 or 1), goes to out[k, at[s]] and
-    out[k, at[s] + im_at] as in rfft_modes. x: real [S, D, H, W] (C-contiguous); out:
-    [4 m1 m2 m3, L]. Blocks may overlap (each reads its own copy)."""
+    and h(blk, q) = q or H - m2 + q (blk // 2 = 0 or 1), goes to out[row_of[k], at[s]]
+    and out[row_of[k], at[s] + im_at] as in rfft_modes. x: real [S, D, H, W]
+    (C-contiguous); out: [rows, L]; row_of: [4 m1 m2 m3]. Blocks may overlap (each reads
+    its own copy)."""
     S, D, H, W = x.shape
-    m3 = out.shape[0] // (4 * m1 * m2)
+    m3 = row_of.size // (4 * m1 * m2)
     per = _grids_per_task(D * H * W)
     for t in prange((S + per - 1) // per):
         s0, s1 = t * per, min(S, (t + 1) * per)
@@ -201,7 +207,9 @@ def rfft3_modes(x, m1, m2, spec_like, out, at, im_at):
             for r in range(m1):
                 for q in range(m2):
                     for c in range(m3):
-                        k = ((blk * m1 + r) * m2 + q) * m3 + c
+                        k = row_of[((blk * m1 + r) * m2 + q) * m3 + c]
+                        if k < 0:
+                            continue
                         for s in range(s0, s1):
                             v = spec[s - s0, d0 + r, h0 + q, c]
                             out[k, at[s]] = v.real
@@ -209,15 +217,15 @@ def rfft3_modes(x, m1, m2, spec_like, out, at, im_at):
 
 
 @njit_with_serial(**PARALLEL_FUSED)
-def irfft3_modes(y, at, im_at, m1, m2, spec_like, out):
+def irfft3_modes(y, row_of, at, im_at, m1, m2, spec_like, out):
     """out[s] = irfftn(P y_s) on a D x H x W grid (out: [S, D, H, W]), y_s's mode k =
-    ((blk m1 + r) m2 + q) m3 + c being y[k, at[s]] + i y[k, at[s] + im_at] (as in
-    rfft3_modes), added at (d(blk, r), h(blk, q), c) of a zero half spectrum
-    [D, H, W//2 + 1] (y: [4 m1 m2 m3, L];
-    overlapping blocks add: P is the adjoint of R). The imaginary parts of the columns
-    c = 0 and c = W/2 (W even) are ignored, as by any c2r transform."""
+    ((blk m1 + r) m2 + q) m3 + c being y[row_of[k], at[s]] + i y[row_of[k], at[s] + im_at]
+    (zero if row_of[k] < 0; as in rfft3_modes), added at (d(blk, r), h(blk, q), c) of a
+    zero half spectrum [D, H, W//2 + 1] (overlapping blocks add: P is the adjoint of R).
+    The imaginary parts of the columns c = 0 and c = W/2 (W even) are ignored, as by any
+    c2r transform."""
     S, D, H, W = out.shape
-    m3 = y.shape[0] // (4 * m1 * m2)
+    m3 = row_of.size // (4 * m1 * m2)
     scale = 1.0 / (D * H * W)
     per = _grids_per_task(D * H * W)
     for t in prange((S + per - 1) // per):
@@ -228,7 +236,9 @@ def irfft3_modes(y, at, im_at, m1, m2, spec_like, out):
             for r in range(m1):
                 for q in range(m2):
                     for c in range(m3):
-                        k = ((blk * m1 + r) * m2 + q) * m3 + c
+                        k = row_of[((blk * m1 + r) * m2 + q) * m3 + c]
+                        if k < 0:
+                            continue
                         for s in range(s0, s1):
                             spec[s - s0, d0 + r, h0 + q, c] += (
                                 y[k, at[s]] + 1j * y[k, at[s] + im_at])
@@ -236,36 +246,3 @@ def irfft3_modes(y, at, im_at, m1, m2, spec_like, out):
         c2c(spec, cols, _AXES_DH, False, 1.0, 1)
         # c2r reads the m3 given columns and takes the rest of the W//2 + 1 as zeros
         c2r(cols, out[s0:s1], _AXIS_W3, False, scale, 1)
-
-
-# -- the modes as GEMM rows (nn.SpectralConv's factorised weights) ----------------------------
-#
-# Corner blocks re, im [B, C, S] (S = the flattened blocks and their rows) and the packed
-# layout t [M, B, 2C] of the centred modes: t[m, b, c] = re[b, c, source[m]] and
-# t[m, b, C + c] = im[b, c, source[m]], so that a weight's channel mix is one batched
-# GEMM per mode. ``source`` picks each centred mode once; the corner rows it skips (the
-# zero row before an odd count's negative block) read as zeros going back.
-
-
-@njit_with_serial(**PARALLEL)
-def pack_modes(re, im, source, t):
-    B, C = re.shape[0], re.shape[1]
-    for m in prange(source.size):
-        s = source[m]
-        for b in range(B):
-            for c in range(C):
-                t[m, b, c] = re[b, c, s]
-                t[m, b, C + c] = im[b, c, s]
-
-
-@njit_with_serial(**PARALLEL)
-def unpack_modes(t, source, re, im):
-    """The adjoint of pack_modes into zeroed re, im [B, C, S] (each element written by
-    at most one mode: a permutation and its zero fill)."""
-    B, C = re.shape[0], re.shape[1]
-    for b in prange(B):
-        for m in range(source.size):
-            s = source[m]
-            for c in range(C):
-                re[b, c, s] = t[m, b, c]
-                im[b, c, s] = t[m, b, C + c]

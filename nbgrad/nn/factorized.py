@@ -374,7 +374,7 @@ class FactorizedTensor(Module):
 
     def contract_rows(self, t: Tensor, index: Sequence[slice] | None = None) -> Tensor:
         """``contract`` (not separable) on the modes as rows: t [M, B, 2i] = [re | im] of
-        each mode (``ops.spectral_parts.pack_modes``'s layout) -> [M, B, 2o]."""
+        each mode (``ops.spectral_parts.rfftn_rows``' layout) -> [M, B, 2o]."""
         f = self.factors(index)
         d = self.order - 2
         mode_factors = [f[f"factor{2 + j}"] for j in range(d)]

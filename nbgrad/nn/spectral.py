@@ -29,9 +29,9 @@ from ..ops.spectral import (
 )
 from ..ops.spectral_parts import (
     IrfftnCorners,
-    PackModes,
+    IrfftnRows,
     RfftnCorners,
-    UnpackModes,
+    RfftnRows,
     corner_modes,
 )
 from ..tensor import Tensor, lift
@@ -226,7 +226,7 @@ class SpectralConv(Module):
     the dense tensor ~ CN(0, init_std^2) at start). ``implementation='reconstructed'``
     forms the dense weights from the factors with ops and runs the spectral convolution
     op; 'factorized' contracts the kept spectrum with the factors directly (the
-    ``rfftn_corners``/``irfftn_corners`` ops around ``FactorizedTensor.contract``); both
+    ``rfftn_rows``/``irfftn_rows`` ops around ``FactorizedTensor.contract_rows``); both
     give the same layer. ``decomposition_kwargs`` is kept and unused.
 
     Not here (NotImplementedError naming the argument): ``complex_data``,
@@ -430,8 +430,12 @@ class SpectralConv(Module):
             return {"weight_real": self.weight_real}
         return {"weight.factor0_real": self.weight.factor0_real}
 
-    def _factorized_forward(self, x: Tensor) -> Tensor:
-        """The factors applied to the kept spectrum directly (W never formed):
+    def _factorized_forward(self, x: Tensor, out_grid: tuple | None = None) -> Tensor:
+        """The factors applied to the kept spectrum directly (W never formed), onto
+        ``out_grid`` (default: x's grid). Not separable, the centred modes go to GEMM rows
+        [M, B, 2 in] straight from the transform and back (``rfftn_rows``,
+        ``FactorizedTensor.contract_rows``, ``irfftn_rows``). Separable, through corner
+        blocks and the centred layout:
 
             X = R rfftn(x) (corner blocks) -> centred modes [B, in, k_1, .., K_d]
             Y = W.contract(X)  (FactorizedTensor.contract)
@@ -441,27 +445,19 @@ class SpectralConv(Module):
         positive block (frequencies 0 .. p - 1) after the last k // 2 rows of the
         negative one (frequencies -(k // 2) .. -1); going back, ``_two_sided`` pads the
         negative block with the zero row it needs for odd k."""
+        out = tuple(x.shape[2:]) if out_grid is None else tuple(out_grid)
+        k = tuple(int(m) for m in self._n_modes)
+        if not self.separable:
+            t = self.weight.contract_rows(RfftnRows.apply(x, modes=k), self._active_index())
+            return IrfftnRows.apply(t, grid=out, modes=k)
         re, im = RfftnCorners.apply(x, modes=self._corner_modes())
-        return IrfftnCorners.apply(*self._factorized_corners(re, im), grid=x.shape[2:])
+        yr, yi = self.weight.contract((self._centred(re), self._centred(im)), True,
+                                      self._active_index())
+        return IrfftnCorners.apply(self._corners(yr), self._corners(yi), grid=out)
 
     def _corner_modes(self) -> tuple:
         """The corner blocks' rows p = k - k // 2 per full axis, then the last axis's K."""
         return corner_modes(self._n_modes)
-
-    def _factorized_corners(self, re: Tensor, im: Tensor) -> tuple[Tensor, Tensor]:
-        """Y = W X on corner blocks (re, im) of the spectrum, with the factors. Not
-        separable, the centred modes go to the GEMM rows [M, B, 2 in] straight from the
-        corner blocks and back (``pack_modes``, ``contract_rows``, ``unpack_modes``: one
-        gather each way instead of the slices, joins and transposes of the centred
-        layout); separable, through the centred layout."""
-        k = tuple(int(m) for m in self._n_modes)
-        if not self.separable:
-            t = self.weight.contract_rows(PackModes.apply(re, im, modes=k),
-                                          self._active_index())
-            return UnpackModes.apply(t, modes=k)
-        xc = (self._centred(re), self._centred(im))
-        yr, yi = self.weight.contract(xc, True, self._active_index())
-        return self._corners(yr), self._corners(yi)
 
     def _centred(self, a: Tensor) -> Tensor:
         """Corner blocks [B, C, 2^(d-1), p_1, .., K] -> centred modes [B, C, k_1, .., K]."""

@@ -192,16 +192,15 @@ class ScaledSpectralConv(SpectralConv):
         float_operands("ScaledSpectralConv", x=x, **self._a_weight())
         self.check_modes(grid, "input")
         self.check_modes(out, "output")
-        re, im = rfftn_corners(x, self._corner_modes())
         if self.factorization is not None and self.implementation == "factorized":
-            yr, yi = self._factorized_corners(re, im)
+            y = self._factorized_forward(x, out)
         else:  # dense (or reconstructed) weights [in, out, *modes], separable as diagonal
+            re, im = rfftn_corners(x, self._corner_modes())
             letters = "xyz"[:d]
             yr, yi = ceinsum(f"bi{letters},io{letters}->bo{letters}",
                              (self._centred(re), self._centred(im)), self._active_weights())
-            yr, yi = self._corners(yr), self._corners(yi)
+            y = irfftn_corners(self._corners(yr), self._corners(yi), out)
         c = (float(np.prod(out)) / float(np.prod(grid))) ** _FFT_FACTOR[self.fft_norm]
-        y = irfftn_corners(yr, yi, out)
         if c != 1.0:
             y = y * c
         return y + self.bias if self.bias is not None else y

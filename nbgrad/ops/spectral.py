@@ -40,14 +40,15 @@ def _complex_like(dtype: np.dtype) -> np.ndarray:
     return np.empty(0, np.complex64 if dtype == np.float32 else np.complex128)
 
 
-# The kernels read and write the modes as columns of a 2-D array [K, L] (K = nblk M modes):
-# grid s's mode k at [k, at[s]], its imaginary part ``im_at`` columns further. The GEMM
+# The kernels read and write the modes as columns of a 2-D array [rows, L]: mode k of grid
+# s (k indexing one grid's blocks [nblk, *mshape] flat) at [row_of[k], at[s]], its
+# imaginary part ``im_at`` columns further (row_of[k] < 0: a mode no row holds). GEMM
 # rows [K, B, 2C] are such an array (grid s = b C + ch at column b 2C + ch, im_at = C);
 # so are stacked (re, im) [2, S, K] read transposed (column s, im_at = S).
 @functools.cache
 def _arange(n: int) -> np.ndarray:
-    """0 .. n-1: the columns of stacked (re, im), and the GEMM's batch map (mode k times
-    mode k's weights)."""
+    """0 .. n-1: the row of each mode in block order, the columns of stacked (re, im),
+    and the GEMM's batch map (mode k times mode k's weights)."""
     return np.arange(n, dtype=np.int64)
 
 
@@ -58,67 +59,75 @@ def _row_columns(B: int, C: int) -> np.ndarray:
     return s // C * (2 * C) + s % C
 
 
-def _spectrum_into(x: np.ndarray, mshape: tuple, out: np.ndarray, at: np.ndarray,
-                   im_at: int) -> None:
+def _block_rows(nblk: int, mshape: tuple) -> np.ndarray:
+    """Every mode of the blocks in its own row, in block order."""
+    return _arange(nblk * int(np.prod(mshape)))
+
+
+def _spectrum_into(x: np.ndarray, mshape: tuple, out: np.ndarray, row_of: np.ndarray,
+                   at: np.ndarray, im_at: int) -> None:
     """The kept modes of rfftn(x) over its grid dims (blocks of mode shape ``mshape``)
-    into the columns ``at`` of out [K, L] (see above)."""
+    into rows ``row_of`` and columns ``at`` of out [rows, L] (see above)."""
     xs = np.ascontiguousarray(x).reshape((-1,) + x.shape[2:])
     if x.ndim == 5:
         for_work(kernels.rfft3_modes, x.size, SPECTRAL_PARALLEL_MIN)(
-            xs, mshape[0], mshape[1], _complex_like(x.dtype), out, at, im_at)
+            xs, mshape[0], mshape[1], _complex_like(x.dtype), out, row_of, at, im_at)
     else:
-        nblk = out.shape[0] // int(np.prod(mshape))
+        nblk = row_of.size // int(np.prod(mshape))
         for_work(kernels.rfft_modes, x.size, SPECTRAL_PARALLEL_MIN)(
-            xs, mshape[0], nblk, _complex_like(x.dtype), out, at, im_at)
+            xs, mshape[0], nblk, _complex_like(x.dtype), out, row_of, at, im_at)
 
 
 def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
     """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
     B, C = x.shape[:2]
-    M = int(np.prod(mshape))
-    stacked = np.empty((2, B * C, nblk * M), x.dtype)
-    _spectrum_into(x, mshape, stacked.reshape(2 * B * C, -1).T, _arange(B * C), B * C)
-    return stacked[0].reshape(B, C, nblk, M), stacked[1].reshape(B, C, nblk, M)
+    S, every = B * C, _block_rows(nblk, mshape)
+    stacked = np.empty((2, S, every.size), x.dtype)
+    _spectrum_into(x, mshape, stacked.reshape(2 * S, -1).T, every, _arange(S), S)
+    return stacked[0].reshape(B, C, nblk, -1), stacked[1].reshape(B, C, nblk, -1)
 
 
-def _spectrum_rows(x: np.ndarray, nblk: int, mshape: tuple) -> np.ndarray:
-    """The kept modes of rfftn(x) written straight into GEMM rows [nblk M, B, 2C] (row k
-    holds [re | im] of mode k for every batch and channel)."""
+def _spectrum_rows(x: np.ndarray, mshape: tuple, row_of: np.ndarray) -> np.ndarray:
+    """The kept modes of rfftn(x) written straight into GEMM rows [rows, B, 2C] (row
+    row_of[k] holds [re | im] of mode k for every batch and channel)."""
     B, C = x.shape[:2]
-    rows = np.empty((nblk * int(np.prod(mshape)), B, 2 * C), x.dtype)
-    _spectrum_into(x, mshape, rows.reshape(rows.shape[0], -1), _row_columns(B, C), C)
+    rows = np.empty((int(row_of.max()) + 1, B, 2 * C), x.dtype)
+    _spectrum_into(x, mshape, rows.reshape(rows.shape[0], -1), row_of, _row_columns(B, C), C)
     return rows
 
 
-def _synthesis_from(y: np.ndarray, at: np.ndarray, im_at: int, mshape: tuple,
-                    grid: tuple) -> np.ndarray:
-    """irfftn onto ``grid`` (2 or 3 dims) of each grid's modes, the columns ``at`` of y
-    [K, L] (see above): [S, *grid]."""
+def _synthesis_from(y: np.ndarray, row_of: np.ndarray, at: np.ndarray, im_at: int,
+                    mshape: tuple, grid: tuple) -> np.ndarray:
+    """irfftn onto ``grid`` (2 or 3 dims) of each grid's modes, rows ``row_of`` and
+    columns ``at`` of y [rows, L] (see above): [S, *grid]."""
     out = np.empty((at.size,) + tuple(grid), y.dtype)
     if len(grid) == 3:
         for_work(kernels.irfft3_modes, out.size, SPECTRAL_PARALLEL_MIN)(
-            y, at, im_at, mshape[0], mshape[1], _complex_like(y.dtype), out)
+            y, row_of, at, im_at, mshape[0], mshape[1], _complex_like(y.dtype), out)
     else:
-        nblk = y.shape[0] // int(np.prod(mshape))
+        nblk = row_of.size // int(np.prod(mshape))
         for_work(kernels.irfft_modes, out.size, SPECTRAL_PARALLEL_MIN)(
-            y, at, im_at, nblk, mshape[0], _complex_like(y.dtype), out)
+            y, row_of, at, im_at, nblk, mshape[0], _complex_like(y.dtype), out)
     return out
 
 
 def _synthesis(re: np.ndarray, im: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
     """irfftn onto ``grid`` (2 or 3 dims) of the modes (re, im) [B, C, nblk, M]."""
-    B, C = re.shape[:2]
+    B, C, nblk = re.shape[:3]
     S = B * C
     stacked = np.stack((re.reshape(S, -1), im.reshape(S, -1)))
-    out = _synthesis_from(stacked.reshape(2 * S, -1).T, _arange(S), S, mshape, grid)
+    out = _synthesis_from(stacked.reshape(2 * S, -1).T, _block_rows(nblk, mshape),
+                          _arange(S), S, mshape, grid)
     return out.reshape((B, C) + tuple(grid))
 
 
-def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
-    """irfftn onto ``grid`` of the modes held as GEMM rows [nblk M, B, 2C]: [B, C, *grid]."""
-    K, B, C2 = rows.shape
-    out = _synthesis_from(rows.reshape(K, -1), _row_columns(B, C2 // 2), C2 // 2, mshape,
-                          grid)
+def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple,
+                    row_of: np.ndarray) -> np.ndarray:
+    """irfftn onto ``grid`` of the modes held as GEMM rows [rows, B, 2C] (mode k in row
+    row_of[k]): [B, C, *grid]."""
+    n, B, C2 = rows.shape
+    out = _synthesis_from(rows.reshape(n, -1), row_of, _row_columns(B, C2 // 2), C2 // 2,
+                          mshape, grid)
     return out.reshape((B, C2 // 2) + tuple(grid))
 
 
@@ -206,9 +215,10 @@ class _SpectralConv(Function):
         xg = _as_grid(x, cls.dim)
         grid = xg.shape[2:]
         w_re, w_im = _as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim)
-        x_rows = _spectrum_rows(xg, nblk, mshape)
+        x_rows = _spectrum_rows(xg, mshape, _block_rows(nblk, mshape))
         w_rows = _weight_rows(w_re, w_im)
-        y = _synthesis_rows(_mix(x_rows, w_rows, False), mshape, grid)
+        y = _synthesis_rows(_mix(x_rows, w_rows, False), mshape, grid,
+                            _block_rows(nblk, mshape))
         if cls.dim == 1:
             y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
         return y, (x_rows, w_rows), (nblk, mshape, grid)
@@ -224,10 +234,11 @@ class _SpectralConv(Function):
         x_rows, w_rows = ctx.saved_tensors
         nblk, mshape, grid = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
-        g_rows = _spectrum_rows(_as_grid(g, cls.dim), nblk, mshape)
+        g_rows = _spectrum_rows(_as_grid(g, cls.dim), mshape, _block_rows(nblk, mshape))
         dx = dwr = dwi = None
         if need_x:
-            dx = _synthesis_rows(_mix(g_rows, w_rows, True), mshape, grid)
+            dx = _synthesis_rows(_mix(g_rows, w_rows, True), mshape, grid,
+                                 _block_rows(nblk, mshape))
             dx = dx.reshape(ctx.input_arrays[0].shape)
         if need_wr or need_wi:
             dr, di = _weight_grad(x_rows, g_rows, nblk, grid, mshape)
@@ -264,8 +275,8 @@ class _SpectralConvWeightGrad(Function):
         mshape = tuple(int(m) for m in modes)
         nblk = 2 ** (dim - 1)
         xg, gg = _as_grid(x, dim), _as_grid(g, dim)
-        x_rows = _spectrum_rows(xg, nblk, mshape)
-        g_rows = _spectrum_rows(gg, nblk, mshape)
+        x_rows = _spectrum_rows(xg, mshape, _block_rows(nblk, mshape))
+        g_rows = _spectrum_rows(gg, mshape, _block_rows(nblk, mshape))
         dr, di = _weight_grad(x_rows, g_rows, nblk, xg.shape[2:], mshape)
         shape = ((x.shape[1], g.shape[1], mshape[1]) if dim == 1
                  else (nblk, x.shape[1], g.shape[1]) + mshape)

@@ -1,7 +1,8 @@
-"""The two halves of the spectral convolution as ops: ``rfftn_corners`` (analysis: the kept
-corner blocks of rfftn(x)) and ``irfftn_corners`` (synthesis: irfftn of blocks put back
-among zeros), for layers that mix the modes with ops of their own (the factorised
-weights of ``nn.SpectralConv``). Both run the kernels of ``kernels/spectral.py``.
+"""The two halves of the spectral convolution as ops, for layers that mix the modes with
+ops of their own (the factorised weights of ``nn.SpectralConv``): ``rfftn_corners``
+(analysis: the kept corner blocks of rfftn(x)) and ``irfftn_corners`` (synthesis: irfftn
+of blocks put back among zeros); ``rfftn_rows`` and ``irfftn_rows``, the same with the
+centred modes as GEMM rows. All run the kernels of ``kernels/spectral.py``.
 
 Blocks, for a grid of d = 1, 2 or 3 dims and ``modes`` = (p_1, .., p_{d-1}, K) (the rows
 per block along each full axis, the rfft bins of the last axis): nblk = 2^(d-1) blocks
@@ -28,11 +29,9 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, is_int
-from .spectral import _spectrum, _synthesis
-from .spectral import kernels as spectral_kernels
+from .spectral import _spectrum, _spectrum_rows, _synthesis, _synthesis_rows
 
 
 def _nblk(dim: int) -> int:
@@ -151,83 +150,90 @@ def mode_sources(modes: tuple) -> np.ndarray:
     return flat.reshape(-1)
 
 
-def _corner_shape(modes: tuple) -> tuple:
-    return (_nblk(len(modes)),) + corner_modes(modes)
-
-
-def _pack(re: np.ndarray, im: np.ndarray, modes: tuple) -> np.ndarray:
-    B, C = re.shape[:2]
+@functools.cache
+def _centred_rows(modes: tuple) -> np.ndarray:
+    """For each mode of the corner blocks (flat over [2^(d-1), p_1, .., K]), the row of
+    its centred mode, or -1 for the corner rows no centred mode reads (the row before an
+    odd count's negative block)."""
     source = mode_sources(modes)
-    t = np.empty((source.size, B, 2 * C), re.dtype)
-    flat = (B, C, -1)
-    for_work(spectral_kernels.pack_modes, t.size)(
-        np.ascontiguousarray(re).reshape(flat), np.ascontiguousarray(im).reshape(flat),
-        source, t)
-    return t
+    rows = np.full(_nblk(len(modes)) * math.prod(corner_modes(modes)), -1, np.int64)
+    rows[source] = np.arange(source.size)
+    return rows
 
 
-def _unpack(t: np.ndarray, modes: tuple) -> tuple[np.ndarray, np.ndarray]:
-    M, B, C2 = t.shape
-    corners = _corner_shape(modes)
-    shape = (B, C2 // 2) + corners
-    # zeros only where some corner row is read by no mode (an odd count's extra row)
-    fill = np.empty if M == math.prod(corners) else np.zeros
-    re, im = fill(shape, t.dtype), fill(shape, t.dtype)
-    flat = (B, C2 // 2, -1)
-    for_work(spectral_kernels.unpack_modes, t.size)(
-        np.ascontiguousarray(t), mode_sources(modes), re.reshape(flat), im.reshape(flat))
-    return re, im
+def _row_half_weight(grid: tuple, modes: tuple, dtype: Any) -> np.ndarray:
+    """s of each centred mode's last-axis bin, as [M, 1, 1] against rows [M, B, 2C]."""
+    s = _half_weight(grid, modes, dtype)
+    return np.tile(s, math.prod(modes) // s.size)[:, None, None]
 
 
-@register("pack_modes", samples=lambda rng: _layout_samples(rng, True))
-class PackModes(Function):
-    """Corner blocks (re, im) [B, C, 2^(d-1), *p] -> t [M, B, 2C]: the centred modes of
-    ``modes`` as rows, each holding [re | im] of every batch and channel."""
+def _to_rows(x: np.ndarray, modes: tuple) -> np.ndarray:
+    xg = x.reshape(x.shape[:2] + (1, x.shape[2])) if x.ndim == 3 else x
+    return _spectrum_rows(xg, _kernel_modes(corner_modes(modes)), _centred_rows(modes))
+
+
+def _from_rows(t: np.ndarray, grid: tuple, modes: tuple) -> np.ndarray:
+    g2 = (1,) + tuple(grid) if len(grid) == 1 else tuple(grid)
+    y = _synthesis_rows(np.ascontiguousarray(t), _kernel_modes(corner_modes(modes)), g2,
+                        _centred_rows(modes))
+    return y.reshape(y.shape[:2] + tuple(grid))
+
+
+@register("rfftn_rows", samples=lambda rng: _rows_samples(rng, True))
+class RfftnRows(Function):
+    """t = R_c rfftn(x): x [B, C, *grid] -> [M, B, 2C], row m = [re | im] of centred mode
+    m (row-major over ``modes``) for every batch element and channel, written by the
+    transform itself (no corner blocks in between). Its adjoint is N irfftn_rows(s t),
+    as A's is N S(s G) above."""
 
     @staticmethod
-    def forward(ctx, re, im, modes):
-        ctx.modes = modes
-        return _pack(re, im, modes)
+    def forward(ctx, x, modes):
+        ctx.modes, ctx.grid = modes, tuple(x.shape[2:])
+        return _to_rows(x, modes)
 
     @staticmethod
     def backward(ctx, g):
-        return _unpack(g, ctx.modes)
+        s = _row_half_weight(ctx.grid, ctx.modes, g.dtype)
+        return float(np.prod(ctx.grid)) * _from_rows(g * s, ctx.grid, ctx.modes)
 
     @staticmethod
     def vjp(ctx, g):
-        return UnpackModes.apply(g, modes=ctx.modes)
+        s = Tensor(_row_half_weight(ctx.grid, ctx.modes, g.dtype))
+        return IrfftnRows.apply(g * s, grid=ctx.grid, modes=ctx.modes) * float(np.prod(ctx.grid))
 
 
-@register("unpack_modes", samples=lambda rng: _layout_samples(rng, False))
-class UnpackModes(Function):
-    """t [M, B, 2C] -> corner blocks (re, im): the adjoint of pack_modes (the corner rows
-    no mode reads are zeros)."""
-
-    @staticmethod
-    def forward(ctx, t, modes):
-        ctx.modes = modes
-        return _unpack(t, modes)
+@register("irfftn_rows", samples=lambda rng: _rows_samples(rng, False))
+class IrfftnRows(Function):
+    """y = irfftn(P_c t) onto ``grid``: rows [M, B, 2C] of centred modes back among zeros
+    of a half spectrum, the adjoint layout of ``rfftn_rows`` (its vjp: rfftn_rows(g) /
+    (N s), as S's is A(g) / (N s) above)."""
 
     @staticmethod
-    def backward(ctx, g_re, g_im):
-        return _pack(g_re, g_im, ctx.modes)
+    def forward(ctx, t, grid, modes):
+        ctx.grid, ctx.modes = grid, modes
+        return _from_rows(t, grid, modes)
 
     @staticmethod
-    def vjp(ctx, g_re, g_im):
-        return PackModes.apply(g_re, g_im, modes=ctx.modes)
+    def backward(ctx, g):
+        c = 1.0 / (np.prod(ctx.grid) * _row_half_weight(ctx.grid, ctx.modes, g.dtype))
+        return _to_rows(np.ascontiguousarray(g), ctx.modes) * c
+
+    @staticmethod
+    def vjp(ctx, g):
+        c = Tensor(1.0 / (np.prod(ctx.grid) * _row_half_weight(ctx.grid, ctx.modes, g.dtype)))
+        return RfftnRows.apply(g, modes=ctx.modes) * c
 
 
-def _layout_samples(rng, pack: bool):
-    for modes, label in [((5,), "1-D"), ((4, 3), "2-D even rows"),
-                         ((5, 4), "2-D odd rows (an unused corner row)"),
-                         ((3, 2, 3), "3-D odd rows")]:
-        if pack:
-            shape = (2, 3) + _corner_shape(modes)
-            yield Sample(rng.standard_normal(shape), rng.standard_normal(shape), modes=modes,
-                         label=label)
+def _rows_samples(rng, analysis: bool):
+    cases = [((2, 2, 8), (3,), "1-D"), ((1, 2, 5, 7), (4, 3), "2-D even rows"),
+             ((2, 1, 6, 6), (5, 4), "2-D odd rows (an unused corner row), Nyquist"),
+             ((1, 2, 3, 4, 5), (3, 2, 3), "3-D odd rows, overlapping blocks")]
+    for shape, modes, label in cases:
+        if analysis:
+            yield Sample(rng.standard_normal(shape), modes=modes, label=label)
         else:
-            yield Sample(rng.standard_normal((int(np.prod(modes)), 2, 6)), modes=modes,
-                         label=label)
+            yield Sample(rng.standard_normal((math.prod(modes), shape[0], 2 * shape[1])),
+                         grid=shape[2:], modes=modes, label=label)
 
 
 # -- a complex matrix as one real block ------------------------------------------------------
@@ -323,40 +329,32 @@ def irfftn_corners(re: Any, im: Any, grid: tuple) -> Tensor:
     return IrfftnCorners.apply(re, im, grid=grid)
 
 
-def _layout_modes(op: str, modes: Any) -> tuple:
-    if isinstance(modes, (str, bytes)) or not hasattr(modes, "__len__") \
-            or not 1 <= len(modes) <= 3 or not all(is_int(m) and m > 0 for m in modes):
-        raise ValueError(f"{op}: modes must be 1 to 3 positive ints (the centred mode "
-                         f"counts, then the last axis's bins), got {modes!r}")
-    return tuple(int(m) for m in modes)
+def rfftn_rows(x: Any, modes: tuple) -> Tensor:
+    """The centred modes ``modes`` = (k_1, .., K) of rfftn(x) over the grid of x
+    [B, C, *grid] as rows: [M, B, 2C], row m = [re | im] of centred mode m (row-major
+    over ``modes``; index i of a full axis is frequency i - k // 2, the last axis's bins
+    from 0) for every batch element. A weight that mixes channels per mode is then one
+    batched GEMM. Unnormalised, as ``rfftn_corners``."""
+    x = lift(x)
+    float_operands("rfftn_rows", x=x)
+    if x.ndim < 3:
+        raise ValueError(f"rfftn_rows: x must be [B, C, *grid], got shape {x.shape}")
+    m = _check_modes("rfftn_rows", tuple(x.shape[2:]), modes, f"x of shape {x.shape}")
+    return RfftnRows.apply(x, modes=m)
 
 
-def pack_modes(re: Any, im: Any, modes: tuple) -> Tensor:
-    """The centred modes ``modes`` = (k_1, .., K) of corner blocks (re, im)
-    [B, C, 2^(d-1), p_1, .., K] (``rfftn_corners``' layout, p_j = k_j - k_j // 2) as
-    rows: [M, B, 2C], row m = [re | im] of centred mode m (row-major over ``modes``) for
-    every batch element. A weight that mixes channels per mode is then one batched GEMM."""
-    re, im = lift(re), lift(im)
-    float_operands("pack_modes", re=re, im=im)
-    modes = _layout_modes("pack_modes", modes)
-    expected = _corner_shape(modes)
-    if re.shape != im.shape or re.ndim != len(expected) + 2 or re.shape[2:] != expected:
-        raise ValueError(f"pack_modes: re and im must both be [B, C, *{expected}] for modes "
-                         f"{modes}, got shapes {re.shape} and {im.shape}")
-    return PackModes.apply(re, im, modes=modes)
-
-
-def unpack_modes(t: Any, modes: tuple) -> tuple[Tensor, Tensor]:
-    """The adjoint of ``pack_modes``: rows t [M, B, 2C] back into corner blocks (re, im)
-    [B, C, 2^(d-1), p_1, .., K], zeros in the corner rows no centred mode reads."""
+def irfftn_rows(t: Any, grid: tuple, modes: tuple) -> Tensor:
+    """irfftn onto ``grid`` of rows t [M, B, 2C] of the centred modes ``modes`` (the
+    layout of ``rfftn_rows``) put back into a zero half spectrum: [B, C, *grid]."""
     t = lift(t)
-    float_operands("unpack_modes", t=t)
-    modes = _layout_modes("unpack_modes", modes)
-    M = int(np.prod(modes))
+    float_operands("irfftn_rows", t=t)
+    grid = tuple(int(n) for n in grid)
+    m = _check_modes("irfftn_rows", grid, modes, f"grid {grid}")
+    M = math.prod(m)
     if t.ndim != 3 or t.shape[0] != M or t.shape[2] % 2:
-        raise ValueError(f"unpack_modes: t must be [{M}, B, 2C] for modes {modes}, got "
-                         f"shape {t.shape}")
-    return UnpackModes.apply(t, modes=modes)
+        raise ValueError(f"irfftn_rows: t must be [{M}, B, 2C] for modes {m}, got shape "
+                         f"{t.shape}")
+    return IrfftnRows.apply(t, grid=grid, modes=m)
 
 
-__all__ = ["rfftn_corners", "irfftn_corners", "pack_modes", "unpack_modes"]
+__all__ = ["rfftn_corners", "irfftn_corners", "rfftn_rows", "irfftn_rows"]

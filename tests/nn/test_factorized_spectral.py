@@ -18,9 +18,9 @@ from nbgrad.nn.spectral import SpectralConv
 from nbgrad.ops.spectral_parts import (
     ComplexBlock,
     irfftn_corners,
-    pack_modes,
+    irfftn_rows,
     rfftn_corners,
-    unpack_modes,
+    rfftn_rows,
 )
 from nbgrad.testing import check_registered, gradgradcheck
 from nbgrad.testing.torch_reference import factorized_dense
@@ -261,78 +261,79 @@ def test_rfftn_corners_against_numpy_and_irfftn_corners_inverts_it():
     np.testing.assert_allclose(irfftn_corners(r1, i1, (8,)).numpy(), x1, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", ["rfftn_corners", "irfftn_corners", "pack_modes",
-                                  "unpack_modes", "complex_block"])
+@pytest.mark.parametrize("name", ["rfftn_corners", "irfftn_corners", "rfftn_rows",
+                                  "irfftn_rows", "complex_block"])
 def test_registered_corner_ops_gradcheck(name):
     for second in (False, True):
         report = check_registered(name, second_order=second)
         assert not report.failures, report.failures
 
 
-@pytest.mark.parametrize("modes", [(5,), (4, 3), (5, 4), (16, 9), (3, 2, 3), (4, 5, 3)])
-def test_pack_modes_is_the_centred_modes_as_rows_and_unpack_modes_its_adjoint(modes):
-    """pack_modes(re, im)[m, b] = [re | im][b, :, centred mode m], against a loop over
-    the frequencies: f >= 0 at row f of the b = 0 corner block, f < 0 at row p + f of
-    the b = 1 block along each full axis (p = k - k // 2); unpack_modes puts each row
-    back there and leaves the corner rows no mode reads at zero."""
+@pytest.mark.parametrize("modes, grid", [((5,), (9,)), ((4, 3), (5, 7)), ((5, 4), (6, 6)),
+                                         ((16, 9), (16, 16)), ((3, 2, 3), (3, 4, 5)),
+                                         ((4, 5, 3), (5, 6, 4))])
+def test_rfftn_rows_are_the_centred_modes_and_irfftn_rows_puts_them_back(modes, grid):
+    """rfftn_rows(x)[m, b] = [re | im] of rfftn(x)[b, :, centred mode m] (frequency
+    i - k // 2 along each full axis, bin i of the last), against numpy.fft; irfftn_rows of
+    rows is numpy's irfftn of those modes put back among zeros (odd counts leave a corner
+    row unread, overlapping corner blocks share a row: neither may count twice)."""
     rng = np.random.default_rng(12)
-    *full, K = modes
-    rows = [k - k // 2 for k in full]
-    shape = (2, 3, 2 ** len(full)) + tuple(rows) + (K,)
-    re, im = rng.standard_normal(shape), rng.standard_normal(shape)
-    t = pack_modes(re, im, modes)
-    back_re, back_im = unpack_modes(t, modes)
-    covered = np.zeros(shape[2:], bool)
+    x = rng.standard_normal((2, 3) + grid)
+    axes = tuple(range(2, x.ndim))
+    X = np.fft.rfftn(x, axes=axes)
+    t = rfftn_rows(x, modes).numpy()
+    rows = rng.standard_normal(t.shape)
+    spec = np.zeros_like(X)
     for m, centred in enumerate(np.ndindex(*modes)):
-        block, at = 0, []
-        for j, (i, k, p) in enumerate(zip(centred, full, rows)):
-            f = i - k // 2
-            block += (f < 0) << j
-            at.append(p + f if f < 0 else f)
-        src = (block, *at, centred[-1])
-        covered[src] = True
-        np.testing.assert_array_equal(t.numpy()[m], np.concatenate(
-            [re[(slice(None), slice(None)) + src], im[(slice(None), slice(None)) + src]], -1))
-    np.testing.assert_array_equal(back_re.numpy(), np.where(covered, re, 0))
-    np.testing.assert_array_equal(back_im.numpy(), np.where(covered, im, 0))
+        freq = tuple((i - k // 2) % n for i, k, n in zip(centred[:-1], modes[:-1], grid))
+        at = (slice(None), slice(None)) + freq + (centred[-1],)
+        np.testing.assert_allclose(t[m], np.concatenate([X[at].real, X[at].imag], -1),
+                                   atol=1e-10)
+        spec[at] = rows[m, :, :3] + 1j * rows[m, :, 3:]
+    np.testing.assert_allclose(irfftn_rows(rows, grid, modes).numpy(),
+                               np.fft.irfftn(spec, s=grid, axes=axes), atol=1e-12)
 
 
 @settings(max_examples=30, deadline=None)
-@given(modes=st.lists(st.integers(1, 6), min_size=1, max_size=3), b=st.integers(1, 3),
+@given(modes=st.lists(st.integers(1, 5), min_size=1, max_size=3),
+       extra=st.lists(st.integers(0, 2), min_size=3, max_size=3), b=st.integers(1, 3),
        c=st.integers(1, 3), seed=st.integers(0, 2 ** 16))
-def test_property_pack_and_unpack_modes_are_adjoint(modes, b, c, seed):
-    """<pack_modes(re, im), t> = <(re, im), unpack_modes(t)> for any modes, batch and
-    channels, and packing what unpack_modes wrote gives the rows back."""
+def test_property_irfftn_rows_is_the_adjoint_of_rfftn_rows(modes, extra, b, c, seed):
+    """<rfftn_rows(x), t> = <x, N irfftn_rows(s t)> (s = 1 at the last axis's bin 0 and
+    Nyquist bin, 1/2 elsewhere: the bins the half spectrum stands for twice) for any
+    modes, grids, batch and channels: the identity the two ops' vjps rest on."""
     modes = tuple(modes)
+    grid = tuple(k + e for k, e in zip(modes[:-1], extra)) + (2 * modes[-1] - 2 + extra[2] % 2
+                                                              or 1,)
+    assume(modes[-1] <= grid[-1] // 2 + 1)
     rng = np.random.default_rng(seed)
-    rows = [k - k // 2 for k in modes[:-1]]
-    shape = (b, c, 2 ** (len(modes) - 1)) + tuple(rows) + (modes[-1],)
-    re, im = rng.standard_normal(shape), rng.standard_normal(shape)
+    x = rng.standard_normal((b, c) + grid)
     t = rng.standard_normal((math.prod(modes), b, 2 * c))
-    packed = pack_modes(re, im, modes).numpy()
-    back_re, back_im = (a.numpy() for a in unpack_modes(t, modes))
-    np.testing.assert_allclose(np.sum(packed * t), np.sum(re * back_re) + np.sum(im * back_im),
-                               rtol=1e-12)
-    np.testing.assert_array_equal(pack_modes(back_re, back_im, modes).numpy(), t)
+    s = np.full(modes[-1], 0.5)
+    s[0] = 1.0
+    if grid[-1] % 2 == 0 and modes[-1] > grid[-1] // 2:
+        s[grid[-1] // 2] = 1.0
+    scaled = t * np.tile(s, math.prod(modes[:-1]))[:, None, None]
+    back = math.prod(grid) * irfftn_rows(scaled, grid, modes).numpy()
+    np.testing.assert_allclose(np.sum(rfftn_rows(x, modes).numpy() * t), np.sum(x * back),
+                               rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda: pack_modes(np.zeros((2, 3, 2, 2, 4)), np.zeros((2, 3, 2, 2, 4)), (4, 4, 2)),
-     r"pack_modes: re and im must both be \[B, C, \*\(4, 2, 2, 2\)\] for modes \(4, 4, 2\), "
-     r"got shapes \(2, 3, 2, 2, 4\) and \(2, 3, 2, 2, 4\)"),
-    (lambda: pack_modes(np.zeros((2, 3, 2, 2, 4)), np.zeros((2, 3, 2, 2, 3)), (4, 4)),
-     "pack_modes: re and im must both be"),
-    (lambda: pack_modes(np.zeros((1, 1, 1, 3)), np.zeros((1, 1, 1, 3)), (0,)),
-     "pack_modes: modes must be 1 to 3 positive ints"),
-    (lambda: pack_modes(np.zeros((1, 1, 1, 3), int), np.zeros((1, 1, 1, 3), int), (3,)),
-     "pack_modes"),
-    (lambda: unpack_modes(np.zeros((15, 2, 5)), (4, 4)),
-     r"unpack_modes: t must be \[16, B, 2C\] for modes \(4, 4\), got shape \(15, 2, 5\)"),
-    (lambda: unpack_modes(np.zeros((16, 2, 5)), (4, 4)), r"unpack_modes: t must be \[16, B, 2C\]"),
-    (lambda: unpack_modes(np.zeros((16, 2, 4)), (4, 4, 1, 1)),
-     "unpack_modes: modes must be 1 to 3 positive ints"),
+    (lambda: rfftn_rows(np.zeros((2, 3, 8, 8)), (9, 4)),
+     r"rfftn_rows: modes\[0\] = 9 exceeds the 8 modes of grid dim 0 \(x of shape"),
+    (lambda: rfftn_rows(np.zeros((2, 3, 8)), (3, 3)),
+     "rfftn_rows: modes must be 1 positive ints"),
+    (lambda: rfftn_rows(np.zeros((2, 3)), (3,)), r"rfftn_rows: x must be \[B, C, \*grid\]"),
+    (lambda: rfftn_rows(np.zeros((2, 3, 8), int), (3,)), "rfftn_rows"),
+    (lambda: irfftn_rows(np.zeros((15, 2, 6)), (8, 8), (4, 4)),
+     r"irfftn_rows: t must be \[16, B, 2C\] for modes \(4, 4\), got shape \(15, 2, 6\)"),
+    (lambda: irfftn_rows(np.zeros((16, 2, 5)), (8, 8), (4, 4)),
+     r"irfftn_rows: t must be \[16, B, 2C\]"),
+    (lambda: irfftn_rows(np.zeros((24, 2, 6)), (8, 8), (4, 6)),
+     r"irfftn_rows: modes\[1\] = 6 exceeds the 5 modes of grid dim 1"),
 ])
-def test_pack_and_unpack_modes_bad_input_is_a_clear_error(call, match):
+def test_rows_ops_bad_input_is_a_clear_error(call, match):
     with pytest.raises((ValueError, TypeError), match=match):
         call()
 

@@ -229,12 +229,13 @@ def test_serial_and_parallel_kernels_agree_bitwise(rng):
     c = np.empty(0, np.complex64)
     at = _row_columns(2, 3)  # the 6 grids as 2 x 3 (batch, channel) in GEMM rows
     out = [np.empty((2 * 3 * 4, 2 * 6), np.float32) for _ in range(2)]
-    K.rfft_modes(x, 3, 2, c, out[0], at, 3)
-    K.rfft_modes.serial(x, 3, 2, c, out[1], at, 3)
+    rows = np.arange(2 * 3 * 4)
+    K.rfft_modes(x, 3, 2, c, out[0], rows, at, 3)
+    K.rfft_modes.serial(x, 3, 2, c, out[1], rows, at, 3)
     assert_same_bits(out[0], out[1])
     y = [np.empty((6, 16, 12), np.float32) for _ in range(2)]
-    K.irfft_modes(out[0], at, 3, 2, 3, c, y[0])
-    K.irfft_modes.serial(out[0], at, 3, 2, 3, c, y[1])
+    K.irfft_modes(out[0], rows, at, 3, 2, 3, c, y[0])
+    K.irfft_modes.serial(out[0], rows, at, 3, 2, 3, c, y[1])
     assert_same_bits(y[0], y[1])
 
 
@@ -242,7 +243,7 @@ def test_modes_land_in_the_gemm_rows(rng):
     """Mode k of grid s = b C + ch is row k, batch b, column ch (re) and C + ch (im)."""
     from nbgrad.ops.spectral import _spectrum_rows, _synthesis_rows
     x = rng.standard_normal((2, 3, 8, 10))
-    rows = _spectrum_rows(x, 2, (3, 4))
+    rows = _spectrum_rows(x, (3, 4), np.arange(24))
     f = np.fft.rfft2(x)
     want = np.concatenate([f[:, :, :3, :4], f[:, :, -3:, :4]], axis=2)  # [2, 3, 6, 4]
     want = want.reshape(2, 3, 24).transpose(2, 0, 1)
@@ -252,7 +253,7 @@ def test_modes_land_in_the_gemm_rows(rng):
     spec = np.zeros((2, 3, 8, 6), complex)
     spec[:, :, :3, :4] = f[:, :, :3, :4]
     spec[:, :, -3:, :4] = f[:, :, -3:, :4]
-    np.testing.assert_allclose(_synthesis_rows(rows, (3, 4), (8, 10)),
+    np.testing.assert_allclose(_synthesis_rows(rows, (3, 4), (8, 10), np.arange(24)),
                                np.fft.irfft2(spec, s=(8, 10)), atol=1e-12)
 
 

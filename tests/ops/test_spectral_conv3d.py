@@ -160,7 +160,8 @@ def test_overlapping_blocks_add(rng):
     stacked = rng.standard_normal((2, S, 4, m1, m2, m3))
     y_re, y_im = stacked
     out = np.empty((S, D, H, W))
-    K.irfft3_modes(stacked.reshape(2 * S, -1).T, at, S, m1, m2, c, out)
+    every = np.arange(4 * m1 * m2 * m3)
+    K.irfft3_modes(stacked.reshape(2 * S, -1).T, every, at, S, m1, m2, c, out)
     Y = np.zeros((S, D, H, W // 2 + 1), complex)
     for j in range(4):
         s1, s2 = corners(j, D, H, m1, m2)
@@ -169,7 +170,7 @@ def test_overlapping_blocks_add(rng):
                                rtol=1e-12, atol=1e-12)
     x = rng.standard_normal((S, D, H, W))
     modes = np.empty((2, S, 4, m1, m2, m3))
-    K.rfft3_modes(x, m1, m2, c, modes.reshape(2 * S, -1).T, at, S)
+    K.rfft3_modes(x, m1, m2, c, modes.reshape(2 * S, -1).T, every, at, S)
     re, im = modes
     X = np.fft.rfftn(x, axes=(1, 2, 3))
     for j in range(4):
@@ -193,12 +194,13 @@ def test_serial_and_parallel_kernels_agree_bitwise(rng):
     c = np.empty(0, np.complex64)
     at = np.arange(20)
     out = [np.empty((4 * 2 * 3 * 4, 40), np.float32) for _ in range(2)]
-    K.rfft3_modes(x, 2, 3, c, out[0], at, 20)
-    K.rfft3_modes.serial(x, 2, 3, c, out[1], at, 20)
+    every = np.arange(4 * 2 * 3 * 4)
+    K.rfft3_modes(x, 2, 3, c, out[0], every, at, 20)
+    K.rfft3_modes.serial(x, 2, 3, c, out[1], every, at, 20)
     assert_same_bits(out[0], out[1])
     y = [np.empty((20, 6, 8, 10), np.float32) for _ in range(2)]
-    K.irfft3_modes(out[0], at, 20, 2, 3, c, y[0])
-    K.irfft3_modes.serial(out[0], at, 20, 2, 3, c, y[1])
+    K.irfft3_modes(out[0], every, at, 20, 2, 3, c, y[0])
+    K.irfft3_modes.serial(out[0], every, at, 20, 2, 3, c, y[1])
     assert_same_bits(y[0], y[1])
 
 
