@@ -29,7 +29,11 @@ The transforms are DUCC0's (the library behind scipy.fft), called from Numba thr
 rocket-fft's low-level ``r2c``/``c2c``/``c2r``: each ``prange`` iteration transforms a
 block of grids (how many, the grid's size fixes) with one DUCC thread, so the grouping
 of the grids, and with it every bit, depends on the shape alone, never on the thread
-count. The mixing is one small complex matrix product per mode, run as a real one by
+count. The mixing is one small complex matrix product per mode. A batch of a few rows
+(a GINO's one latent grid) mixes the modes where they lie: one prange iteration per
+(batch, output channel) pair (forward, dx) or per (block, in, out) weight (dW),
+vectorised along the modes, summing its channels or batch in a fixed order
+(``mix_modes``, ``weight_grad_modes``). A larger batch runs a real product per mode on
 the batched GEMM (kernels/matmul.py): the transforms write the kept modes as GEMM rows
 [k, b, re | im of the channels] and read them back from such rows, each mode's weights
 become the real block [[re, im], [-im, re]] (``weight_rows``), so Y's rows are X's rows
@@ -136,6 +140,71 @@ def irfft_modes(y, row_of, at, im_at, nblk, m1, spec_like, out):
             c2c(spec, cols, _AXIS_H, False, 1.0, 1)
         # c2r reads the m2 given columns and takes the rest of the W//2 + 1 as zeros
         c2r(cols, out[s0:s1], _AXIS_W, False, scale, 1)
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def mix_modes(a_re, a_im, w_re, w_im, adjoint, out_re, out_im):
+    """Complex mode mixing. a: [B, Q, nblk, M]; w: [nblk, Cin, Cout, M]; out: [B, P, nblk, M].
+
+    adjoint False (Q = Cin, P = Cout): out[b, p, blk, k] = sum_q a[b, q, blk, k] w[blk, q, p, k]
+    adjoint True (Q = Cout, P = Cin):
+        out[b, p, blk, k] = sum_q a[b, q, blk, k] conj w[blk, p, q, k]
+
+    One prange iteration per (b, p); the channel sum runs in order q = 0 .. Q-1."""
+    B, Q, nblk, M = a_re.shape
+    P = out_re.shape[1]
+    sign = -1.0 if adjoint else 1.0
+    for bp in prange(B * P):
+        b, p = bp // P, bp % P
+        for blk in range(nblk):
+            yr = out_re[b, p, blk]
+            yi = out_im[b, p, blk]
+            yr[:] = 0
+            yi[:] = 0
+            for q in range(Q):
+                xr = a_re[b, q, blk]
+                xi = a_im[b, q, blk]
+                if adjoint:
+                    wr = w_re[blk, p, q]
+                    wi = w_im[blk, p, q]
+                else:
+                    wr = w_re[blk, q, p]
+                    wi = w_im[blk, q, p]
+                s = wr.dtype.type(sign)
+                for k in range(M):
+                    # (xr + i xi)(wr + i s wi)
+                    yr[k] += xr[k] * wr[k] - s * (xi[k] * wi[k])
+                    yi[k] += xi[k] * wr[k] + s * (xr[k] * wi[k])
+
+
+@njit_with_serial(**PARALLEL_FUSED)
+def weight_grad_modes(a_re, a_im, g_re, g_im, scale, out_re, out_im):
+    """dW[blk, i, o, k] = scale[k] * sum_b conj a[b, i, blk, k] g[b, o, blk, k].
+    a: [B, Cin, nblk, M]; g: [B, Cout, nblk, M]; out: [nblk, Cin, Cout, M]; scale[M]
+    holds c_ky / (H W). One prange iteration per (blk, i, o); the batch sum runs in
+    order b = 0 .. B-1."""
+    B, Cin, nblk, M = a_re.shape
+    Cout = g_re.shape[1]
+    for t in prange(nblk * Cin * Cout):
+        blk = t // (Cin * Cout)
+        i = (t // Cout) % Cin
+        o = t % Cout
+        dr = out_re[blk, i, o]
+        di = out_im[blk, i, o]
+        dr[:] = 0
+        di[:] = 0
+        for b in range(B):
+            xr = a_re[b, i, blk]
+            xi = a_im[b, i, blk]
+            gr = g_re[b, o, blk]
+            gi = g_im[b, o, blk]
+            for k in range(M):
+                # (xr - i xi)(gr + i gi)
+                dr[k] += xr[k] * gr[k] + xi[k] * gi[k]
+                di[k] += xr[k] * gi[k] - xi[k] * gr[k]
+        for k in range(M):
+            dr[k] *= scale[k]
+            di[k] *= scale[k]
 
 
 @njit_with_serial(**PARALLEL)

@@ -131,22 +131,6 @@ def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple,
     return out.reshape((B, C2 // 2) + tuple(grid))
 
 
-def _weight_rows(w_re: np.ndarray, w_im: np.ndarray) -> np.ndarray:
-    """Weights [nblk, Cin, Cout, M] as one real block per mode [nblk M, 2 Cin, 2 Cout]."""
-    nblk, Cin, Cout, M = w_re.shape
-    out = np.empty((nblk * M, 2 * Cin, 2 * Cout), w_re.dtype)
-    for_work(kernels.weight_rows, out.size, SPECTRAL_PARALLEL_MIN)(w_re, w_im, out)
-    return out
-
-
-def _mix(rows: np.ndarray, w_rows: np.ndarray, adjoint: bool) -> np.ndarray:
-    """Rows [K, B, 2Q] times each mode's weight block (its transpose, conj w^T, if
-    adjoint): [K, B, 2P]."""
-    every = _arange(rows.shape[0])
-    return matmul_kernels.product(rows, w_rows, every, every, False, adjoint,
-                                  get_num_threads())
-
-
 def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
     """c_k / prod(grid) for the flattened modes (last-axis index k fastest): c = 1 for
     k = 0 and for k = W/2 (W even), the bins that stand for themselves only; 2 for the
@@ -159,17 +143,98 @@ def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
     return np.tile(c / np.prod(grid), int(np.prod(mshape[:-1]))).astype(dtype)
 
 
-def _weight_grad(x_rows: np.ndarray, g_rows: np.ndarray, nblk: int, grid: tuple,
-                 mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """dW [nblk, Cin, Cout, M] from the rows of x's and g's modes."""
-    K, _, Cin2 = x_rows.shape
-    every = _arange(K)
-    c = matmul_kernels.product(x_rows, g_rows, every, every, True, False, get_num_threads())
-    out_re = np.empty((nblk, Cin2 // 2, g_rows.shape[2] // 2, K // nblk), x_rows.dtype)
-    out_im = np.empty_like(out_re)
-    for_work(kernels.weight_grad_rows, c.size, SPECTRAL_PARALLEL_MIN)(
-        c, _weight_scale(grid, mshape, x_rows.dtype), out_re, out_im)
-    return out_re, out_im
+# -- the two ways of mixing the modes (kernels/spectral.py) -----------------------------------
+# Both hold a layer's modes and weights as tuples of arrays: ``analysis`` (modes of x or g),
+# ``weights``, ``mix`` (the op's mixing, or its adjoint), ``synthesis``, ``weight_grad``.
+# The GEMM's weight blocks cost about as much as mixing ten batch rows in place, so a batch
+# from GEMM_MIN_BATCH rows takes the GEMM and a smaller one (a GINO's single latent grid,
+# where the blocks would be most of the work) the loops.
+GEMM_MIN_BATCH = 16
+
+
+class _GemmMixing:
+    """Modes as GEMM rows (rows [nblk M, B, 2C]), weights as real blocks
+    [nblk M, 2 Cin, 2 Cout], each mode's mixing one real product."""
+
+    def __init__(self, nblk: int, mshape: tuple) -> None:
+        self.nblk, self.mshape, self.rows = nblk, mshape, _block_rows(nblk, mshape)
+
+    def analysis(self, x: np.ndarray) -> tuple:
+        return (_spectrum_rows(x, self.mshape, self.rows),)
+
+    @staticmethod
+    def weights(w_re: np.ndarray, w_im: np.ndarray) -> tuple:
+        nblk, Cin, Cout, M = w_re.shape
+        out = np.empty((nblk * M, 2 * Cin, 2 * Cout), w_re.dtype)
+        for_work(kernels.weight_rows, out.size, SPECTRAL_PARALLEL_MIN)(w_re, w_im, out)
+        return (out,)
+
+    def mix(self, modes: tuple, weights: tuple, adjoint: bool) -> tuple:
+        """Rows times each mode's block (its transpose, conj w^T, if adjoint)."""
+        every = _arange(self.rows.size)
+        return (matmul_kernels.product(modes[0], weights[0], every, every, False, adjoint,
+                                       get_num_threads()),)
+
+    def synthesis(self, modes: tuple, grid: tuple) -> np.ndarray:
+        return _synthesis_rows(modes[0], self.mshape, grid, self.rows)
+
+    def weight_grad(self, x_modes: tuple, g_modes: tuple, grid: tuple) -> tuple:
+        """dW [nblk, Cin, Cout, M] from X's rows transposed times G's."""
+        (x_rows,), (g_rows,) = x_modes, g_modes
+        every = _arange(self.rows.size)
+        c = matmul_kernels.product(x_rows, g_rows, every, every, True, False,
+                                   get_num_threads())
+        shape = (self.nblk, x_rows.shape[2] // 2, g_rows.shape[2] // 2,
+                 self.rows.size // self.nblk)
+        out_re = np.empty(shape, x_rows.dtype)
+        out_im = np.empty_like(out_re)
+        for_work(kernels.weight_grad_rows, c.size, SPECTRAL_PARALLEL_MIN)(
+            c, _weight_scale(grid, self.mshape, x_rows.dtype), out_re, out_im)
+        return out_re, out_im
+
+
+class _LoopMixing:
+    """Modes as (re, im) [B, C, nblk, M], weights as given, mixed in place by loops
+    vectorised along the modes."""
+
+    def __init__(self, nblk: int, mshape: tuple) -> None:
+        self.nblk, self.mshape = nblk, mshape
+
+    def analysis(self, x: np.ndarray) -> tuple:
+        return _spectrum(x, self.nblk, self.mshape)
+
+    @staticmethod
+    def weights(w_re: np.ndarray, w_im: np.ndarray) -> tuple:
+        return w_re, w_im
+
+    @staticmethod
+    def mix(modes: tuple, weights: tuple, adjoint: bool) -> tuple:
+        (a_re, a_im), (w_re, w_im) = modes, weights
+        B, Q, nblk, M = a_re.shape
+        P = w_re.shape[1] if adjoint else w_re.shape[2]
+        out_re = np.empty((B, P, nblk, M), a_re.dtype)
+        out_im = np.empty_like(out_re)
+        for_work(kernels.mix_modes, B * P * Q * nblk * M, SPECTRAL_PARALLEL_MIN)(
+            a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
+        return out_re, out_im
+
+    def synthesis(self, modes: tuple, grid: tuple) -> np.ndarray:
+        return _synthesis(*modes, self.mshape, grid)
+
+    def weight_grad(self, x_modes: tuple, g_modes: tuple, grid: tuple) -> tuple:
+        (x_re, x_im), (g_re, g_im) = x_modes, g_modes
+        B, Cin, nblk, M = x_re.shape
+        Cout = g_re.shape[1]
+        out_re = np.empty((nblk, Cin, Cout, M), x_re.dtype)
+        out_im = np.empty_like(out_re)
+        for_work(kernels.weight_grad_modes, B * Cin * Cout * nblk * M, SPECTRAL_PARALLEL_MIN)(
+            x_re, x_im, g_re, g_im, _weight_scale(grid, self.mshape, x_re.dtype), out_re,
+            out_im)
+        return out_re, out_im
+
+
+def _mixing(batch: int, nblk: int, mshape: tuple) -> _GemmMixing | _LoopMixing:
+    return (_GemmMixing if batch >= GEMM_MIN_BATCH else _LoopMixing)(nblk, mshape)
 
 
 def _as_grid(a: np.ndarray, dim: int) -> np.ndarray:
@@ -210,38 +275,39 @@ class _SpectralConv(Function):
 
     @classmethod
     def _run(cls, x, w_real, w_imag) -> tuple:
-        """(y, the modes of x, the weights as blocks, (nblk, mshape, grid)) on arrays."""
+        """(y, (the modes of x, the weights) as the mixing holds them, (the mixing, grid))
+        on arrays."""
         nblk, mshape = cls._modes(w_real.shape)
         xg = _as_grid(x, cls.dim)
         grid = xg.shape[2:]
-        w_re, w_im = _as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim)
-        x_rows = _spectrum_rows(xg, mshape, _block_rows(nblk, mshape))
-        w_rows = _weight_rows(w_re, w_im)
-        y = _synthesis_rows(_mix(x_rows, w_rows, False), mshape, grid,
-                            _block_rows(nblk, mshape))
+        mixing = _mixing(x.shape[0], nblk, mshape)
+        x_modes = mixing.analysis(xg)
+        weights = mixing.weights(_as_blocks(w_real, cls.dim), _as_blocks(w_imag, cls.dim))
+        y = mixing.synthesis(mixing.mix(x_modes, weights, False), grid)
         if cls.dim == 1:
             y = y.reshape(y.shape[0], y.shape[1], y.shape[3])
-        return y, (x_rows, w_rows), (nblk, mshape, grid)
+        return y, (x_modes, weights), (mixing, grid)
 
     @classmethod
     def forward(cls, ctx, x, w_real, w_imag):
-        y, saved, ctx.geometry = cls._run(x, w_real, w_imag)
-        ctx.save_for_backward(*saved)
+        y, (x_modes, weights), ctx.geometry = cls._run(x, w_real, w_imag)
+        ctx.n_modes = len(x_modes)
+        ctx.save_for_backward(*x_modes, *weights)
         return y
 
     @classmethod
     def backward(cls, ctx, g):
-        x_rows, w_rows = ctx.saved_tensors
-        nblk, mshape, grid = ctx.geometry
+        saved = ctx.saved_tensors
+        x_modes, weights = saved[:ctx.n_modes], saved[ctx.n_modes:]
+        mixing, grid = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
-        g_rows = _spectrum_rows(_as_grid(g, cls.dim), mshape, _block_rows(nblk, mshape))
+        g_modes = mixing.analysis(_as_grid(g, cls.dim))
         dx = dwr = dwi = None
         if need_x:
-            dx = _synthesis_rows(_mix(g_rows, w_rows, True), mshape, grid,
-                                 _block_rows(nblk, mshape))
+            dx = mixing.synthesis(mixing.mix(g_modes, weights, True), grid)
             dx = dx.reshape(ctx.input_arrays[0].shape)
         if need_wr or need_wi:
-            dr, di = _weight_grad(x_rows, g_rows, nblk, grid, mshape)
+            dr, di = mixing.weight_grad(x_modes, g_modes, grid)
             w_shape = ctx.input_arrays[1].shape
             dwr = dr.reshape(w_shape) if need_wr else None
             dwi = di.reshape(w_shape) if need_wi else None
@@ -275,9 +341,8 @@ class _SpectralConvWeightGrad(Function):
         mshape = tuple(int(m) for m in modes)
         nblk = 2 ** (dim - 1)
         xg, gg = _as_grid(x, dim), _as_grid(g, dim)
-        x_rows = _spectrum_rows(xg, mshape, _block_rows(nblk, mshape))
-        g_rows = _spectrum_rows(gg, mshape, _block_rows(nblk, mshape))
-        dr, di = _weight_grad(x_rows, g_rows, nblk, xg.shape[2:], mshape)
+        mixing = _mixing(x.shape[0], nblk, mshape)
+        dr, di = mixing.weight_grad(mixing.analysis(xg), mixing.analysis(gg), xg.shape[2:])
         shape = ((x.shape[1], g.shape[1], mshape[1]) if dim == 1
                  else (nblk, x.shape[1], g.shape[1]) + mshape)
         ctx.save_for_backward(x, g)

@@ -211,8 +211,60 @@ def test_gradcheck_and_gradgradcheck_one_input_at_a_time(rng):
                          [x[:, :, 0], wr[0, :, :, 0]])
 
 
+# -- the two mixing routes: loops for small batches, the GEMM from GEMM_MIN_BATCH rows ------
+@pytest.fixture(params=["gemm", "loops"])
+def route(request, monkeypatch):
+    """Every batch on the GEMM (GEMM_MIN_BATCH = 1) or on the loops."""
+    from nbgrad.ops import spectral
+    monkeypatch.setattr(spectral, "GEMM_MIN_BATCH", 1 if request.param == "gemm" else 10 ** 9)
+    return request.param
+
+
+def test_the_default_routes():
+    from nbgrad.ops.spectral import GEMM_MIN_BATCH, _GemmMixing, _LoopMixing, _mixing
+    assert isinstance(_mixing(GEMM_MIN_BATCH, 2, (3, 4)), _GemmMixing)
+    assert isinstance(_mixing(GEMM_MIN_BATCH - 1, 2, (3, 4)), _LoopMixing)
+
+
+@pytest.mark.parametrize("op, x_shape, w_shape, reference", [
+    (nb.spectral_conv1d, (3, 4, 16), (4, 5, 7), conv1d_numpy),
+    (nb.spectral_conv1d, (2, 3, 9), (3, 2, 5), conv1d_numpy),
+    (nb.spectral_conv2d, (3, 4, 10, 9), (2, 4, 5, 3, 4), conv2d_numpy),
+    (nb.spectral_conv2d, (2, 3, 7, 8), (2, 3, 2, 3, 5), conv2d_numpy)])
+def test_each_route_against_numpy_with_gradients_checked(rng, route, op, x_shape, w_shape,
+                                                         reference):
+    """Forward against NumPy, the gradients through <y, g> = <x, dx> = <w, dw> (the op is
+    linear in each input), gradcheck and gradgradcheck, on either route."""
+    x, wr, wi = inputs(rng, x_shape, w_shape)
+    g = rng.standard_normal(op(x, wr, wi).shape)
+    y, dx, dwr, dwi = forward_backward(op, [x, wr, wi], g)
+    np.testing.assert_allclose(y, reference(x, wr, wi), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.vdot(y, g), np.vdot(x, dx), rtol=1e-11)
+    np.testing.assert_allclose(np.vdot(y, g), np.vdot(wr, dwr) + np.vdot(wi, dwi), rtol=1e-11)
+    # two batch rows and two channels each way (2-D weights lead with their blocks)
+    small = [np.ascontiguousarray(a[:, :2, :2] if a.ndim == 5 else a[:2, :2])
+             for a in (x, wr, wi)]
+    assert gradcheck(op, small) and gradgradcheck(op, small)
+
+
+def test_the_routes_agree(rng):
+    """The same layer on both routes: the same values to rounding, float64."""
+    from nbgrad.ops import spectral
+    arrays = inputs(rng, (5, 6, 12, 10), (2, 6, 4, 5, 6))
+    g = rng.standard_normal((5, 4, 12, 10))
+    results = {}
+    for name, minimum in (("gemm", 1), ("loops", 10 ** 9)):
+        old, spectral.GEMM_MIN_BATCH = spectral.GEMM_MIN_BATCH, minimum
+        try:
+            results[name] = forward_backward(nb.spectral_conv2d, arrays, g)
+        finally:
+            spectral.GEMM_MIN_BATCH = old
+    for a, b in zip(results["gemm"], results["loops"]):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 # -- determinism --------------------------------------------------------------------------
-def test_same_bits_at_1_and_2_threads(rng):
+def test_same_bits_at_1_and_2_threads(rng, route):
     # large enough for the parallel kernels
     arrays = inputs(rng, (4, 8, 32, 32), (2, 8, 8, 6, 6), np.float32)
     g = rng.standard_normal((4, 8, 32, 32)).astype(np.float32)
