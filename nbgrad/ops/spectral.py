@@ -78,13 +78,19 @@ def _spectrum_into(x: np.ndarray, mshape: tuple, out: np.ndarray, row_of: np.nda
             xs, mshape[0], nblk, _complex_like(x.dtype), out, row_of, at, im_at)
 
 
-def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
+def _stacked_spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> np.ndarray:
+    """The kept modes of rfftn(x) over its grid dims as stacked (re, im) [2, B, C, nblk, M]."""
     B, C = x.shape[:2]
     S, every = B * C, _block_rows(nblk, mshape)
-    stacked = np.empty((2, S, every.size), x.dtype)
+    stacked = np.empty((2, B, C, nblk, every.size // nblk), x.dtype)
     _spectrum_into(x, mshape, stacked.reshape(2 * S, -1).T, every, _arange(S), S)
-    return stacked[0].reshape(B, C, nblk, -1), stacked[1].reshape(B, C, nblk, -1)
+    return stacked
+
+
+def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
+    re, im = _stacked_spectrum(x, nblk, mshape)
+    return re, im
 
 
 def _spectrum_rows(x: np.ndarray, mshape: tuple, row_of: np.ndarray) -> np.ndarray:
@@ -111,14 +117,18 @@ def _synthesis_from(y: np.ndarray, row_of: np.ndarray, at: np.ndarray, im_at: in
     return out
 
 
+def _stacked_synthesis(stacked: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
+    """irfftn onto ``grid`` (2 or 3 dims) of stacked modes (re, im) [2, B, C, nblk, M]."""
+    _, B, C, nblk = stacked.shape[:4]
+    S = B * C
+    out = _synthesis_from(np.ascontiguousarray(stacked).reshape(2 * S, -1).T,
+                          _block_rows(nblk, mshape), _arange(S), S, mshape, grid)
+    return out.reshape((B, C) + tuple(grid))
+
+
 def _synthesis(re: np.ndarray, im: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
     """irfftn onto ``grid`` (2 or 3 dims) of the modes (re, im) [B, C, nblk, M]."""
-    B, C, nblk = re.shape[:3]
-    S = B * C
-    stacked = np.stack((re.reshape(S, -1), im.reshape(S, -1)))
-    out = _synthesis_from(stacked.reshape(2 * S, -1).T, _block_rows(nblk, mshape),
-                          _arange(S), S, mshape, grid)
-    return out.reshape((B, C) + tuple(grid))
+    return _stacked_synthesis(np.stack((re, im)), mshape, grid)
 
 
 def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple,
@@ -144,8 +154,9 @@ def _weight_scale(grid: tuple, mshape: tuple, dtype: np.dtype) -> np.ndarray:
 
 
 # -- the two ways of mixing the modes (kernels/spectral.py) -----------------------------------
-# Both hold a layer's modes and weights as tuples of arrays: ``analysis`` (modes of x or g),
-# ``weights``, ``mix`` (the op's mixing, or its adjoint), ``synthesis``, ``weight_grad``.
+# Both hold a layer's modes as one array and its weights as a tuple of arrays: ``analysis``
+# (modes of x or g), ``weights``, ``mix`` (the op's mixing, or its adjoint), ``synthesis``,
+# ``weight_grad``.
 # The GEMM's weight blocks cost about as much as mixing ten batch rows in place, so a batch
 # from GEMM_MIN_BATCH rows takes the GEMM and a smaller one (a GINO's single latent grid,
 # where the blocks would be most of the work) the loops.
@@ -159,8 +170,8 @@ class _GemmMixing:
     def __init__(self, nblk: int, mshape: tuple) -> None:
         self.nblk, self.mshape, self.rows = nblk, mshape, _block_rows(nblk, mshape)
 
-    def analysis(self, x: np.ndarray) -> tuple:
-        return (_spectrum_rows(x, self.mshape, self.rows),)
+    def analysis(self, x: np.ndarray) -> np.ndarray:
+        return _spectrum_rows(x, self.mshape, self.rows)
 
     @staticmethod
     def weights(w_re: np.ndarray, w_im: np.ndarray) -> tuple:
@@ -169,18 +180,17 @@ class _GemmMixing:
         for_work(kernels.weight_rows, out.size, SPECTRAL_PARALLEL_MIN)(w_re, w_im, out)
         return (out,)
 
-    def mix(self, modes: tuple, weights: tuple, adjoint: bool) -> tuple:
+    def mix(self, rows: np.ndarray, weights: tuple, adjoint: bool) -> np.ndarray:
         """Rows times each mode's block (its transpose, conj w^T, if adjoint)."""
         every = _arange(self.rows.size)
-        return (matmul_kernels.product(modes[0], weights[0], every, every, False, adjoint,
-                                       get_num_threads()),)
+        return matmul_kernels.product(rows, weights[0], every, every, False, adjoint,
+                                      get_num_threads())
 
-    def synthesis(self, modes: tuple, grid: tuple) -> np.ndarray:
-        return _synthesis_rows(modes[0], self.mshape, grid, self.rows)
+    def synthesis(self, rows: np.ndarray, grid: tuple) -> np.ndarray:
+        return _synthesis_rows(rows, self.mshape, grid, self.rows)
 
-    def weight_grad(self, x_modes: tuple, g_modes: tuple, grid: tuple) -> tuple:
+    def weight_grad(self, x_rows: np.ndarray, g_rows: np.ndarray, grid: tuple) -> tuple:
         """dW [nblk, Cin, Cout, M] from X's rows transposed times G's."""
-        (x_rows,), (g_rows,) = x_modes, g_modes
         every = _arange(self.rows.size)
         c = matmul_kernels.product(x_rows, g_rows, every, every, True, False,
                                    get_num_threads())
@@ -194,34 +204,33 @@ class _GemmMixing:
 
 
 class _LoopMixing:
-    """Modes as (re, im) [B, C, nblk, M], weights as given, mixed in place by loops
-    vectorised along the modes."""
+    """Modes as stacked (re, im) [2, B, C, nblk, M], weights as given, mixed in place by
+    loops vectorised along the modes."""
 
     def __init__(self, nblk: int, mshape: tuple) -> None:
         self.nblk, self.mshape = nblk, mshape
 
-    def analysis(self, x: np.ndarray) -> tuple:
-        return _spectrum(x, self.nblk, self.mshape)
+    def analysis(self, x: np.ndarray) -> np.ndarray:
+        return _stacked_spectrum(x, self.nblk, self.mshape)
 
     @staticmethod
     def weights(w_re: np.ndarray, w_im: np.ndarray) -> tuple:
         return w_re, w_im
 
     @staticmethod
-    def mix(modes: tuple, weights: tuple, adjoint: bool) -> tuple:
-        (a_re, a_im), (w_re, w_im) = modes, weights
-        B, Q, nblk, M = a_re.shape
+    def mix(a: np.ndarray, weights: tuple, adjoint: bool) -> np.ndarray:
+        w_re, w_im = weights
+        _, B, Q, nblk, M = a.shape
         P = w_re.shape[1] if adjoint else w_re.shape[2]
-        out_re = np.empty((B, P, nblk, M), a_re.dtype)
-        out_im = np.empty_like(out_re)
+        out = np.empty((2, B, P, nblk, M), a.dtype)
         for_work(kernels.mix_modes, B * P * Q * nblk * M, SPECTRAL_PARALLEL_MIN)(
-            a_re, a_im, w_re, w_im, adjoint, out_re, out_im)
-        return out_re, out_im
+            a[0], a[1], w_re, w_im, adjoint, out[0], out[1])
+        return out
 
-    def synthesis(self, modes: tuple, grid: tuple) -> np.ndarray:
-        return _synthesis(*modes, self.mshape, grid)
+    def synthesis(self, modes: np.ndarray, grid: tuple) -> np.ndarray:
+        return _stacked_synthesis(modes, self.mshape, grid)
 
-    def weight_grad(self, x_modes: tuple, g_modes: tuple, grid: tuple) -> tuple:
+    def weight_grad(self, x_modes: np.ndarray, g_modes: np.ndarray, grid: tuple) -> tuple:
         (x_re, x_im), (g_re, g_im) = x_modes, g_modes
         B, Cin, nblk, M = x_re.shape
         Cout = g_re.shape[1]
@@ -291,14 +300,12 @@ class _SpectralConv(Function):
     @classmethod
     def forward(cls, ctx, x, w_real, w_imag):
         y, (x_modes, weights), ctx.geometry = cls._run(x, w_real, w_imag)
-        ctx.n_modes = len(x_modes)
-        ctx.save_for_backward(*x_modes, *weights)
+        ctx.save_for_backward(x_modes, *weights)
         return y
 
     @classmethod
     def backward(cls, ctx, g):
-        saved = ctx.saved_tensors
-        x_modes, weights = saved[:ctx.n_modes], saved[ctx.n_modes:]
+        x_modes, *weights = ctx.saved_tensors
         mixing, grid = ctx.geometry
         need_x, need_wr, need_wi = ctx.needs_input_grad[:3]
         g_modes = mixing.analysis(_as_grid(g, cls.dim))

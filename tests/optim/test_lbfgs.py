@@ -5,9 +5,11 @@ the state (names, state_dict round trips through nb.save/nb.load and from PyTorc
 physics-informed fit (Adam, then L-BFGS), and errors.
 
 L-BFGS's arithmetic is not bitwise PyTorch's (dot products and sums add in another order,
-PyTorch's ``add_`` fuses a multiply-add), and where a history pair's y = g_new - g
-cancels, such rounding grows from step to step; the configurations compared keep it
-below the 1e-10 relative tolerance."""
+PyTorch's ``add_`` fuses a multiply-add, and both libraries' kernels round differently on
+different CPUs), and where a history pair's y = g_new - g cancels, such rounding grows
+from step to step: up to 4e-10 relative over the configurations compared, on an Intel
+Xeon and an AMD EPYC host, so they are compared to 1e-9. A wrong update differs by far
+more: one history pair fewer moves Rosenbrock's first step by 1e-2."""
 
 import io
 
@@ -22,7 +24,7 @@ from nbgrad.optim.lbfgs import STATE_NAMES
 
 torch = pytest.importorskip("torch")
 
-RTOL = 1e-10
+RTOL = 1e-9
 
 
 # -- running both ---------------------------------------------------------------------------
@@ -109,7 +111,9 @@ def test_rosenbrock_matches_torch(options):
     assert len(s_nb["old_dirs"]) == len(s_t["old_dirs"])
     for name in ("d", "prev_flat_grad", "t", "H_diag", "prev_loss"):
         theirs = np.asarray(s_t[name].numpy() if torch.is_tensor(s_t[name]) else s_t[name])
-        np.testing.assert_allclose(s_nb[name], theirs, rtol=1e-6, atol=1e-14, err_msg=name)
+        # near the optimum a gradient is a difference of terms of order 1 to 100 and
+        # keeps their absolute rounding (a component of 3e-6 differed by 4e-12)
+        np.testing.assert_allclose(s_nb[name], theirs, rtol=1e-6, atol=1e-10, err_msg=name)
     for ours, theirs in zip(s_nb["ro"], s_t["ro"]):
         assert float(ours) == pytest.approx(float(theirs), rel=1e-6)
 
