@@ -87,6 +87,22 @@ def test_inputs_are_not_modified_and_strided_inputs_work(rng):
                                rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("route_min", [1, 10 ** 9], ids=["gemm", "loops"])
+@pytest.mark.parametrize("grid, modes", [((6, 8, 10), (2, 3, 4)), ((5, 7, 9), (2, 3, 5))])
+def test_each_mixing_route_against_numpy_and_adjoint(rng, monkeypatch, route_min, grid,
+                                                     modes):
+    """Both routes of ops/spectral.py (the GEMM from GEMM_MIN_BATCH rows, the loops
+    below); the second grid odd, keeping every column."""
+    from nbgrad.ops import spectral
+    monkeypatch.setattr(spectral, "GEMM_MIN_BATCH", route_min)
+    x, wr, wi = inputs(rng, (3, 2) + grid, (4, 2, 3) + modes)
+    g = rng.standard_normal((3, 3) + grid)
+    y, dx, dwr, dwi = forward_backward([x, wr, wi], g)
+    np.testing.assert_allclose(y, conv3d_numpy(x, wr, wi), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(np.vdot(y, g), np.vdot(x, dx), rtol=1e-11)
+    np.testing.assert_allclose(np.vdot(y, g), np.vdot(wr, dwr) + np.vdot(wi, dwi), rtol=1e-11)
+
+
 # -- hypothesis: odd/even grids, modes up to the limits, adjoint identities -----------------
 @settings(max_examples=25)
 @given(st.integers(1, 2), st.integers(1, 3), st.integers(2, 7), st.integers(2, 7),
