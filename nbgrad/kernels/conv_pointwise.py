@@ -91,23 +91,25 @@ def few_channel_product(w, x, y):
                 row[s] += wc * src[s]
 
 
-def _rows_product(w: np.ndarray, x: np.ndarray, run: KernelRun) -> np.ndarray:
-    """[N, F, S] = w [F, C] @ x[n] [C, S] for every image: the GEMM (w C-contiguous), or
-    row loops for a few channels C (w any strides)."""
-    N, C, S = x.shape
-    if 1 <= C <= FEW_CHANNELS:
-        y = np.empty((N, w.shape[0], S), x.dtype)
-        (few_channel_product if run.parallel else few_channel_product.serial)(w, x, y)
-        return y
-    zeros, arange = _maps(N)
-    return matmul.product(w[None], x, zeros, arange, False, False, run.slots, run.parallel)
+def _few_channel_rows(w: np.ndarray, x: np.ndarray, run: KernelRun) -> np.ndarray:
+    """[N, F, S] = w [F, C] @ x[n] [C, S] for every image by row loops (1 <= C <=
+    FEW_CHANNELS; w any strides)."""
+    y = np.empty((x.shape[0], w.shape[0], x.shape[2]), x.dtype)
+    (few_channel_product if run.parallel else few_channel_product.serial)(w, x, y)
+    return y
 
 
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
             run: KernelRun) -> np.ndarray:
     """y[n] = W @ x[n] + b (b added in a second pass, skipped when it is all zeros)."""
     N, C, H, W = x.shape
-    y = _rows_product(_matrix(w)[0], _stack(x), run).reshape(N, w.shape[0], H, W)
+    if 1 <= C <= FEW_CHANNELS:
+        y = _few_channel_rows(_matrix(w)[0], _stack(x), run)
+    else:
+        zeros, arange = _maps(N)
+        y = matmul.product(_matrix(w), _stack(x), zeros, arange, False, False, run.slots,
+                           run.parallel)
+    y = y.reshape(N, w.shape[0], H, W)
     if b.size and b.any():
         kernel = conv.add_channel_bias
         (kernel if y.size >= PARALLEL_MIN else kernel.serial)(y, b)
@@ -116,9 +118,9 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
 
 def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,
                run: KernelRun) -> np.ndarray:
-    """dx[n] = W^T @ g[n]; a new array of dx's shape."""
-    if g.shape[1] <= FEW_CHANNELS:
-        return _rows_product(_matrix(w)[0].T, _stack(g), run).reshape(dx.shape)
+    """dx[n] = W^T @ g[n] (W read transposed in place); a new array of dx's shape."""
+    if 1 <= g.shape[1] <= FEW_CHANNELS:
+        return _few_channel_rows(_matrix(w)[0].T, _stack(g), run).reshape(dx.shape)
     zeros, arange = _maps(g.shape[0])
     return matmul.product(_matrix(w), _stack(g), zeros, arange, True, False, run.slots,
                           run.parallel).reshape(dx.shape)

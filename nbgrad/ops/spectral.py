@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import buffers
 from ..kernels import matmul as matmul_kernels
 from ..runtime.jit import SPECTRAL_PARALLEL_MIN, for_work
 from ..runtime.startup import lazy_module
@@ -87,17 +88,11 @@ def _stacked_spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> np.ndarray:
     return stacked
 
 
-def _spectrum(x: np.ndarray, nblk: int, mshape: tuple) -> tuple[np.ndarray, np.ndarray]:
-    """The kept modes of rfftn(x) over its grid dims as (re, im), each [B, C, nblk, M]."""
-    re, im = _stacked_spectrum(x, nblk, mshape)
-    return re, im
-
-
 def _spectrum_rows(x: np.ndarray, mshape: tuple, row_of: np.ndarray) -> np.ndarray:
     """The kept modes of rfftn(x) written straight into GEMM rows [rows, B, 2C] (row
     row_of[k] holds [re | im] of mode k for every batch and channel)."""
     B, C = x.shape[:2]
-    rows = np.empty((int(row_of.max()) + 1, B, 2 * C), x.dtype)
+    rows = buffers.empty((int(row_of.max()) + 1, B, 2 * C), x.dtype)
     _spectrum_into(x, mshape, rows.reshape(rows.shape[0], -1), row_of, _row_columns(B, C), C)
     return rows
 
@@ -124,11 +119,6 @@ def _stacked_synthesis(stacked: np.ndarray, mshape: tuple, grid: tuple) -> np.nd
     out = _synthesis_from(np.ascontiguousarray(stacked).reshape(2 * S, -1).T,
                           _block_rows(nblk, mshape), _arange(S), S, mshape, grid)
     return out.reshape((B, C) + tuple(grid))
-
-
-def _synthesis(re: np.ndarray, im: np.ndarray, mshape: tuple, grid: tuple) -> np.ndarray:
-    """irfftn onto ``grid`` (2 or 3 dims) of the modes (re, im) [B, C, nblk, M]."""
-    return _stacked_synthesis(np.stack((re, im)), mshape, grid)
 
 
 def _synthesis_rows(rows: np.ndarray, mshape: tuple, grid: tuple,
@@ -176,7 +166,7 @@ class _GemmMixing:
     @staticmethod
     def weights(w_re: np.ndarray, w_im: np.ndarray) -> tuple:
         nblk, Cin, Cout, M = w_re.shape
-        out = np.empty((nblk * M, 2 * Cin, 2 * Cout), w_re.dtype)
+        out = buffers.empty((nblk * M, 2 * Cin, 2 * Cout), w_re.dtype)
         for_work(kernels.weight_rows, out.size, SPECTRAL_PARALLEL_MIN)(w_re, w_im, out)
         return (out,)
 

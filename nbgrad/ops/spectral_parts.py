@@ -31,7 +31,7 @@ import numpy as np
 from ..function import Function, Sample, register
 from ..tensor import Tensor, lift
 from ._args import float_operands, is_int
-from .spectral import _spectrum, _spectrum_rows, _synthesis, _synthesis_rows
+from .spectral import _spectrum_rows, _stacked_spectrum, _stacked_synthesis, _synthesis_rows
 
 
 def _nblk(dim: int) -> int:
@@ -58,19 +58,16 @@ def _analysis(x: np.ndarray, modes: tuple) -> tuple[np.ndarray, np.ndarray]:
     dim = x.ndim - 2
     mshape = _kernel_modes(modes)
     xg = x.reshape(x.shape[:2] + (1, x.shape[2])) if dim == 1 else x
-    re, im = _spectrum(xg, _nblk(dim), mshape)
+    re, im = _stacked_spectrum(xg, _nblk(dim), mshape)
     shape = x.shape[:2] + (_nblk(dim),) + tuple(modes)
     return re.reshape(shape), im.reshape(shape)
 
 
 def _synth(re: np.ndarray, im: np.ndarray, grid: tuple) -> np.ndarray:
     B, C, nblk = re.shape[:3]
-    modes = re.shape[3:]
-    mshape = _kernel_modes(modes)
-    M = int(np.prod(mshape))
+    mshape = _kernel_modes(re.shape[3:])
     g2 = (1,) + tuple(grid) if len(grid) == 1 else tuple(grid)
-    y = _synthesis(np.ascontiguousarray(re).reshape(B, C, nblk, M),
-                   np.ascontiguousarray(im).reshape(B, C, nblk, M), mshape, g2)
+    y = _stacked_synthesis(np.stack((re, im)).reshape(2, B, C, nblk, -1), mshape, g2)
     return y.reshape((B, C) + tuple(grid))
 
 
@@ -216,7 +213,7 @@ class IrfftnRows(Function):
     @staticmethod
     def backward(ctx, g):
         c = 1.0 / (np.prod(ctx.grid) * _row_half_weight(ctx.grid, ctx.modes, g.dtype))
-        return _to_rows(np.ascontiguousarray(g), ctx.modes) * c
+        return _to_rows(g, ctx.modes) * c
 
     @staticmethod
     def vjp(ctx, g):
@@ -298,16 +295,21 @@ def _check_modes(op: str, grid: tuple, modes: Any, shape_desc: str) -> tuple:
     return tuple(int(m) for m in modes)
 
 
+def _grid_operand(op: str, x: Any, modes: Any) -> tuple[Tensor, tuple]:
+    """x [B, C, *grid] as a float Tensor and ``modes`` checked against its grid."""
+    x = lift(x)
+    float_operands(op, x=x)
+    if x.ndim < 3:
+        raise ValueError(f"{op}: x must be [B, C, *grid], got shape {x.shape}")
+    return x, _check_modes(op, tuple(x.shape[2:]), modes, f"x of shape {x.shape}")
+
+
 def rfftn_corners(x: Any, modes: tuple) -> tuple[Tensor, Tensor]:
     """The kept corner blocks of rfftn(x) over the grid of x [B, C, *grid] (d = 1-3
     dims): (re, im), each [B, C, 2^(d-1), *modes]; block j = b_1 + 2 b_2 holds rows
     [0, p) (b = 0) or [N - p, N) (b = 1) of each full axis and bins [0, K) of the last
     (``modes`` = (p_1, .., K)). Unnormalised (numpy.fft.rfftn's 'backward' norm)."""
-    x = lift(x)
-    float_operands("rfftn_corners", x=x)
-    if x.ndim < 3:
-        raise ValueError(f"rfftn_corners: x must be [B, C, *grid], got shape {x.shape}")
-    m = _check_modes("rfftn_corners", tuple(x.shape[2:]), modes, f"x of shape {x.shape}")
+    x, m = _grid_operand("rfftn_corners", x, modes)
     return RfftnCorners.apply(x, modes=m)
 
 
@@ -335,11 +337,7 @@ def rfftn_rows(x: Any, modes: tuple) -> Tensor:
     over ``modes``; index i of a full axis is frequency i - k // 2, the last axis's bins
     from 0) for every batch element. A weight that mixes channels per mode is then one
     batched GEMM. Unnormalised, as ``rfftn_corners``."""
-    x = lift(x)
-    float_operands("rfftn_rows", x=x)
-    if x.ndim < 3:
-        raise ValueError(f"rfftn_rows: x must be [B, C, *grid], got shape {x.shape}")
-    m = _check_modes("rfftn_rows", tuple(x.shape[2:]), modes, f"x of shape {x.shape}")
+    x, m = _grid_operand("rfftn_rows", x, modes)
     return RfftnRows.apply(x, modes=m)
 
 
