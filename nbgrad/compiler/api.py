@@ -15,7 +15,7 @@ import numpy as np
 
 from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
-from . import gradient, step_program
+from . import breaks, gradient, step_program
 from .fusion import find_regions, fused_function
 from .patterns import fold_linear
 from .trace import (
@@ -70,8 +70,8 @@ class Program:
 
 @dataclass
 class Variant:
-    program: Program | None   # None: the function runs eagerly (a graph break)
-    breaks: list
+    program: Any    # Program or StepProgram; with a graph break a breaks.Prefix, or None
+    breaks: list    # when it comes before any call into nbgrad (the function runs eagerly)
 
 
 class Compiled:
@@ -95,8 +95,10 @@ class Compiled:
         variant = self.variants.get(key)
         if variant is None:
             return self._trace(key, leaves, args, kwargs)
-        if variant.program is None:
-            return self.fn(*args, **kwargs)
+        if variant.breaks:
+            if variant.program is None:
+                return self.fn(*args, **kwargs)
+            return breaks.replay(self.name, variant.program, self.fn, leaves, args, kwargs)
         return variant.program.run(leaves)
 
     def _trace(self, key: tuple, leaves: list, args: tuple, kwargs: dict) -> Any:
@@ -106,13 +108,13 @@ class Compiled:
         self.traces += 1
         result, recorded, recorder = trace(self.fn, leaves, args, kwargs, self.fullgraph,
                                            self.name)
-        program = None
+        refs = _refs_in(result, recorder)
         if recorded.breaks:
             what, line = recorded.breaks[0]
-            _notice(f"nb.compile({self.name}): graph break: {what} at {line}; these arguments "
-                    "run eagerly")
+            _notice(f"nb.compile({self.name}): graph break: {what} at {line}; the "
+                    f"{recorded.split} calls before it run compiled, the rest eagerly")
+            program = _prefix(recorded, refs, leaves) if recorded.split else None
         else:
-            refs = _refs_in(result, recorder)
             program = _program(recorded, refs, leaves)
             program = step_program.lower(recorded, refs, leaves, program) or program
         self.variants[key] = Variant(program, recorded.breaks)
@@ -127,24 +129,18 @@ class Compiled:
         region (forward, and each backward built so far)."""
         lines = [f"nb.compile({self.name}): {len(self.variants)} variant(s)"]
         for n, variant in enumerate(self.variants.values(), 1):
-            if variant.program is None:
-                what, line = variant.breaks[0]
-                lines.append(f"variant {n}: eager (graph break: {what} at {line})")
-                continue
             program = variant.program
-            if isinstance(program, step_program.StepProgram):
-                lines.append(f"variant {n}: a step program")
-                lines += [f"  {line}" for line in program.describe()]
-                lines += ["", program.text]
-                continue
-            lines.append(f"variant {n}: {len(program.nodes)} steps")
-            for node in program.nodes:
-                lines.append(f"  {node.describe()}")
-            for node in program.nodes:
-                if isinstance(node, FusedNode):
-                    lines += ["", node.fn.source] + node.fn.backward_sources
-                elif isinstance(node, gradient.GradientNode):
-                    lines += [""] + node.sources()
+            if variant.breaks:
+                what, line = variant.breaks[0]
+                if program is None:
+                    lines.append(f"variant {n}: eager (graph break: {what} at {line})")
+                    continue
+                lines.append(f"variant {n}: compiled up to a graph break ({what} at {line}), "
+                             "eager from there; before it:")
+                program = program.program
+            else:
+                lines.append(f"variant {n}:")
+            lines += _described(program)
         return "\n".join(lines)
 
     def reset(self) -> None:
@@ -172,8 +168,9 @@ def compile(fn: Callable | None = None, *, fullgraph: bool = False,
 
     A value read into Python (``item()``, ``bool(t)``, ``numpy()``), an in-place write
     outside an op, a random draw outside an op, a gradient set by hand or ``detach()``
-    inside ``fn`` is a graph break: those arguments then run ``fn`` eagerly (a notice
-    says so once), or, with ``fullgraph=True``, it is an error naming the line.
+    inside ``fn`` is a graph break: ``fn`` then runs compiled up to its first break and
+    eagerly from there (a notice says so once), or, with ``fullgraph=True``, it is an
+    error naming the line.
     ``dynamic``: shapes are always specialised (``None`` or ``False``); a new shape traces
     again. ``backend``, ``mode`` (one of torch.compile's) and ``options`` are accepted so
     that a ``torch.compile`` call ports as it is, and change nothing: nbgrad compiles one
@@ -192,6 +189,21 @@ def compile(fn: Callable | None = None, *, fullgraph: bool = False,
     if not callable(fn):
         raise TypeError(f"nb.compile: fn must be callable, got {type(fn).__name__}")
     return fn if disable else Compiled(fn, fullgraph)
+
+
+def _described(program: Any) -> list[str]:
+    """A program's steps, then the source of its generated loops."""
+    if isinstance(program, step_program.StepProgram):
+        return (["  a step program:"] + [f"  {line}" for line in program.describe()]
+                + ["", program.text])
+    lines = [f"  {len(program.nodes)} steps:"]
+    lines += [f"  {node.describe()}" for node in program.nodes]
+    for node in program.nodes:
+        if isinstance(node, FusedNode):
+            lines += ["", node.fn.source] + node.fn.backward_sources
+        elif isinstance(node, gradient.GradientNode):
+            lines += [""] + node.sources()
+    return lines
 
 
 # -- building the program ----------------------------------------------------------------------
@@ -222,6 +234,16 @@ def _program(recorded: Any, result: Any, args: list) -> Program:
         if index < len(built):
             frees[index].append(k)
     return Program(built, recorded.n_slots, result, frees)
+
+
+def _prefix(recorded: Any, result: Any, args: list) -> breaks.Prefix:
+    """The program of the calls before a trace's first graph break (breaks.py)."""
+    read_later = {k for k, index in _last_reads(recorded.nodes, result).items()
+                  if index >= recorded.split}
+    nodes, kept = breaks.prefix_of(recorded, read_later)
+    program = _program(nodes, kept, args)
+    program = step_program.lower(nodes, kept, args, program) or program
+    return breaks.Prefix(nodes.nodes, program, kept, recorded.n_slots)
 
 
 def _last_reads(nodes: list, result: Any) -> dict[int, int]:

@@ -15,12 +15,14 @@ node is a ``Ref`` to where its value comes from on a later call:
 
 What a replay could not repeat -- a value read into Python, an in-place write outside an
 op, a random draw outside an op, a gradient set by hand, ``detach``/``.data``/``astype``
--- is a graph break (``Break``): the trace stops being a program and the function runs
-eagerly (``fullgraph=True``: an error naming the line).
+-- is a graph break: the calls before the first one are the program (``breaks.py``
+runs them compiled and the rest of the function eagerly); with ``fullgraph=True`` it is
+an error naming the line (``Break``).
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import traceback
 from dataclasses import dataclass, field
@@ -215,6 +217,8 @@ class Trace:
     nodes: list
     n_slots: int
     breaks: list   # (what, line) of every graph break met
+    split: int = 0           # the calls before the first break
+    held: frozenset = frozenset()   # slots a reference outside the recorder held there
 
 
 class Recorder:
@@ -227,6 +231,7 @@ class Recorder:
         self.fullgraph, self.name = fullgraph, name
         self.nodes: list = []
         self.breaks: list = []
+        self.split, self.held = 0, frozenset()
         self.refs: dict[int, Any] = {}
         self.data_refs: dict[int, Any] = {}   # id(tensor._data) -> that tensor's ref
         self.alive: list = []   # every tensor given a ref, so that no id is reused
@@ -287,10 +292,24 @@ class Recorder:
             raise Break(f"nb.compile({self.name}, fullgraph=True): {what} at {line} ends "
                         f"the graph; compile the part before it, or move it out of the "
                         f"function")
+        if not self.breaks:
+            self.split, self.held = len(self.nodes), self._held_slots()
         self.breaks.append((what, line))
 
     def result(self) -> Trace:
-        return Trace(self.nodes, self.n_slots, self.breaks)
+        return Trace(self.nodes, self.n_slots, self.breaks, self.split, self.held)
+
+    def _held_slots(self) -> frozenset:
+        """The slots whose tensors something besides the recorder holds: a variable of the
+        function, a module's attribute, a graph node that saved it. A value nothing else
+        holds at the first break can be read after it by nothing but this recorder."""
+        own = 3   # the list ``alive``, the loop variable, getrefcount's argument
+        held = set()
+        for t in self.alive:
+            ref = self.refs.get(id(t))
+            if isinstance(ref, Slot) and sys.getrefcount(t) > own:
+                held.add(ref.index)
+        return frozenset(held)
 
     # references
     def _ref(self, x: Any) -> Any:
@@ -355,12 +374,17 @@ def trace(fn: Any, args: list, call_args: tuple, call_kwargs: dict, fullgraph: b
         raise RuntimeError(f"nb.compile({name}): called while another function is being "
                            "traced; compile the outer function only")
     recorder = Recorder(args, fullgraph, name)
+    result = run_recorded(recorder, fn, call_args, call_kwargs)
+    return result, recorder.result(), recorder
+
+
+def run_recorded(recorder: Any, fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` with ``recorder`` handed the core's calls."""
     tracing.recorder = recorder
     try:
-        result = fn(*call_args, **call_kwargs)
+        return fn(*args, **kwargs)
     finally:
         tracing.recorder = None
-    return result, recorder.result(), recorder
 
 
 def _user_line() -> str:
