@@ -10,6 +10,8 @@ W17  a chain of point-wise ops on 1M elements, forward and backward:
      h = tanh(1.5 x + 0.25) * 0.5; h = h + exp(-h*h) + x; h = silu(h); (h*h*g).sum(),
      the gradient with respect to x                      targets vs JAX jit <= 1.0x
 W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.0x
+W16i W16 returning ``loss.item()``: a graph break at the step's end (every contender
+     reads the loss into Python)
 W3   tanh forward + backward on 4M elements (y = tanh(x); y.backward(g))
 W2   gelu (exact, erf) forward + backward on 4M elements, as W3
 W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-entropy,
@@ -152,12 +154,13 @@ def _w2(torch, jax) -> dict:
 
 
 def _training(torch, jax, params: dict, loss_of, optimizer: tuple[str, dict],
-              nb_model=None) -> dict:
+              nb_model=None, read_loss: bool = False) -> dict:
     """The training step of ``loss_of(lib, p)`` (lib: "nbgrad", "torch" or "jax") on
     copies of ``params`` with ``optimizer`` (a name both nb.optim and torch.optim have,
     "SGD" or "Adam", and its arguments): nbgrad eager and compiled, PyTorch eager and
     compiled, JAX. ``nb_model()``, if given, makes nbgrad's (parameters, loss) instead,
-    for a model that is a Module."""
+    for a model that is a Module. ``read_loss``: each step returns the loss as a Python
+    float (``loss.item()`` inside the step: a graph break at its end)."""
     name, kwargs = optimizer
     nb_model = nb_model or _nb_functional(params, loss_of)
     steps = {}
@@ -170,7 +173,7 @@ def _training(torch, jax, params: dict, loss_of, optimizer: tuple[str, dict],
             loss = loss_fn()
             loss.backward()
             opt.step()
-            return loss
+            return loss.item() if read_loss else loss
 
         steps[kind] = nb.compile(step) if kind == "nbgrad compiled" else step
     if torch is not None:
@@ -186,12 +189,13 @@ def _training(torch, jax, params: dict, loss_of, optimizer: tuple[str, dict],
                 loss = loss_fn(p)
                 loss.backward()
                 opt.step()
-                return loss
+                return loss.item() if read_loss else loss
 
             steps[kind] = step
     if jax is not None:
         jax_optimizer = {"SGD": _jax_sgd, "Adam": _jax_adam}[name]
-        steps["JAX jit"] = jax_optimizer(jax, params, lambda p: loss_of("jax", p), **kwargs)
+        jax_step = jax_optimizer(jax, params, lambda p: loss_of("jax", p), **kwargs)
+        steps["JAX jit"] = (lambda: float(jax_step())) if read_loss else jax_step
     return steps
 
 
@@ -250,7 +254,7 @@ def _jax_adam(jax, params: dict, loss, lr: float, weight_decay: float = 0.0,
     return step
 
 
-def _w16(torch, jax) -> dict:
+def _w16(torch, jax, read_loss: bool = False) -> dict:
     rng = np.random.default_rng(16)
     x = rng.random((256, 2)).astype(F32)
     target = rng.standard_normal((256, 1)).astype(F32)
@@ -265,7 +269,8 @@ def _w16(torch, jax) -> dict:
             h = tanh(h @ p[f"w{i}"].T + p[f"b{i}"])
         return ((h @ p["w3"].T + p["b3"] - t) ** 2).mean()
 
-    return _training(torch, jax, params, loss_of, ("SGD", {"lr": 0.05, "momentum": 0.0}))
+    return _training(torch, jax, params, loss_of, ("SGD", {"lr": 0.05, "momentum": 0.0}),
+                     read_loss=read_loss)
 
 
 W23_SHAPES = {"w0": (128, 64), "b0": (128,), "w1": (128, 128), "b1": (128,),
@@ -504,6 +509,8 @@ def _by_library(torch, jax, *arrays) -> dict:
 
 WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
+             "W16i": ("W16 returning loss.item() (a graph break at the end)",
+                      lambda torch, jax: _w16(torch, jax, read_loss=True)),
              "W3": ("W3 tanh fwd+bwd, 4M", _w3),
              "W2": ("W2 gelu fwd+bwd, 4M", _w2),
              "W10": ("W10 digits CNN train step, batch 64", _w10),

@@ -27,7 +27,7 @@ those ops receive.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -55,6 +55,14 @@ class Prefix:
     program: Any
     kept: list
     n_slots: int
+    unread: list = field(init=False)   # per slot: the placeholder of a value not kept
+
+    def __post_init__(self) -> None:
+        kept = {ref.index for ref in self.kept}
+        self.unread = [None] * self.n_slots
+        for node in self.nodes:
+            if isinstance(node, OpNode) and not node.several and node.outputs[0] not in kept:
+                self.unread[node.outputs[0]] = _unread(*node.out_meta)
 
 
 def prefix_of(recorded: Trace, read_later: set[int]) -> tuple[Trace, list]:
@@ -151,14 +159,9 @@ class Replay:
             values = self.prefix.program.run(self.args)
         finally:
             self.running = False
-        self.served = [None] * self.prefix.n_slots
+        self.served = list(self.prefix.unread)
         for ref, value in zip(self.prefix.kept, values):
             self.served[ref.index] = value
-        for node in self.nodes:
-            if isinstance(node, OpNode) and not node.several:
-                k = node.outputs[0]
-                if self.served[k] is None and node.out_meta:
-                    self.served[k] = _unread(*node.out_meta)
 
     def _same(self, refs: Any, given: Any) -> bool:
         """Each input is what the traced call's ref names: the argument, the value served
