@@ -9,6 +9,8 @@ alternating, float32, 2 threads each; each contender's best median over the roun
 W17  a chain of point-wise ops on 1M elements, forward and backward:
      h = tanh(1.5 x + 0.25) * 0.5; h = h + exp(-h*h) + x; h = silu(h); (h*h*g).sum(),
      the gradient with respect to x                      targets vs JAX jit <= 1.0x
+W24  a chain with broadcast operands, forward and backward: x [4096, 256], w and b
+     [256], h = tanh(x w + b) x + 1, (h g).sum(), the gradients of x, w and b
 W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.0x
 W16i W16 returning ``loss.item()``: a graph break at the step's end (every contender
      reads the loss into Python)
@@ -109,6 +111,58 @@ def _torch_steps(torch, loss, x) -> dict:
     steps = {"PyTorch eager": run(loss)}
     if shutil.which("g++") or shutil.which("c++"):
         steps["torch.compile"] = run(torch.compile(loss))
+    return steps
+
+
+# -- W24 -----------------------------------------------------------------------------------
+
+
+def _w24(torch, jax) -> dict:
+    rng = np.random.default_rng(24)
+    xa, ga = (rng.standard_normal((4096, 256)).astype(F32) for _ in range(2))
+    wa, ba = (rng.standard_normal(256).astype(F32) for _ in range(2))
+
+    def chain(x, w, b, g, tanh):
+        h = tanh(x * w + b) * x + 1.0
+        return (h * g).sum()
+
+    def on_leaves(make, step):
+        """``step(x, w, b, g)`` (the loss and its backward) on leaves, their gradients
+        reset before each call."""
+        leaves, g = [make(a, True) for a in (xa, wa, ba)], make(ga, False)
+
+        def run():
+            for t in leaves:
+                t.grad = None
+            step(*leaves, g)
+            return leaves[1].grad
+        return run
+
+    def ours(x, w, b, g):
+        chain(x, w, b, g, nb.tanh).backward()
+
+    def leaf(a, requires_grad):
+        return nb.tensor(a, requires_grad=requires_grad)
+
+    steps = {"nbgrad eager": on_leaves(leaf, ours),
+             "nbgrad compiled": on_leaves(leaf, nb.compile(ours))}
+    if torch is not None:
+        def torch_leaf(a, requires_grad):
+            return torch.tensor(a, requires_grad=requires_grad)
+
+        def theirs(loss):
+            return lambda *t: loss(*t).backward()
+
+        plain = lambda x, w, b, g: chain(x, w, b, g, torch.tanh)  # noqa: E731
+        steps["PyTorch eager"] = on_leaves(torch_leaf, theirs(plain))
+        if shutil.which("g++") or shutil.which("c++"):
+            steps["torch.compile"] = on_leaves(torch_leaf, theirs(torch.compile(plain)))
+    if jax is not None:
+        jnp = jax.numpy
+        grads = jax.jit(jax.grad(lambda x, w, b, g: chain(x, w, b, g, jnp.tanh),
+                                 argnums=(0, 1, 2)))
+        args = [jnp.asarray(a) for a in (xa, wa, ba, ga)]
+        steps["JAX jit"] = lambda: grads(*args)[1].block_until_ready()
     return steps
 
 
@@ -508,6 +562,7 @@ def _by_library(torch, jax, *arrays) -> dict:
 
 
 WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
+             "W24": ("W24 broadcast chain fwd+bwd, [4096, 256] with [256] w, b", _w24),
              "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
              "W16i": ("W16 returning loss.item() (a graph break at the end)",
                       lambda torch, jax: _w16(torch, jax, read_loss=True)),

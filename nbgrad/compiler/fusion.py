@@ -1,9 +1,10 @@
 """Fusing a run of point-wise ops into one generated Numba loop nest, forward and backward.
 
 A *region* is a run of consecutive ``OpNode``s of the trace whose ops are in
-``compiler/rules.py``, over one shape and one float dtype, every operand either of that
-shape or a single value that needs no gradient (a lifted number), all recorded with
-gradients on or all with them off. Its *inputs* are the values it reads that it does not
+``compiler/rules.py``, over one shape and one float dtype, every operand of that shape,
+a single value that needs no gradient (a lifted number), or broadcast over the region
+as one contiguous run of its dimensions (``Broadcast``), all recorded with gradients on
+or all with them off. Its *inputs* are the values it reads that it does not
 make; its *outputs* are the values it makes that anything after it reads (a later op,
 ``backward``, ``grad``, the function's result). Everything else lives in registers.
 
@@ -21,9 +22,11 @@ The region becomes one ``Function`` (``fused_function``):
   ``nb.grad``: second derivatives through a fused region are those of the eager ops.
 
 So the values and the gradients are bitwise those of eager execution wherever the
-engine would add a value's gradient contributions in the same order; the one difference
-is an input that is also read after the region, whose outside contributions eager
-interleaves with the region's by creation order, where here the region's are summed first.
+engine would add a value's gradient contributions in the same order. The differences: an
+input that is also read after the region, whose outside contributions eager interleaves
+with the region's by creation order, where here the region's are summed first; and a
+broadcast operand's gradient, the sum over its repeated rows (``row_loop``), added per
+task in element order and then in task order, where eager's ``sum_to`` has its own order.
 
 The generated module is written to the kernel cache directory under a name taken from its
 source, so Numba's disk cache serves a second process (``explain()`` prints it).
@@ -59,8 +62,10 @@ class Region:
     dtype: np.dtype
     grad_enabled: bool
     inputs: list           # refs read from outside, in first-use order
-    scalar: list           # per input: a single value (read once) rather than an array
+    reads: list            # per input: FULL, SCALAR or a Broadcast (how it is read)
     outputs: list          # slot numbers made here and read after the region
+    in_shapes: list        # per input: its shape
+    period: int = 0        # with a Broadcast input: the length of the rows it repeats over
 
     def describe(self) -> str:
         ops = ", ".join(node.describe() for node in self.nodes)
@@ -71,6 +76,75 @@ class Region:
         return isinstance(ref, Slot) and any(ref.index in n.outputs for n in self.nodes)
 
 
+# How a region reads an input: an array of the region's size (FULL), one value that
+# needs no gradient, read once before the loop (SCALAR), or a Broadcast.
+FULL_READ, SCALAR = "full", "scalar"
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """An operand repeated over the region, which the loop sees as rows of ``period``
+    elements: ``along`` a row, element t of every row reads the operand's element t (a
+    bias [C] over [N, C]: period C); or one value per row r, the operand's element
+    r % size ([N, 1] over [N, C]: period C; [C, 1, 1] over [B, C, H, W]: period H*W).
+    ``period`` 0: a single value that needs a gradient, which fits any period."""
+    period: int
+    along: bool
+    size: int
+
+
+def read_of(in_shape: tuple, shape: tuple, needs_grad: bool) -> Any:
+    """How a region over ``shape`` reads an operand of ``in_shape``; None when its
+    dimensions do not broadcast as one contiguous run (not fused)."""
+    size, n = int(np.prod(in_shape)), int(np.prod(shape))
+    if len(in_shape) > len(shape):
+        return None
+    padded = (1,) * (len(shape) - len(in_shape)) + tuple(in_shape)
+    if any(t not in (1, s) for t, s in zip(padded, shape)):
+        return None
+    if size == n:
+        return FULL_READ
+    if size == 1:
+        return Broadcast(0, False, 1) if needs_grad else SCALAR
+    kept = [d for d, t in enumerate(padded) if t != 1]
+    if any(padded[d] == 1 and shape[d] != 1 for d in range(kept[0], kept[-1] + 1)):
+        return None
+    period = int(np.prod(shape[kept[-1] + 1:]))
+    return Broadcast(size, True, size) if period == 1 else Broadcast(period, False, size)
+
+
+def _period_of(node: OpNode) -> int | None:
+    """The row length the node's broadcast operands need (0: any), None if they
+    disagree or one cannot be fused."""
+    shape = node.out_meta[0]
+    periods = set()
+    for in_shape, _, needs_grad in node.input_meta:
+        read = read_of(in_shape, shape, needs_grad)
+        if read is None:
+            return None
+        if isinstance(read, Broadcast) and read.period:
+            if needs_grad and not _partials_fit(read, shape):
+                return None
+            periods.add(read.period)
+    return periods.pop() if len(periods) == 1 else (None if periods else 0)
+
+
+def _partials_fit(read: Broadcast, shape: tuple) -> bool:
+    """Whether the per-task partial sums of the operand's gradient (``row_plan``) take
+    no more memory than the region's gradients do."""
+    n = int(np.prod(shape))
+    return row_plan(n, read.period)[2] * read.size <= max(n, CHUNK)
+
+
+def row_plan(n: int, period: int) -> tuple[int, int, int]:
+    """(rows, rows per task, tasks) of a loop over n elements as rows of ``period``: a
+    task takes whole rows, about CHUNK elements, so the split depends on the shape
+    alone."""
+    rows = n // period
+    per_task = max(1, CHUNK // period)
+    return rows, per_task, max(1, (rows + per_task - 1) // per_task)
+
+
 def _fusible(node: Any) -> bool:
     if not isinstance(node, OpNode) or node.several or node.fn.op_name not in rules.RULES:
         return False
@@ -78,17 +152,9 @@ def _fusible(node: Any) -> bool:
     if not rule.fuses(node.params) or rule.arity != len(node.inputs):
         return False
     shape, dtype = node.out_meta
-    if dtype.kind != "f":
+    if dtype.kind != "f" or any(meta is None or meta[1] != dtype for meta in node.input_meta):
         return False
-    for meta in node.input_meta:
-        if meta is None:
-            return False
-        in_shape, in_dtype, needs_grad = meta
-        if in_dtype != dtype:
-            return False
-        if in_shape != shape and (int(np.prod(in_shape)) != 1 or needs_grad):
-            return False
-    return True
+    return _period_of(node) is not None
 
 
 def _same_kind(node: OpNode, first: OpNode) -> bool:
@@ -105,23 +171,31 @@ def find_regions(nodes: list, read_later: dict) -> list[tuple[int, int, Region]]
         if not _fusible(nodes[i]):
             i += 1
             continue
+        period = _period_of(nodes[i])
         j = i + 1
         while j < len(nodes) and _fusible(nodes[j]) and _same_kind(nodes[j], nodes[i]):
+            this = _period_of(nodes[j])
+            if period and this and this != period:
+                break
+            period = period or this
             j += 1
-        found.append((i, j, _region(nodes[i:j], j, read_later)))
+        found.append((i, j, _region(nodes[i:j], j, read_later, period)))
         i = j
     return found
 
 
-def _region(nodes: list, stop: int, read_later: dict) -> Region:
+def _region(nodes: list, stop: int, read_later: dict, period: int) -> Region:
     shape, dtype = nodes[0].out_meta
     outputs = [k for node in nodes for k in node.outputs if read_later.get(k, -1) >= stop]
-    region = Region(list(nodes), shape, dtype, nodes[0].grad_enabled, [], [], outputs)
+    region = Region(list(nodes), shape, dtype, nodes[0].grad_enabled, [], [], outputs, [])
     for node in nodes:
-        for ref, meta in zip(node.inputs, node.input_meta):
+        for ref, (in_shape, _, needs_grad) in zip(node.inputs, node.input_meta):
             if not region.makes(ref) and ref not in region.inputs:
                 region.inputs.append(ref)
-                region.scalar.append(meta[0] != shape)
+                region.reads.append(read_of(in_shape, shape, needs_grad))
+                region.in_shapes.append(in_shape)
+    if any(isinstance(read, Broadcast) for read in region.reads):
+        region.period = period or (shape[-1] if shape else 1)
     return region
 
 
@@ -161,10 +235,7 @@ def chunk_loop(body: list[str], first: str, loops: list[str] = ONE_LOOP) -> list
     indexes its arrays by ``[i]``; every such array is read through its chunk's slice at
     a local index (``x[start:stop]``, then ``[t]``): the form LLVM vectorises (indexing
     the whole array by ``i`` in a loop over ``range(start, stop)`` keeps it scalar)."""
-    text = "\n".join(body)
-    arrays = sorted(set(re.findall(r"\b(\w+)\[i\]", text)))
-    for a in arrays:
-        text = re.sub(rf"\b{a}\[i\]", f"{a}_c[t]", text)
+    text, arrays = _local_index(body)
     inner = []
     for line in loops:
         indent = line[:len(line) - len(line.lstrip())]
@@ -177,13 +248,56 @@ def chunk_loop(body: list[str], first: str, loops: list[str] = ONE_LOOP) -> list
             + ["        " + line for line in inner])
 
 
+def _local_index(body: list[str]) -> tuple[str, list[str]]:
+    """The body with each ``a[i]`` read as ``a_c[t]``, and those arrays' names."""
+    text = "\n".join(body)
+    arrays = sorted(set(re.findall(r"\b(\w+)\[i\]", text)))
+    for a in arrays:
+        text = re.sub(rf"\b{a}\[i\]", f"{a}_c[t]", text)
+    return text, arrays
+
+
+def row_loop(region: Region, body: list[str], chunk_setup: list[str] = (),
+             row_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
+    """The loop of a region with a Broadcast input: each parallel task c takes whole rows
+    of ``region.period`` elements (``row_plan``), runs ``chunk_setup`` once, and for each
+    row r runs ``row_setup``, the body over the row's elements t (its arrays read through
+    the row's slices, as in ``chunk_loop``) and ``row_end``."""
+    period = region.period
+    rows, per_task, tasks = row_plan(int(np.prod(region.shape)), period)
+    text, arrays = _local_index(body)
+    return ([f"    for c in prange({tasks}):"]
+            + [f"        {line}" for line in chunk_setup]
+            + [f"        for r in range(c * {per_task}, min({rows}, (c + 1) * {per_task})):",
+               f"            start = r * {period}"]
+            + [f"            {a}_c = {a}[start:start + {period}]" for a in arrays]
+            + [f"            {line}" for line in row_setup]
+            + [f"            for t in range({period}):"]
+            + [f"                {line}" for line in text.split("\n")]
+            + [f"            {line}" for line in row_end])
+
+
 def _loads(region: Region, names: _Names) -> tuple[list[str], list[str]]:
-    """(before the loop, in the loop): the inputs as values."""
+    """(before the loop, in the loop): the inputs as values (an input with one value per
+    row is read in ``_row_loads``)."""
     before, inside = [], []
-    for j, is_scalar in enumerate(region.scalar):
-        (before if is_scalar else inside).append(
-            f"x{j} = in{j}[0]" if is_scalar else f"x{j} = in{j}[i]")
+    for j, read in enumerate(region.reads):
+        if read == SCALAR:
+            before.append(f"x{j} = in{j}[0]")
+        elif read == FULL_READ:
+            inside.append(f"x{j} = in{j}[i]")
+        elif read.along:
+            inside.append(f"x{j} = in{j}[t]")
     return ["    " + line for line in before], inside
+
+
+def _row_loads(region: Region) -> list[str]:
+    return [f"x{j} = in{j}[{_row_index(read)}]" for j, read in enumerate(region.reads)
+            if isinstance(read, Broadcast) and not read.along]
+
+
+def _row_index(read: Broadcast) -> str:
+    return "0" if read.size == 1 else f"r % {read.size}"
 
 
 def _forward_values(region: Region, names: _Names) -> list[str]:
@@ -204,7 +318,9 @@ def forward_source(region: Region, name: str) -> str:
     stores = [f"out{m}[i] = v{k}" for m, k in enumerate(region.outputs)]
     lines = _header(region) + [f"def {name}({', '.join(ins + outs)}):",
                                "    one = out0.dtype.type(1)"] + before
-    lines += chunk_loop(loads + _forward_values(region, names) + stores, "out0")
+    body = loads + _forward_values(region, names) + stores
+    lines += (row_loop(region, body, row_setup=_row_loads(region)) if region.period
+              else chunk_loop(body, "out0"))
     return "\n".join(lines) + "\n"
 
 
@@ -247,7 +363,15 @@ def adjoints(region: Region, seeds: dict[int, str], inputs_needed: tuple
                 body.append(f"d_{operand} = {term}  # {node.describe()}")
                 adjoint[operand] = f"d_{operand}"
     written = [j for j in range(len(region.inputs)) if f"x{j}" in adjoint and inputs_needed[j]]
-    return body + [f"gin{j}[i] = d_x{j}" for j in written], written
+    return body + [_store(j, region.reads[j]) for j in written], written
+
+
+def _store(j: int, read: Any) -> str:
+    """Input j's gradient at an element: written, or added into its task's partial sums
+    (along a row) or the row's sum (one value per row)."""
+    if read == FULL_READ:
+        return f"gin{j}[i] = d_x{j}"
+    return f"gp{j}[t] += d_x{j}" if read.along else f"acc{j} += d_x{j}"
 
 
 # How an output's gradient reaches a backward loop: not at all (None), as a full array
@@ -286,13 +410,28 @@ def backward_source(region: Region, name: str, layouts: tuple,
             loads_before += [load] if load else []
     body, written = adjoints(region, seeds, inputs_needed)
     before, loads = _loads(region, names)
+    summed = [j for j in written if isinstance(region.reads[j], Broadcast)]
     params = ([f"in{j}" for j in range(len(region.inputs))]
               + [f"g{m}" for m in range(len(region.outputs)) if layouts[m] is not None]
-              + [f"gin{j}" for j in written])
+              + [f"gpart{j}" for j in summed] + [f"gin{j}" for j in written])
     first = f"gin{written[0]}" if written else "in0"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
                                f"    one = {first}.dtype.type(1)"] + before + loads_before
-    lines += chunk_loop(loads + _forward_values(region, names) + body, first)
+    values = loads + _forward_values(region, names) + body
+    if not region.period:
+        return "\n".join(lines + chunk_loop(values, first)) + "\n", written
+    per_row = [j for j in summed if not region.reads[j].along]
+    lines += row_loop(
+        region, values,
+        chunk_setup=[line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")],
+        row_setup=_row_loads(region) + [f"acc{j} = one - one" for j in per_row],
+        row_end=[f"gp{j}[{_row_index(region.reads[j])}] += acc{j}" for j in per_row])
+    for j in summed:   # the tasks' partial sums, added in task order
+        lines += [f"    for e in range(gin{j}.size):",
+                  f"        total = gpart{j}[0, e]",
+                  f"        for c in range(1, gpart{j}.shape[0]):",
+                  f"            total += gpart{j}[c, e]",
+                  f"        gin{j}[e] = total"]
     return "\n".join(lines) + "\n", written
 
 
@@ -402,8 +541,12 @@ def fused_function(region: Region, index: int) -> type[Function]:
             backward_kernels[key] = ((parallel_b, serial_b), written)
         kernel, written = backward_kernels[key]
         flat_grads = [grad_argument(g) for g in grads if g is not None]
-        gins = {j: reused(buffers, ("grad", j), shape, dtype) for j in written}
-        _run(kernel, n, *ctx.saved_tensors, *flat_grads, *[gins[j].reshape(-1) for j in written])
+        gins = {j: reused(buffers, ("grad", j), region.in_shapes[j], dtype) for j in written}
+        summed = [j for j in written if isinstance(region.reads[j], Broadcast)]
+        tasks = row_plan(n, region.period)[2] if region.period else 0
+        partials = [np.empty((tasks, gins[j].size), dtype) for j in summed]
+        _run(kernel, n, *ctx.saved_tensors, *flat_grads, *partials,
+             *[gins[j].reshape(-1) for j in written])
         return tuple(gins.get(j) for j in range(len(region.inputs)))
 
     def vjp(ctx, *grads):

@@ -179,7 +179,7 @@ def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
           args: list) -> tuple[int, GradientNode] | None:
     """``(end, node)`` when ``nodes[stop:end]`` is the region's sum and backward, or its
     backward, in the pattern above; else None."""
-    if len(region.outputs) != 1 or not region.grad_enabled:
+    if len(region.outputs) != 1 or not region.grad_enabled or region.period:
         return None
     (k,) = region.outputs
     leaves = _leaves(region)

@@ -1,8 +1,10 @@
 """nb.compile of the physics-informed and neural-operator training steps the compiled
 benchmarks time (W21, W22): a few compiled steps give eager's losses and parameters, in
 one traced variant without a graph break -- the PINN's u'' through two
-``nb.grad(..., create_graph=True)`` as one step program (to rounding: its sums run in
-another order), the FNO's spectral convolutions and domain padding bit for bit."""
+``nb.grad(..., create_graph=True)`` as one step program, the FNO's spectral
+convolutions, domain padding and fused bias-add-gelu regions. Both to rounding: the
+PINN's sums run in another order, and the FNO's bias gradients are the fused regions'
+broadcast sums, whose order is not eager's."""
 
 import numpy as np
 
@@ -90,5 +92,5 @@ def test_darcy_fno_step_compiled_equals_eager():
     rng = np.random.default_rng(1)
     x = nb.tensor(rng.standard_normal((4, 3, 12, 12)).astype(F32))
     y = nb.tensor(rng.standard_normal((4, 1, 12, 12)).astype(F32))
-    compiled = _assert_same_steps(_fno_step, (x, y))
+    compiled = _assert_same_steps(_fno_step, (x, y), rtol=1e-5)
     assert "spectral_conv2d" in compiled.explain()
