@@ -367,11 +367,12 @@ def adjoints(region: Region, seeds: dict[int, str], inputs_needed: tuple
 
 
 def _store(j: int, read: Any) -> str:
-    """Input j's gradient at an element: written, or added into its task's partial sums
-    (along a row) or the row's sum (one value per row)."""
+    """Input j's gradient at an element: written, added into its task's partial sums
+    (along a row), or kept for the row's sum (one value per row; a sum inside the element
+    loop would keep LLVM from vectorising it)."""
     if read == FULL_READ:
         return f"gin{j}[i] = d_x{j}"
-    return f"gp{j}[t] += d_x{j}" if read.along else f"acc{j} += d_x{j}"
+    return f"gp{j}[t] += d_x{j}" if read.along else f"row{j}[t] = d_x{j}"
 
 
 # How an output's gradient reaches a backward loop: not at all (None), as a full array
@@ -421,11 +422,15 @@ def backward_source(region: Region, name: str, layouts: tuple,
     if not region.period:
         return "\n".join(lines + chunk_loop(values, first)) + "\n", written
     per_row = [j for j in summed if not region.reads[j].along]
-    lines += row_loop(
-        region, values,
-        chunk_setup=[line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")],
-        row_setup=_row_loads(region) + [f"acc{j} = one - one" for j in per_row],
-        row_end=[f"gp{j}[{_row_index(region.reads[j])}] += acc{j}" for j in per_row])
+    chunk_setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
+    chunk_setup += [f"row{j} = np.empty({region.period}, gin{j}.dtype)" for j in per_row]
+    row_end = []
+    for j in per_row:   # the row's terms, added in element order
+        row_end += ["total = one - one",
+                    f"for t in range({region.period}):",
+                    f"    total += row{j}[t]",
+                    f"gp{j}[{_row_index(region.reads[j])}] += total"]
+    lines += row_loop(region, values, chunk_setup, _row_loads(region), row_end)
     for j in summed:   # the tasks' partial sums, added in task order
         lines += [f"    for e in range(gin{j}.size):",
                   f"        total = gpart{j}[0, e]",
