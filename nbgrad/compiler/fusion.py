@@ -411,33 +411,64 @@ def backward_source(region: Region, name: str, layouts: tuple,
             loads_before += [load] if load else []
     body, written = adjoints(region, seeds, inputs_needed)
     before, loads = _loads(region, names)
-    summed = [j for j in written if isinstance(region.reads[j], Broadcast)]
     params = ([f"in{j}" for j in range(len(region.inputs))]
               + [f"g{m}" for m in range(len(region.outputs)) if layouts[m] is not None]
-              + [f"gpart{j}" for j in summed] + [f"gin{j}" for j in written])
+              + gradient_parameters(region, written))
     first = f"gin{written[0]}" if written else "in0"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
                                f"    one = {first}.dtype.type(1)"] + before + loads_before
     values = loads + _forward_values(region, names) + body
     if not region.period:
         return "\n".join(lines + chunk_loop(values, first)) + "\n", written
+    return "\n".join(lines + summed_row_loop(region, values, written)) + "\n", written
+
+
+def _summed(region: Region, written: list[int]) -> list[int]:
+    """The inputs among ``written`` whose gradient is a sum over repeated rows."""
+    return [j for j in written if isinstance(region.reads[j], Broadcast)]
+
+
+def gradient_parameters(region: Region, written: list[int]) -> list[str]:
+    """The gradient arrays a backward loop writes: each broadcast input's per-task
+    partial sums, then every input's gradient."""
+    return [f"gpart{j}" for j in _summed(region, written)] + [f"gin{j}" for j in written]
+
+
+def summed_row_loop(region: Region, values: list[str], written: list[int],
+                    chunk_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
+    """The row loop of a backward (``row_loop``) whose broadcast inputs' gradients are
+    summed as its epilogue: per task in element order, then the tasks' sums in task
+    order; ``chunk_setup`` and ``row_end`` add lines of the caller's own."""
+    summed = _summed(region, written)
     per_row = [j for j in summed if not region.reads[j].along]
-    chunk_setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
-    chunk_setup += [f"row{j} = np.empty({region.period}, gin{j}.dtype)" for j in per_row]
-    row_end = []
+    setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
+    setup += [f"row{j} = np.empty({region.period}, gin{j}.dtype)" for j in per_row]
+    ends = []
     for j in per_row:   # the row's terms, added in element order
-        row_end += ["total = one - one",
-                    f"for t in range({region.period}):",
-                    f"    total += row{j}[t]",
-                    f"gp{j}[{_row_index(region.reads[j])}] += total"]
-    lines += row_loop(region, values, chunk_setup, _row_loads(region), row_end)
+        ends += ["total = one - one",
+                 f"for t in range({region.period}):",
+                 f"    total += row{j}[t]",
+                 f"gp{j}[{_row_index(region.reads[j])}] += total"]
+    lines = row_loop(region, values, setup + list(chunk_setup), _row_loads(region),
+                     ends + list(row_end))
     for j in summed:   # the tasks' partial sums, added in task order
         lines += [f"    for e in range(gin{j}.size):",
                   f"        total = gpart{j}[0, e]",
                   f"        for c in range(1, gpart{j}.shape[0]):",
                   f"            total += gpart{j}[c, e]",
                   f"        gin{j}[e] = total"]
-    return "\n".join(lines) + "\n", written
+    return lines
+
+
+def gradient_buffers(region: Region, written: list[int], pool: dict,
+                     n: int) -> tuple[list, list]:
+    """(partial sums, gradients): the arrays ``gradient_parameters`` names, new partial
+    sums and the gradients from ``pool`` (``reused``) in their inputs' shapes."""
+    tasks = row_plan(n, region.period)[2] if region.period else 0
+    gins = [reused(pool, ("grad", j), region.in_shapes[j], region.dtype) for j in written]
+    partials = [np.empty((tasks, g.size), region.dtype)
+                for j, g in zip(written, gins) if isinstance(region.reads[j], Broadcast)]
+    return partials, gins
 
 
 # -- building the kernels ----------------------------------------------------------------------
@@ -546,12 +577,10 @@ def fused_function(region: Region, index: int) -> type[Function]:
             backward_kernels[key] = ((parallel_b, serial_b), written)
         kernel, written = backward_kernels[key]
         flat_grads = [grad_argument(g) for g in grads if g is not None]
-        gins = {j: reused(buffers, ("grad", j), region.in_shapes[j], dtype) for j in written}
-        summed = [j for j in written if isinstance(region.reads[j], Broadcast)]
-        tasks = row_plan(n, region.period)[2] if region.period else 0
-        partials = [np.empty((tasks, gins[j].size), dtype) for j in summed]
+        partials, gins = gradient_buffers(region, written, buffers, n)
         _run(kernel, n, *ctx.saved_tensors, *flat_grads, *partials,
-             *[gins[j].reshape(-1) for j in written])
+             *[g.reshape(-1) for g in gins])
+        gins = dict(zip(written, gins))
         return tuple(gins.get(j) for j in range(len(region.inputs)))
 
     def vjp(ctx, *grads):

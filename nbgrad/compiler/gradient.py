@@ -19,7 +19,8 @@ partial sums (each chunk's in 16 lanes, ``LANES`` below; the partials by NumPy's
 over their fixed count): deterministic and independent of the thread count, but not
 eager's summation order, so it may differ from eager's loss in the last bits (as a
 relative error, at most about ``n * eps`` for n elements; tests check it against a
-float64 sum).
+float64 sum). A broadcast leaf's gradient is the region's sum over its repeated rows, as
+in a fused backward (``fusion.summed_row_loop``).
 
 A hook on one of the leaves, or anomaly detection, changes what backward does, so with
 either the original steps run instead. (The region's own values are made by the program
@@ -49,9 +50,12 @@ from .fusion import (
     chunk_loop,
     grad_argument,
     grad_layout,
+    gradient_buffers,
+    gradient_parameters,
     load_kernel,
-    reused,
+    row_plan,
     seed_of,
+    summed_row_loop,
 )
 from .trace import Arg, BackwardNode, Live, OpNode, Slot
 
@@ -84,10 +88,11 @@ class GradientNode:
             g = np.asarray(_data(self.grad.get(values, args)), dtype)
             layout = grad_layout(g)
             extra = [grad_argument(g)]
-        partials = np.zeros(max(1, (n + CHUNK - 1) // CHUNK), dtype)
-        grads = [reused(self.buffers, j, shape, dtype) for j in self.leaves]
+        tasks = row_plan(n, self.region.period)[2] if self.region.period else -(-n // CHUNK)
+        partials = np.zeros(max(1, tasks), dtype)
+        sums, grads = gradient_buffers(self.region, self.leaves, self.buffers, n)
         with np.errstate(all="ignore"):
-            _run(self._loops(layout), n, *arrays, *extra, partials,
+            _run(self._loops(layout), n, *arrays, *extra, partials, *sums,
                  *[g.reshape(-1) for g in grads])
             for j, g in zip(self.leaves, grads):
                 _accumulate(inputs[j], g)
@@ -141,8 +146,8 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
     seed, load = ("one" if scale == 1 else "scale", None) if summed else seed_of(0, layout)
     body, written = adjoints(region, {k: seed}, needed)
     before, loads = _loads(region, names)
-    params = ([f"in{j}" for j in range(len(region.inputs))]
-              + ([] if summed else ["g0"]) + ["partials"] + [f"gin{j}" for j in written])
+    params = ([f"in{j}" for j in range(len(region.inputs))] + ([] if summed else ["g0"])
+              + ["partials"] + gradient_parameters(region, written))
     first = f"gin{written[0]}"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
                                f"    one = {first}.dtype.type(1)"] + before
@@ -150,6 +155,9 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
         lines.append(f"    scale = {first}.dtype.type({scale!r})")
     lines += [load] if load else []
     values = loads + _forward_values(region, names) + body
+    if region.period:
+        loop = _row_gradient_loop(region, values, written, summed, k)
+        return "\n".join(lines + loop) + "\n", written
     if not summed:
         return "\n".join(lines + chunk_loop(values, first)) + "\n", written
     loops = [f"lanes = np.zeros({LANES}, {first}.dtype)",
@@ -169,6 +177,20 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
     return "\n".join(lines + chunk_loop(values, first, loops)) + "\n", written
 
 
+def _row_gradient_loop(region: Region, values: list[str], written: list[int], summed: bool,
+                       k: int) -> list[str]:
+    """The loop of a region with broadcast inputs (``fusion.summed_row_loop``); for a sum
+    or mean, each task's partial sum of the output adds each row's values in order."""
+    if not summed:
+        return summed_row_loop(region, values, written)
+    period = region.period
+    return summed_row_loop(
+        region, values + [f"row_values[t] = v{k}"], written,
+        chunk_setup=["partials[c] = one - one",
+                     f"row_values = np.empty({period}, partials.dtype)"],
+        row_end=[f"for t in range({period}):", "    partials[c] += row_values[t]"])
+
+
 def _is_leaf(ref: Any, args: list) -> bool:
     if isinstance(ref, Arg):
         return args[ref.index]._node is None
@@ -179,7 +201,7 @@ def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
           args: list) -> tuple[int, GradientNode] | None:
     """``(end, node)`` when ``nodes[stop:end]`` is the region's sum and backward, or its
     backward, in the pattern above; else None."""
-    if len(region.outputs) != 1 or not region.grad_enabled or region.period:
+    if len(region.outputs) != 1 or not region.grad_enabled:
         return None
     (k,) = region.outputs
     leaves = _leaves(region)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import nbgrad as nb
 from nbgrad.compiler.api import FusedNode
 from nbgrad.compiler.fusion import Broadcast, read_of
+from nbgrad.compiler.gradient import GradientNode
 
 
 def _regions(compiled):
@@ -134,3 +135,37 @@ def test_random_broadcasts_match_eager(shape, mask, seed):
     eager where it is not; the answers are eager's either way."""
     operand = tuple(s if keep else 1 for s, keep in zip(shape, mask))
     _compare(tuple(shape), operand, seed=seed)
+
+
+@pytest.mark.parametrize("operand", [(300,), (200, 1), ()])
+@pytest.mark.parametrize("reduce", ["sum", "mean", "backward"])
+def test_a_broadcast_region_fused_into_its_backward(operand, reduce):
+    """The region, its sum or mean and the backward as one loop (gradient.py), the
+    broadcast operands' gradients as its epilogue."""
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal(s) for s in ((200, 300), operand, operand, (200, 300))]
+
+    def step(x, w, b, g):
+        h = nb.tanh(x * w + b) * x
+        if reduce == "backward":
+            h.backward(g)
+            return None
+        loss = h.sum() if reduce == "sum" else h.mean()
+        loss.backward()
+        return loss
+
+    compiled = nb.compile(step)
+    results = []
+    for fn in (compiled, compiled, step):
+        leaves = [nb.tensor(a, requires_grad=True) for a in arrays[:3]]
+        loss = fn(*leaves, nb.tensor(arrays[3]))
+        results.append((loss, [t.grad.numpy() for t in leaves]))
+    (_, _), (loss, grads), (eager_loss, eager_grads) = results
+    (variant,) = compiled.variants.values()
+    (node,) = [n for n in variant.program.nodes if isinstance(n, GradientNode)]
+    assert node.region.period
+    np.testing.assert_array_equal(grads[0], eager_grads[0])
+    for ours, theirs in zip(grads[1:], eager_grads[1:]):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    if loss is not None:
+        assert loss.item() == pytest.approx(eager_loss.item(), rel=1e-12)
