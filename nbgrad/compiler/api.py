@@ -77,9 +77,10 @@ class Variant:
 class Compiled:
     """The callable ``nb.compile(fn)`` returns (see ``compile``)."""
 
-    def __init__(self, fn: Callable, fullgraph: bool) -> None:
+    def __init__(self, fn: Callable, fullgraph: bool, dynamic: bool | None = None) -> None:
         self.fn = fn
         self.fullgraph = fullgraph
+        self.dynamic = dynamic   # None: static until a call with new shapes (torch's)
         self.name = getattr(fn, "__qualname__", type(fn).__name__)
         self.variants: OrderedDict = OrderedDict()
         self.traces = 0
@@ -102,9 +103,13 @@ class Compiled:
         return variant.program.run(leaves)
 
     def _trace(self, key: tuple, leaves: list, args: tuple, kwargs: dict) -> Any:
+        if self.dynamic is None and any(_unshaped(key) == _unshaped(k) for k in self.variants):
+            self.dynamic = True   # a new shape: from now on, as torch marks dims dynamic
         if self.traces:
             _notice(f"nb.compile({self.name}): tracing again for new argument shapes, dtypes "
-                    f"or modes (variant {len(self.variants) + 1}, at most {MAX_VARIANTS} kept)")
+                    f"or modes (variant {len(self.variants) + 1}, at most {MAX_VARIANTS} kept"
+                    + ("; dynamic shapes: its loops are the ones compiled before)"
+                       if self.dynamic else ")"))
         self.traces += 1
         result, recorded, recorder = trace(self.fn, leaves, args, kwargs, self.fullgraph,
                                            self.name)
@@ -113,10 +118,10 @@ class Compiled:
             what, line = recorded.breaks[0]
             _notice(f"nb.compile({self.name}): graph break: {what} at {line}; the "
                     f"{recorded.split} calls before it run compiled, the rest eagerly")
-            program = _prefix(recorded, refs, leaves) if recorded.split else None
+            program = (_prefix(recorded, refs, leaves, bool(self.dynamic)) if recorded.split
+                       else None)
         else:
-            program = _program(recorded, refs, leaves)
-            program = step_program.lower(recorded, refs, leaves, program) or program
+            program = _lowered(recorded, refs, leaves, bool(self.dynamic))
         self.variants[key] = Variant(program, recorded.breaks)
         if len(self.variants) > MAX_VARIANTS:
             self.variants.popitem(last=False)
@@ -171,24 +176,25 @@ def compile(fn: Callable | None = None, *, fullgraph: bool = False,
     inside ``fn`` is a graph break: ``fn`` then runs compiled up to its first break and
     eagerly from there (a notice says so once), or, with ``fullgraph=True``, it is an
     error naming the line.
-    ``dynamic``: shapes are always specialised (``None`` or ``False``); a new shape traces
-    again. ``backend``, ``mode`` (one of torch.compile's) and ``options`` are accepted so
-    that a ``torch.compile`` call ports as it is, and change nothing: nbgrad compiles one
-    way. ``disable=True`` returns ``fn`` itself, as torch.compile does.
+    ``dynamic``: a new shape traces again (a Python run of ``fn``); with ``dynamic=True``
+    the program is the recorded calls with their point-wise runs fused, whose loops take
+    their sizes at run time, so another shape compiles nothing new. ``False`` specialises
+    every shape (a small step becomes one step program, compiled for its sizes); ``None``,
+    PyTorch's default, specialises until a call comes with new shapes, then is dynamic.
+    ``backend``, ``mode`` (one of torch.compile's) and ``options`` are accepted so that a
+    ``torch.compile`` call ports as it is, and change nothing: nbgrad compiles one way.
+    ``disable=True`` returns ``fn`` itself, as torch.compile does.
     """
     if mode not in MODES:
         raise ValueError(f"nb.compile: mode must be one of {MODES}, got {mode!r}")
     if options is not None and not isinstance(options, dict):
         raise TypeError(f"nb.compile: options must be a dict, got {type(options).__name__}")
-    if dynamic:
-        raise NotImplementedError("nb.compile: dynamic=True (shape-generic programs) is not "
-                                  "supported; each new shape is traced once (dynamic=False)")
     if fn is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic,
                                  backend=backend, mode=mode, options=options, disable=disable)
     if not callable(fn):
         raise TypeError(f"nb.compile: fn must be callable, got {type(fn).__name__}")
-    return fn if disable else Compiled(fn, fullgraph)
+    return fn if disable else Compiled(fn, fullgraph, dynamic)
 
 
 def _described(program: Any) -> list[str]:
@@ -236,14 +242,23 @@ def _program(recorded: Any, result: Any, args: list) -> Program:
     return Program(built, recorded.n_slots, result, frees)
 
 
-def _prefix(recorded: Any, result: Any, args: list) -> breaks.Prefix:
+def _prefix(recorded: Any, result: Any, args: list, dynamic: bool) -> breaks.Prefix:
     """The program of the calls before a trace's first graph break (breaks.py)."""
     read_later = {k for k, index in _last_reads(recorded.nodes, result).items()
                   if index >= recorded.split}
     nodes, kept = breaks.prefix_of(recorded, read_later)
-    program = _program(nodes, kept, args)
-    program = step_program.lower(nodes, kept, args, program) or program
-    return breaks.Prefix(nodes.nodes, program, kept, recorded.n_slots)
+    return breaks.Prefix(nodes.nodes, _lowered(nodes, kept, args, dynamic), kept,
+                         recorded.n_slots)
+
+
+def _lowered(recorded: Any, result: Any, args: list, dynamic: bool) -> Any:
+    """The program of a trace: a step program where one applies, unless the shapes are
+    dynamic (a step program is compiled for its sizes), else the recorded calls with
+    their point-wise runs fused (whose loops take their sizes at run time)."""
+    program = _program(recorded, result, args)
+    if dynamic:
+        return program
+    return step_program.lower(recorded, result, args, program) or program
 
 
 def _last_reads(nodes: list, result: Any) -> dict[int, int]:
@@ -300,6 +315,11 @@ def _tensors_in(value: Any, leaves: list, statics: list) -> Any:
 
 def _kind(t: Tensor) -> tuple:
     return t._data.shape, t._data.dtype.str, t._requires_grad, t._node is None
+
+
+def _unshaped(key: tuple) -> tuple:
+    """A variant's key without its tensors' shapes."""
+    return (tuple(kind[1:] for kind in key[0]),) + key[1:]
 
 
 def _refs_in(result: Any, recorder: Any) -> Any:

@@ -222,7 +222,11 @@ class _Names:
 
 
 def _header(region: Region) -> list[str]:
-    return [f"# {region.describe()}"]
+    """The loop's first comment: its ops and dtype, and no sizes, which the loop takes
+    at run time, so that a region of another shape is the same source, compiled once."""
+    ops = ", ".join(node.describe() for node in region.nodes)
+    rows = f" in rows of {region.period}" if region.period else ""
+    return [f"# {len(region.nodes)} ops over {region.dtype}{rows}: {ops}"]
 
 
 #: the element loop of a chunk: ``BODY`` stands for the body, at that line's indentation
@@ -257,18 +261,20 @@ def _local_index(body: list[str]) -> tuple[str, list[str]]:
     return text, arrays
 
 
-def row_loop(region: Region, body: list[str], chunk_setup: list[str] = (),
+def row_loop(region: Region, body: list[str], size: str, chunk_setup: list[str] = (),
              row_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
     """The loop of a region with a Broadcast input: each parallel task c takes whole rows
     of ``region.period`` elements (``row_plan``), runs ``chunk_setup`` once, and for each
     row r runs ``row_setup``, the body over the row's elements t (its arrays read through
-    the row's slices, as in ``chunk_loop``) and ``row_end``."""
+    the row's slices, as in ``chunk_loop``) and ``row_end``; ``size``: the expression of
+    the region's element count."""
     period = region.period
-    rows, per_task, tasks = row_plan(int(np.prod(region.shape)), period)
+    per_task = row_plan(period, period)[1]
     text, arrays = _local_index(body)
-    return ([f"    for c in prange({tasks}):"]
+    return ([f"    rows = {size} // {period}",
+             f"    for c in prange(max(1, (rows + {per_task} - 1) // {per_task})):"]
             + [f"        {line}" for line in chunk_setup]
-            + [f"        for r in range(c * {per_task}, min({rows}, (c + 1) * {per_task})):",
+            + [f"        for r in range(c * {per_task}, min(rows, (c + 1) * {per_task})):",
                f"            start = r * {period}"]
             + [f"            {a}_c = {a}[start:start + {period}]" for a in arrays]
             + [f"            {line}" for line in row_setup]
@@ -319,7 +325,7 @@ def forward_source(region: Region, name: str) -> str:
     lines = _header(region) + [f"def {name}({', '.join(ins + outs)}):",
                                "    one = out0.dtype.type(1)"] + before
     body = loads + _forward_values(region, names) + stores
-    lines += (row_loop(region, body, row_setup=_row_loads(region)) if region.period
+    lines += (row_loop(region, body, "out0.size", row_setup=_row_loads(region)) if region.period
               else chunk_loop(body, "out0"))
     return "\n".join(lines) + "\n"
 
@@ -411,7 +417,7 @@ def backward_source(region: Region, name: str, layouts: tuple,
             loads_before += [load] if load else []
     body, written = adjoints(region, seeds, inputs_needed)
     before, loads = _loads(region, names)
-    params = ([f"in{j}" for j in range(len(region.inputs))]
+    params = (row_count(region) + [f"in{j}" for j in range(len(region.inputs))]
               + [f"g{m}" for m in range(len(region.outputs)) if layouts[m] is not None]
               + gradient_parameters(region, written))
     first = f"gin{written[0]}" if written else "in0"
@@ -428,6 +434,12 @@ def _summed(region: Region, written: list[int]) -> list[int]:
     return [j for j in written if isinstance(region.reads[j], Broadcast)]
 
 
+def row_count(region: Region) -> list[str]:
+    """The first parameter of a backward row loop, the region's element count (its
+    arrays may all be smaller: broadcast inputs, a sum's gradient)."""
+    return ["n"] if region.period else []
+
+
 def gradient_parameters(region: Region, written: list[int]) -> list[str]:
     """The gradient arrays a backward loop writes: each broadcast input's per-task
     partial sums, then every input's gradient."""
@@ -438,7 +450,8 @@ def summed_row_loop(region: Region, values: list[str], written: list[int],
                     chunk_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
     """The row loop of a backward (``row_loop``) whose broadcast inputs' gradients are
     summed as its epilogue: per task in element order, then the tasks' sums in task
-    order; ``chunk_setup`` and ``row_end`` add lines of the caller's own."""
+    order; ``chunk_setup`` and ``row_end`` add lines of the caller's own. The function
+    takes the region's element count ``n`` as its first parameter (``row_count``)."""
     summed = _summed(region, written)
     per_row = [j for j in summed if not region.reads[j].along]
     setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
@@ -449,7 +462,7 @@ def summed_row_loop(region: Region, values: list[str], written: list[int],
                  f"for t in range({region.period}):",
                  f"    total += row{j}[t]",
                  f"gp{j}[{_row_index(region.reads[j])}] += total"]
-    lines = row_loop(region, values, setup + list(chunk_setup), _row_loads(region),
+    lines = row_loop(region, values, "n", setup + list(chunk_setup), _row_loads(region),
                      ends + list(row_end))
     for j in summed:   # the tasks' partial sums, added in task order
         lines += [f"    for e in range(gin{j}.size):",
@@ -578,8 +591,8 @@ def fused_function(region: Region, index: int) -> type[Function]:
         kernel, written = backward_kernels[key]
         flat_grads = [grad_argument(g) for g in grads if g is not None]
         partials, gins = gradient_buffers(region, written, buffers, n)
-        _run(kernel, n, *ctx.saved_tensors, *flat_grads, *partials,
-             *[g.reshape(-1) for g in gins])
+        _run(kernel, n, *([n] if region.period else []), *ctx.saved_tensors, *flat_grads,
+             *partials, *[g.reshape(-1) for g in gins])
         gins = dict(zip(written, gins))
         return tuple(gins.get(j) for j in range(len(region.inputs)))
 

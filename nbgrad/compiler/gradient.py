@@ -53,6 +53,7 @@ from .fusion import (
     gradient_buffers,
     gradient_parameters,
     load_kernel,
+    row_count,
     row_plan,
     seed_of,
     summed_row_loop,
@@ -92,7 +93,8 @@ class GradientNode:
         partials = np.zeros(max(1, tasks), dtype)
         sums, grads = gradient_buffers(self.region, self.leaves, self.buffers, n)
         with np.errstate(all="ignore"):
-            _run(self._loops(layout), n, *arrays, *extra, partials, *sums,
+            _run(self._loops(layout), n, *([n] if self.region.period else []), *arrays,
+                 *extra, partials, *sums,
                  *[g.reshape(-1) for g in grads])
             for j, g in zip(self.leaves, grads):
                 _accumulate(inputs[j], g)
@@ -146,7 +148,8 @@ def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
     seed, load = ("one" if scale == 1 else "scale", None) if summed else seed_of(0, layout)
     body, written = adjoints(region, {k: seed}, needed)
     before, loads = _loads(region, names)
-    params = ([f"in{j}" for j in range(len(region.inputs))] + ([] if summed else ["g0"])
+    params = (row_count(region) + [f"in{j}" for j in range(len(region.inputs))]
+              + ([] if summed else ["g0"])
               + ["partials"] + gradient_parameters(region, written))
     first = f"gin{written[0]}"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",

@@ -385,8 +385,6 @@ def test_decorator_forms_and_bad_arguments():
     assert nb.compile(plain, disable=True) is plain
     with pytest.raises(ValueError, match="mode must be one of"):
         nb.compile(plain, mode="fast")
-    with pytest.raises(NotImplementedError, match="dynamic=True"):
-        nb.compile(f, dynamic=True)
 
 
 def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path):
