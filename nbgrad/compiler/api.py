@@ -15,7 +15,7 @@ import numpy as np
 
 from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
-from . import breaks, gradient, step_program
+from . import breaks, gradient, row_epilogue, step_program
 from .fusion import find_regions, fused_function
 from .patterns import fold_linear
 from .trace import (
@@ -224,9 +224,14 @@ def _program(recorded: Any, result: Any, args: list) -> Program:
         built += nodes[i:start]
         i = stop
         matched = gradient.match(nodes, start, stop, region, last_read, args)
+        tail = row_epilogue.match(nodes, stop, region, last_read)
         if matched is not None:
             i, node = matched
             built.append(node)
+        elif tail is not None:
+            fn = row_epilogue.fused_function(region, tail, len(built))
+            built.append(FusedNode(fn, region.inputs, list(tail.outputs), region.grad_enabled))
+            i = stop + 1
         elif len(region.nodes) == 1:
             built += region.nodes
         elif region.outputs:  # a region nothing reads is dropped

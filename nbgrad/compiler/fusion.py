@@ -267,18 +267,19 @@ def row_loop(region: Region, body: list[str], size: str, chunk_setup: list[str] 
     of ``region.period`` elements (``row_plan``), runs ``chunk_setup`` once, and for each
     row r runs ``row_setup``, the body over the row's elements t (its arrays read through
     the row's slices, as in ``chunk_loop``) and ``row_end``; ``size``: the expression of
-    the region's element count."""
-    period = region.period
-    per_task = row_plan(period, period)[1]
+    the region's element count. The row length is the function's parameter ``period``,
+    not a literal: a row function's reduction inlined with a constant trip count would be
+    vectorised, and its sum ordered, differently from the eager kernel's."""
     text, arrays = _local_index(body)
-    return ([f"    rows = {size} // {period}",
-             f"    for c in prange(max(1, (rows + {per_task} - 1) // {per_task})):"]
+    return ([f"    rows = {size} // period",
+             f"    per_task = max(1, {CHUNK} // period)",
+             "    for c in prange(max(1, (rows + per_task - 1) // per_task)):"]
             + [f"        {line}" for line in chunk_setup]
-            + [f"        for r in range(c * {per_task}, min(rows, (c + 1) * {per_task})):",
-               f"            start = r * {period}"]
-            + [f"            {a}_c = {a}[start:start + {period}]" for a in arrays]
+            + ["        for r in range(c * per_task, min(rows, (c + 1) * per_task)):",
+               "            start = r * period"]
+            + [f"            {a}_c = {a}[start:start + period]" for a in arrays]
             + [f"            {line}" for line in row_setup]
-            + [f"            for t in range({period}):"]
+            + ["            for t in range(period):"]
             + [f"                {line}" for line in text.split("\n")]
             + [f"            {line}" for line in row_end])
 
@@ -318,14 +319,14 @@ def _forward_values(region: Region, names: _Names) -> list[str]:
 
 def forward_source(region: Region, name: str) -> str:
     names = _Names(region)
-    ins = [f"in{j}" for j in range(len(region.inputs))]
+    ins = row_count(region) + [f"in{j}" for j in range(len(region.inputs))]
     outs = [f"out{m}" for m in range(len(region.outputs))]
     before, loads = _loads(region, names)
     stores = [f"out{m}[i] = v{k}" for m, k in enumerate(region.outputs)]
     lines = _header(region) + [f"def {name}({', '.join(ins + outs)}):",
                                "    one = out0.dtype.type(1)"] + before
     body = loads + _forward_values(region, names) + stores
-    lines += (row_loop(region, body, "out0.size", row_setup=_row_loads(region)) if region.period
+    lines += (row_loop(region, body, "n", row_setup=_row_loads(region)) if region.period
               else chunk_loop(body, "out0"))
     return "\n".join(lines) + "\n"
 
@@ -435,9 +436,14 @@ def _summed(region: Region, written: list[int]) -> list[int]:
 
 
 def row_count(region: Region) -> list[str]:
-    """The first parameter of a backward row loop, the region's element count (its
-    arrays may all be smaller: broadcast inputs, a sum's gradient)."""
-    return ["n"] if region.period else []
+    """The first parameters of a row loop's function: the region's element count (its
+    arrays may all be smaller: broadcast inputs, a sum's gradient) and the row length."""
+    return ["n", "period"] if region.period else []
+
+
+def row_arguments(region: Region, n: int) -> list[int]:
+    """The values of ``row_count``'s parameters."""
+    return [n, region.period] if region.period else []
 
 
 def gradient_parameters(region: Region, written: list[int]) -> list[str]:
@@ -447,23 +453,25 @@ def gradient_parameters(region: Region, written: list[int]) -> list[str]:
 
 
 def summed_row_loop(region: Region, values: list[str], written: list[int],
-                    chunk_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
+                    chunk_setup: list[str] = (), row_end: list[str] = (),
+                    row_setup: list[str] = ()) -> list[str]:
     """The row loop of a backward (``row_loop``) whose broadcast inputs' gradients are
     summed as its epilogue: per task in element order, then the tasks' sums in task
-    order; ``chunk_setup`` and ``row_end`` add lines of the caller's own. The function
-    takes the region's element count ``n`` as its first parameter (``row_count``)."""
+    order; ``chunk_setup``, ``row_setup`` and ``row_end`` add lines of the caller's own.
+    The function takes the region's element count ``n`` as its first parameter
+    (``row_count``)."""
     summed = _summed(region, written)
     per_row = [j for j in summed if not region.reads[j].along]
     setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
-    setup += [f"row{j} = np.empty({region.period}, gin{j}.dtype)" for j in per_row]
+    setup += [f"row{j} = np.empty(period, gin{j}.dtype)" for j in per_row]
     ends = []
     for j in per_row:   # the row's terms, added in element order
         ends += ["total = one - one",
-                 f"for t in range({region.period}):",
+                 "for t in range(period):",
                  f"    total += row{j}[t]",
                  f"gp{j}[{_row_index(region.reads[j])}] += total"]
-    lines = row_loop(region, values, "n", setup + list(chunk_setup), _row_loads(region),
-                     ends + list(row_end))
+    lines = row_loop(region, values, "n", setup + list(chunk_setup),
+                     _row_loads(region) + list(row_setup), ends + list(row_end))
     for j in summed:   # the tasks' partial sums, added in task order
         lines += [f"    for e in range(gin{j}.size):",
                   f"        total = gpart{j}[0, e]",
@@ -490,10 +498,10 @@ _PRESET_PARALLEL = 'cache=True, parallel=True, error_model="numpy"'
 _PRESET_SERIAL = 'cache=True, error_model="numpy"'
 
 
-def _module_source(kernel: str, name: str) -> str:
+def _module_source(kernel: str, name: str, imports: str = "") -> str:
     return ('"""A region fused by nb.compile (nbgrad/compiler/fusion.py). Generated."""\n'
             "import numpy as np\nfrom numba import njit, prange\n\n"
-            "from nbgrad.compiler import rules as R\n\n\n"
+            "from nbgrad.compiler import rules as R\n" + imports + "\n\n"
             + kernel
             + f"\n\n{name}_parallel = njit({_PRESET_PARALLEL})({name})\n"
             + f"{name}_serial = njit({_PRESET_SERIAL})({name})\n")
@@ -509,9 +517,10 @@ def _generated_dir() -> Path:
 _modules: dict[str, Any] = {}
 
 
-def load_kernel(kernel_source: str, name: str) -> tuple[Any, Any, str]:
-    """(parallel, serial, module source) of the generated loop ``kernel_source``."""
-    source = _module_source(kernel_source, name)
+def load_kernel(kernel_source: str, name: str, imports: str = "") -> tuple[Any, Any, str]:
+    """(parallel, serial, module source) of the generated loop ``kernel_source``, whose
+    module also has the lines ``imports``."""
+    source = _module_source(kernel_source, name, imports)
     module = load_generated(source)
     return getattr(module, f"{name}_parallel"), getattr(module, f"{name}_serial"), source
 
@@ -574,7 +583,8 @@ def fused_function(region: Region, index: int) -> type[Function]:
     def forward(ctx, *arrays):
         flat = [_flat(a) for a in arrays]
         outs = [reused(buffers, ("out", m), shape, dtype) for m in range(len(region.outputs))]
-        _run(forward_kernel, n, *flat, *[o.reshape(-1) for o in outs])
+        _run(forward_kernel, n, *row_arguments(region, n), *flat,
+             *[o.reshape(-1) for o in outs])
         ctx.save_for_backward(*flat)
         return tuple(outs) if len(outs) > 1 else outs[0]
 
@@ -591,13 +601,13 @@ def fused_function(region: Region, index: int) -> type[Function]:
         kernel, written = backward_kernels[key]
         flat_grads = [grad_argument(g) for g in grads if g is not None]
         partials, gins = gradient_buffers(region, written, buffers, n)
-        _run(kernel, n, *([n] if region.period else []), *ctx.saved_tensors, *flat_grads,
+        _run(kernel, n, *row_arguments(region, n), *ctx.saved_tensors, *flat_grads,
              *partials, *[g.reshape(-1) for g in gins])
         gins = dict(zip(written, gins))
         return tuple(gins.get(j) for j in range(len(region.inputs)))
 
     def vjp(ctx, *grads):
-        return _region_vjp(region, ctx, grads)
+        return region_vjp(region, ctx, grads)
 
     cls = type(f"FusedRegion{index}", (Function,), {
         "__doc__": f"A region fused by nb.compile: {region.describe()}.",
@@ -609,16 +619,20 @@ def fused_function(region: Region, index: int) -> type[Function]:
     return cls
 
 
-def _region_vjp(region: Region, ctx: Any, grads: tuple) -> tuple:
-    """The region's ops again, as nbgrad ops on ``ctx.inputs``, and ``nb.grad`` of their
-    outputs: the second-derivative path."""
+def region_vjp(region: Region, ctx: Any, grads: tuple, tail: Any = None) -> tuple:
+    """The region's ops again, as nbgrad ops on ``ctx.inputs``, then the ``tail`` op on its
+    output if one follows it (row_epilogue.py), and ``nb.grad`` of their outputs: the
+    second-derivative path."""
     values: dict = {}
     with grad_mode.enable_grad():
         for node in region.nodes:
             args = [values[r.index] if region.makes(r) else ctx.inputs[region.inputs.index(r)]
                     for r in node.inputs]
             values[node.outputs[0]] = node.fn.apply(*args)
-    outs = [values[k] for k in region.outputs]
+        if tail is not None:
+            (k,) = region.outputs
+            values[tail.outputs[0]] = tail.fn.apply(values[k], **tail.params)
+    outs = [values[k] for k in (region.outputs if tail is None else tail.outputs)]
     pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
     wanted = [t for t, need in zip(ctx.inputs, ctx.needs_input_grad) if need]
     found = iter(engine.grad([o for o, _ in pairs], wanted, [g for _, g in pairs],

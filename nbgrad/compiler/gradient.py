@@ -53,6 +53,7 @@ from .fusion import (
     gradient_buffers,
     gradient_parameters,
     load_kernel,
+    row_arguments,
     row_count,
     row_plan,
     seed_of,
@@ -93,7 +94,7 @@ class GradientNode:
         partials = np.zeros(max(1, tasks), dtype)
         sums, grads = gradient_buffers(self.region, self.leaves, self.buffers, n)
         with np.errstate(all="ignore"):
-            _run(self._loops(layout), n, *([n] if self.region.period else []), *arrays,
+            _run(self._loops(layout), n, *row_arguments(self.region, n), *arrays,
                  *extra, partials, *sums,
                  *[g.reshape(-1) for g in grads])
             for j, g in zip(self.leaves, grads):
@@ -186,12 +187,11 @@ def _row_gradient_loop(region: Region, values: list[str], written: list[int], su
     or mean, each task's partial sum of the output adds each row's values in order."""
     if not summed:
         return summed_row_loop(region, values, written)
-    period = region.period
     return summed_row_loop(
         region, values + [f"row_values[t] = v{k}"], written,
         chunk_setup=["partials[c] = one - one",
-                     f"row_values = np.empty({period}, partials.dtype)"],
-        row_end=[f"for t in range({period}):", "    partials[c] += row_values[t]"])
+                     "row_values = np.empty(period, partials.dtype)"],
+        row_end=["for t in range(period):", "    partials[c] += row_values[t]"])
 
 
 def _is_leaf(ref: Any, args: list) -> bool:

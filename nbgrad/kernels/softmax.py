@@ -109,15 +109,20 @@ def _lse_shift(a):
 # -- softmax family (rows of a [R, C] C-contiguous array; ``out`` has x's shape) ------------
 
 
+@njit(**SERIAL_IEEE_DIV_FMA)
+def softmax_row(xr, yr):
+    """yr = softmax(xr): one row of ``softmax_forward`` (also a fused region's epilogue,
+    compiler/row_epilogue.py, which so gives this kernel's bits)."""
+    s = _exp_shifted_sum(xr, _row_max(xr), yr)
+    inv = xr.dtype.type(1) / s
+    for j in range(yr.size):
+        yr[j] *= inv
+
+
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_forward(x, out):
-    one = x.dtype.type(1)
     for r in prange(x.shape[0]):
-        yr = out[r]
-        s = _exp_shifted_sum(x[r], _row_max(x[r]), yr)
-        inv = one / s
-        for j in range(yr.size):
-            yr[j] *= inv
+        softmax_row(x[r], out[r])
     return out
 
 
@@ -153,8 +158,8 @@ def softmax_forward_f32(x, out):
     return out
 
 
-@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
-def _softmax_backward_row(gr, yr, outr):
+@njit(**SERIAL_IEEE_DIV_FMA)
+def softmax_backward_row(gr, yr, outr):
     """outr = yr (gr - sum(gr yr)): one row of the softmax backward."""
     d = dot(gr, yr, yr.size)
     for j in range(yr.size):
@@ -164,19 +169,23 @@ def _softmax_backward_row(gr, yr, outr):
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
-        _softmax_backward_row(g[r], y[r], out[r])
+        softmax_backward_row(g[r], y[r], out[r])
     return out
+
+
+@njit(**SERIAL_IEEE_DIV_FMA)
+def log_softmax_row(xr, yr):
+    """yr = log_softmax(xr): one row of ``log_softmax_forward`` (as ``softmax_row``)."""
+    m = _row_max(xr)
+    log_sum = log(_exp_shifted_sum(xr, m, yr))
+    for j in range(yr.size):
+        yr[j] = (xr[j] - m) - log_sum
 
 
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def log_softmax_forward(x, out):
     for r in prange(x.shape[0]):
-        xr = x[r]
-        yr = out[r]
-        m = _row_max(xr)
-        log_sum = log(_exp_shifted_sum(xr, m, yr))
-        for j in range(yr.size):
-            yr[j] = (xr[j] - m) - log_sum
+        log_softmax_row(x[r], out[r])
     return out
 
 
@@ -199,8 +208,8 @@ def softmax_grad_row(gr, xr, m, log_sum, outr):
         outr[j] = gr * exp((xr[j] - m) - log_sum)
 
 
-@njit(**SERIAL_IEEE_DIV_FMA, inline="always")
-def _log_softmax_backward_row(gr, yr, outr):
+@njit(**SERIAL_IEEE_DIV_FMA)
+def log_softmax_backward_row(gr, yr, outr):
     """outr = gr - e^yr sum(gr): one row of the log-softmax backward."""
     sg = vector_sum(gr)
     for j in range(yr.size):
@@ -210,7 +219,7 @@ def _log_softmax_backward_row(gr, yr, outr):
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def log_softmax_backward(g, y, out):
     for r in prange(y.shape[0]):
-        _log_softmax_backward_row(g[r], y[r], out[r])
+        log_softmax_backward_row(g[r], y[r], out[r])
     return out
 
 
