@@ -10,7 +10,9 @@ W17  a chain of point-wise ops on 1M elements, forward and backward:
      h = tanh(1.5 x + 0.25) * 0.5; h = h + exp(-h*h) + x; h = silu(h); (h*h*g).sum(),
      the gradient with respect to x                      targets vs JAX jit <= 1.0x
 W24  a chain with broadcast operands, forward and backward: x [4096, 256], w and b
-     [256], h = tanh(x w + b) x + 1, (h g).sum(), the gradients of x, w and b
+     [256], y = tanh(x w + b) x + 1, y.backward(g): the gradients of x, w and b
+W25  a softmax after a broadcast chain: x [4096, 512], w and b [512],
+     y = softmax(x w + b) over the last axis, y.backward(g), as W24
 W16  a tanh MLP [256, 2] -> 64 x 3 -> 1, mean squared error, SGD step      <= 1.0x
 W16i W16 returning ``loss.item()``: a graph break at the step's end (every contender
      reads the loss into Python)
@@ -118,16 +120,24 @@ def _torch_steps(torch, loss, x) -> dict:
 
 
 def _w24(torch, jax) -> dict:
-    rng = np.random.default_rng(24)
-    xa, ga = (rng.standard_normal((4096, 256)).astype(F32) for _ in range(2))
-    wa, ba = (rng.standard_normal(256).astype(F32) for _ in range(2))
+    return _broadcast_chain(torch, jax, lambda x, w, b, lib: lib.tanh(x * w + b) * x + 1.0,
+                            24, 256)
 
-    def chain(x, w, b, g, tanh):
-        h = tanh(x * w + b) * x + 1.0
-        return (h * g).sum()
+
+def _w25(torch, jax) -> dict:
+    return _broadcast_chain(torch, jax, lambda x, w, b, lib: lib.softmax(x * w + b), 25, 512)
+
+
+def _broadcast_chain(torch, jax, chain, seed: int, width: int) -> dict:
+    """y = ``chain(x, w, b, lib)`` and ``y.backward(g)`` (the gradients of x, w and b) for
+    x [4096, width] and w, b [width] (lib: a namespace with ``tanh`` and ``softmax`` over
+    the last axis of the library)."""
+    rng = np.random.default_rng(seed)
+    xa, ga = (rng.standard_normal((4096, width)).astype(F32) for _ in range(2))
+    wa, ba = (rng.standard_normal(width).astype(F32) for _ in range(2))
 
     def on_leaves(make, step):
-        """``step(x, w, b, g)`` (the loss and its backward) on leaves, their gradients
+        """``step(x, w, b, g)`` (the chain and its backward) on leaves, their gradients
         reset before each call."""
         leaves, g = [make(a, True) for a in (xa, wa, ba)], make(ga, False)
 
@@ -139,7 +149,7 @@ def _w24(torch, jax) -> dict:
         return run
 
     def ours(x, w, b, g):
-        chain(x, w, b, g, nb.tanh).backward()
+        chain(x, w, b, _Lib(nb.tanh, lambda v: nb.softmax(v, dim=-1))).backward(g)
 
     def leaf(a, requires_grad):
         return nb.tensor(a, requires_grad=requires_grad)
@@ -150,20 +160,29 @@ def _w24(torch, jax) -> dict:
         def torch_leaf(a, requires_grad):
             return torch.tensor(a, requires_grad=requires_grad)
 
-        def theirs(loss):
-            return lambda *t: loss(*t).backward()
+        def theirs(forward):
+            return lambda x, w, b, g: forward(x, w, b).backward(g)
 
-        plain = lambda x, w, b, g: chain(x, w, b, g, torch.tanh)  # noqa: E731
+        torch_lib = _Lib(torch.tanh, lambda v: torch.softmax(v, dim=-1))
+        plain = lambda x, w, b: chain(x, w, b, torch_lib)  # noqa: E731
         steps["PyTorch eager"] = on_leaves(torch_leaf, theirs(plain))
         if shutil.which("g++") or shutil.which("c++"):
             steps["torch.compile"] = on_leaves(torch_leaf, theirs(torch.compile(plain)))
     if jax is not None:
         jnp = jax.numpy
-        grads = jax.jit(jax.grad(lambda x, w, b, g: chain(x, w, b, g, jnp.tanh),
+        jax_lib = _Lib(jnp.tanh, lambda v: jax.nn.softmax(v, axis=-1))
+        grads = jax.jit(jax.grad(lambda x, w, b, g: (chain(x, w, b, jax_lib) * g).sum(),
                                  argnums=(0, 1, 2)))
         args = [jnp.asarray(a) for a in (xa, wa, ba, ga)]
         steps["JAX jit"] = lambda: grads(*args)[1].block_until_ready()
     return steps
+
+
+class _Lib:
+    """The functions a broadcast chain takes from its library."""
+
+    def __init__(self, tanh, softmax) -> None:
+        self.tanh, self.softmax = tanh, softmax
 
 
 # -- W3 ------------------------------------------------------------------------------------
@@ -563,6 +582,7 @@ def _by_library(torch, jax, *arrays) -> dict:
 
 WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W24": ("W24 broadcast chain fwd+bwd, [4096, 256] with [256] w, b", _w24),
+             "W25": ("W25 softmax(x w + b) fwd+bwd, [4096, 512]", _w25),
              "W16": ("W16 tanh MLP train step [256,2]->64x3->1", _w16),
              "W16i": ("W16 returning loss.item() (a graph break at the end)",
                       lambda torch, jax: _w16(torch, jax, read_loss=True)),

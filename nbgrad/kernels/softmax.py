@@ -113,8 +113,10 @@ def _lse_shift(a):
 def softmax_row(xr, yr):
     """yr = softmax(xr): one row of ``softmax_forward`` (also a fused region's epilogue,
     compiler/row_epilogue.py, which so gives this kernel's bits)."""
-    s = _exp_shifted_sum(xr, _row_max(xr), yr)
-    inv = xr.dtype.type(1) / s
+    m = _row_max(xr)
+    for j in range(xr.size):
+        yr[j] = exp_nonpositive(xr[j] - m)   # x_j - max <= 0: exp's bits, fewer operations
+    inv = xr.dtype.type(1) / vector_sum(yr)
     for j in range(yr.size):
         yr[j] *= inv
 
