@@ -495,16 +495,18 @@ def gradient_buffers(region: Region, written: list[int], pool: dict,
 # -- building the kernels ----------------------------------------------------------------------
 
 _PRESET_PARALLEL = 'cache=True, parallel=True, error_model="numpy"'
-_PRESET_SERIAL = 'cache=True, error_model="numpy"'
 
 
 def _module_source(kernel: str, name: str, imports: str = "") -> str:
     return ('"""A region fused by nb.compile (nbgrad/compiler/fusion.py). Generated."""\n'
-            "import numpy as np\nfrom numba import njit, prange\n\n"
-            "from nbgrad.compiler import rules as R\n" + imports + "\n\n"
+            "import numpy as np\nfrom numba import prange\n\n"
+            "from nbgrad.compiler import rules as R\n"
+            "from nbgrad.runtime.jit import njit_with_serial\n" + imports + "\n\n"
             + kernel
-            + f"\n\n{name}_parallel = njit({_PRESET_PARALLEL})({name})\n"
-            + f"{name}_serial = njit({_PRESET_SERIAL})({name})\n")
+            + f"\n\n# the serial form is a copy named {name}_serial: Numba's disk cache keys a"
+            "\n# kernel by its name, not its flags\n"
+            + f"{name}_parallel = njit_with_serial({_PRESET_PARALLEL})({name})\n"
+            + f"{name}_serial = {name}_parallel.serial\n")
 
 
 def _generated_dir() -> Path:

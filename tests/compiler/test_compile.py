@@ -409,6 +409,22 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert first == 0 and second > 0
 
 
+def test_the_serial_and_parallel_loops_are_cached_apart():
+    """Numba's disk cache keys a kernel by its function's name, not its flags: the serial
+    form of a generated loop is a copy under a name of its own, so that a process never
+    loads the serial loop where it asked for the parallel one (W17 ran at half speed)."""
+    from nbgrad.compiler.fusion import load_kernel
+
+    source = "def fill_ones(a):\n    for i in prange(a.size):\n        a[i] = 1\n"
+    parallel, serial, _ = load_kernel(source, "fill_ones")
+    assert parallel.py_func.__name__ == "fill_ones"
+    assert serial.py_func.__name__ == "fill_ones_serial"
+    assert parallel.targetoptions.get("parallel") and not serial.targetoptions.get("parallel")
+    a = np.zeros(5)
+    serial(a)
+    assert a.tolist() == [1.0] * 5
+
+
 def test_an_op_handed_a_tensors_array_reads_each_calls_values():
     """cross_entropy hands its op the targets' array: the replay reads the new batch's
     labels, not the traced ones, and a label out of range is an error, not a read past
