@@ -115,3 +115,27 @@ def test_the_fused_node_reports_its_ops():
     (variant,) = compiled.variants.values()
     (node,) = variant.program.nodes
     assert isinstance(node, FusedNode) and "S.softmax_row" in node.fn.source
+
+
+def test_the_fused_softmax_does_not_depend_on_the_thread_count():
+    import numba
+
+    rng = np.random.default_rng(3)
+    arrays = [rng.standard_normal(s).astype(np.float32) for s in ((3000, 64), (64,),
+                                                                  (3000, 64))]
+
+    def step(x, b, g):
+        y = nb.softmax(nb.tanh(x * 0.5) + b, dim=-1)
+        (y * g).sum().backward()
+        return y
+
+    threads = numba.get_num_threads()
+    results = []
+    try:
+        for n in (1, threads):
+            numba.set_num_threads(n)
+            results.append(_runs(step, arrays)[0])
+    finally:
+        numba.set_num_threads(threads)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
