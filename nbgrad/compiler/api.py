@@ -230,7 +230,8 @@ def _program(recorded: Any, result: Any, args: list) -> Program:
             built.append(node)
         elif tail is not None:
             fn = row_epilogue.fused_function(region, tail, len(built))
-            built.append(FusedNode(fn, region.inputs, list(tail.outputs), region.grad_enabled))
+            built.append(FusedNode(fn, region.inputs + list(tail.inputs[1:]),
+                                   list(tail.outputs), region.grad_enabled))
             i = stop + 1
         elif len(region.nodes) == 1:
             built += region.nodes

@@ -28,7 +28,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..runtime.jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
+from ..runtime.jit import (
+    PARALLEL_IEEE_DIV_FMA,
+    SERIAL_IEEE_DIV,
+    SERIAL_IEEE_DIV_FMA,
+    njit_with_serial,
+)
 from .activation import _sigmoid
 from .fastmath import exp, log1p
 from .softmax import ROW_BLOCK, log_softmax_terms_block, softmax_grad_row
@@ -51,14 +56,21 @@ def cross_entropy_forward(x, target):
     return loss, shift, log_sum
 
 
+@njit(**SERIAL_IEEE_DIV_FMA)
+def cross_entropy_grad_row(gr, xr, m, log_sum, tr, outr):
+    """outr[j] = gr (softmax(xr)[j] - [j == tr]), softmax through the row's max m and
+    log-sum: one row of ``cross_entropy_backward``, compiled once with its flags (also a
+    fused region's epilogue, compiler/row_epilogue.py, which so gives these bits)."""
+    softmax_grad_row(gr, xr, m, log_sum, outr)
+    outr[tr] = outr[tr] - gr
+
+
 @njit_with_serial(**PARALLEL_IEEE_DIV_FMA)
 def cross_entropy_backward(g, x, target, shift, log_sum, out):
     """out[r, j] = g[r] (softmax(x_r)[j] - [j == t_r]), softmax through the forward's
     m_r and l_r."""
     for r in prange(x.shape[0]):
-        softmax_grad_row(g[r], x[r], shift[r], log_sum[r], out[r])
-        tr = target[r]
-        out[r, tr] = out[r, tr] - g[r]
+        cross_entropy_grad_row(g[r], x[r], shift[r], log_sum[r], target[r], out[r])
     return out
 
 

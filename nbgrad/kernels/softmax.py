@@ -192,14 +192,21 @@ def log_softmax_forward(x, out):
 
 
 @njit(**SERIAL_IEEE_DIV_FMA)
+def log_softmax_terms_row(xr, scratch):
+    """(m, log sum_j e^(xr[j] - m)) with m the row max: log_softmax(xr) = (xr - m) - the
+    log-sum (``scratch``: xr's size, overwritten). Also the row terms of a fused
+    cross-entropy (compiler/row_epilogue.py)."""
+    m = _row_max(xr)
+    return m, log(_exp_shifted_sum(xr, m, scratch))
+
+
+@njit(**SERIAL_IEEE_DIV_FMA)
 def log_softmax_terms_block(x, blk, shift, log_sum):
     """shift[r] = m_r, the row max, and log_sum[r] = log sum_j e^(x[r, j] - m_r) for the
     rows of block ``blk`` (ROW_BLOCK rows): log_softmax(x_r) = (x_r - m_r) - log_sum[r]."""
     scratch = np.empty(x.shape[1], x.dtype)
     for r in range(blk * ROW_BLOCK, min(x.shape[0], (blk + 1) * ROW_BLOCK)):
-        m = _row_max(x[r])
-        shift[r] = m
-        log_sum[r] = log(_exp_shifted_sum(x[r], m, scratch))
+        shift[r], log_sum[r] = log_softmax_terms_row(x[r], scratch)
 
 
 @njit(**SERIAL_IEEE_DIV_FMA, inline="always")

@@ -285,7 +285,7 @@ class CrossEntropy(Function):
     def forward(ctx, logits, target, reduction="mean"):
         x = np.ascontiguousarray(logits)
         t = np.ascontiguousarray(target, dtype=np.int64)
-        _check_classes(t, x.shape)
+        check_classes(t, x.shape)
         loss, shift, log_sum = for_work(loss_kernels.cross_entropy_forward, x.size)(x, t)
         ctx.reduction = reduction
         ctx.save_for_backward(x, t, shift, log_sum)
@@ -294,12 +294,7 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, g):
         x, t, shift, log_sum = ctx.saved_tensors
-        n = x.shape[0]
-        if ctx.reduction == "none":
-            rows = np.ascontiguousarray(g, dtype=x.dtype)
-        else:
-            rows = np.full(n, float(g.reshape(())) * mean_factor(ctx.reduction, n),
-                           dtype=x.dtype)
+        rows = cross_entropy_rows(g, ctx.reduction, x.shape[0], x.dtype)
         gx = np.empty_like(x)
         for_work(loss_kernels.cross_entropy_backward, x.size)(rows, x, t, shift, log_sum, gx)
         return gx, None
@@ -318,7 +313,15 @@ class CrossEntropy(Function):
 
 
 
-def _check_classes(t: np.ndarray, shape: tuple) -> None:
+def cross_entropy_rows(g: np.ndarray, reduction: str, n: int, dtype: np.dtype) -> np.ndarray:
+    """Each row's factor on its gradient softmax(x_r) - onehot(t_r), from the loss's
+    gradient ``g``: g itself for 'none', g / n for 'mean', g for 'sum'."""
+    if reduction == "none":
+        return np.ascontiguousarray(g, dtype=dtype)
+    return np.full(n, float(g.reshape(())) * mean_factor(reduction, n), dtype=dtype)
+
+
+def check_classes(t: np.ndarray, shape: tuple) -> None:
     """Every target a class of the [N, C] logits: ``cross_entropy`` sends only such
     targets here, but a step compiled by nb.compile calls the op again with new ones
     (one equal to ignore_index included), and the kernel reads x[n, t[n]]."""

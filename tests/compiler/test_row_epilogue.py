@@ -139,3 +139,34 @@ def test_the_fused_softmax_does_not_depend_on_the_thread_count():
         numba.set_num_threads(threads)
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows,classes", [(64, 10), (3000, 64), (1, 3)])
+def test_region_then_cross_entropy_is_one_loop_with_eager_bits(reduction, dtype, rows,
+                                                                classes):
+    rng = np.random.default_rng(4)
+    arrays = [rng.standard_normal((rows, classes)).astype(dtype),
+              rng.standard_normal(classes).astype(dtype), rng.integers(0, classes, rows)]
+
+    def step(x, b, t):
+        loss = nb.nn.functional.cross_entropy(x * 0.5 + b, t, reduction=reduction)
+        (loss.sum() if reduction == "none" else loss).backward()
+        return loss
+
+    ours, eager, compiled = _runs(step, arrays)
+    assert _program(compiled)[0] == "fused[mul, add, cross_entropy]"
+    np.testing.assert_array_equal(ours[0], eager[0])   # the loss
+    np.testing.assert_array_equal(ours[1], eager[1])   # the logits' source's gradient
+    np.testing.assert_allclose(ours[2], eager[2], rtol=1e-5 if dtype == np.float32 else 1e-12,
+                               atol=1e-6 if dtype == np.float32 else 1e-14)
+
+
+def test_a_fused_cross_entropy_checks_each_calls_targets():
+    compiled = nb.compile(lambda x, t: nb.nn.functional.cross_entropy(x * 2.0, t))
+    x = nb.tensor(np.ones((3, 4)), requires_grad=True)
+    compiled(x, nb.tensor(np.array([0, 1, 3])))
+    assert "cross_entropy]" in _program(compiled)[0]
+    with pytest.raises(ValueError, match=r"target\[1\] = 4 is out of range for C = 4"):
+        compiled(x, nb.tensor(np.array([0, 4, 3])))
