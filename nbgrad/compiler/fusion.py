@@ -225,7 +225,7 @@ def _header(region: Region) -> list[str]:
     """The loop's first comment: its ops and dtype, and no sizes, which the loop takes
     at run time, so that a region of another shape is the same source, compiled once."""
     ops = ", ".join(node.describe() for node in region.nodes)
-    rows = f" in rows of {region.period}" if region.period else ""
+    rows = " in rows" if region.period else ""
     return [f"# {len(region.nodes)} ops over {region.dtype}{rows}: {ops}"]
 
 
