@@ -5,6 +5,8 @@ program's; a path that changes before the break is an error, never a second answ
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import nbgrad as nb
 from nbgrad.compiler import breaks, step_program
@@ -196,3 +198,37 @@ def test_a_break_before_any_call_runs_eagerly_and_one_after_a_single_call_replay
     x = nb.tensor(np.array([-1.0, -2.0]))
     compiled(x)
     np.testing.assert_array_equal(compiled(x).numpy(), step(x).numpy())
+
+
+@settings(max_examples=30, deadline=None)
+@given(ops=st.lists(st.sampled_from(["tanh", "exp", "sigmoid", "mul", "add", "sub"]),
+                    min_size=2, max_size=7),
+       at=st.integers(0, 6), keep=st.integers(0, 6), seed=st.integers(0, 2**16))
+def test_random_chains_with_a_break_match_eager(ops, at, keep, seed):
+    """A chain of ops with a branch on a value after op ``at``, a value kept in a dict
+    across it (op ``keep``), and the chain's end after it: compiled up to the break,
+    eager from there, eager's answers on both sides of the branch."""
+    store = {}
+
+    def step(x, z):
+        values = [x]
+        for i, name in enumerate(ops):
+            v = values[-1]
+            v = (getattr(nb, name)(v) if name in ("tanh", "exp", "sigmoid")
+                 else getattr(nb, name)(v, z))
+            values.append(nb.tanh(v))     # keep the values bounded
+            if i == keep % len(ops):
+                store["kept"] = values[-1]
+            if i == at % len(ops) and values[-1].sum().item() > 0:
+                values.append(values[-1] * 2.0)
+        return values[-1] + store["kept"]
+
+    rng = np.random.default_rng(seed)
+    compiled = nb.compile(step)
+    for sign in (1.0, -1.0, 1.0):
+        x = nb.tensor(sign * np.abs(rng.standard_normal(6)) + 0.1 * sign)
+        z = nb.tensor(rng.standard_normal(6))
+        ours = compiled(x, z).numpy()
+        kept = store["kept"].numpy()
+        np.testing.assert_array_equal(ours, step(x, z).numpy())
+        np.testing.assert_array_equal(kept, store["kept"].numpy())
