@@ -19,12 +19,9 @@ from . import breaks, gradient, row_epilogue, step_program
 from .fusion import find_regions, fused_function
 from .patterns import fold_linear
 from .trace import (
-    BackwardNode,
-    CallNode,
-    GradNode,
-    OpNode,
     Plain,
     apply_in_mode,
+    reads_of,
     rebuild,
     slots_of,
     trace,
@@ -279,17 +276,11 @@ def _last_reads(nodes: list, result: Any) -> dict[int, int]:
 
 
 def _reads(node: Any) -> list:
-    if isinstance(node, (OpNode, FusedNode)):
+    if isinstance(node, FusedNode):
         return list(node.inputs)
     if isinstance(node, gradient.GradientNode):
         return list(node.region.inputs) + [node.grad]
-    if isinstance(node, BackwardNode):
-        return [node.root, node.grad]
-    if isinstance(node, GradNode):
-        return [node.outputs, node.inputs, node.grad_outputs]
-    if isinstance(node, CallNode):
-        return []
-    raise TypeError(node)
+    return reads_of(node)
 
 
 # -- arguments and results ---------------------------------------------------------------------

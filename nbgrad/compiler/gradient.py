@@ -53,13 +53,14 @@ from .fusion import (
     gradient_buffers,
     gradient_parameters,
     load_kernel,
+    reused,
     row_arguments,
     row_count,
     row_plan,
     seed_of,
     summed_row_loop,
 )
-from .trace import Arg, BackwardNode, Live, OpNode, Slot
+from .trace import Arg, BackwardNode, Live, OpNode, Slot, reads_of, slots_of
 
 
 @dataclass
@@ -73,6 +74,8 @@ class GradientNode:
     grad: Any                  # the backward's gradient ref (not summed)
     leaves: list[int]          # region inputs that need a gradient
     fallback: list
+    output: int = 0            # the region's output the sum or backward takes
+    returned: tuple = ()       # its outputs the function's result also holds
     kernels: dict = field(default_factory=dict)   # gradient layout -> (loops, source)
     buffers: dict = field(default_factory=dict)   # the gradients' arrays (fusion.reused)
 
@@ -93,12 +96,15 @@ class GradientNode:
         tasks = row_plan(n, self.region.period)[2] if self.region.period else -(-n // CHUNK)
         partials = np.zeros(max(1, tasks), dtype)
         sums, grads = gradient_buffers(self.region, self.leaves, self.buffers, n)
+        out = [reused(self.buffers, ("out", k), shape, dtype) for k in self.returned]
         with np.errstate(all="ignore"):
             _run(self._loops(layout), n, *row_arguments(self.region, n), *arrays,
-                 *extra, partials, *sums,
+                 *extra, partials, *[o.reshape(-1) for o in out], *sums,
                  *[g.reshape(-1) for g in grads])
             for j, g in zip(self.leaves, grads):
                 _accumulate(inputs[j], g)
+        for k, o in zip(self.returned, out):   # no graph: the backward is done
+            values[k] = Tensor._wrap(o, None, 0)
         if self.summed and self.loss_slot is not None:
             loss = partials.sum() if self.scale == 1 else partials.sum() * dtype.type(self.scale)
             values[self.loss_slot] = Tensor._wrap(np.asarray(loss, dtype), None, 0)
@@ -107,7 +113,8 @@ class GradientNode:
         if layout not in self.kernels:
             name = "region_gradient"
             source, written = gradient_source(self.region, name, self.summed, layout,
-                                              self.leaves, self.scale)
+                                              self.leaves, self.scale, self.output,
+                                              self.returned)
             assert written == self.leaves, (written, self.leaves)
             parallel, serial, module_source = load_kernel(source, name)
             self.kernels[layout] = ((parallel, serial), module_source)
@@ -138,20 +145,22 @@ LANES = 16
 
 
 def gradient_source(region: Region, name: str, summed: bool, layout: str | None,
-                    leaves: list[int], scale: float = 1.0) -> str:
-    """The one loop: values, the leaves' gradients from the seed (``scale`` for a sum or
-    a mean -- 1, or 1 / n in the dtype, the gradient eager's mean hands every element --
-    else the backward's gradient in ``layout``), and for a sum or mean each chunk's
-    partial sum of the region's output, added in LANES lanes."""
+                    leaves: list[int], scale: float, k: int, returned: tuple = ()) -> str:
+    """The one loop: values, the leaves' gradients from the seed of output ``k`` (``scale``
+    for a sum or a mean -- 1, or 1 / n in the dtype, the gradient eager's mean hands
+    every element -- else the backward's gradient in ``layout``), for a sum or mean each
+    chunk's partial sum of output k, added in LANES lanes, and the outputs ``returned``
+    (``out<m>``)."""
     names = _Names(region)
-    (k,) = region.outputs
     needed = tuple(j in leaves for j in range(len(region.inputs)))
     seed, load = ("one" if scale == 1 else "scale", None) if summed else seed_of(0, layout)
     body, written = adjoints(region, {k: seed}, needed)
+    body += [f"out{m}[i] = v{slot}" for m, slot in enumerate(returned)]
     before, loads = _loads(region, names)
     params = (row_count(region) + [f"in{j}" for j in range(len(region.inputs))]
-              + ([] if summed else ["g0"])
-              + ["partials"] + gradient_parameters(region, written))
+              + ([] if summed else ["g0"]) + ["partials"]
+              + [f"out{m}" for m in range(len(returned))]
+              + gradient_parameters(region, written))
     first = f"gin{written[0]}"
     lines = _header(region) + [f"def {name}({', '.join(params)}):",
                                f"    one = {first}.dtype.type(1)"] + before
@@ -202,34 +211,58 @@ def _is_leaf(ref: Any, args: list) -> bool:
 
 def match(nodes: list, start: int, stop: int, region: Region, last_read: dict,
           args: list) -> tuple[int, GradientNode] | None:
-    """``(end, node)`` when ``nodes[stop:end]`` is the region's sum and backward, or its
-    backward, in the pattern above; else None."""
-    if len(region.outputs) != 1 or not region.grad_enabled:
-        return None
-    (k,) = region.outputs
-    leaves = _leaves(region)
-    if not leaves or not all(_is_leaf(region.inputs[j], args) for j in leaves):
-        return None
+    """``(end, node)`` when ``nodes[stop:end]`` is the sum and backward, or the backward,
+    of one of the region's outputs in the pattern above, the others read by nothing but
+    the function's result; else None."""
     after = nodes[stop:stop + 2]
-    scale = _full_reduction(after[0], k, region) if after else None
-    if (len(after) == 2 and scale is not None and last_read.get(k) == stop
+    k = _reduced_output(after[0], region) if after else None
+    leaves = _leaves(region, k)
+    if (k is None or not region.grad_enabled or not leaves
+            or not all(_is_leaf(region.inputs[j], args) for j in leaves)
+            or not all(_only_returned(nodes, o, stop + (o == k), last_read)
+                       for o in region.outputs)):
+        return None
+    returned = tuple(o for o in region.outputs if last_read[o] == len(nodes))
+    scale = _full_reduction(after[0], k, region)
+    if (len(after) == 2 and scale is not None
             and _backward_of(after[1], after[0].outputs[0], with_grad=False)
             and last_read.get(after[0].outputs[0], -1) in (stop + 1, len(nodes))):
         loss = after[0].outputs[0]
         keep = loss if last_read[loss] == len(nodes) else None
         return stop + 2, _build(region, True, scale, keep, None, leaves,
-                                nodes[start:stop + 2])
-    if (after and _backward_of(after[0], k, with_grad=True) and last_read.get(k) == stop):
+                                nodes[start:stop + 2], k, returned)
+    if _backward_of(after[0], k, with_grad=True):
         return stop + 1, _build(region, False, 1.0, None, after[0].grad, leaves,
-                                nodes[start:stop + 1])
+                                nodes[start:stop + 1], k, returned)
     return None
 
 
-def _leaves(region: Region) -> list[int]:
-    """The region inputs that need a gradient (by the trace's metadata)."""
+def _reduced_output(node: Any, region: Region) -> int | None:
+    """The region's output that ``node`` (a sum, a mean or a backward) takes, if any."""
+    ref = (node.inputs[0] if isinstance(node, OpNode) and len(node.inputs) == 1
+           else node.root if isinstance(node, BackwardNode) else None)
+    return ref.index if isinstance(ref, Slot) and ref.index in region.outputs else None
+
+
+def _only_returned(nodes: list, k: int, after: int, last_read: dict) -> bool:
+    """Whether slot k is read by nothing from ``nodes[after]`` on but, perhaps, the
+    function's result (the node before ``after`` may read it)."""
+    if last_read.get(k, -1) < after:
+        return True
+    return (last_read[k] == len(nodes)
+            and not any(k in slots_of(ref) for node in nodes[after:] for ref in reads_of(node)))
+
+
+def _leaves(region: Region, k: int | None) -> list[int]:
+    """The region inputs that need a gradient (by the trace's metadata) and that output
+    k is computed from (another output's inputs get no gradient from its backward)."""
+    reached = {Slot(k)}
+    for node in reversed(region.nodes):
+        if Slot(node.outputs[0]) in reached:
+            reached.update(node.inputs)
     return sorted({region.inputs.index(ref) for node in region.nodes
                    for ref, meta in zip(node.inputs, node.input_meta)
-                   if meta[2] and not region.makes(ref)})
+                   if meta[2] and not region.makes(ref) and ref in reached})
 
 
 def _full_reduction(node: Any, k: int, region: Region) -> float | None:
@@ -248,8 +281,9 @@ def _backward_of(node: Any, k: int, with_grad: bool) -> bool:
 
 
 def _build(region: Region, summed: bool, scale: float, loss_slot: int | None, grad: Any,
-           leaves: list[int], fallback: list) -> GradientNode:
-    node = GradientNode(region, summed, scale, loss_slot, grad, leaves, fallback)
+           leaves: list[int], fallback: list, output: int, returned: tuple) -> GradientNode:
+    node = GradientNode(region, summed, scale, loss_slot, grad, leaves, fallback, output,
+                        returned)
     if summed:
         node._loops(None)  # generated now: explain() shows it before the first replay
     return node

@@ -95,6 +95,19 @@ def slots_of(ref: Any) -> list[int]:
     return []
 
 
+def reads_of(node: Any) -> list:
+    """The refs a recorded node reads."""
+    if isinstance(node, OpNode):
+        return list(node.inputs)
+    if isinstance(node, BackwardNode):
+        return [node.root, node.grad]
+    if isinstance(node, GradNode):
+        return [node.outputs, node.inputs, node.grad_outputs]
+    if isinstance(node, CallNode):
+        return []
+    raise TypeError(node)
+
+
 def rebuild(spec: Any, values: list, args: list) -> Any:
     """A function's result from its recorded form: each Ref's value, each Plain's value."""
     if isinstance(spec, Plain):

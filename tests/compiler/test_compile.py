@@ -78,7 +78,7 @@ def test_each_unary_op_fused_is_bitwise_eager(name, dtype, size):
         y = _apply(name, x * 1.25)       # a region of mul, the op, mul
         loss = (y * w).sum()
         loss.backward()
-        return y
+        return y * 1.0                   # y read again: the region's own backward runs
 
     eager, compiled, fn = _eager_and_compiled(step, [x])
     _assert_bitwise(eager, compiled)
@@ -162,6 +162,37 @@ def test_w17_chain_is_one_gradient_loop_with_eager_gradients(n):
     assert abs(compiled[0][0] - exact) <= 1e-5 * np.sum(np.abs(h * h * g.numpy()))
     text = fn.explain()
     assert "12 ops over" in text and "R.silu_grad0" in text and "lanes[lane] += v" in text
+
+
+@pytest.mark.parametrize("n", [1000, 1 << 18])
+def test_values_the_function_returns_are_written_by_the_gradient_loop(n):
+    """The chain's h, returned with the loss, is written by the one loop that sums the
+    loss and writes the gradient: h and the gradient are eager's bits, h carries no
+    graph (the backward is done). An h that a later op reads keeps the fused region."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal(n).astype(np.float32)
+    g = nb.tensor(rng.standard_normal(n).astype(np.float32))
+
+    def step(x):
+        h = nb.silu(nb.tanh(1.5 * x + 0.25) * 0.5)
+        loss = (h * h * g).sum()
+        loss.backward()
+        return h, loss
+
+    eager, compiled, fn = _eager_and_compiled(step, [x])
+    np.testing.assert_array_equal(eager[0][0], compiled[0][0])
+    np.testing.assert_array_equal(eager[1][0], compiled[1][0])
+    assert compiled[0][1] == pytest.approx(eager[0][1], rel=1e-5)
+    (node,) = _gradient_nodes(fn)
+    assert len(node.returned) == 1 and "out0_c[t] = v" in fn.explain()
+
+    def read_later(x):
+        h, loss = step(x)
+        return h * 2.0, loss
+
+    eager, compiled, fn = _eager_and_compiled(read_later, [x])
+    assert not _gradient_nodes(fn)
+    np.testing.assert_array_equal(eager[1][0], compiled[1][0])
 
 
 @pytest.mark.parametrize("n", [999, 1 << 18])
