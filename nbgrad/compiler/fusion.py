@@ -623,7 +623,8 @@ def fused_function(region: Region, index: int) -> type[Function]:
 
 def region_vjp(region: Region, ctx: Any, grads: tuple, tail: Any = None) -> tuple:
     """The region's ops again, as nbgrad ops on ``ctx.inputs``, then the ``tail`` op on its
-    output if one follows it (row_epilogue.py), and ``nb.grad`` of their outputs: the
+    output if one follows it (row_epilogue.py; its other inputs, cross_entropy's targets,
+    are the inputs after the region's), and ``nb.grad`` of their outputs: the
     second-derivative path."""
     values: dict = {}
     with grad_mode.enable_grad():
@@ -633,7 +634,8 @@ def region_vjp(region: Region, ctx: Any, grads: tuple, tail: Any = None) -> tupl
             values[node.outputs[0]] = node.fn.apply(*args)
         if tail is not None:
             (k,) = region.outputs
-            values[tail.outputs[0]] = tail.fn.apply(values[k], **tail.params)
+            values[tail.outputs[0]] = tail.fn.apply(
+                values[k], *ctx.inputs[len(region.inputs):], **tail.params)
     outs = [values[k] for k in (region.outputs if tail is None else tail.outputs)]
     pairs = [(o, g) for o, g in zip(outs, grads) if g is not None]
     wanted = [t for t, need in zip(ctx.inputs, ctx.needs_input_grad) if need]

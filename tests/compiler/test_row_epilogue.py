@@ -170,3 +170,20 @@ def test_a_fused_cross_entropy_checks_each_calls_targets():
     assert "cross_entropy]" in _program(compiled)[0]
     with pytest.raises(ValueError, match=r"target\[1\] = 4 is out of range for C = 4"):
         compiled(x, nb.tensor(np.array([0, 4, 3])))
+
+
+def test_second_derivatives_through_a_fused_cross_entropy_are_eagers():
+    """The vjp runs the region and cross_entropy as nbgrad ops, the targets included."""
+    rng = np.random.default_rng(6)
+    arrays = [rng.standard_normal((5, 4)), rng.integers(0, 4, 5)]
+
+    def step(x, t):
+        loss = nb.nn.functional.cross_entropy(x * 0.5, t)
+        (d,) = nb.grad(loss, x, create_graph=True)
+        (d * d).sum().backward()
+        return loss
+
+    ours, eager, compiled = _runs(step, arrays)
+    assert _program(compiled)[0] == "fused[mul, cross_entropy]"
+    for a, b in zip(ours, eager):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
