@@ -67,8 +67,9 @@ class Program:
 
 @dataclass
 class Variant:
-    program: Any    # Program or StepProgram; with a graph break a breaks.Prefix, or None
-    breaks: list    # when it comes before any call into nbgrad (the function runs eagerly)
+    program: Any   # a Program or StepProgram; with a graph break, the breaks.Prefix of the
+                   # calls before it, or None if it came before any (the call runs eagerly)
+    breaks: list   # (what, line) of each graph break the trace met
 
 
 class Compiled:

@@ -130,19 +130,21 @@ def _period_of(node: OpNode) -> int | None:
 
 
 def _partials_fit(read: Broadcast, shape: tuple) -> bool:
-    """Whether the per-task partial sums of the operand's gradient (``row_plan``) take
+    """Whether the per-task partial sums of the operand's gradient (``loop_tasks``) take
     no more memory than the region's gradients do."""
     n = int(np.prod(shape))
-    return row_plan(n, read.period)[2] * read.size <= max(n, CHUNK)
+    return loop_tasks(n, read.period) * read.size <= max(n, CHUNK)
 
 
-def row_plan(n: int, period: int) -> tuple[int, int, int]:
-    """(rows, rows per task, tasks) of a loop over n elements as rows of ``period``: a
-    task takes whole rows, about CHUNK elements, so the split depends on the shape
-    alone."""
-    rows = n // period
+def loop_tasks(n: int, period: int) -> int:
+    """The parallel tasks of a generated loop over n elements: whole rows of ``period``
+    elements, about CHUNK per task (``row_loop``), or chunks of CHUNK when ``period`` is
+    0 (``chunk_loop``). The split depends on the shape alone, so the bits do not depend
+    on the thread count."""
+    if not period:
+        return max(1, -(-n // CHUNK))
     per_task = max(1, CHUNK // period)
-    return rows, per_task, max(1, (rows + per_task - 1) // per_task)
+    return max(1, -(-(n // period) // per_task))
 
 
 def _fusible(node: Any) -> bool:
@@ -264,7 +266,7 @@ def _local_index(body: list[str]) -> tuple[str, list[str]]:
 def row_loop(region: Region, body: list[str], size: str, chunk_setup: list[str] = (),
              row_setup: list[str] = (), row_end: list[str] = ()) -> list[str]:
     """The loop of a region with a Broadcast input: each parallel task c takes whole rows
-    of ``region.period`` elements (``row_plan``), runs ``chunk_setup`` once, and for each
+    of ``region.period`` elements (``loop_tasks``), runs ``chunk_setup`` once, and for each
     row r runs ``row_setup``, the body over the row's elements t (its arrays read through
     the row's slices, as in ``chunk_loop``) and ``row_end``; ``size``: the expression of
     the region's element count. The row length is the function's parameter ``period``,
@@ -458,8 +460,7 @@ def summed_row_loop(region: Region, values: list[str], written: list[int],
     """The row loop of a backward (``row_loop``) whose broadcast inputs' gradients are
     summed as its epilogue: per task in element order, then the tasks' sums in task
     order; ``chunk_setup``, ``row_setup`` and ``row_end`` add lines of the caller's own.
-    The function takes the region's element count ``n`` as its first parameter
-    (``row_count``)."""
+    The function takes the region's element count and row length first (``row_count``)."""
     summed = _summed(region, written)
     per_row = [j for j in summed if not region.reads[j].along]
     setup = [line for j in summed for line in (f"gp{j} = gpart{j}[c]", f"gp{j}[:] = 0")]
@@ -485,9 +486,8 @@ def gradient_buffers(region: Region, written: list[int], pool: dict,
                      n: int) -> tuple[list, list]:
     """(partial sums, gradients): the arrays ``gradient_parameters`` names, new partial
     sums and the gradients from ``pool`` (``reused``) in their inputs' shapes."""
-    tasks = row_plan(n, region.period)[2] if region.period else 0
     gins = [reused(pool, ("grad", j), region.in_shapes[j], region.dtype) for j in written]
-    partials = [np.empty((tasks, g.size), region.dtype)
+    partials = [np.empty((loop_tasks(n, region.period), g.size), region.dtype)
                 for j, g in zip(written, gins) if isinstance(region.reads[j], Broadcast)]
     return partials, gins
 

@@ -36,7 +36,6 @@ import numpy as np
 
 from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
-from ..runtime.jit import CHUNK
 from ..tensor import Tensor
 from .fusion import (
     Region,
@@ -53,10 +52,10 @@ from .fusion import (
     gradient_buffers,
     gradient_parameters,
     load_kernel,
+    loop_tasks,
     reused,
     row_arguments,
     row_count,
-    row_plan,
     seed_of,
     summed_row_loop,
 )
@@ -93,8 +92,7 @@ class GradientNode:
             g = np.asarray(_data(self.grad.get(values, args)), dtype)
             layout = grad_layout(g)
             extra = [grad_argument(g)]
-        tasks = row_plan(n, self.region.period)[2] if self.region.period else -(-n // CHUNK)
-        partials = np.zeros(max(1, tasks), dtype)
+        partials = np.zeros(loop_tasks(n, self.region.period), dtype)
         sums, grads = gradient_buffers(self.region, self.leaves, self.buffers, n)
         out = [reused(self.buffers, ("out", k), shape, dtype) for k in self.returned]
         with np.errstate(all="ignore"):
