@@ -33,8 +33,14 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..runtime.jit import PARALLEL_IEEE_DIV_FMA, SERIAL_IEEE_DIV, njit_with_serial
+from ..runtime.jit import (
+    PARALLEL_IEEE_DIV_FMA,
+    SERIAL_IEEE_DIV,
+    SERIAL_IEEE_DIV_FMA,
+    njit_with_serial,
+)
 from .fastmath import erf, exp, exp_nonpositive, expm1, log1p, tanh
+from .gemm import data_pointer
 
 
 @njit(**SERIAL_IEEE_DIV, inline="always")
@@ -431,3 +437,63 @@ def clamp_tensor_backward(g, x, lo, hi, has_max, gx, glo, ghi):
         glo[i] = gi if (v < a and (a < b or not has_max)) else zero
         ghi[i] = gi if (v > b or b < a) else zero
     return gx, glo, ghi
+
+
+# -- a matrix product's epilogue (kernels/matmul.py) -------------------------------------------
+#
+# linear's bias add and a following relu, tanh or sigmoid run on each register tile of the
+# product as it is stored (its last block of k), while the tile is in L1, instead of as
+# two more passes over the output. The same expressions as the bias add
+# (kernels/elementwise.py) and the kernels above, compiled with their flags, give the same
+# bits. Only activations whose backward reads their output: the product's value before
+# the activation is not kept. The tile functions take pointers (gemm.data_pointer): an
+# array argument would cost two atomic reference-count updates per tile.
+
+ACTIVATIONS = {None: 0, "relu": 1, "tanh": 2, "sigmoid": 3}
+# where a bias runs: none, along the output's columns (one value per column), or its rows
+NO_BIAS, BIAS_ALONG_COLUMNS, BIAS_ALONG_ROWS = 0, 1, 2
+
+
+@njit(**SERIAL_IEEE_DIV)
+def add_bias_tile(out, o, ldo, rows, cols, bias, b0, along):
+    """out[o + r ldo + j] += bias[b0 + j] for r < rows, j < cols (bias[b0 + r] if
+    ``along`` is BIAS_ALONG_ROWS); out and bias are pointers."""
+    for r in range(rows):
+        row = o + r * ldo
+        if along == BIAS_ALONG_ROWS:
+            b = bias[b0 + r]
+            for j in range(cols):
+                out[row + j] = out[row + j] + b
+        else:
+            for j in range(cols):
+                out[row + j] = out[row + j] + bias[b0 + j]
+
+
+@njit(**SERIAL_IEEE_DIV_FMA)
+def activate_tile(out, o, ldo, rows, cols, activation, one):
+    """out[o + r ldo + j] = f(out[o + r ldo + j]) for r < rows, j < cols, f the
+    ``ACTIVATIONS`` code's function as relu_forward, tanh_forward and sigmoid_forward
+    compute it; out is a pointer, ``one`` 1 in its dtype."""
+    zero = one - one
+    for r in range(rows):
+        row = o + r * ldo
+        if activation == 1:
+            for j in range(cols):
+                v = out[row + j]
+                out[row + j] = zero if v < zero else v
+        elif activation == 2:
+            for j in range(cols):
+                out[row + j] = tanh(out[row + j])
+        elif activation == 3:
+            for j in range(cols):
+                out[row + j] = _sigmoid(out[row + j], one)
+
+
+@njit(**SERIAL_IEEE_DIV)
+def apply_epilogue(out, rows, cols, bias, along, activation):
+    """The epilogue over a whole flat [rows, cols] ``out`` (a product that skips the
+    GEMM), bias an array."""
+    if along != NO_BIAS:
+        add_bias_tile(data_pointer(out), 0, cols, rows, cols, data_pointer(bias), 0, along)
+    if activation:
+        activate_tile(data_pointer(out), 0, cols, rows, cols, activation, out.dtype.type(1))

@@ -82,6 +82,14 @@ from ..runtime.jit import (
     plain,
 )
 from . import buffers
+from .activation import (
+    BIAS_ALONG_COLUMNS,
+    BIAS_ALONG_ROWS,
+    NO_BIAS,
+    activate_tile,
+    add_bias_tile,
+    apply_epilogue,
+)
 from .gemm import data_pointer, stack_buffer
 from .gemm_search import Blocking, blocking
 from .tiles import TILE_ROWS, panel_cols, tile_buffer
@@ -360,14 +368,18 @@ def _pack_block(y, y0, y_t, K, N, pc, kc, jc, nc, bp):
 
 @njit(**SERIAL)
 def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, pack_t, ap,
-           bp):
+           bp, bias, bias_along, activation):
     """out[o0 + i N + j] = sum_k op(x)[i, k] op(y)[k, j] for r0 <= i < r1, c0 <= j < c1:
     b block by block (NC columns by ``depth`` values of k, in L2; panels packed where b is
     transposed or the panel partial, or spanning more than ``span`` bytes of b), each
     block swept by the slivers of MR rows of a (in place, or packed if partial; if a is
     read transposed, spans more than ``span`` bytes per block and ``pack_t``, packed
-    GROUP_ROWS rows at a time), each across the block's panels."""
+    GROUP_ROWS rows at a time), each across the block's panels. Each tile of the last
+    block of k then gets its epilogue: the ``bias`` (a pointer) added along its columns
+    or rows (``bias_along``: activation.BIAS_ALONG_*, or NO_BIAS), and the
+    ``activation`` (activation.ACTIVATIONS) applied."""
     nr = panel_cols(out)
+    one = out.dtype.type(1)
     itemsize = np.uint64(out.itemsize)
     out_ptr = data_pointer(out)
     for jc in range(c0, c1, NC_U):
@@ -412,6 +424,13 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
                     else:
                         _tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr, o, N,
                               rows, width, pc == 0)
+                    if pc + kc == K:
+                        if bias_along != NO_BIAS:
+                            add_bias_tile(out_ptr, o, N, rows, width, bias,
+                                          i0 if bias_along == BIAS_ALONG_ROWS else j0,
+                                          bias_along)
+                        if activation:
+                            activate_tile(out_ptr, o, N, rows, width, activation, one)
 
 
 # -- the block as one C function ------------------------------------------------------------
@@ -423,18 +442,19 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
 
 def _block_signature(dt):
     u, flag, flat = types.uint64, types.boolean, types.Array(dt, 1, "C")
-    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flag, flat)
+    return types.void(flat, u, flag, flat, u, flag, flat, *([u] * 10), flag, flat,
+                      types.CPointer(dt), u, u)
 
 
 @compiled_once(_block_signature, early=True, **SERIAL)
 def _call_block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span,
-                pack_t, work):
+                pack_t, work, bias, bias_along, activation):
     """``_block`` on flat operands (x, y and out hold one matrix each at offsets x0, y0
     and o0) packing a into the first ``a_rows(pack_t)`` rows of depth values of work,
     b into the rest."""
     split = depth * a_rows(pack_t)
     _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span, pack_t,
-           work[:split], work[split:])
+           work[:split], work[split:], bias, bias_along, activation)
 
 
 @njit(**SERIAL)
@@ -449,7 +469,7 @@ def _split(n, parts, part, unit):
 
 @njit(**SERIAL)
 def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth, span,
-          pack_t, work):
+          pack_t, work, bias, bias_along, activation):
     """Task t: block (t // col_parts % row_parts, t % col_parts) of output batch
     t // (row_parts col_parts), packing into ``work`` (the running thread's buffer)."""
     nr = panel_cols(out)
@@ -461,7 +481,8 @@ def _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, d
         return
     u = np.uint64
     _call_block(x, u(x_map[i] * M * K), x_t, y, u(y_map[i] * K * N), y_t, out, u(i * M * N),
-                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), u(span), pack_t, work)
+                u(M), u(N), u(K), u(r0), u(r1), u(c0), u(c1), u(depth), u(span), pack_t, work,
+                data_pointer(bias), u(bias_along), u(activation))
 
 
 def matrix_product(x, x_t, y, y_t, out, M, N, K) -> None:
@@ -492,18 +513,20 @@ def _matrix_product(x, x_t, y, y_t, out, M, N, K):
     u = np.uint64
     _call_block(x.reshape(-1), u(0), x_t, y.reshape(-1), u(0), y_t, out.reshape(-1), u(0),
                 u(M), u(N), u(K), u(0), u(M), u(0), u(N), u(depth), IN_PLACE_SPAN, False,
-                work)
+                work, data_pointer(work), u(NO_BIAS), u(0))
 
 
 @njit(**PARALLEL)
 def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, parallel,
-             slots, depth_bytes=KC_BYTES, span=IN_PLACE_SPAN, pack_t=PACK_T):
+             slots, bias, bias_along, activation, depth_bytes=KC_BYTES, span=IN_PLACE_SPAN,
+             pack_t=PACK_T):
     """All tasks of the product into the flat buffer out (see ``product``); ``slots``
     packing buffers, one per pool thread; blocks of b ``depth_bytes`` of k values deep
     and read in place up to ``span`` bytes, slivers of a transposed a copied if ``pack_t``
     (arguments, not constants: ``product`` passes
     the host's, kernels/gemm_search.py, and tests other choices; the defaults are the
-    fixed ones of ``matrix_product``)."""
+    fixed ones of ``matrix_product``). ``bias`` (an array), ``bias_along``,
+    ``activation``: each tile's epilogue (``_block``)."""
     tasks = x_map.size * row_parts * col_parts
     nr = panel_cols(out)
     depth = block_depth(depth_bytes // out.itemsize, K)
@@ -513,11 +536,12 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
         for t in prange(tasks):
             # prange's index is unsigned: as an int64, one compile of _task serves both loops
             _task(np.int64(t), x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts,
-                  col_parts, depth, span, pack_t, work[get_thread_id()])
+                  col_parts, depth, span, pack_t, work[get_thread_id()], bias, bias_along,
+                  activation)
     else:
         for t in range(tasks):
             _task(t, x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, depth,
-                  span, pack_t, work[0])
+                  span, pack_t, work[0], bias, bias_along, activation)
 
 
 # -- thin products ---------------------------------------------------------------------------
@@ -626,7 +650,8 @@ def task_grid(batches: int, M: int, N: int, nr: int, tasks: int) -> tuple[int, i
 def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
             x_t: bool, y_t: bool, threads: int = 1, parallel: bool | None = None,
             depth_bytes: int | None = None, span: int | None = None,
-            pack_t: bool | None = None) -> np.ndarray:
+            pack_t: bool | None = None, bias: np.ndarray | None = None,
+            activation: int = 0) -> np.ndarray:
     """``out[i] = op(x[x_map[i]]) @ op(y[y_map[i]])`` for C-contiguous stacks x[Bx, ., .],
     y[By, ., .] of one float dtype, op the transpose of the last two axes where ``x_t`` /
     ``y_t`` is set: a new C-contiguous [len(x_map), M, N] array. ``parallel`` (default:
@@ -638,13 +663,24 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
     kernels/gemm_search.py; every choice gives the same bits). An output with far fewer
     whole register tiles as its transpose is computed transposed (``computed_transposed``:
     a matrix times a vector fills one column of each tile as given, whole tile rows
-    transposed)."""
+    transposed).
+
+    Epilogue, for one product (``len(x_map) == 1``): ``bias`` (C-contiguous [N], out's
+    dtype) is added to every row and then the ``activation`` (kernels/activation.py:
+    ``ACTIVATIONS``, 0 for none) applied, each tile as the GEMM stores it."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]
     batches = x_map.size
+    if (bias is not None or activation) and batches != 1:
+        raise ValueError(f"matmul kernel: an epilogue needs one product, got {batches}")
+    along = NO_BIAS if bias is None else BIAS_ALONG_COLUMNS
+    # (writable, as the callers in generated code pass: one compile of _product)
+    bias = np.empty(0, x.dtype) if bias is None else np.require(bias, requirements="CW")
     if K == 0:
-        return np.zeros((batches, M, N), x.dtype)
+        out = np.zeros((batches, M, N), x.dtype)
+        apply_epilogue(out.reshape(-1), M, N, bias, along, activation)
+        return out
     swapped, parallel, thin, row_parts, col_parts = _plan(
         batches, M, N, K, x_t, y_t, panel_cols(x), threads, parallel)
     if swapped:
@@ -652,15 +688,17 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
         # bits), with the short side of out on the tile's MR rows rather than across its
         # NR columns (N = 1 would fill one column of NR)
         x, y, x_map, y_map, x_t, y_t, M, N = y, x, y_map, x_map, not y_t, not x_t, N, M
+        along = BIAS_ALONG_ROWS if along else NO_BIAS
     out = buffers.empty((batches, M, N), x.dtype)
     if out.size:
         if thin:
             _thin_product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1),
                           _read_only(y_map), y_t, out.reshape(-1), M, N, K)
+            apply_epilogue(out.reshape(-1), M, N, bias, along, activation)
         else:
             _product(x.reshape(-1), _read_only(x_map), x_t, y.reshape(-1), _read_only(y_map),
                      y_t, out.reshape(-1), M, N, K, row_parts, col_parts, parallel,
-                     config.NUMBA_NUM_THREADS,
+                     config.NUMBA_NUM_THREADS, bias, along, activation,
                      *_blocking(batches * M * N * K, threads, depth_bytes, span, pack_t))
     return np.ascontiguousarray(out.transpose(0, 2, 1)) if swapped else out
 

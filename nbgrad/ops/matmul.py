@@ -12,7 +12,10 @@ docs/derivations.md#matrix-product.
 
 ``linear(x, W, b) = x @ W^T + b`` (PyTorch's ``nn.functional.linear``) is one op of its
 own: one node instead of a transpose, a product and a sum, with ``dx = g @ W``,
-``dW = g_rows^T @ x_rows`` and ``db`` the rows of g summed.
+``dW = g_rows^T @ x_rows`` and ``db`` the rows of g summed. Its bias is added by the
+GEMM as it stores each tile of the product (kernels/matmul.py), not in a pass of its
+own; ``LinearActivation``, which nb.compile uses, applies a relu, tanh or sigmoid there
+too.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
+from ..kernels import activation as activation_kernels
 from ..kernels import matmul as matmul_kernels
+from ..kernels.activation import ACTIVATIONS
 from ..kernels.broadcast_sum import sum_to_shape
-from ..kernels.strided_apply import ADD
 from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
 from ._args import promoted, promoted_dtype
-from .binary import apply as elementwise
+from .table import flat, into
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
@@ -69,15 +73,19 @@ def _batch_map(own: tuple, batch: tuple) -> np.ndarray:
 _ONE = _batch_map((), ())  # the batch map of one product
 
 
-def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool) -> np.ndarray:
+def _product(x: np.ndarray, y: np.ndarray, tx: bool, ty: bool, bias: np.ndarray | None = None,
+             activation: int = 0) -> np.ndarray:
     """``op(x) @ op(y)`` over the broadcast batch dims of x and y (each at least 2-D),
-    where op transposes the last two axes when ``tx`` / ``ty`` is set."""
+    where op transposes the last two axes when ``tx`` / ``ty`` is set. For 2-D x and y,
+    ``bias`` ([n], the product's dtype) is added to each row and then the ``activation``
+    applied (kernels/matmul.py: ``product``'s epilogue)."""
     m = x.shape[-1] if tx else x.shape[-2]
     n = y.shape[-2] if ty else y.shape[-1]
     if x.ndim == y.ndim == 2:
         xs, tx = _c_stack(x, tx)
         ys, ty = _c_stack(y, ty)
-        return matmul_kernels.product(xs, ys, _ONE, _ONE, tx, ty, get_num_threads()).reshape(m, n)
+        return matmul_kernels.product(xs, ys, _ONE, _ONE, tx, ty, get_num_threads(),
+                                      bias=bias, activation=activation).reshape(m, n)
     bx, by = x.shape[:-2], y.shape[:-2]
     if not by and bx and not tx:
         # y is one matrix: x's batch folds into the rows of a single product.
@@ -221,20 +229,15 @@ class Linear(Function):
         dtype = promoted_dtype(*(a.dtype for a in arrays))
         x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
         ctx.save_for_backward(x, weight)
-        y = _product(_rows(x), weight, False, True)
         if bias is not None:
-            y = elementwise(ADD, y, bias.astype(dtype, copy=False), y.shape)
+            bias = np.ascontiguousarray(bias, dtype)
+        y = _product(_rows(x), weight, False, True, bias)  # the bias added as tiles are stored
         return y.reshape(x.shape[:-1] + weight.shape[:1])
 
     @staticmethod
     def backward(ctx, g):
         x, weight = ctx.saved_tensors
-        g_rows = np.ascontiguousarray(g).reshape(-1, weight.shape[0])
-        need_x, need_w, need_b = ctx.needs_input_grad
-        gx = _product(g_rows, weight, False, False).reshape(x.shape) if need_x else None
-        gw = _product(g_rows, _rows(x), True, False) if need_w else None
-        gb = sum_to_shape(g_rows, weight.shape[:1]) if need_b else None
-        return gx, gw, gb
+        return _linear_grads(g, x, weight, ctx.needs_input_grad)
 
     @staticmethod
     def vjp(ctx, g):
@@ -245,6 +248,52 @@ class Linear(Function):
         gw = g_rows.transpose() @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = g_rows.sum(0) if need_b else None
         return gx, gw, gb
+
+
+def _linear_grads(g: np.ndarray, x: np.ndarray, weight: np.ndarray, needs: tuple) -> tuple:
+    """linear's input gradients (x, weight, bias; None where ``needs`` is False) from the
+    upstream g [..., out]."""
+    g_rows = np.ascontiguousarray(g).reshape(-1, weight.shape[0])
+    need_x, need_w, need_b = needs[:3]
+    gx = _product(g_rows, weight, False, False).reshape(x.shape) if need_x else None
+    gw = _product(g_rows, _rows(x), True, False) if need_w else None
+    gb = sum_to_shape(g_rows, weight.shape[:1]) if need_b else None
+    return gx, gw, gb
+
+
+_ACTIVATION_BACKWARDS = {"relu": activation_kernels.relu_backward,
+                         "tanh": activation_kernels.tanh_backward,
+                         "sigmoid": activation_kernels.sigmoid_backward}
+
+
+class LinearActivation(Function):
+    """``activation(linear(x, weight, bias))`` for relu, tanh or sigmoid as one op, which
+    nb.compile puts in place of the two (compiler/patterns.py): the GEMM adds the bias
+    and applies the activation to each tile as it stores it (kernels/matmul.py:
+    ``product``'s epilogue). Its backward is the activation's kernel on the saved output
+    and then linear's: the two ops' kernels in their order, so the same bits. Not in
+    the op table (no vjp: nb.compile does not fold in a program that differentiates a
+    backward)."""
+
+    op_name = "linear_activation"
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, activation):
+        arrays = (x, weight) if bias is None else (x, weight, bias)
+        dtype = promoted_dtype(*(a.dtype for a in arrays))
+        x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+        if bias is not None:
+            bias = np.ascontiguousarray(bias, dtype)
+        y = _product(_rows(x), weight, False, True, bias, ACTIVATIONS[activation])
+        ctx.save_for_backward(x, weight, y)
+        return y.reshape(x.shape[:-1] + weight.shape[:1])
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, y = ctx.saved_tensors
+        g_before = into(_ACTIVATION_BACKWARDS[ctx.params["activation"]], y.shape, y.dtype,
+                        flat(g), flat(y))
+        return _linear_grads(g_before, x, weight, ctx.needs_input_grad)
 
 
 def _linear_shapes(operands: dict) -> str:

@@ -384,7 +384,7 @@ def test_a_few_columns_are_computed_as_the_transposed_product_with_the_same_bits
     as_given = np.empty(2 * m * n, dtype)
     km._product(x.reshape(-1), km._read_only(x_map), x_t, y.reshape(-1),
                 km._read_only(y_map), y_t, as_given, m, n, k, 1, 1, False,
-                km.config.NUMBA_NUM_THREADS)
+                km.config.NUMBA_NUM_THREADS, x.reshape(-1)[:0], False, 0)
     out = km.product(x, y, x_map, y_map, x_t, y_t)
     assert km.computed_transposed(m, n, k, km.panel_cols(out))
     assert_same_bits(out, as_given.reshape(2, m, n))
@@ -570,3 +570,36 @@ def test_a_c_function_exists_only_for_float32_and_float64():
     # the cache provides the symbols of those two dtypes only (runtime/jit.py)
     with pytest.raises(TypingError, match="_call_block: takes"):
         _block_on_int_arrays(np.arange(8))
+
+
+# -- the epilogue: bias and activation as each tile is stored ---------------------------------
+
+_ACTIVATION_OPS = {0: lambda y: y, 1: nb.relu, 2: nb.tanh, 3: nb.sigmoid}
+
+
+@settings(max_examples=30, deadline=None)
+@given(dims=st.tuples(st.integers(1, 70), st.integers(0, 1200), st.integers(1, 90)),
+       x_t=st.booleans(), y_t=st.booleans(), with_bias=st.booleans(),
+       activation=st.sampled_from([0, 1, 2, 3]), parallel=st.sampled_from([None, True]),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_epilogue_gives_the_bits_of_the_separate_ops(dims, x_t, y_t, with_bias, activation,
+                                                     parallel, dtype):
+    """bias + activation applied by the GEMM equal the product, then eager's broadcast add
+    and activation op, bit for bit: at tile edges, with k past a packed block, on outputs
+    computed transposed (n much smaller than a tile), thin products and k = 0."""
+    rng = np.random.default_rng(sum(dims))
+    m, k, n = dims
+    x, y, x_map, y_map = _kernel_operands(rng, dtype, 1, 1, m, k, n, x_t, y_t)
+    bias = rng.standard_normal(n).astype(dtype) * 3 if with_bias else None
+    plain = km.product(x, y, x_map, y_map, x_t, y_t, 2, parallel)[0]
+    expected = _ACTIVATION_OPS[activation](nb.tensor(plain) + (0 if bias is None else bias))
+    got = km.product(x, y, x_map, y_map, x_t, y_t, 2, parallel, bias=bias,
+                     activation=activation)[0]
+    assert_same_bits(got, np.asarray(expected.numpy(), dtype))
+
+
+def test_epilogue_needs_one_product():
+    x = np.ones((2, 3, 4), np.float32)
+    maps = np.arange(2)
+    with pytest.raises(ValueError, match="epilogue needs one product, got 2"):
+        km.product(x, x, maps, maps, False, True, bias=np.ones(3, np.float32))
