@@ -17,7 +17,7 @@ from ..autograd import grad_mode, tracing
 from ..tensor import Tensor
 from . import breaks, gradient, row_epilogue, step_program
 from .fusion import find_regions, fused_function
-from .patterns import fold_linear
+from .patterns import fold_activation, fold_linear
 from .trace import (
     Plain,
     apply_in_mode,
@@ -214,6 +214,7 @@ def _described(program: Any) -> list[str]:
 
 def _program(recorded: Any, result: Any, args: list) -> Program:
     nodes = fold_linear(recorded.nodes, _last_reads(recorded.nodes, result))
+    nodes = fold_activation(nodes, _last_reads(nodes, result))
     last_read = _last_reads(nodes, result)
     built, i = [], 0
     for start, stop, region in find_regions(nodes, last_read):

@@ -10,26 +10,47 @@ add's backward does, so the bits do not change (tests/compiler/test_patterns.py)
 folds only where the two intermediates are read by nothing else, and not in a program
 that differentiates a backward pass again (``create_graph``): second derivatives go
 through the ops' vjps, which the fold would change.
+
+``fold_activation``: ``linear`` followed by ``relu``, ``tanh`` or ``sigmoid`` of its output
+(read by nothing else) becomes one ``LinearActivation`` node (ops/matmul.py), whose GEMM
+applies the bias and the activation to each tile as it stores it: two passes over the
+layer's output fewer. The same expressions in the same order, so the same bits, forward
+and backward (tests/compiler/test_patterns.py). Not where a backward is differentiated
+again, as above.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..ops.matmul import Linear
+from ..kernels.activation import ACTIVATIONS
+from ..ops.matmul import Linear, LinearActivation
 from .trace import BackwardNode, GradNode, OpNode, Slot
 
 
 def fold_linear(nodes: list, last_read: dict[int, int]) -> list:
     """``nodes`` with every ``h @ W.T + b`` as one ``linear`` node; ``last_read[k]``: the
     index of the last node reading slot k (len(nodes) for the function's result)."""
+    return _folded(nodes, last_read, _linear_at, 3)
+
+
+def fold_activation(nodes: list, last_read: dict[int, int]) -> list:
+    """``nodes`` with every ``linear`` followed by ``relu``, ``tanh`` or ``sigmoid`` of it as
+    one ``LinearActivation`` node (``last_read`` as for ``fold_linear``)."""
+    return _folded(nodes, last_read, _linear_activation_at, 2)
+
+
+def _folded(nodes: list, last_read: dict[int, int], fold_at: Any, length: int) -> list:
+    """``nodes`` with each run of ``length`` nodes for which ``fold_at(nodes, i,
+    last_read)`` gives a node replaced by it; none in a program that differentiates a
+    backward pass."""
     if any(isinstance(n, (BackwardNode, GradNode)) and n.create_graph for n in nodes):
         return nodes
     folded, i = [], 0
     while i < len(nodes):
-        linear = _linear_at(nodes, i, last_read)
-        folded.append(nodes[i] if linear is None else linear)
-        i += 1 if linear is None else 3
+        node = fold_at(nodes, i, last_read)
+        folded.append(nodes[i] if node is None else node)
+        i += 1 if node is None else length
     return folded
 
 
@@ -66,3 +87,21 @@ def _linear_shapes(h: Any, w: Any, b: Any) -> bool:
     return (len(h_shape) == 2 and len(w_shape) == 2 and h_shape[1] == w_shape[1]
             and b_shape == (w_shape[0],) and h_dtype == w_dtype == b_dtype
             and h_dtype.kind == "f")
+
+
+def _linear_activation_at(nodes: list, i: int, last_read: dict[int, int]) -> OpNode | None:
+    """The ``LinearActivation`` node for ``nodes[i:i + 2]`` if they are an activation of a
+    linear layer's output that nothing else reads, else None."""
+    run = nodes[i:i + 2]
+    if len(run) < 2 or not all(isinstance(n, OpNode) and not n.several for n in run):
+        return None
+    linear, act = run
+    if (linear.fn is not Linear or act.fn.op_name not in ACTIVATIONS or act.params
+            or linear.grad_enabled != act.grad_enabled):
+        return None
+    (y,) = linear.outputs
+    if act.inputs != (Slot(y),) or last_read.get(y) != i + 1:
+        return None
+    return OpNode(LinearActivation, linear.inputs, {"activation": act.fn.op_name},
+                  act.grad_enabled, act.outputs, False, act.line, linear.input_meta,
+                  act.out_meta)

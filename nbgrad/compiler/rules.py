@@ -35,11 +35,13 @@ class Rule:
     """The value and the per-operand gradient functions of one op (by name in this
     module, as the generated source calls them; ``{dtype}`` in a name stands for the
     region's dtype), and the parameters a call must have to fuse (``params``: sorted
-    (name, value) pairs)."""
+    (name, value) pairs). ``from_output``: the gradient reads the output and not the
+    operand (which a step program then need not keep: step_graph.py)."""
     arity: int
     value: str
     grads: tuple[str, ...]
     params: tuple = ()
+    from_output: bool = False
 
     def fuses(self, params: dict) -> bool:
         return tuple(sorted(params.items())) == self.params
@@ -217,11 +219,11 @@ RULES: dict[str, Rule] = {
     "mul": Rule(2, "mul_value", ("mul_grad0", "mul_grad1")),
     "div": Rule(2, "div_value", ("div_grad0", "div_grad1")),
     "neg": Rule(1, "neg_value", ("neg_grad0",)),
-    "exp": Rule(1, "exp_value", ("exp_grad0",)),
+    "exp": Rule(1, "exp_value", ("exp_grad0",), from_output=True),
     "log": Rule(1, "log_value", ("log_grad0",)),
-    "tanh": Rule(1, "tanh_value", ("tanh_grad0",)),
-    "sigmoid": Rule(1, "sigmoid_value", ("sigmoid_grad0",)),
-    "relu": Rule(1, "relu_value", ("relu_grad0",)),
+    "tanh": Rule(1, "tanh_value", ("tanh_grad0",), from_output=True),
+    "sigmoid": Rule(1, "sigmoid_value", ("sigmoid_grad0",), from_output=True),
+    "relu": Rule(1, "relu_value", ("relu_grad0",), from_output=True),
     "silu": Rule(1, "silu_value", ("silu_grad0",)),
     "gelu": Rule(1, "gelu_value_{dtype}", ("gelu_grad0_{dtype}",),
                  (("approximate", "none"),)),

@@ -27,8 +27,16 @@ from typing import Any
 import numpy as np
 from numba import config, njit
 
+from ..kernels import broadcast_sum
 from ..kernels import loss as loss_kernels
 from ..kernels import matmul as matmul_kernels
+from ..kernels.activation import (
+    ACTIVATIONS,
+    BIAS_ALONG_COLUMNS,
+    BIAS_ALONG_ROWS,
+    NO_BIAS,
+    apply_epilogue,
+)
 from ..kernels.strided_apply import COPY
 from ..runtime.jit import CHUNK, PARALLEL_MIN, SERIAL
 from ..runtime.threads import get_num_threads
@@ -42,16 +50,71 @@ _ONE_BATCH = np.zeros(1, np.int64)
 
 
 @njit(**SERIAL)
-def product_into(x, x_t, y, y_t, out, M, N, K, parallel, thin, row_parts, col_parts, slots,
-                 depth_bytes, span, pack_t):
+def product_into(x, x_t, y, y_t, out, bias, bias_along, activation, M, N, K, parallel, thin,
+                 row_parts, col_parts, slots, depth_bytes, span, pack_t):
     """out = op(x) @ op(y) for flat C-order x, y, out (``kernels/matmul.py``'s product
-    of one batch, with a plan worked out beforehand; M, N, K > 0)."""
+    of one batch, with a plan worked out beforehand; M, N, K > 0), then ``bias`` added
+    along out's columns or rows (``bias_along``) and the ``activation`` applied: the
+    product's epilogue (``with_epilogues``)."""
     if thin:
         matmul_kernels._thin_product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K)
+        apply_epilogue(out, M, N, bias, bias_along, activation)
     else:
         matmul_kernels._product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K,
-                                row_parts, col_parts, parallel, slots, depth_bytes, span,
-                                pack_t)
+                                row_parts, col_parts, parallel, slots, bias, bias_along,
+                                activation, depth_bytes, span, pack_t)
+
+
+def with_epilogues(eqns: list[Eqn], kept: set[int], dtype: np.dtype) -> list[Eqn]:
+    """``eqns`` with each parallel product whose value only a bias add reads -- ``mm``
+    then ``add(., b)`` with b of shape [N] -- and the relu, tanh or sigmoid only reading
+    that, as one ``mm`` of three operands (the bias) and the activation's code as a third
+    parameter: the GEMM adds the bias and applies the activation to each tile as it
+    stores it (eager's expressions and flags, so eager's bits), on every thread. A
+    serial product keeps them in the program's loops, where they fuse with the ops
+    around them (the epilogue measured no faster there). ``kept``: values read after
+    the program (never folded away)."""
+    readers: dict[int, int] = {}
+    for eqn in eqns:
+        for v in eqn.ins:
+            if isinstance(v, Var):
+                readers[v.index] = readers.get(v.index, 0) + 1
+    folded, p = [], 0
+    while p < len(eqns):
+        run = _epilogue_run(eqns, p, readers, kept, dtype)
+        if run:
+            mm, add, *act = run
+            code = ACTIVATIONS[act[0].prim] if act else 0
+            folded.append(Eqn("mm", (*mm.ins, add.ins[1]), (*mm.params, code), run[-1].out))
+        else:
+            folded.append(eqns[p])
+        p += max(len(run), 1)
+    return folded
+
+
+def _epilogue_run(eqns: list[Eqn], p: int, readers: dict, kept: set[int],
+                  dtype: np.dtype) -> list[Eqn]:
+    """The product at ``p``, its bias add and activation (if any), or [] (see
+    ``with_epilogues``)."""
+    def only_read_by_next(eqn: Eqn) -> bool:
+        return readers.get(eqn.out.index) == 1 and eqn.out.index not in kept
+
+    mm = eqns[p]
+    if mm.prim != "mm" or len(mm.ins) != 2 or mm.out.size == 0 or p + 1 == len(eqns):
+        return []
+    a, _ = mm.ins
+    add = eqns[p + 1]
+    if add.prim != "add" or min(a.shape) == 0 or not only_read_by_next(mm):
+        return []
+    first, bias = add.ins
+    if (first != mm.out or not isinstance(bias, Var) or bias.shape != mm.out.shape[1:]
+            or not _mm_plan(mm, dtype)[6]):   # parallel
+        return []
+    if p + 2 < len(eqns):
+        act = eqns[p + 2]
+        if act.prim in ACTIVATIONS and act.ins == (add.out,) and only_read_by_next(add):
+            return [mm, add, act]
+    return [mm, add]
 
 
 # the serial forms of eager's kernels, as globals jitted code can call
@@ -92,15 +155,51 @@ class Layout:
 
 
 def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Var]) -> Layout:
-    """Every value an equation makes gets its slice of the arena; the ``outputs`` (read
-    after the call) come last, one after the other, so that one copy takes them all."""
+    """Where each value an equation makes lives. A value's slice of the arena is free
+    again after the last loop nest (``_groups``) that reads it, for values made by later
+    ones: the arena holds at once only what is live, and a large step's values are read
+    back from cache more often. The ``outputs`` (read after the call) come last, one
+    after the other, so that one copy takes them all."""
     offsets, end = {}, 0
+    free: list[tuple[int, int]] = []       # (offset, aligned size) of free slices
     last = {v.index for v in outputs}
-    made = [v for eqn in eqns for v in (eqn.out, *_scratch(eqn, dtype)) if v.index not in last]
-    for v in made + list({v.index: v for v in outputs}.values()):
+    for made, done in _lifetimes(eqns, dtype):
+        for v in made:
+            if v.index in last:
+                continue
+            need = -(-max(v.size, 1) // ALIGN) * ALIGN
+            fits = [k for k, (_, size) in enumerate(free) if size >= need]
+            if fits:
+                start, size = free.pop(min(fits, key=lambda k: free[k][1]))
+                if size > need:
+                    free.append((start + need, size - need))
+            else:
+                start, end = end, end + need
+            offsets[v.index] = (start, max(v.size, 1))
+        free += [(offsets[k][0], -(-offsets[k][1] // ALIGN) * ALIGN) for k in done
+                 if k in offsets and k not in last]
+    for v in {v.index: v for v in outputs}.values():
         offsets[v.index] = (end, max(v.size, 1))
         end += -(-max(v.size, 1) // ALIGN) * ALIGN
     return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype))
+
+
+def _lifetimes(eqns: list[Eqn], dtype: np.dtype) -> list[tuple[list[Var], list[int]]]:
+    """Per loop nest (``_groups``): the values it makes, and the indices of the values
+    last read by it (or made by it and never read)."""
+    groups = _groups(eqns)
+    made = [[v for k in group for v in (eqns[k].out, *_scratch(eqns[k], dtype))]
+            for group in groups]
+    last_group = {v.index: g for g, vs in enumerate(made) for v in vs}
+    for g, group in enumerate(groups):
+        for k in group:
+            for v in eqns[k].ins:
+                if isinstance(v, Var) and v.index in last_group:
+                    last_group[v.index] = max(last_group[v.index], g)
+    done: list[list[int]] = [[] for _ in groups]
+    for index, g in last_group.items():
+        done[g].append(index)
+    return list(zip(made, done))
 
 
 def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
@@ -239,10 +338,7 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
         scale = mean_scale(eqn.ins[0]) if eqn.prim == "mean" else 1.0
         return [f"reduce_flat(plain({COPY}), {a}, {a}, np.{dt}({scale!r}), {out})"]
     if eqn.prim == "sum_to":
-        return ([f"{out}[:] = 0"]
-                + _nest(eqn.ins[0].shape,
-                        [f"{out}[{_index(eqn.out.shape, eqn.ins[0].shape)}] += "
-                         f"{a}[{_index(eqn.ins[0].shape, eqn.ins[0].shape)}]"]))
+        return _sum_to(eqn, out, a)
     if eqn.prim in ("cross_entropy", "cross_entropy_grad"):
         mean = f"plain({eqn.params[0] == 'mean'})"
         ins = ", ".join(_name(v.index, where) for v in eqn.ins)
@@ -255,6 +351,22 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
     if eqn.prim == "mm":
         return _product(eqn, where, dt)
     raise NotImplementedError(eqn.prim)
+
+
+def _sum_to(eqn: Eqn, out: str, a: str) -> list[str]:
+    """out = a summed to out's shape. Over leading dims (a bias's gradient): eager's
+    kernel in eager's chunks of rows (kernels/broadcast_sum.py: ``sum_to_shape``), so
+    eager's bits; otherwise a loop nest, each element over a's elements in C order."""
+    shape, target = eqn.ins[0].shape, eqn.out.shape
+    lead = len(shape) - len(target)
+    if lead > 0 and target and target[-1] > 1 and shape[lead:] == target and eqn.out.size:
+        n = eqn.out.size
+        rows = eqn.ins[0].size // n
+        chunks, per_chunk = broadcast_sum.bias_rows_plan(rows, n)
+        constants = ", ".join(f"plain({c})" for c in (rows, n, n, chunks, per_chunk))
+        return [f"rows_sum(plain({COPY}), {a}, {a}, {out}, {constants}, one)"]
+    return ([f"{out}[:] = 0"]
+            + _nest(shape, [f"{out}[{_index(target, shape)}] += {a}[{_index(shape, shape)}]"]))
 
 
 def _nest(shape: tuple, body: list[str], parallel: bool = False) -> list[str]:
@@ -280,8 +392,8 @@ def _index(own: tuple, full: tuple) -> str:
 def _mm_plan(eqn: Eqn, dtype) -> tuple:
     """(swapped, M, N, K, x_t, y_t, parallel, thin, row parts, column parts, depth bytes,
     span, pack_t): ``kernels/matmul.py``'s ``product`` plan for this product."""
-    a, b = eqn.ins
-    ta, tb = eqn.params
+    a, b = eqn.ins[:2]
+    ta, tb = eqn.params[:2]
     m, n = eqn.out.shape
     k = a.shape[0] if ta else a.shape[1]
     nr = matmul_kernels.panel_cols(np.empty(0, dtype))
@@ -295,23 +407,29 @@ def _mm_plan(eqn: Eqn, dtype) -> tuple:
 
 
 def _product(eqn: Eqn, where: Layout, dt: str) -> list[str]:
-    a, b = (_name(v.index, where) for v in eqn.ins)
+    a, b = (_name(v.index, where) for v in eqn.ins[:2])
     out = _name(eqn.out.index, where)
     if eqn.out.size == 0:
         return ["pass"]
     swapped, m, n, k, ta, tb, parallel, thin, rows, cols, depth, span, pack_t = _mm_plan(
         eqn, np.dtype(dt))
     if k == 0:
-        return [f"{out}[:] = 0"]
+        return [f"{out}[:] = 0"]   # (with_epilogues folds no product with k = 0)
     if swapped:
         a, b, target = b, a, _name(-eqn.out.index - 1, where)
     else:
         target = out
+    has_bias = len(eqn.ins) == 3
+    bias = _name(eqn.ins[2].index, where) if has_bias else f"{target}[:0]"
+    along = NO_BIAS if not has_bias else BIAS_ALONG_ROWS if swapped else BIAS_ALONG_COLUMNS
+    activation = eqn.params[2] if len(eqn.params) == 3 else 0
     # constants through ``plain``: typed as literals, each call's values would compile
     # product_into (and the GEMM under it) once more
     constants = ", ".join(f"plain({c})" for c in (
-        m, n, k, parallel, thin, rows, cols, config.NUMBA_NUM_THREADS, depth, span, pack_t))
-    call = f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {constants})"
+        along, activation, m, n, k, parallel, thin, rows, cols, config.NUMBA_NUM_THREADS,
+        depth, span, pack_t))
+    call = (f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {bias}, "
+            f"{constants})")
     return [call] + (_transposed(target, out, m, n) if swapped else [])
 
 

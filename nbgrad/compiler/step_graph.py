@@ -244,6 +244,9 @@ def _kernel_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
     """Without ``create_graph`` eager runs an op's backward kernel, not its vjp: each
     operand's gradient by that kernel's formula (``rules.py``), so the bits are eager's."""
     rule = rules.RULES[eqn.prim]
+    # a gradient from the output alone gets the output in the operand's place, so that
+    # the operand need not be kept (nor computed: step_codegen.with_epilogues)
+    operands = (eqn.out,) if rule.from_output else eqn.ins
     grads = []
     for k, v in enumerate(eqn.ins):
         if isinstance(v, Var) and v.tracked:
@@ -251,7 +254,7 @@ def _kernel_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
             if name == "pass_grad":   # the gradient itself (add's, sub's first operand)
                 grads.append(g)
             else:
-                grads.append(graph.emit("grad", (g, *eqn.ins, eqn.out), eqn.out.shape,
+                grads.append(graph.emit("grad", (g, *operands, eqn.out), eqn.out.shape,
                                         (name,)))
         else:
             grads.append(None)

@@ -30,7 +30,7 @@ from ..autograd.versions import Version
 from ..kernels.optim import _adam_chunk, _sgd_chunk
 from ..optim import SGD, Adam, AdamW
 from ..optim.adam import bias_corrections
-from ..runtime.jit import SERIAL_IEEE_DIV
+from ..runtime.jit import CHUNK, PARALLEL_MIN, SERIAL_IEEE_DIV
 from .trace import CallNode
 
 
@@ -122,24 +122,34 @@ class LoweredStep:
 
     def lines(self, first: int, name_of: Any) -> list[str]:
         """The update's source at the end of the function; its arguments are named
-        ``u<first>``, ``u<first + 1>``, ..., a value by ``name_of(var)``."""
+        ``u<first>``, ``u<first + 1>``, ..., a value by ``name_of(var)``. A parameter of
+        PARALLEL_MIN elements or more is updated in chunks of CHUNK, one task each (the
+        update is element by element: the same bits as in one call)."""
         out = []
         for k, part in enumerate(self.parts):
             u = [f"u{first + k * self.per_part + j}" for j in range(self.per_part)]
             for i, param, grad in part.stepping:
-                start = part.flat.state_start[i]
-                stop = start + part.flat.sizes[i]
+                start, size = part.flat.state_start[i], part.flat.sizes[i]
                 p, g = name_of(param), name_of(grad)
-                if self.adam:
-                    out.append(
-                        f"adam_update({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{start}:{stop}], "
-                        f"{u[2]}[{start}:{stop}], {u[3]}[{i}], {u[4]}[{i}], {u[5]}[0], "
-                        f"{u[5]}[1], {u[5]}[2], {u[5]}[3], {u[5]}[4], {u[6]}, {u[7]}, {u[8]})")
-                else:
-                    out.append(
-                        f"sgd_update({p}, {g}, {u[0]}[{start}:{stop}], {u[1]}[{i}], "
-                        f"{u[2]}[0], {u[2]}[1], {u[2]}[2], {u[2]}[3], {u[3]}, {u[4]})")
+                if size < PARALLEL_MIN:
+                    out.append(self._update(u, i, p, g, f"{start}:{start + size}"))
+                    continue
+                out += [f"for c in prange({-(-size // CHUNK)}):",
+                        f"    lo = c * {CHUNK}",
+                        f"    hi = min({size}, lo + {CHUNK})",
+                        "    " + self._update(u, i, f"{p}[lo:hi]", f"{g}[lo:hi]",
+                                              f"{start} + lo:{start} + hi")]
         return out
+
+    def _update(self, u: list[str], i: int, p: str, g: str, span: str) -> str:
+        """The update call of parameter i (its values p, its gradient g, its state at
+        ``span`` of the part's buffers)."""
+        if self.adam:
+            return (f"adam_update({p}, {g}, {u[0]}[{span}], {u[1]}[{span}], {u[2]}[{span}], "
+                    f"{u[3]}[{i}], {u[4]}[{i}], {u[5]}[0], {u[5]}[1], {u[5]}[2], {u[5]}[3], "
+                    f"{u[5]}[4], {u[6]}, {u[7]}, {u[8]})")
+        return (f"sgd_update({p}, {g}, {u[0]}[{span}], {u[1]}[{i}], {u[2]}[0], {u[2]}[1], "
+                f"{u[2]}[2], {u[2]}[3], {u[3]}, {u[4]})")
 
 
 def lower(before: list, node: Any, leaf_grads: list, leaves: dict) -> LoweredStep | None:

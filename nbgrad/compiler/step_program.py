@@ -185,6 +185,7 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
            outputs: list, result: Any, n_slots: int, replaced: list, fallback: Any,
            update: Any) -> StepProgram:
     graph = builder.graph
+    eqns = step_codegen.with_epilogues(eqns, {v.index for v in outputs}, graph.dtype)
     where = step_codegen.layout(eqns, builder.input_vars, graph.dtype, outputs)
     name = "step_program"
     tail = ((update.n_arguments, update.lines(0, lambda v: step_codegen.name_of(v, where)))
@@ -213,7 +214,7 @@ def _module_source(text: str, name: str) -> str:
             "from nbgrad.compiler.step_codegen import cross_entropy_grad, cross_entropy_loss, "
             "product_into\n"
             "from nbgrad.compiler.step_optim import adam_update, sgd_update\n"
-            "from nbgrad.kernels.broadcast_sum_loops import reduce_flat\n"
+            "from nbgrad.kernels.broadcast_sum_loops import reduce_flat, rows_sum\n"
             "from nbgrad.runtime.jit import plain\n\n\n"
             + text + f"\n\n{name} = njit(cache=True, error_model='numpy', "
             f"parallel={'prange(' in text})({name})\n")

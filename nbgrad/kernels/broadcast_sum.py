@@ -42,8 +42,7 @@ from .broadcast_sum_loops import (
     reduce_kept_lane_parallel,
     reduce_lane,
     reduce_lane_parallel,
-    reduce_rows,
-    reduce_rows_parallel,
+    rows_sum,
     scale_in_place,
 )
 from .strided_apply import (
@@ -161,23 +160,19 @@ def _loop_nest(u: np.ndarray, v: np.ndarray, pshape: tuple, full_shape: tuple) -
 def _bias_rows_sum(op: int, fu: np.ndarray, fv: np.ndarray, out: np.ndarray, rows: int,
                    us: int, vs: int, scale: float) -> np.ndarray:
     """out[j] = scale * sum over the rows r of f(u[r, j], v[r, j]) for flat u, v of row
-    strides us, vs (0: one row that every row reads): chunks of rows as the general
-    plan's kept-lane reduction cuts them, each summed row by row."""
-    n = out.size
-    flat_out = out.reshape(-1)
-    want = _chunks_wanted(rows * n)
-    if want == 1:  # fewer than 2 CHUNK elements: one chunk, this thread
-        reduce_rows(op, fu, fv, flat_out, rows, us, vs)
-    else:
-        nchunks, rpc = _row_chunks(rows, _ceil_div(n, BLOCK), want)
-        part = flat_out.reshape(1, n) if nchunks == 1 else np.empty((nchunks, n), out.dtype)
-        reduce_rows_parallel(op, fu, fv, part, rows, us, vs, rpc)
-        if nchunks > 1:
-            combine(part, flat_out, out.dtype.type(scale))
-            return out
-    if scale != 1:
-        scale_in_place(flat_out, out.dtype.type(scale))
+    strides us, vs (0: one row that every row reads): ``rows_sum`` in the chunks of
+    ``bias_rows_plan``."""
+    rows_sum(op, fu, fv, out.reshape(-1), rows, us, vs, *bias_rows_plan(rows, out.size),
+             out.dtype.type(scale))
     return out
+
+
+def bias_rows_plan(rows: int, n: int) -> tuple[int, int]:
+    """(chunks, rows per chunk) of a sum over the rows of [rows, n]: as the general plan's
+    kept-lane reduction cuts them, or (0, rows) for one pass in the calling thread
+    (fewer than 2 CHUNK elements)."""
+    want = _chunks_wanted(rows * n)
+    return (0, rows) if want == 1 else _row_chunks(rows, _ceil_div(n, BLOCK), want)
 
 
 def _unsummed(op: int, u: np.ndarray, v: np.ndarray, shape: tuple,

@@ -299,6 +299,26 @@ def combine(part, out, scale):
 
 
 @njit(**SERIAL_IEEE_DIV)
+def rows_sum(op, u, v, out, rows, us, vs, chunks, rows_per_chunk, scale):
+    """out[j] = scale * sum over the rows r of f(u[r, j], v[r, j]) (row strides us, vs):
+    in one pass row by row (``chunks`` 0), or in ``chunks`` runs of ``rows_per_chunk``
+    rows on the thread pool whose partials are then added in order (kernels/
+    broadcast_sum.py: ``bias_rows_plan``)."""
+    n = out.size
+    if chunks == 0:
+        reduce_rows(op, u, v, out, rows, us, vs)
+    elif chunks == 1:
+        reduce_rows_parallel(op, u, v, out.reshape((1, n)), rows, us, vs, rows_per_chunk)
+    else:
+        part = np.empty((chunks, n), out.dtype)
+        reduce_rows_parallel(op, u, v, part, rows, us, vs, rows_per_chunk)
+        combine(part, out, scale)
+        return
+    if scale != 1:
+        scale_in_place(out, scale)
+
+
+@njit(**SERIAL_IEEE_DIV)
 def scale_in_place(x, scale):
     for i in range(x.size):
         x[i] *= scale

@@ -1,7 +1,8 @@
 """nb.compile's rewrites (nbgrad/compiler/patterns.py): ``h @ W.T + b`` folded into one
-``linear`` node gives eager's losses, gradients and parameters bit for bit, in both
-dtypes, for a loss whose gradient arrives as a full array (mean of squares) or as one
-value repeated (a plain sum), over several optimiser steps; no fold where an
+``linear`` node, and a linear layer's relu, tanh or sigmoid into a ``linear_activation``
+node (the GEMM's epilogue), give eager's losses, gradients and parameters bit for bit,
+in both dtypes, for a loss whose gradient arrives as a full array (mean of squares) or
+as one value repeated (a plain sum), over several optimiser steps; no fold where an
 intermediate is read again, or in a program with create_graph."""
 
 import numpy as np
@@ -21,11 +22,11 @@ def _mlp(sizes, dtype, seed):
     return ws, bs
 
 
-def _step_fn(ws, bs, opt, loss_kind):
+def _step_fn(ws, bs, opt, loss_kind, activation=nb.tanh):
     def step(x, t):
         h = x
         for w, b in zip(ws[:-1], bs[:-1]):
-            h = nb.tanh(h @ w.T + b)
+            h = activation(h @ w.T + b)
         out = h @ ws[-1].T + bs[-1]
         loss = ((out - t) ** 2).mean() if loss_kind == "mean" else (out * t).sum()
         opt.zero_grad()
@@ -43,8 +44,9 @@ def _program_ops(compiled):
 @settings(max_examples=10, deadline=None)
 @given(sizes=st.lists(st.integers(1, 9), min_size=3, max_size=5),
        rows=st.integers(1, 40), dtype=st.sampled_from([np.float32, np.float64]),
-       loss_kind=st.sampled_from(["mean", "sum"]), seed=st.integers(0, 2**16))
-def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, seed):
+       loss_kind=st.sampled_from(["mean", "sum"]),
+       activation=st.sampled_from([nb.tanh, nb.relu, nb.sigmoid]), seed=st.integers(0, 2**16))
+def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, activation, seed):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((rows, sizes[0])).astype(dtype)
     t = rng.standard_normal((rows, sizes[-1])).astype(dtype)
@@ -52,14 +54,15 @@ def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, see
     for compiled in (False, True):
         ws, bs = _mlp(sizes, dtype, seed)
         opt = nb.optim.SGD(ws + bs, lr=0.05, momentum=0.9)
-        step = _step_fn(ws, bs, opt, loss_kind)
+        step = _step_fn(ws, bs, opt, loss_kind, activation)
         run = nb.compile(step) if compiled else step
         losses = [run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(3)]
         runs.append((losses, [p.numpy() for p in ws + bs],
                      [p.grad.numpy() for p in ws + bs]))
         if compiled:
             ops = _program_ops(run)
-            assert ops.count("linear") == len(sizes) - 1
+            assert ops.count("linear_activation") == len(sizes) - 2
+            assert ops.count("linear") == 1
             assert "permute" not in ops and "matmul" not in ops
     for eager, compiled in zip(*runs):
         for a, b in zip(eager, compiled):
@@ -99,19 +102,54 @@ def test_no_fold_in_a_program_with_create_graph():
     assert "linear" not in _ops_of(step, nb.tensor(np.ones((4, 3)), requires_grad=True))
 
 
+def _eager_and_compiled(x, t, sizes, dtype, seed, lr, activation=nb.tanh, steps=3):
+    """Losses, then parameters and gradients, of ``steps`` SGD steps of the MLP run
+    eagerly and compiled; and the compiled step."""
+    runs = []
+    for compiled in (False, True):
+        ws, bs = _mlp(sizes, dtype, seed)
+        opt = nb.optim.SGD(ws + bs, lr=lr)
+        step = _step_fn(ws, bs, opt, "mean", activation)
+        run = nb.compile(step) if compiled else step
+        runs.append([run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(steps)]
+                    + [p.numpy() for p in ws + bs] + [p.grad.numpy() for p in ws + bs])
+    return runs, run
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_parallel_sizes_folded_give_eager_bits(dtype):
     # rows and widths past the kernels' parallel thresholds (W16's shapes)
     rng = np.random.default_rng(3)
     x = rng.random((256, 2)).astype(dtype)
     t = rng.standard_normal((256, 1)).astype(dtype)
-    runs = []
-    for compiled in (False, True):
-        ws, bs = _mlp([2, 64, 64, 64, 1], dtype, 3)
-        opt = nb.optim.SGD(ws + bs, lr=0.05)
-        step = _step_fn(ws, bs, opt, "mean")
-        run = nb.compile(step) if compiled else step
-        runs.append([run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(3)]
-                    + [p.numpy() for p in ws + bs])
-    for a, b in zip(*runs):
+    (eager, compiled), _ = _eager_and_compiled(x, t, [2, 64, 64, 64, 1], dtype, 3, 0.05)
+    for a, b in zip(eager, compiled):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("activation", [nb.tanh, nb.relu, nb.sigmoid])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_activation_in_the_gemm_epilogue_gives_eager_bits(activation, dtype):
+    # a parallel product ([512, 96] @ [96, 200]), one K deeper than a packed block (700),
+    # and a one-column layer (computed as its transpose: the bias runs along tile rows)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((512, 96)).astype(dtype)
+    t = rng.standard_normal((512, 1)).astype(dtype)
+    (eager, compiled), run = _eager_and_compiled(x, t, [96, 200, 700, 1, 1], dtype, 5, 0.01,
+                                                 activation, steps=2)
+    assert _program_ops(run).count("linear_activation") == 3
+    for a, b in zip(eager, compiled):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_no_activation_fold_where_the_layer_output_is_read_again():
+    (w,), (b,) = _mlp([4, 3], np.float64, 1)
+
+    def step(x):
+        z = nb.linear(x, w, b)
+        h = nb.relu(z)
+        (h * z).sum().backward()
+        return h
+
+    ops = _ops_of(step, nb.tensor(np.ones((5, 4))))
+    assert "linear_activation" not in ops and "linear" in ops

@@ -504,3 +504,43 @@ def test_two_backward_passes_before_the_step_add_their_gradients():
 
     compiled = _assert_close_runs(_pair(make), (x, y), 3, 1e-12)
     assert isinstance(_program(compiled), StepProgram)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "sigmoid"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_bias_and_activation_run_in_the_products_epilogue(activation, dtype):
+    """A parallel product's bias add and relu, tanh or sigmoid run in its epilogue (no
+    loop of their own in the program): the layers' outputs are eager's bits (two terms
+    per sum, a wider layer, a one-column layer computed as its transpose, so with the
+    bias along the tiles' rows), the gradients eager's to rounding."""
+    act = getattr(nb, activation)
+    rng = np.random.default_rng(11)
+    x = nb.tensor(rng.standard_normal((8192, 2)).astype(dtype))
+    y = nb.tensor(rng.standard_normal((8192, 1)).astype(dtype))
+
+    def make():
+        params = _mlp(np.random.default_rng(5), [2, 96, 160, 1], dtype)
+        optimizer = nb.optim.SGD(params, lr=0.01)
+
+        def step(x, y):
+            optimizer.zero_grad()
+            h = x
+            for w, b in zip(params[:-2:2], params[1:-2:2]):
+                h = act(h @ w.T + b)
+            out = nb.sigmoid(h @ params[-2].T + params[-1])
+            ((out - y) ** 2).mean().backward()
+            optimizer.step()
+            return h, out
+        return params, step
+
+    (pe, se), (pc, sc) = _pair(make)
+    for _ in range(2):
+        for e, c in zip(se(x, y), sc(x, y)):
+            np.testing.assert_array_equal(c.numpy(), e.numpy())
+    for p, q in zip(pe, pc):
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5 if dtype == np.float32
+                                   else 1e-12, atol=1e-7)
+    program = _program(sc)
+    assert isinstance(program, StepProgram)
+    assert f"R.{activation}_value" not in program.text and "R.sigmoid_value" not in program.text
+    assert program.text.count("product_into(") == 3 + 5   # forward, and two per backward
