@@ -374,10 +374,10 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
     transposed or the panel partial, or spanning more than ``span`` bytes of b), each
     block swept by the slivers of MR rows of a (in place, or packed if partial; if a is
     read transposed, spans more than ``span`` bytes per block and ``pack_t``, packed
-    GROUP_ROWS rows at a time), each across the block's panels. Each tile of the last
-    block of k then gets its epilogue: the ``bias`` (a pointer) added along its columns
-    or rows (``bias_along``: activation.BIAS_ALONG_*, or NO_BIAS), and the
-    ``activation`` (activation.ACTIVATIONS) applied."""
+    GROUP_ROWS rows at a time), each across the block's panels. In the last block of k,
+    each sliver's rows of the block then get their epilogue while in L1: the ``bias`` (a
+    pointer) added along its columns or rows (``bias_along``: activation.BIAS_ALONG_*,
+    or NO_BIAS), and the ``activation`` (activation.ACTIVATIONS) applied."""
     nr = panel_cols(out)
     one = out.dtype.type(1)
     itemsize = np.uint64(out.itemsize)
@@ -424,13 +424,13 @@ def _block(x, x0, x_t, y, y0, y_t, out, o0, M, N, K, r0, r1, c0, c1, depth, span
                     else:
                         _tile(a_ptr, a0, a_row, a_step, b_ptr, b0, b_step, kc, out_ptr, o, N,
                               rows, width, pc == 0)
-                    if pc + kc == K:
-                        if bias_along != NO_BIAS:
-                            add_bias_tile(out_ptr, o, N, rows, width, bias,
-                                          i0 if bias_along == BIAS_ALONG_ROWS else j0,
-                                          bias_along)
-                        if activation:
-                            activate_tile(out_ptr, o, N, rows, width, activation, one)
+                if pc + kc == K:   # the sliver's rows of the block are done
+                    o = o0 + i0 * N + jc
+                    if bias_along != NO_BIAS:
+                        add_bias_tile(out_ptr, o, N, rows, nc, bias,
+                                      i0 if bias_along == BIAS_ALONG_ROWS else jc, bias_along)
+                    if activation:
+                        activate_tile(out_ptr, o, N, rows, nc, activation, one)
 
 
 # -- the block as one C function ------------------------------------------------------------
