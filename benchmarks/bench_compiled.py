@@ -22,6 +22,8 @@ W10  the digits CNN training step (conv-relu-pool x2, two linear layers, cross-e
      SGD with momentum), batch 64                                          <= 0.8x
 W23  an MLP classifier [128, 64] -> 128 -> 128 -> 10 with ReLU, cross-entropy on integer
      labels, Adam (lr 1e-3): the everyday small training step
+W26  the classifier of W23 wide: [4096, 256] -> 512 -> 512 -> 10, a step of large
+     products (a bias and a ReLU per layer in their epilogues)
 W21  the physics-informed step of notebooks/pinn_poisson.ipynb: -u'' = pi^2 sin(pi x) on
      [0, 1], a tanh MLP 1 -> 32 -> 32 -> 1 at 64 collocation points, u'' by two
      ``grad(..., create_graph=True)``, the residual's mean square plus the boundary's
@@ -346,15 +348,19 @@ def _w16(torch, jax, read_loss: bool = False) -> dict:
                      read_loss=read_loss)
 
 
-W23_SHAPES = {"w0": (128, 64), "b0": (128,), "w1": (128, 128), "b1": (128,),
-              "w2": (10, 128), "b2": (10,)}
+def _classifier_shapes(inputs: int, hidden: int) -> dict:
+    """An MLP classifier inputs -> hidden -> hidden -> 10."""
+    return {"w0": (hidden, inputs), "b0": (hidden,), "w1": (hidden, hidden), "b1": (hidden,),
+            "w2": (10, hidden), "b2": (10,)}
 
 
-def _w23(torch, jax) -> dict:
-    rng = np.random.default_rng(23)
-    x = rng.standard_normal((128, 64)).astype(F32)
-    labels = rng.integers(0, 10, 128)
-    params = _params(rng, W23_SHAPES)
+def _classifier(torch, jax, rows: int, inputs: int, hidden: int, seed: int) -> dict:
+    """W23 and W26: the classifier's step on a batch of ``rows`` (ReLU, cross-entropy,
+    Adam with lr 1e-3)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, inputs)).astype(F32)
+    labels = rng.integers(0, 10, rows)
+    params = _params(rng, _classifier_shapes(inputs, hidden))
     data = _by_library(torch, jax, x, labels)
 
     def loss_of(lib, p):
@@ -589,7 +595,10 @@ WORKLOADS = {"W17": ("W17 point-wise chain fwd+bwd, 1M", _w17),
              "W3": ("W3 tanh fwd+bwd, 4M", _w3),
              "W2": ("W2 gelu fwd+bwd, 4M", _w2),
              "W10": ("W10 digits CNN train step, batch 64", _w10),
-             "W23": ("W23 MLP classifier step, 128 x 64 -> 128 x 2 -> 10, CE", _w23),
+             "W23": ("W23 MLP classifier step, 128 x 64 -> 128 x 2 -> 10, CE",
+                     lambda torch, jax: _classifier(torch, jax, 128, 64, 128, 23)),
+             "W26": ("W26 wide MLP classifier step, 4096 x 256 -> 512 x 2 -> 10, CE",
+                     lambda torch, jax: _classifier(torch, jax, 4096, 256, 512, 26)),
              "W21": ("W21 PINN Poisson step, u'' by create_graph, 64 pts", _w21),
              "W22": ("W22 darcy-fno train step, batch 32 at 16x16", _w22)}
 
