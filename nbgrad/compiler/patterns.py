@@ -13,7 +13,7 @@ through the ops' vjps, which the fold would change.
 
 ``fold_activation``: ``linear`` followed by ``relu``, ``tanh`` or ``sigmoid`` of its output
 (read by nothing else) becomes one ``LinearActivation`` node (ops/matmul.py), whose GEMM
-applies the bias and the activation to each tile as it stores it: two passes over the
+applies the bias and the activation as it stores the product: two passes over the
 layer's output fewer. The same expressions in the same order, so the same bits, forward
 and backward (tests/compiler/test_patterns.py). Not where a backward is differentiated
 again, as above.

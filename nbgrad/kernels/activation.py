@@ -441,9 +441,9 @@ def clamp_tensor_backward(g, x, lo, hi, has_max, gx, glo, ghi):
 
 # -- a matrix product's epilogue (kernels/matmul.py) -------------------------------------------
 #
-# linear's bias add and a following relu, tanh or sigmoid run on each register tile of the
-# product as it is stored (its last block of k), while the tile is in L1, instead of as
-# two more passes over the output. The same expressions as the bias add
+# linear's bias add and a following relu, tanh or sigmoid run on each sliver of rows of
+# the product once its tiles are stored (its last block of k), while it is in L1, instead
+# of as two more passes over the output. The same expressions as the bias add
 # (kernels/elementwise.py) and the kernels above, compiled with their flags, give the same
 # bits. Only activations whose backward reads their output: the product's value before
 # the activation is not kept. The tile functions take pointers (gemm.data_pointer): an

@@ -526,7 +526,7 @@ def _product(x, x_map, x_t, y, y_map, y_t, out, M, N, K, row_parts, col_parts, p
     (arguments, not constants: ``product`` passes
     the host's, kernels/gemm_search.py, and tests other choices; the defaults are the
     fixed ones of ``matrix_product``). ``bias`` (an array), ``bias_along``,
-    ``activation``: each tile's epilogue (``_block``)."""
+    ``activation``: the epilogue (``_block``)."""
     tasks = x_map.size * row_parts * col_parts
     nr = panel_cols(out)
     depth = block_depth(depth_bytes // out.itemsize, K)
@@ -667,7 +667,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
 
     Epilogue, for one product (``len(x_map) == 1``): ``bias`` (C-contiguous [N], out's
     dtype) is added to every row and then the ``activation`` (kernels/activation.py:
-    ``ACTIVATIONS``, 0 for none) applied, each tile as the GEMM stores it."""
+    ``ACTIVATIONS``, 0 for none) applied, each sliver of rows as the GEMM stores it."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]

@@ -13,9 +13,9 @@ docs/derivations.md#matrix-product.
 ``linear(x, W, b) = x @ W^T + b`` (PyTorch's ``nn.functional.linear``) is one op of its
 own: one node instead of a transpose, a product and a sum, with ``dx = g @ W``,
 ``dW = g_rows^T @ x_rows`` and ``db`` the rows of g summed. Its bias is added by the
-GEMM as it stores each tile of the product (kernels/matmul.py), not in a pass of its
-own; ``LinearActivation``, which nb.compile uses, applies a relu, tanh or sigmoid there
-too.
+GEMM as it stores each sliver of rows of the product (kernels/matmul.py), not in a pass
+of its own; ``LinearActivation``, which nb.compile uses, applies a relu, tanh or sigmoid
+there too.
 """
 
 from __future__ import annotations
@@ -269,7 +269,7 @@ _ACTIVATION_BACKWARDS = {"relu": activation_kernels.relu_backward,
 class LinearActivation(Function):
     """``activation(linear(x, weight, bias))`` for relu, tanh or sigmoid as one op, which
     nb.compile puts in place of the two (compiler/patterns.py): the GEMM adds the bias
-    and applies the activation to each tile as it stores it (kernels/matmul.py:
+    and applies the activation to each sliver of rows as it stores it (kernels/matmul.py:
     ``product``'s epilogue). Its backward is the activation's kernel on the saved output
     and then linear's: the two ops' kernels in their order, so the same bits. Not in
     the op table (no vjp: nb.compile does not fold in a program that differentiates a
