@@ -153,3 +153,32 @@ def test_no_activation_fold_where_the_layer_output_is_read_again():
 
     ops = _ops_of(step, nb.tensor(np.ones((5, 4))))
     assert "linear_activation" not in ops and "linear" in ops
+
+
+@pytest.mark.parametrize("activation", [nb.tanh, nb.relu, nb.sigmoid])
+def test_a_batched_layer_with_its_activation_folds_and_gives_eager_bits(activation):
+    # nn.Linear on [batch, tokens, features] (linear of a 3-D input), x needing a gradient
+    rng = np.random.default_rng(9)
+    x_np = rng.standard_normal((3, 70, 24)).astype(np.float32)
+    g_np = rng.standard_normal((3, 70, 40)).astype(np.float32)
+    def step_of(layer):
+        def step(x):
+            y = activation(layer(x))
+            y.backward(nb.tensor(g_np))
+            return y
+        return step
+
+    runs = []
+    for compiled in (False, True):
+        nb.manual_seed(0)
+        layer = nb.nn.Linear(24, 40)
+        step = step_of(layer)
+        run = nb.compile(step) if compiled else step
+        x = nb.tensor(x_np, requires_grad=True)
+        y = run(x)
+        runs.append([y.numpy(), x.grad.numpy(), layer.weight.grad.numpy(),
+                     layer.bias.grad.numpy()])
+        if compiled:
+            assert "linear_activation" in _program_ops(run)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
