@@ -576,9 +576,9 @@ def fused_function(region: Region, index: int) -> type[Function]:
     parallel, serial, source = load_kernel(forward_source(region, name + "_forward"),
                                            name + "_forward")
     forward_kernel = (parallel, serial)
-    backward_kernels: dict = {}
+    backwards = BackwardKernels(region, name + "_backward", lambda key: backward_source(
+        region, name + "_backward", *key))
     buffers: dict = {}
-    backward_sources: list = []   # the generated backward modules, for explain()
     shape, dtype = region.shape, region.dtype
     n = int(np.prod(shape))
 
@@ -591,22 +591,9 @@ def fused_function(region: Region, index: int) -> type[Function]:
         return tuple(outs) if len(outs) > 1 else outs[0]
 
     def backward(ctx, *grads):
-        layouts = tuple(grad_layout(g) for g in grads)
-        needed = ctx.needs_input_grad
-        key = (layouts, needed)
-        if key not in backward_kernels:
-            kernel_name = f"{name}_backward"
-            src, written = backward_source(region, kernel_name, layouts, needed)
-            parallel_b, serial_b, module_source = load_kernel(src, kernel_name)
-            backward_sources.append(module_source)
-            backward_kernels[key] = ((parallel_b, serial_b), written)
-        kernel, written = backward_kernels[key]
+        key = (tuple(grad_layout(g) for g in grads), ctx.needs_input_grad)
         flat_grads = [grad_argument(g) for g in grads if g is not None]
-        partials, gins = gradient_buffers(region, written, buffers, n)
-        _run(kernel, n, *row_arguments(region, n), *ctx.saved_tensors, *flat_grads,
-             *partials, *[g.reshape(-1) for g in gins])
-        gins = dict(zip(written, gins))
-        return tuple(gins.get(j) for j in range(len(region.inputs)))
+        return backwards.run(key, n, *ctx.saved_tensors, *flat_grads)
 
     def vjp(ctx, *grads):
         return region_vjp(region, ctx, grads)
@@ -616,9 +603,35 @@ def fused_function(region: Region, index: int) -> type[Function]:
         "op_name": f"fused[{', '.join(n.describe() for n in region.nodes)}]",
         "forward": staticmethod(forward), "backward": staticmethod(backward),
         "vjp": staticmethod(vjp), "source": source, "region": region,
-        "backward_sources": backward_sources,
+        "backward_sources": backwards.sources,
     })
     return cls
+
+
+class BackwardKernels:
+    """A region's backward kernels, one per key (the inputs that need a gradient, and
+    what else the source depends on), made by ``build(key) -> (source, inputs
+    written)``; their modules also have the lines ``imports``."""
+
+    def __init__(self, region: Region, name: str, build: Any, imports: str = "") -> None:
+        self.region, self.name, self.build, self.imports = region, name, build, imports
+        self.kernels: dict = {}
+        self.sources: list = []     # the generated modules, for explain()
+        self.buffers: dict = {}     # the gradients' arrays (``reused``)
+
+    def run(self, key: Any, n: int, *arrays: Any) -> tuple:
+        """The inputs' gradients (None where not written) from the kernel's ``arrays``."""
+        if key not in self.kernels:
+            source, written = self.build(key)
+            parallel, serial, module_source = load_kernel(source, self.name, self.imports)
+            self.sources.append(module_source)
+            self.kernels[key] = ((parallel, serial), written)
+        kernel, written = self.kernels[key]
+        partials, gins = gradient_buffers(self.region, written, self.buffers, n)
+        _run(kernel, n, *row_arguments(self.region, n), *arrays, *partials,
+             *[a.reshape(-1) for a in gins])
+        found = dict(zip(written, gins))
+        return tuple(found.get(j) for j in range(len(self.region.inputs)))
 
 
 def region_vjp(region: Region, ctx: Any, grads: tuple, tail: Any = None) -> tuple:

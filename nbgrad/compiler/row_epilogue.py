@@ -39,6 +39,7 @@ from ..function import Function
 from ..ops._loss_reduction import reduced
 from ..ops.loss_classification import check_classes, cross_entropy_rows
 from .fusion import (
+    BackwardKernels,
     Region,
     _flat,
     _forward_values,
@@ -49,7 +50,6 @@ from .fusion import (
     _row_loads,
     _run,
     adjoints,
-    gradient_buffers,
     gradient_parameters,
     load_kernel,
     region_vjp,
@@ -98,8 +98,8 @@ def fused_function(region: Region, tail: OpNode, index: int) -> type[Function]:
     parallel, serial, source = load_kernel(_forward_source(region, name + "_forward",
                                                            forward_row),
                                            name + "_forward", IMPORTS)
-    backwards = _Backwards(region, name + "_backward", lambda needed: _backward_source(
-        region, name + "_backward", forward_row, backward_row, needed))
+    backwards = BackwardKernels(region, name + "_backward", lambda needed: _backward_source(
+        region, name + "_backward", forward_row, backward_row, needed), IMPORTS)
     shape, dtype = region.shape, region.dtype
     n = int(np.prod(shape))
     buffers: dict = {}
@@ -118,33 +118,8 @@ def fused_function(region: Region, tail: OpNode, index: int) -> type[Function]:
     return _function_class(region, tail, index, forward, backward, source, backwards)
 
 
-class _Backwards:
-    """A row loop's backward kernels, one per set of inputs that need a gradient, made
-    by ``build(needed) -> (source, inputs written)``."""
-
-    def __init__(self, region: Region, name: str, build: Any) -> None:
-        self.region, self.name, self.build = region, name, build
-        self.kernels: dict = {}
-        self.sources: list = []     # the generated modules, for explain()
-        self.buffers: dict = {}     # the gradients' arrays (fusion.reused)
-
-    def run(self, needed: tuple, n: int, *arrays: Any) -> tuple:
-        """The inputs' gradients (None where not needed) from the kernel's ``arrays``."""
-        if needed not in self.kernels:
-            source, written = self.build(needed)
-            parallel, serial, module_source = load_kernel(source, self.name, IMPORTS)
-            self.sources.append(module_source)
-            self.kernels[needed] = ((parallel, serial), written)
-        kernel, written = self.kernels[needed]
-        partials, gins = gradient_buffers(self.region, written, self.buffers, n)
-        _run(kernel, n, *row_arguments(self.region, n), *arrays, *partials,
-             *[a.reshape(-1) for a in gins])
-        found = dict(zip(written, gins))
-        return tuple(found.get(j) for j in range(len(self.region.inputs)))
-
-
 def _function_class(region: Region, tail: OpNode, index: int, forward: Any, backward: Any,
-                    source: str, backwards: _Backwards) -> type[Function]:
+                    source: str, backwards: BackwardKernels) -> type[Function]:
     ops = ", ".join(node.describe() for node in region.nodes + [tail])
 
     def vjp(ctx, *grads):
@@ -165,8 +140,8 @@ def _cross_entropy_function(region: Region, tail: OpNode, index: int) -> type[Fu
     name = f"region{index}_cross_entropy"
     parallel, serial, source = load_kernel(_cross_entropy_forward(region, name + "_forward"),
                                            name + "_forward", IMPORTS)
-    backwards = _Backwards(region, name + "_backward", lambda needed: _cross_entropy_backward(
-        region, name + "_backward", needed))
+    backwards = BackwardKernels(region, name + "_backward", lambda needed: (
+        _cross_entropy_backward(region, name + "_backward", needed)), IMPORTS)
     shape, dtype = region.shape, region.dtype
     n, reduction = int(np.prod(shape)), tail.params.get("reduction", "mean")
 
