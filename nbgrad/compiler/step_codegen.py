@@ -34,6 +34,7 @@ from ..kernels.activation import (
     ACTIVATIONS,
     BIAS_ALONG_COLUMNS,
     BIAS_ALONG_ROWS,
+    NO_ACTIVATION,
     NO_BIAS,
     apply_epilogue,
 )
@@ -84,7 +85,7 @@ def with_epilogues(eqns: list[Eqn], kept: set[int], dtype: np.dtype) -> list[Eqn
         run = _epilogue_run(eqns, p, readers, kept, dtype)
         if run:
             mm, add, *act = run
-            code = ACTIVATIONS[act[0].prim] if act else 0
+            code = ACTIVATIONS[act[0].prim] if act else NO_ACTIVATION
             folded.append(Eqn("mm", (*mm.ins, add.ins[1]), (*mm.params, code), run[-1].out))
         else:
             folded.append(eqns[p])

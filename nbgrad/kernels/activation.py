@@ -449,7 +449,8 @@ def clamp_tensor_backward(g, x, lo, hi, has_max, gx, glo, ghi):
 # the activation is not kept. The tile functions take pointers (gemm.data_pointer): an
 # array argument would cost two atomic reference-count updates per tile.
 
-ACTIVATIONS = {None: 0, "relu": 1, "tanh": 2, "sigmoid": 3}
+NO_ACTIVATION, RELU, TANH, SIGMOID = 0, 1, 2, 3
+ACTIVATIONS = {"relu": RELU, "tanh": TANH, "sigmoid": SIGMOID}   # op name -> code
 # where a bias runs: none, along the output's columns (one value per column), or its rows
 NO_BIAS, BIAS_ALONG_COLUMNS, BIAS_ALONG_ROWS = 0, 1, 2
 
@@ -472,19 +473,19 @@ def add_bias_tile(out, o, ldo, rows, cols, bias, b0, along):
 @njit(**SERIAL_IEEE_DIV_FMA)
 def activate_tile(out, o, ldo, rows, cols, activation, one):
     """out[o + r ldo + j] = f(out[o + r ldo + j]) for r < rows, j < cols, f the
-    ``ACTIVATIONS`` code's function as relu_forward, tanh_forward and sigmoid_forward
+    code's function (``ACTIVATIONS``) as relu_forward, tanh_forward and sigmoid_forward
     compute it; out is a pointer, ``one`` 1 in its dtype."""
     zero = one - one
     for r in range(rows):
         row = o + r * ldo
-        if activation == 1:
+        if activation == RELU:
             for j in range(cols):
                 v = out[row + j]
                 out[row + j] = zero if v < zero else v
-        elif activation == 2:
+        elif activation == TANH:
             for j in range(cols):
                 out[row + j] = tanh(out[row + j])
-        elif activation == 3:
+        elif activation == SIGMOID:
             for j in range(cols):
                 out[row + j] = _sigmoid(out[row + j], one)
 

@@ -667,7 +667,7 @@ def product(x: np.ndarray, y: np.ndarray, x_map: np.ndarray, y_map: np.ndarray,
 
     Epilogue, for one product (``len(x_map) == 1``): ``bias`` (C-contiguous [N], out's
     dtype) is added to every row and then the ``activation`` (kernels/activation.py:
-    ``ACTIVATIONS``, 0 for none) applied, each sliver of rows as the GEMM stores it."""
+    ``ACTIVATIONS`` code, or NO_ACTIVATION) applied, each sliver of rows as the GEMM stores it."""
     M = x.shape[2] if x_t else x.shape[1]
     K = x.shape[1] if x_t else x.shape[2]
     N = y.shape[1] if y_t else y.shape[2]

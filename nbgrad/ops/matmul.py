@@ -225,13 +225,9 @@ def _linear_samples(rng):
 class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
-        arrays = (x, weight) if bias is None else (x, weight, bias)
-        dtype = promoted_dtype(*(a.dtype for a in arrays))
-        x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+        x, weight, bias = _linear_operands(x, weight, bias)
         ctx.save_for_backward(x, weight)
-        if bias is not None:
-            bias = np.ascontiguousarray(bias, dtype)
-        y = _product(_rows(x), weight, False, True, bias)  # the bias added as tiles are stored
+        y = _product(_rows(x), weight, False, True, bias)  # the bias added as it is stored
         return y.reshape(x.shape[:-1] + weight.shape[:1])
 
     @staticmethod
@@ -248,6 +244,14 @@ class Linear(Function):
         gw = g_rows.transpose() @ x.reshape(-1, x.shape[-1]) if need_w else None
         gb = g_rows.sum(0) if need_b else None
         return gx, gw, gb
+
+
+def _linear_operands(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None) -> tuple:
+    """x, weight and bias (C-contiguous, or None) in their promoted dtype."""
+    arrays = (x, weight) if bias is None else (x, weight, bias)
+    dtype = promoted_dtype(*(a.dtype for a in arrays))
+    x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
+    return x, weight, None if bias is None else np.ascontiguousarray(bias, dtype)
 
 
 def _linear_grads(g: np.ndarray, x: np.ndarray, weight: np.ndarray, needs: tuple) -> tuple:
@@ -279,11 +283,7 @@ class LinearActivation(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias, activation):
-        arrays = (x, weight) if bias is None else (x, weight, bias)
-        dtype = promoted_dtype(*(a.dtype for a in arrays))
-        x, weight = x.astype(dtype, copy=False), weight.astype(dtype, copy=False)
-        if bias is not None:
-            bias = np.ascontiguousarray(bias, dtype)
+        x, weight, bias = _linear_operands(x, weight, bias)
         y = _product(_rows(x), weight, False, True, bias, ACTIVATIONS[activation])
         ctx.save_for_backward(x, weight, y)
         return y.reshape(x.shape[:-1] + weight.shape[:1])
