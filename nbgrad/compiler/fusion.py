@@ -311,11 +311,12 @@ def _row_index(read: Broadcast) -> str:
 
 def _forward_values(region: Region, names: _Names) -> list[str]:
     lines = []
+    signs = rules.Signs()
     for node in region.nodes:
-        rule = rules.RULES[node.fn.op_name]
-        args = ", ".join(names.of(r) for r in node.inputs)
-        lines.append(f"v{node.outputs[0]} = R.{rule.value_for(region.dtype)}({args}, one)  "
-                     f"# {node.describe()}")
+        operands, out = [names.of(r) for r in node.inputs], f"v{node.outputs[0]}"
+        value = signs.value_for(node.fn.op_name, region.dtype, operands)
+        signs.note(node.fn.op_name, operands, out)
+        lines.append(f"{out} = R.{value}({', '.join(operands)}, one)  # {node.describe()}")
     return lines
 
 

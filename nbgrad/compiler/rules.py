@@ -3,10 +3,11 @@ operand, one element at a time, as the eager kernels compute them.
 
 A fused loop (``compiler/fusion.py``) calls these functions where the eager op would
 have run its kernel over the whole array. Each is compiled with the preset of the eager
-kernel it mirrors (``runtime/jit.py``): the arithmetic of ``kernels/elementwise.py`` and
-``strided_apply`` has no fast-math flags, that of ``kernels/activation.py`` may contract
-a * b + c into one FMA. LLVM keeps the flags per instruction when it inlines a function,
-so the fused loop gives the eager op's bits (``tests/compiler`` checks it op by op).
+kernel it mirrors (``runtime/jit.py``): the binary arithmetic of ``strided_apply`` has no
+fast-math flags; the unary kernel of ``kernels/elementwise.py`` (exp, log) and those of
+``kernels/activation.py`` may contract a * b + c into one FMA. LLVM keeps the flags per
+instruction when it inlines a function, so the fused loop gives the eager op's bits
+(``tests/compiler`` checks it op by op).
 
 Signatures: ``<op>_value(*operands, one)`` and ``<op>_grad<k>(g, *operands, y, one)`` for
 the gradient of operand k, with ``y`` the op's value and ``one`` 1 in the dtype. The
@@ -23,11 +24,11 @@ import numpy as np
 from numba import njit
 
 from ..kernels.activation import _INV_SQRT2PI_F32, _cdf_f32, _sigmoid, _swish_slope
-from ..kernels.fastmath import erf, exp, log, tanh
+from ..kernels.fastmath import erf, exp, exp_nonpositive, log, tanh
 from ..runtime.jit import SERIAL_IEEE_DIV, SERIAL_IEEE_DIV_FMA
 
-PLAIN = SERIAL_IEEE_DIV        # kernels/elementwise.py, strided_apply: no fast-math flags
-CONTRACT = SERIAL_IEEE_DIV_FMA  # kernels/activation.py: a * b + c may be one FMA
+PLAIN = SERIAL_IEEE_DIV        # strided_apply's binary ops: no fast-math flags
+CONTRACT = SERIAL_IEEE_DIV_FMA  # the unary kernel, activation.py: a * b + c may be one FMA
 
 
 @dataclass(frozen=True)
@@ -118,9 +119,16 @@ def neg_grad0(g, x, y, one):
     return -g
 
 
-@njit(**PLAIN)
+@njit(**CONTRACT)
 def exp_value(x, one):
     return exp(x)
+
+
+@njit(**CONTRACT)
+def exp_nonpositive_value(x, one):
+    """exp of an operand known to be <= 0 (or NaN): exp's bits, without its overflow edge
+    (``Signs``)."""
+    return exp_nonpositive(x)
 
 
 @njit(**PLAIN)
@@ -128,7 +136,7 @@ def exp_grad0(g, x, y, one):
     return g * y
 
 
-@njit(**PLAIN)
+@njit(**CONTRACT)
 def log_value(x, one):
     return log(x)
 
@@ -228,3 +236,69 @@ RULES: dict[str, Rule] = {
     "gelu": Rule(1, "gelu_value_{dtype}", ("gelu_grad0_{dtype}",),
                  (("approximate", "none"),)),
 }
+
+
+_NONNEGATIVE_OUTPUTS = frozenset({"exp", "sigmoid", "relu"})
+_SIGN_KEEPING = frozenset({"tanh"})
+
+
+class Signs:
+    """What a loop body knows of the signs of its values from how they are made, NaN
+    aside (every rule passes NaN on): exp, sigmoid, relu and a * a are >= 0, -a * a is
+    <= 0, tanh keeps its operand's sign, a negation flips it, and a product or a sum of
+    known signs has one. Values are keyed by their text in the generated body, which
+    names one value throughout it.
+
+    ``value_for`` names the value function of an op: exp of an operand known <= 0 (a
+    Gaussian's exp(-x * x)) is ``exp_nonpositive_value``, exp's bits with fewer
+    operations (``tests/kernels/test_fastmath.py`` checks the bits)."""
+
+    def __init__(self) -> None:
+        self._sign: dict[str, int] = {}       # +1: >= 0, -1: <= 0
+        self._negation_of: dict[str, str] = {}
+
+    def constant(self, text: str, value: float) -> None:
+        if value == 0 or value != value:
+            return
+        self._sign[text] = 1 if value > 0 else -1
+
+    def note(self, prim: str, operands: list[str], out: str) -> None:
+        """Note what is known of ``out``, made by ``prim`` from ``operands``."""
+        sign = self._sign_of(prim, operands)
+        if sign:
+            self._sign[out] = sign
+        if prim == "neg":
+            self._negation_of[out] = operands[0]
+
+    def sign(self, text: str) -> int:
+        """+1 if the value ``text`` is known to be >= 0, -1 if <= 0, else 0."""
+        return self._sign.get(text, 0)
+
+    def value_for(self, prim: str, dtype: np.dtype, operands: list[str]) -> str:
+        """The rule's value function for ``prim`` on ``operands``."""
+        if prim == "exp" and self.sign(operands[0]) == -1:
+            return "exp_nonpositive_value"
+        return RULES[prim].value_for(dtype)
+
+    def _sign_of(self, prim: str, operands: list[str]) -> int:
+        if prim in _NONNEGATIVE_OUTPUTS:
+            return 1
+        signs = [self.sign(a) for a in operands]
+        if prim in _SIGN_KEEPING:
+            return signs[0]
+        if prim == "neg":
+            return -signs[0]
+        if prim == "square":
+            return 1
+        if prim == "mul":
+            a, b = operands
+            if a == b:
+                return 1
+            if self._negation_of.get(a) == b or self._negation_of.get(b) == a:
+                return -1
+            return signs[0] * signs[1]
+        if prim == "add" and signs[0] == signs[1]:
+            return signs[0]
+        if prim == "sub" and signs[0] == -signs[1]:
+            return signs[0]
+        return 0

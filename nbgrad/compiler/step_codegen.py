@@ -275,10 +275,13 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
                if isinstance(v, Var) and v.index not in made]
     flat = all(v.shape == shape or v.size == 1 for v in outside)
     here = "i" if flat else "k"
+    signs = rules.Signs()
 
     def operand(v: Any) -> str:
         if not isinstance(v, Var):
-            return f"np.{dt}({float(v)!r})"
+            text = f"np.{dt}({float(v)!r})"
+            signs.constant(text, float(v))
+            return text
         if v.index in made:
             return f"t{v.index}"
         if v.size == 1:
@@ -287,7 +290,9 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
 
     body = [] if flat else [f"k = {_index(shape, shape)}"]
     for eqn in members:
-        body.append(f"t{eqn.out.index} = {_value(eqn, [operand(v) for v in eqn.ins], dt)}")
+        ops, out = [operand(v) for v in eqn.ins], f"t{eqn.out.index}"
+        body.append(f"{out} = {_value(eqn, ops, dt, signs)}")
+        signs.note(eqn.prim, ops, out)
         if eqn.out.index in stored:
             body.append(f"{_name(eqn.out.index, where)}[{here}] = t{eqn.out.index}")
     n = max(math.prod(shape), 1)
@@ -301,9 +306,9 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
     return _nest(shape, body, parallel=n >= PARALLEL_MIN)
 
 
-def _value(eqn: Eqn, ops: list[str], dt: str) -> str:
+def _value(eqn: Eqn, ops: list[str], dt: str, signs: rules.Signs) -> str:
     if eqn.prim in rules.RULES:
-        return f"R.{rules.RULES[eqn.prim].value_for(dt)}({', '.join(ops)}, one)"
+        return f"R.{signs.value_for(eqn.prim, dt, ops)}({', '.join(ops)}, one)"
     if eqn.prim == "step":
         return f"one if {ops[0]} > 0 else one - one"
     if eqn.prim == "fill":

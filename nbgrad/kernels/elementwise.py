@@ -21,7 +21,13 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from ..runtime.jit import CHUNK, PARALLEL_IEEE_DIV, SERIAL_IEEE_DIV, njit_with_serial
+from ..runtime.jit import (
+    CHUNK,
+    PARALLEL_IEEE_DIV,
+    SERIAL_IEEE_DIV,
+    SERIAL_IEEE_DIV_FMA,
+    njit_with_serial,
+)
 from .fastmath import erf, exp, log
 from .strided_apply import BLOCK, binary_block
 
@@ -29,10 +35,11 @@ from .strided_apply import BLOCK, binary_block
 EXP, LOG, SQRT, ABS, NEG = range(5)
 
 
-@njit(**SERIAL_IEEE_DIV)
+@njit(**SERIAL_IEEE_DIV_FMA)
 def _unary_block(op, x, out):
     """out[i] = f(x[i]) for EXP (fastmath exp), LOG (fastmath log), SQRT (the sqrt
-    instruction, not libm), ABS, NEG."""
+    instruction, not libm), ABS, NEG. Compiled with FMA contraction: exp's and log's
+    polynomials take one FMA per term (fastmath's error bounds hold either way)."""
     if op == EXP:
         for i in range(x.size):
             out[i] = exp(x[i])
