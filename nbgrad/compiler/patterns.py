@@ -11,12 +11,14 @@ folds only where the two intermediates are read by nothing else, and not in a pr
 that differentiates a backward pass again (``create_graph``): second derivatives go
 through the ops' vjps, which the fold would change.
 
-``fold_activation``: ``linear`` followed by ``relu``, ``tanh`` or ``sigmoid`` of its output
-(read by nothing else) becomes one ``LinearActivation`` node (ops/matmul.py), whose GEMM
-applies the bias and the activation as it stores the product: two passes over the
-layer's output fewer. The same expressions in the same order, so the same bits, forward
-and backward (tests/compiler/test_patterns.py). Not where a backward is differentiated
-again, as above.
+``fold_activation``: ``linear`` or ``conv2d`` followed by ``relu``, ``tanh`` or ``sigmoid``
+of its output (read by nothing else) becomes one ``LinearActivation`` node
+(ops/matmul.py), whose GEMM applies the bias and the activation as it stores the product,
+or one ``Conv2dActivation`` node (ops/conv.py), whose kernels apply the activation to
+each output plane as they store it: a pass over the layer's output fewer, and no array
+for the value before the activation. The same expressions in the same order, so the
+same bits, forward and backward (tests/compiler/test_patterns.py). Not where a backward
+is differentiated again, as above.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..kernels.activation import ACTIVATIONS
+from ..ops.conv import Conv2d, Conv2dActivation
 from ..ops.matmul import Linear, LinearActivation
 from .trace import BackwardNode, GradNode, OpNode, Slot
 
@@ -35,9 +38,10 @@ def fold_linear(nodes: list, last_read: dict[int, int]) -> list:
 
 
 def fold_activation(nodes: list, last_read: dict[int, int]) -> list:
-    """``nodes`` with every ``linear`` followed by ``relu``, ``tanh`` or ``sigmoid`` of it as
-    one ``LinearActivation`` node (``last_read`` as for ``fold_linear``)."""
-    return _folded(nodes, last_read, _linear_activation_at, 2)
+    """``nodes`` with every ``linear`` or ``conv2d`` followed by ``relu``, ``tanh`` or
+    ``sigmoid`` of it as one node of ``_WITH_ACTIVATION`` (``last_read`` as for
+    ``fold_linear``)."""
+    return _folded(nodes, last_read, _activation_at, 2)
 
 
 def _folded(nodes: list, last_read: dict[int, int], fold_at: Any, length: int) -> list:
@@ -89,19 +93,24 @@ def _linear_shapes(h: Any, w: Any, b: Any) -> bool:
             and h_dtype.kind == "f")
 
 
-def _linear_activation_at(nodes: list, i: int, last_read: dict[int, int]) -> OpNode | None:
-    """The ``LinearActivation`` node for ``nodes[i:i + 2]`` if they are an activation of a
-    linear layer's output that nothing else reads, else None."""
+# a layer's op -> the op that applies its activation as it stores its output
+_WITH_ACTIVATION = {Linear: LinearActivation, Conv2d: Conv2dActivation}
+
+
+def _activation_at(nodes: list, i: int, last_read: dict[int, int]) -> OpNode | None:
+    """The ``_WITH_ACTIVATION`` node for ``nodes[i:i + 2]`` if they are an activation of a
+    layer's output that nothing else reads, else None."""
     run = nodes[i:i + 2]
     if len(run) < 2 or not all(isinstance(n, OpNode) and not n.several for n in run):
         return None
-    linear, act = run
-    if (linear.fn is not Linear or act.fn.op_name not in ACTIVATIONS or act.params
-            or linear.grad_enabled != act.grad_enabled):
+    layer, act = run
+    folded = _WITH_ACTIVATION.get(layer.fn)
+    if (folded is None or act.fn.op_name not in ACTIVATIONS or act.params
+            or layer.grad_enabled != act.grad_enabled):
         return None
-    (y,) = linear.outputs
+    (y,) = layer.outputs
     if act.inputs != (Slot(y),) or last_read.get(y) != i + 1:
         return None
-    return OpNode(LinearActivation, linear.inputs, {"activation": act.fn.op_name},
-                  act.grad_enabled, act.outputs, False, act.line, linear.input_meta,
+    return OpNode(folded, layer.inputs, {**layer.params, "activation": act.fn.op_name},
+                  act.grad_enabled, act.outputs, False, act.line, layer.input_meta,
                   act.out_meta)

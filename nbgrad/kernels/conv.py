@@ -22,7 +22,8 @@ does not divide the span) get a zero gradient.
 Six implementations (ops/conv_plan.py picks one per role, and the serial or the
 parallel form of it by its work; runtime/jit.py: njit_with_serial, PARALLEL_WORK_MIN;
 the ``*_cols`` kernels have one form, run in one slot or several). Each family's module
-has the same entry points, which ops/conv.py calls: ``forward(x, w, b, geometry, run)``,
+has the same entry points, which ops/conv.py calls: ``forward(x, w, b, geometry, run,
+activation)``,
 ``input_grad(g, w, dx, geometry, run)`` and ``weight_grad(x, g, geometry, run)`` (those
 it has), with ``geometry`` a ``ConvGeometry`` and ``run`` a ``KernelRun``:
 * ``*_direct`` (here): the loop nests above, parallel over independent outputs: the
@@ -66,7 +67,9 @@ import numpy as np
 from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, SERIAL, SERIAL_REASSOC, njit_with_serial
+from .activation import NO_ACTIVATION, activate_tile
 from .basics import vector_sum
+from .gemm import data_pointer
 
 
 class ConvGeometry(NamedTuple):
@@ -206,9 +209,19 @@ def tap_spans(KH, KW, sh, sw, ph, pw, dh, dw, H, W, OH, OW):
     return spans
 
 
+@njit(**SERIAL)
+def activate_in_place(a, activation):
+    """a = f(a) for a 1-D contiguous ``a`` and an activation code of kernels/activation.py
+    (NO_ACTIVATION: a is left as it is): the layer's activation, applied to each output
+    plane of a convolution as it is stored, by the activation kernels' own function."""
+    if activation != NO_ACTIVATION:
+        activate_tile(data_pointer(a), 0, a.size, 1, a.size, activation, a.dtype.type(1))
+
+
 @njit_with_serial(**PARALLEL)
-def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
-    """y[N, F, OH, OW]; ``b`` has F entries (zeros for no bias). Parallel over (n, f)."""
+def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, activation):
+    """y[N, F, OH, OW]; ``b`` has F entries (zeros for no bias); each plane then goes
+    through ``activation`` (``activate_in_place``). Parallel over (n, f)."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
@@ -228,6 +241,7 @@ def conv2d_forward_direct(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW):
                     # out[oh, ow] += wv * xc[oh*sh + kh*dh - ph, ow*sw + kw*dw - pw]
                     row_axpy(out[oh], wv, xc[oh * sh + spans[t, 4]], spans[t, 2], spans[t, 3],
                              sw, spans[t, 5])
+        activate_in_place(out.reshape(-1), activation)
     return y
 
 
@@ -287,10 +301,10 @@ def conv2d_weight_grad_direct(x, g, KH, KW, sh, sw, ph, pw, dh, dw, groups):
 
 
 @njit(**SERIAL)
-def planes_from_pitch(yq, Fg, pitch, b, f0, y_n):
+def planes_from_pitch(yq, Fg, pitch, b, f0, y_n, activation):
     """y_n[f0 + fl, oh, ow] = yq[fl, oh*pitch + ow] + b[f0 + fl] for fl < Fg: a group's
     output planes from rows computed on a wider pitch (the columns past OW are
-    scratch)."""
+    scratch), each plane then through ``activation`` (``activate_in_place``)."""
     _, OH, OW = y_n.shape
     for fl in range(Fg):
         f = f0 + fl
@@ -299,6 +313,7 @@ def planes_from_pitch(yq, Fg, pitch, b, f0, y_n):
             dst = y_n[f, oh]
             for ow in range(OW):
                 dst[ow] = src[ow] + b[f]
+        activate_in_place(y_n[f].reshape(-1), activation)
 
 
 @njit(**SERIAL_REASSOC)
@@ -351,8 +366,9 @@ def conv2d_bias_grad(g):
 
 
 @njit_with_serial(**PARALLEL)
-def add_channel_bias(y, b):
-    """y[n, f] += b[f] in place. Parallel over (n, f)."""
+def add_channel_bias(y, b, activation):
+    """y[n, f] = activation(y[n, f] + b[f]) in place (``activate_in_place``). Parallel
+    over (n, f)."""
     N, F, H, W = y.shape
     for nf in prange(N * F):
         plane = y[nf // F, nf % F]
@@ -360,12 +376,14 @@ def add_channel_bias(y, b):
         for i in range(H):
             for j in range(W):
                 plane[i, j] += bias
+        activate_in_place(plane.reshape(-1), activation)
 
 
 # -- the direct family's entry points (ops/conv.py) -----------------------------------------
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
-            run: KernelRun) -> np.ndarray:
-    return run.form_of(conv2d_forward_direct)(x, w, b, *geometry.scalars, *geometry.out_hw)
+            run: KernelRun, activation: int) -> np.ndarray:
+    return run.form_of(conv2d_forward_direct)(x, w, b, *geometry.scalars, *geometry.out_hw,
+                                              activation)
 
 
 def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,

@@ -31,7 +31,7 @@ from numba import njit, prange, types
 
 from ..runtime.jit import PARALLEL, SERIAL, compiled_once, plain
 from .basics import dot
-from .conv import ConvGeometry, KernelRun
+from .conv import ConvGeometry, KernelRun, activate_in_place
 from .conv_gemm import group_filters, zeros2
 from .matmul import matrix_product
 
@@ -261,8 +261,9 @@ def gather_grad(g, n0, nb, f0, Fg, gb, f_step, j_step):
 
 
 @njit(**SERIAL)
-def store_outputs(out, y, bias, n0, nb, f0, Fg):
-    """y[n0 + b, f0 + fl] (flattened) = out[fl, b*M: (b + 1)*M] + bias[f0 + fl]."""
+def store_outputs(out, y, bias, n0, nb, f0, Fg, activation):
+    """y[n0 + b, f0 + fl] (flattened) = activation(out[fl, b*M: (b + 1)*M] + bias[f0 + fl])
+    (``activate_in_place``)."""
     F = y.shape[1]
     M = y.shape[2] * y.shape[3]
     P = out.shape[1]
@@ -276,6 +277,7 @@ def store_outputs(out, y, bias, n0, nb, f0, Fg):
             bf = bias[f0 + fl]
             for m in range(Mu):
                 dst[d0 + m] = src[s0 + m] + bf
+            activate_in_place(dst[d0:d0 + Mu], activation)
 
 
 # The slot bodies are C functions (runtime/jit.py: compiled_once), each compiled once
@@ -306,9 +308,9 @@ def block_images(blk, B, N):
     return n0, min(B, N - n0)
 
 
-@compiled_once(slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=10), **SERIAL)
+@compiled_once(slot_signature(4, 3, 1, 4, 1, 2, 1, scalars=11), **SERIAL)
 def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph, pw, dh, dw,
-                   B, keep):
+                   B, keep, activation):
     """Blocks s, s + slots, ... of ``conv2d_forward_cols`` in slot s's buffers. The im2col
     matrix of block blk and group gi goes to cols[blk*groups + gi] if ``keep`` (the
     matrices kept for the weight gradient, a partial block's unused columns zeroed), else
@@ -326,14 +328,15 @@ def forward_blocks(s, slots, x, w_flat, b, y, xp, cols, out, KH, KW, sh, sw, ph,
             if keep and nb < B:
                 zero_columns_from(c, Kg, P, nb * OH * OW)
             matrix_product(w_flat[gi], False, c, False, out, Fg, P, Kg)
-            store_outputs(out.reshape(Fg, P), y, b, n0, nb, gi * Fg, Fg)
+            store_outputs(out.reshape(Fg, P), y, b, n0, nb, gi * Fg, Fg, activation)
 
 
 @njit(**PARALLEL)
-def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots, kept):
+def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slots, kept,
+                        activation):
     """As ``conv2d_forward_direct``: per block of B images and group,
     out[fl, j] = sum_k w[f, k] cols[k, j] (kernels/matmul.py: matrix_product), then
-    y = out + b. The blocks are shared out over ``slots`` (one parallel region; one
+    y = activation(out + b). The blocks are shared out over ``slots`` (one parallel region; one
     slot runs in the calling thread). ``kept``: [blocks * groups, Kg * P] to keep every
     block's im2col matrix in (for ``conv2d_weight_grad_cols``), or [0, 0] for none."""
     N, C, H, W = x.shape
@@ -349,13 +352,13 @@ def conv2d_forward_cols(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, B, slot
     y = np.empty((N, F, OH, OW), x.dtype)
     if slots == 1:
         forward_blocks(plain(0), slots, x, w_flat, b, y, xp[0], kept if keep else cols,
-                       out[0], KH, KW, sh, sw, ph, pw, dh, dw, B, keep)
+                       out[0], KH, KW, sh, sw, ph, pw, dh, dw, B, keep, activation)
         return y
     for s in prange(slots):
         # prange's index is unsigned: as an int64, one compile of forward_blocks serves both
         forward_blocks(np.int64(s), slots, x, w_flat, b, y, xp[s],
                        kept if keep else cols[s:s + 1], out[s], KH, KW, sh, sw, ph, pw, dh,
-                       dw, B, keep)
+                       dw, B, keep, activation)
     return y
 
 
@@ -544,9 +547,9 @@ def _kept(run: KernelRun, like: np.ndarray) -> np.ndarray:
 
 
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
-            run: KernelRun) -> np.ndarray:
+            run: KernelRun, activation: int) -> np.ndarray:
     return conv2d_forward_cols(x, w, b, *geometry.scalars, *geometry.out_hw, run.block,
-                               run.slots, _kept(run, x))
+                               run.slots, _kept(run, x), activation)
 
 
 def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,

@@ -107,9 +107,9 @@ def phase_planes(xn, planes, sh, sw, ph, pw, Hq, Wq, used):
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
+def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots, activation):
     """As ``conv2d_forward_direct``: yq = w[group] @ (offset matrix of the planes), then
-    y[n, f, oh, ow] = yq[f, oh*Wq + ow] + b[f]. Parallel over images."""
+    y[n, f, oh, ow] = activation(yq[f, oh*Wq + ow] + b[f]). Parallel over images."""
     N, C, H, W = x.shape
     F, Cg, KH, KW = w.shape
     Fg = F // groups
@@ -130,7 +130,7 @@ def conv2d_forward_gemm(x, w, b, sh, sw, ph, pw, dh, dw, groups, OH, OW, slots):
             for gi in range(groups):
                 offset_gemm(w_flat[gi], w_rows, planes[s], starts[gi * Kg: (gi + 1) * Kg],
                             Kg, yq[s])
-                planes_from_pitch(yq[s], Fg, Wq, b, gi * Fg, y[n])
+                planes_from_pitch(yq[s], Fg, Wq, b, gi * Fg, y[n], activation)
     return y
 
 
@@ -335,9 +335,9 @@ def sum_image_parts(parts, Kg, Fg):
 
 # -- the family's entry points (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) -----
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
-            run: KernelRun) -> np.ndarray:
+            run: KernelRun, activation: int) -> np.ndarray:
     return run.form_of(conv2d_forward_gemm)(x, w, b, *geometry.scalars, *geometry.out_hw,
-                                            run.slots)
+                                            run.slots, activation)
 
 
 def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,

@@ -44,6 +44,7 @@ from numba import njit, prange
 
 from ..runtime.jit import PARALLEL, PARALLEL_FUSED, PARALLEL_MIN, SERIAL, njit_with_serial
 from . import conv, matmul
+from .activation import NO_ACTIVATION
 from .basics import dot
 from .conv import ConvGeometry, KernelRun
 
@@ -100,8 +101,9 @@ def _few_channel_rows(w: np.ndarray, x: np.ndarray, run: KernelRun) -> np.ndarra
 
 
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
-            run: KernelRun) -> np.ndarray:
-    """y[n] = W @ x[n] + b (b added in a second pass, skipped when it is all zeros)."""
+            run: KernelRun, activation: int) -> np.ndarray:
+    """y[n] = activation(W @ x[n] + b) (b and the activation in a second pass, skipped
+    when b is all zeros and there is no activation)."""
     N, C, H, W = x.shape
     if 1 <= C <= FEW_CHANNELS:
         y = _few_channel_rows(_matrix(w)[0], _stack(x), run)
@@ -110,9 +112,9 @@ def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
         y = matmul.product(_matrix(w), _stack(x), zeros, arange, False, False, run.slots,
                            run.parallel)
     y = y.reshape(N, w.shape[0], H, W)
-    if b.size and b.any():
+    if b.size and (b.any() or activation != NO_ACTIVATION):
         kernel = conv.add_channel_bias
-        (kernel if y.size >= PARALLEL_MIN else kernel.serial)(y, b)
+        (kernel if y.size >= PARALLEL_MIN else kernel.serial)(y, b, activation)
     return y
 
 

@@ -160,7 +160,7 @@ def input_grad_group(gq, rows, wt, dxp, dx_n, c0, ph, pw, Hp, Wp):
 
 
 @njit_with_serial(**PARALLEL)
-def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots):
+def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots, activation):
     """As ``conv2d_forward_direct`` with stride 1. Parallel over (n, group) tasks: the
     group's planes are padded once for its Fg filters."""
     N = x.shape[0]
@@ -179,7 +179,7 @@ def conv2d_forward_s1(x, w, b, ph, pw, dh, dw, groups, OH, OW, slots):
             gi = ng % groups
             xp = pad_group(x[n], gi * Cg, Cg, ph, pw, Hp, Wp, xps[s])
             offset_gemv(w2[gi * Fg: (gi + 1) * Fg], xp, rows, Cg * KH * KW, yq[s])
-            planes_from_pitch(yq[s], Fg, Wp, b, gi * Fg, y[n])
+            planes_from_pitch(yq[s], Fg, Wp, b, gi * Fg, y[n], activation)
     return y
 
 
@@ -291,9 +291,9 @@ def sum_batch_parts(parts, sums):
 
 # -- the family's entry points (ops/conv.py; kernels/conv.py: ConvGeometry, KernelRun) -----
 def forward(x: np.ndarray, w: np.ndarray, b: np.ndarray, geometry: ConvGeometry,
-            run: KernelRun) -> np.ndarray:
+            run: KernelRun, activation: int) -> np.ndarray:
     return run.form_of(conv2d_forward_s1)(x, w, b, *geometry.stride1_scalars,
-                                          *geometry.out_hw, run.slots)
+                                          *geometry.out_hw, run.slots, activation)
 
 
 def input_grad(g: np.ndarray, w: np.ndarray, dx: np.ndarray, geometry: ConvGeometry,

@@ -93,6 +93,18 @@ relu = pointwise(
     doc="""relu(x) = max(x, 0); derivative 1 for x > 0 and 0 for x <= 0 (0 at the kink); at
     NaN the gradient passes through, as in PyTorch.""")
 
+_BACKWARDS_FROM_OUTPUT = {"relu": activation_kernels.relu_backward,
+                          "tanh": activation_kernels.tanh_backward,
+                          "sigmoid": activation_kernels.sigmoid_backward}
+
+
+def gradient_before_activation(activation: str, g: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """dL/dz for y = activation(z), ``activation`` relu, tanh or sigmoid, from g = dL/dy
+    and y, by the op's own backward kernel: the backward of a layer that applies its
+    activation as it stores its output (ops/matmul.py: LinearActivation, ops/conv.py:
+    Conv2dActivation)."""
+    return _into(_BACKWARDS_FROM_OUTPUT[activation], y.shape, y.dtype, _flat(g), _flat(y))
+
 
 # -- leaky_relu, elu ---------------------------------------------------------------------------
 

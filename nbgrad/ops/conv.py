@@ -18,9 +18,11 @@ import numpy as np
 
 from ..function import Function, Sample, register
 from ..kernels import conv, conv_cols, conv_gemm, conv_pointwise, conv_s1, conv_shift
+from ..kernels.activation import ACTIVATIONS, NO_ACTIVATION
 from ..runtime.jit import for_work
 from ..tensor import Tensor, lift
 from ._args import float_operands, int_tuple
+from .activation import gradient_before_activation
 from .conv_plan import ConvPlan, Step, conv_geometry, exact_step, finite, plan_conv
 
 IntPair = int | tuple[int, int]
@@ -146,11 +148,12 @@ FAMILIES = {"direct": conv, "s1": conv_s1, "gemm": conv_gemm, "cols": conv_cols,
 
 
 def conv2d_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray | None, plan: ConvPlan,
-                   step: Step) -> np.ndarray:
+                   step: Step, activation: int = NO_ACTIVATION) -> np.ndarray:
     """y[N, F, OH, OW] for contiguous 4-D x and w (b None for no bias), by ``step`` of
-    ``plan`` (its forward, or the direct loop nests: ``exact_step``)."""
+    ``plan`` (its forward, or the direct loop nests: ``exact_step``); ``activation``: a
+    code of kernels/activation.py applied to each output plane as it is stored."""
     bias = np.zeros(w.shape[0], x.dtype) if b is None else _contig(b)
-    return FAMILIES[step.family].forward(x, w, bias, plan.geometry, step.run)
+    return FAMILIES[step.family].forward(x, w, bias, plan.geometry, step.run, activation)
 
 
 def conv2d_input_grad(g: np.ndarray, w: np.ndarray, plan: ConvPlan,
@@ -189,12 +192,12 @@ def conv2d_bias_grad(g: np.ndarray) -> np.ndarray:
 def add_channel_bias(y: np.ndarray, b: np.ndarray) -> None:
     """y[n, f] += b[f] in place (parallel from jit.PARALLEL_MIN elements, as
     ``conv2d_bias_grad``)."""
-    for_work(conv.add_channel_bias, y.size)(y, b)
+    for_work(conv.add_channel_bias, y.size)(y, b, NO_ACTIVATION)
 
 
 def _conv2d_backward(ctx, g: np.ndarray) -> tuple:
-    """(dx, dw, db) of a 4-D conv2d whose forward saved x, w and its plan."""
-    x, w = ctx.saved_tensors
+    """(dx, dw, db) of a 4-D conv2d whose forward saved x and w (first) and its plan."""
+    x, w = ctx.saved_tensors[:2]
     g = _contig(g)
     plan = ctx.plan
     need_x, need_w, need_b = ctx.needs_input_grad[:3]
@@ -339,20 +342,28 @@ def _conv2d_samples(rng):
                  padding="same", dilation=1, groups=1)
 
 
+def _conv2d_node_forward(ctx, x, w, b, stride, padding, dilation, groups,
+                         activation: int = NO_ACTIVATION) -> tuple:
+    """(x, w, y) of a conv2d node's forward: x batched and contiguous, w contiguous, y
+    (unbatched as x came); the node's plan in ``ctx.plan``."""
+    ctx.unbatched = x.ndim == 3
+    x = _contig(x[None] if ctx.unbatched else x)
+    w = _contig(w)
+    out_hw = _out_size("conv2d", x.shape[2:], padding, w.shape[2:], stride, dilation)
+    geometry = conv_geometry(stride, padding, dilation, groups, w.shape[2:], out_hw)
+    ctx.plan = plan_conv(x.shape[0], x.shape[2:], w.shape, geometry, x.dtype, w,
+                         grads=tuple(ctx.needs_input_grad[:2]))
+    y = conv2d_forward(x, w, b, ctx.plan, ctx.plan.forward, activation)
+    return x, w, (y[0] if ctx.unbatched else y)
+
+
 @register("conv2d", samples=_conv2d_samples)
 class Conv2d(Function):
     @staticmethod
     def forward(ctx, x, w, b, stride, padding, dilation, groups):
-        ctx.unbatched = x.ndim == 3
-        x = _contig(x[None] if ctx.unbatched else x)
-        w = _contig(w)
-        out_hw = _out_size("conv2d", x.shape[2:], padding, w.shape[2:], stride, dilation)
-        geometry = conv_geometry(stride, padding, dilation, groups, w.shape[2:], out_hw)
-        ctx.plan = plan_conv(x.shape[0], x.shape[2:], w.shape, geometry, x.dtype, w,
-                             grads=tuple(ctx.needs_input_grad[:2]))
+        x, w, y = _conv2d_node_forward(ctx, x, w, b, stride, padding, dilation, groups)
         ctx.save_for_backward(x, w)
-        y = conv2d_forward(x, w, b, ctx.plan, ctx.plan.forward)
-        return y[0] if ctx.unbatched else y
+        return y
 
     @staticmethod
     def backward(ctx, g):
@@ -364,6 +375,29 @@ class Conv2d(Function):
     @staticmethod
     def vjp(ctx, g):
         return _conv2d_vjp(ctx, lift(ctx.inputs[0]), lift(ctx.inputs[1]), g)
+
+
+class Conv2dActivation(Function):
+    """``activation(conv2d(x, w, b, ...))`` for relu, tanh or sigmoid as one op, which
+    nb.compile puts in place of the two (compiler/patterns.py): the conv kernels apply
+    the activation to each output plane as they store it (``activate_in_place``,
+    kernels/conv.py). Its backward is the activation's kernel on the saved output, then
+    conv2d's: the two ops' kernels in their order, so the same bits. Not in the op table
+    (no vjp: nb.compile does not fold in a program that differentiates a backward)."""
+
+    op_name = "conv2d_activation"
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding, dilation, groups, activation):
+        x, w, y = _conv2d_node_forward(ctx, x, w, b, stride, padding, dilation, groups,
+                                       ACTIVATIONS[activation])
+        ctx.save_for_backward(x, w, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        y = ctx.saved_tensors[2]
+        return Conv2d.backward(ctx, gradient_before_activation(ctx.params["activation"], g, y))
 
 
 def conv2d(x, w, b=None, stride: IntPair = 1, padding: IntPair | str = 0,

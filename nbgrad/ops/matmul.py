@@ -27,14 +27,13 @@ from typing import Any
 import numpy as np
 
 from ..function import Function, Sample, register
-from ..kernels import activation as activation_kernels
 from ..kernels import matmul as matmul_kernels
 from ..kernels.activation import ACTIVATIONS
 from ..kernels.broadcast_sum import sum_to_shape
 from ..runtime.threads import get_num_threads
 from ..tensor import Tensor, lift
 from ._args import promoted, promoted_dtype
-from .table import flat, into
+from .activation import gradient_before_activation
 
 
 def _rows(x: np.ndarray) -> np.ndarray:
@@ -265,11 +264,6 @@ def _linear_grads(g: np.ndarray, x: np.ndarray, weight: np.ndarray, needs: tuple
     return gx, gw, gb
 
 
-_ACTIVATION_BACKWARDS = {"relu": activation_kernels.relu_backward,
-                         "tanh": activation_kernels.tanh_backward,
-                         "sigmoid": activation_kernels.sigmoid_backward}
-
-
 class LinearActivation(Function):
     """``activation(linear(x, weight, bias))`` for relu, tanh or sigmoid as one op, which
     nb.compile puts in place of the two (compiler/patterns.py): the GEMM adds the bias
@@ -291,8 +285,7 @@ class LinearActivation(Function):
     @staticmethod
     def backward(ctx, g):
         x, weight, y = ctx.saved_tensors
-        g_before = into(_ACTIVATION_BACKWARDS[ctx.params["activation"]], y.shape, y.dtype,
-                        flat(g), flat(y))
+        g_before = gradient_before_activation(ctx.params["activation"], g, y)
         return _linear_grads(g_before, x, weight, ctx.needs_input_grad)
 
 

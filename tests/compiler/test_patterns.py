@@ -1,6 +1,7 @@
 """nb.compile's rewrites (nbgrad/compiler/patterns.py): ``h @ W.T + b`` folded into one
 ``linear`` node, and a linear layer's relu, tanh or sigmoid into a ``linear_activation``
-node (the GEMM's epilogue), give eager's losses, gradients and parameters bit for bit,
+node (the GEMM's epilogue), a conv layer's into a ``conv2d_activation`` node (on each
+kernel family), give eager's losses, gradients and parameters bit for bit,
 in both dtypes, for a loss whose gradient arrives as a full array (mean of squares) or
 as one value repeated (a plain sum), over several optimiser steps; no fold where an
 intermediate is read again, or in a program with create_graph."""
@@ -182,3 +183,44 @@ def test_a_batched_layer_with_its_activation_folds_and_gives_eager_bits(activati
             assert "linear_activation" in _program_ops(run)
     for a, b in zip(*runs):
         np.testing.assert_array_equal(a, b)
+
+
+# (x shape, w shape, conv2d keywords): layers the plan sends to different kernel families
+_CONV_LAYERS = {
+    "cols": ((64, 1, 8, 8), (16, 1, 3, 3), {"padding": 1}),
+    "pointwise": ((2, 64, 16, 16), (32, 64, 1, 1), {}),
+    "direct": ((2, 2, 9, 9), (3, 2, 3, 3), {"stride": 2}),
+    "s1": ((2, 6, 20, 20), (6, 1, 3, 3), {"padding": 1, "groups": 6}),
+    "gemm": ((2, 32, 20, 20), (16, 32, 3, 3), {"padding": 1}),
+    "unbatched": ((3, 8, 8), (4, 3, 3, 3), {"padding": 1}),
+}
+
+
+@pytest.mark.parametrize("activation", [nb.tanh, nb.relu, nb.sigmoid])
+@pytest.mark.parametrize("layer", sorted(_CONV_LAYERS))
+def test_a_conv_layer_with_its_activation_folds_and_gives_eager_bits(layer, activation):
+    x_shape, w_shape, params = _CONV_LAYERS[layer]
+    rng = np.random.default_rng(len(layer))
+    x_np = rng.standard_normal(x_shape).astype(np.float32)
+    w_np = (rng.standard_normal(w_shape) * 0.3).astype(np.float32)
+    b_np = rng.standard_normal(w_shape[0]).astype(np.float32)
+
+    def step(x, w, b):
+        y = activation(nb.conv2d(x, w, b, **params))
+        (y * y).sum().backward()
+        return y
+
+    runs = []
+    for compiled in (False, True):
+        run = nb.compile(step) if compiled else step
+        for _ in range(1 + compiled):      # a compiled function's first call traces
+            x, w, b = (nb.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+            y = run(x, w, b)
+        runs.append([y.numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
+        if compiled:
+            assert "conv2d_activation" in _program_ops(run)
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+    if layer != "unbatched":
+        x, w, b = (nb.tensor(a, requires_grad=True) for a in (x_np, w_np, b_np))
+        assert nb.conv2d(x, w, b, **params).grad_fn.plan.forward.family == layer

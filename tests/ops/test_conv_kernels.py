@@ -9,9 +9,12 @@ from conftest import assert_same_bits, at_threads, draw_conv_operands, pair
 from hypothesis import given
 from hypothesis import strategies as st
 
+import nbgrad as nb
 from nbgrad.kernels import conv as K
 from nbgrad.kernels import conv_cols, conv_gemm, conv_s1, gemm
+from nbgrad.kernels.activation import ACTIVATIONS, NO_ACTIVATION
 from nbgrad.ops import conv_plan
+from nbgrad.ops.conv import FAMILIES
 from nbgrad.testing.strategies_conv import conv2d_configs
 
 
@@ -29,8 +32,8 @@ def test_gemm_kernels_match_direct(cfg, dtype, slots):
     g = np.random.default_rng(3).standard_normal((N, F, OH, OW)).astype(dtype)
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
-        (K.conv2d_forward_direct(x, w, b, *geom, OH, OW),
-         conv_gemm.conv2d_forward_gemm(x, w, b, *geom, OH, OW, slots)),
+        (K.conv2d_forward_direct(x, w, b, *geom, OH, OW, NO_ACTIVATION),
+         conv_gemm.conv2d_forward_gemm(x, w, b, *geom, OH, OW, slots, NO_ACTIVATION)),
         (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), *geom),
          conv_gemm.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan, dtype), *geom, slots)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, *geom),
@@ -57,8 +60,8 @@ def test_s1_kernels_match_direct(cfg, dtype, slots):
     geom = (ph, pw, dh, dw, cfg["groups"])
     tol = dict(rtol=1e-4, atol=1e-4) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
     pairs = [
-        (K.conv2d_forward_direct(x, w, b, 1, 1, *geom, OH, OW),
-         conv_s1.conv2d_forward_s1(x, w, b, *geom, OH, OW, slots)),
+        (K.conv2d_forward_direct(x, w, b, 1, 1, *geom, OH, OW, NO_ACTIVATION),
+         conv_s1.conv2d_forward_s1(x, w, b, *geom, OH, OW, slots, NO_ACTIVATION)),
         (K.conv2d_input_grad_direct(g, w, np.full(x.shape, np.nan, dtype), 1, 1, *geom),
          conv_s1.conv2d_input_grad_s1(g, w, np.full(x.shape, np.nan, dtype), *geom, slots)),
         (K.conv2d_weight_grad_direct(x, g, KH, KW, 1, 1, *geom),
@@ -83,12 +86,12 @@ def test_gemm_over_more_images_than_slots(slots):
     b = rng.standard_normal(10)
     g = rng.standard_normal((5, 10, 4, 6))
     geom = (1, 1, 0, 0, 1, 1, 2)
-    direct = (K.conv2d_forward_direct(x, w, b, *geom, 4, 6),
+    direct = (K.conv2d_forward_direct(x, w, b, *geom, 4, 6, NO_ACTIVATION),
               K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
               K.conv2d_weight_grad_direct(x, g, 3, 2, *geom))
 
     def implicit_gemm():
-        return (conv_gemm.conv2d_forward_gemm(x, w, b, *geom, 4, 6, slots),
+        return (conv_gemm.conv2d_forward_gemm(x, w, b, *geom, 4, 6, slots, NO_ACTIVATION),
                 conv_gemm.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, slots),
                 conv_gemm.conv2d_weight_grad_gemm(x, g, 3, 2, *geom, slots))
     one, two = at_threads(1, implicit_gemm), at_threads(2, implicit_gemm)
@@ -111,8 +114,8 @@ def test_gemm_kernels_match_direct_over_many_tiles(stride, dilation, padding, gr
     OW = (41 + 2 * pw - dw * 3 - 1) // sw + 1
     g = rng.standard_normal((3, 14, OH, OW))
     pairs = [
-        (K.conv2d_forward_direct(x, w, b, *geom, OH, OW),
-         conv_gemm.conv2d_forward_gemm(x, w, b, *geom, OH, OW, 2)),
+        (K.conv2d_forward_direct(x, w, b, *geom, OH, OW, NO_ACTIVATION),
+         conv_gemm.conv2d_forward_gemm(x, w, b, *geom, OH, OW, 2, NO_ACTIVATION)),
         (K.conv2d_input_grad_direct(g, w, np.empty(x.shape), *geom),
          conv_gemm.conv2d_input_grad_gemm(g, w, np.full(x.shape, np.nan), *geom, 2)),
         (K.conv2d_weight_grad_direct(x, g, 3, 4, *geom),
@@ -224,8 +227,10 @@ def test_cols_weight_grad_from_the_forwards_kept_matrices_has_the_same_bits(form
     B, none = 3, NO_COLS.astype(dtype)
     kept = np.full((3 * groups, (4 // groups) * 6 * B * OH * OW), np.nan, dtype)
     for slots in (1, 2):
-        plain = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, none)
-        keeping = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, kept)
+        plain = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, none,
+                                              NO_ACTIVATION)
+        keeping = conv_cols.conv2d_forward_cols(x, w, b, *geom, OH, OW, B, slots, kept,
+                                                NO_ACTIVATION)
         assert_same_bits(keeping, plain)
         assert not np.isnan(kept).any()
         gathered = conv_cols.conv2d_weight_grad_cols(x, g, 3, 2, *geom, B, slots, form, none)
@@ -317,3 +322,33 @@ def test_cols_partial_block_with_inf_matches_direct(form):
     np.testing.assert_allclose(cols[finite], direct[finite], rtol=1e-4, atol=1e-4)
 
 
+
+
+@given(cfg=conv2d_configs(max_groups=2, max_channels_per_group=3, max_filters_per_group=4,
+                          max_stride=1),
+       family=st.sampled_from(["direct", "s1", "gemm", "cols", "pointwise"]),
+       activation=st.sampled_from(sorted(ACTIVATIONS)),
+       dtype=st.sampled_from([np.float32, np.float64]), parallel=st.booleans(),
+       slots=st.integers(1, 3), block=st.integers(1, 3))
+def test_every_forward_family_applies_the_activation_as_the_op_does(
+        cfg, family, activation, dtype, parallel, slots, block):
+    """A family's forward given an activation code is the activation op on its forward
+    without one, bit for bit: every family, both forms, 1 to 3 slots, 'cols' over
+    blocks of 1 to 3 images, a zero bias (which 'pointwise' otherwise skips)."""
+    if family == "pointwise":   # 1x1 kernels at stride 1 without padding
+        N, C = cfg["x_shape"][:2]
+        cfg = dict(cfg, w_shape=(cfg["w_shape"][0], C, 1, 1), groups=1, padding=(0, 0),
+                   dilation=(1, 1))
+    x, w, b = draw_conv_operands(cfg, dtype=dtype)
+    b = np.zeros(w.shape[0], dtype) if b is None else b
+    (dh, dw), (ph, pw) = pair(cfg["dilation"]), pair(cfg["padding"])
+    _, _, H, W = x.shape
+    KH, KW = w.shape[2:]
+    out_hw = (H + 2 * ph - dh * (KH - 1), W + 2 * pw - dw * (KW - 1))
+    geometry = conv_plan.conv_geometry((1, 1), (ph, ph, pw, pw), (dh, dw), cfg["groups"],
+                                       (KH, KW), out_hw)
+    run = K.KernelRun(parallel, slots, block)
+    kernels = FAMILIES[family]
+    plain = kernels.forward(x, w, b, geometry, run, NO_ACTIVATION)
+    activated = kernels.forward(x, w, b, geometry, run, ACTIVATIONS[activation])
+    assert_same_bits(activated, getattr(nb, activation)(nb.tensor(plain)).numpy())
