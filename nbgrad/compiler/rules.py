@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels.activation import _INV_SQRT2PI_F32, _cdf_f32, _sigmoid, _swish_slope
-from ..kernels.fastmath import erf, exp, exp_nonpositive, log, tanh
+from ..kernels.fastmath import erf, exp, exp_nonpositive, fma, log, tanh
 from ..runtime.jit import SERIAL_IEEE_DIV, SERIAL_IEEE_DIV_FMA
 
 PLAIN = SERIAL_IEEE_DIV        # strided_apply's binary ops: no fast-math flags
@@ -155,7 +155,7 @@ def tanh_value(x, one):
 
 @njit(**CONTRACT)
 def tanh_grad0(g, x, y, one):
-    return g * (one - y * y)
+    return g * fma(-y, y, one)
 
 
 @njit(**CONTRACT)
@@ -218,7 +218,7 @@ def gelu_value_float64(x, one):
 def gelu_grad0_float64(g, x, y, one):
     cdf = _HALF * (one + erf(x * _INV_SQRT2))
     pdf = exp(-_HALF * x * x) * _INV_SQRT2PI
-    return g * (cdf + x * pdf)
+    return g * fma(x, pdf, cdf)
 
 
 RULES: dict[str, Rule] = {

@@ -39,7 +39,7 @@ from ..runtime.jit import (
     SERIAL_IEEE_DIV_FMA,
     njit_with_serial,
 )
-from .fastmath import erf, exp, exp_nonpositive, expm1, log1p, tanh
+from .fastmath import erf, exp, exp_nonpositive, expm1, fma, log1p, tanh
 from .gemm import data_pointer
 
 
@@ -81,7 +81,7 @@ def tanh_forward(x, out):
 def tanh_backward(g, y, out):
     one = y.dtype.type(1)
     for i in prange(y.size):
-        out[i] = g[i] * (one - y[i] * y[i])
+        out[i] = g[i] * fma(-y[i], y[i], one)      # 1 - y^2 rounded once
     return out
 
 
@@ -225,7 +225,7 @@ def gelu_backward(g, x, out):
         v = x[i]
         cdf = half * (one + erf(v * inv_sqrt2))
         pdf = exp(-half * v * v) * inv_sqrt2pi
-        out[i] = g[i] * (cdf + v * pdf)
+        out[i] = g[i] * fma(v, pdf, cdf)         # both terms are products: one FMA, chosen
     return out
 
 

@@ -110,6 +110,22 @@ def _div(typingctx, a, b):
     return a(a, b), codegen
 
 
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a * b + c rounded once (LLVM's fma: the FMA instruction), whatever the caller's
+    fast-math flags. With ``contract``, whether LLVM fuses a * b + c depends on how many
+    other uses the product has, and inlining several ops into one loop can merge equal
+    products of different ops (a fused region's tanh and its gradient both square the
+    same value): where an op's bits rest on an FMA, it is written with this."""
+    if not (isinstance(a, types.Float) and a == b == c):
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return a(a, b, c), codegen
+
+
 _F = np.float32
 _ZERO, _HALF, _ONE, _TWO = _F(0.0), _F(0.5), _F(1.0), _F(2.0)
 _INF = _F(np.inf)

@@ -481,3 +481,21 @@ def test_an_op_handed_a_tensors_array_reads_each_calls_values():
     for _ in range(3):
         y = nb.tensor(rng.integers(0, 4, 5))
         assert fn(x, y).item() == nll(x, y).item()
+
+
+@pytest.mark.parametrize("size", [1, 37, 1 << 17])
+def test_ops_that_square_the_same_value_keep_eagers_bits(size):
+    """tanh of a tanh: the outer tanh squares the inner one's output, and so does the
+    inner one's gradient (1 - y^2). Inlined into one loop, LLVM merges the two products,
+    and a contraction left to LLVM would then round 1 - y^2 differently from eager's
+    backward kernel (rules.py writes that FMA explicitly)."""
+    rng = np.random.default_rng(size)
+    z = _values(rng, size, np.float32)
+    g = _values(rng, size, np.float32)
+
+    def step(z):
+        y = nb.tanh(nb.tanh(z))
+        (y * g).sum().backward()
+        return y
+
+    _assert_bitwise(*_eager_and_compiled(step, [z])[:2])

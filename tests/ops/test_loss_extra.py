@@ -7,7 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import nbgrad as nb
@@ -284,6 +284,9 @@ MARGIN = ["margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss",
 @given(n=st.integers(1, 4), d=st.integers(1, 5), reduction=st.sampled_from(REDUCTIONS),
        dtype=st.sampled_from([np.float32, np.float64]), seed=st.integers(0, 2**16))
 def test_margin_losses_match_torch(name, n, d, reduction, dtype, seed):
+    # one feature: every cosine is +-1 and its gradient 0, which both libraries return as
+    # rounding noise of different sizes (PyTorch's up to 4e-6 in float32)
+    assume(name != "cosine_embedding_loss" or d > 1)
     arrays, diff, kw = _margin_case(name, np.random.default_rng(seed), (n, d), dtype)
     _compare(getattr(L, name), getattr(F, name), arrays, diff, seed, reduction=reduction,
              **kw)
