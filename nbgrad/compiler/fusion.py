@@ -34,6 +34,7 @@ source, so Numba's disk cache serves a second process (``explain()`` prints it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -528,11 +529,23 @@ def load_kernel(kernel_source: str, name: str, imports: str = "") -> tuple[Any, 
     return getattr(module, f"{name}_parallel"), getattr(module, f"{name}_serial"), source
 
 
+@functools.cache
+def compiler_stamp() -> str:
+    """The sha256 of ``nbgrad/compiler``'s sources, whose jitted functions (the rules,
+    the step programs' helpers) a generated module calls: Numba's cache of the module
+    keys it by the module's own file only, so an edit of those must change its name."""
+    sources = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        sources.update(path.read_bytes())
+    return sources.hexdigest()
+
+
 def load_generated(source: str) -> Any:
     """The module of generated ``source``, written to the kernel cache directory under a
-    name taken from the source and the nbgrad build, so that Numba's disk cache serves
-    its functions to the next process."""
-    digest = hashlib.sha256((install_stamp() + source).encode()).hexdigest()[:16]
+    name taken from the source, the nbgrad build and the compiler's sources, so that
+    Numba's disk cache serves its functions to the next process."""
+    stamp = install_stamp() + compiler_stamp()
+    digest = hashlib.sha256((stamp + source).encode()).hexdigest()[:16]
     module_name = f"{GENERATED_PREFIX}{digest}"
     module = _modules.get(module_name)
     if module is None:

@@ -440,6 +440,20 @@ def test_generated_kernels_come_from_the_disk_cache_in_a_second_process(tmp_path
     assert first == 0 and second > 0
 
 
+def test_an_edit_of_the_compilers_sources_renames_the_generated_module(monkeypatch):
+    """Numba's cache keys a generated module by its own file, not by the rules it calls:
+    the module's name carries the compiler's sources, so an edited rule is compiled
+    again instead of an old one loaded."""
+    from nbgrad.compiler import fusion
+
+    source = "def twice(a):\n    return a * 2\n"
+    before = fusion.load_generated(fusion._module_source(source, "twice", ""))
+    monkeypatch.setattr(fusion, "compiler_stamp", lambda: "an edited rules.py")
+    after = fusion.load_generated(fusion._module_source(source, "twice", ""))
+    assert before.__name__ != after.__name__
+    assert before.twice_parallel(np.ones(2)).tolist() == after.twice_serial(np.ones(2)).tolist()
+
+
 def test_the_serial_and_parallel_loops_are_cached_apart():
     """Numba's disk cache keys a kernel by its function's name, not its flags: the serial
     form of a generated loop is a copy under a name of its own, so that a process never
