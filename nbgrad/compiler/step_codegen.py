@@ -21,6 +21,7 @@ last bits.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -147,12 +148,14 @@ def cross_entropy_grad(g, x, classes, out, mean):
 
 @dataclass
 class Layout:
-    """Where each value of the generated function lives: an input argument (``in<j>``)
-    or a slice of the arena (offset, size)."""
+    """Where each value of the generated functions lives: an input argument (``in<j>``),
+    a slice of the arena (offset, size), or the array a host call made (``h<index>``,
+    an argument of the functions that read it)."""
     inputs: dict          # var index -> argument position
     offsets: dict         # var index -> (offset, size) in the arena
     size: int
     dtype: np.dtype
+    host: frozenset = frozenset()   # indices of the values host calls make
 
 
 def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Var]) -> Layout:
@@ -163,10 +166,11 @@ def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Va
     takes them all."""
     offsets, end = {}, 0
     free: list[tuple[int, int]] = []       # (offset, aligned size) of free slices
+    host = frozenset(v.index for eqn in eqns if is_host(eqn) for v in eqn.outs)
     last = {v.index for v in outputs}
     for made, done in _lifetimes(eqns, dtype):
         for v in made:
-            if v.index in last:
+            if v.index in last or v.index in host:
                 continue
             need = _aligned(v.size)
             fits = [k for k, (_, size) in enumerate(free) if size >= need]
@@ -179,10 +183,17 @@ def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Va
             offsets[v.index] = (start, max(v.size, 1))
         free += [(offsets[k][0], _aligned(offsets[k][1])) for k in done
                  if k in offsets and k not in last]
-    for v in {v.index: v for v in outputs}.values():
+    for v in {v.index: v for v in outputs if v.index not in host}.values():
         offsets[v.index] = (end, max(v.size, 1))
         end += _aligned(v.size)
-    return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype))
+    return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype),
+                  host)
+
+
+def is_host(eqn: Eqn) -> bool:
+    """Whether ``eqn`` runs in Python between the generated functions (``host``,
+    ``host_grad``: an op's own forward or backward)."""
+    return eqn.prim in ("host", "host_grad")
 
 
 def _aligned(size: int) -> int:
@@ -216,23 +227,64 @@ def _scratch(eqn: Eqn, dtype: np.dtype) -> tuple:
     return ()
 
 
-def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str,
-           exported: set[int], n_extra: int = 0, tail: list[str] = ()) -> str:
-    """The Python source of ``name(arena, in0, in1, ..., u0, u1, ...)`` running ``eqns``,
-    then the lines ``tail`` (which read the ``n_extra`` arguments u<j>); the values
-    ``exported`` (var indices) are read from the arena after it."""
-    dt = np.dtype(dtype).name
-    args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))]
-                     + [f"u{j}" for j in range(n_extra)])
-    lines = [f"def {name}({args}):", f"    one = np.{dt}(1)"]
-    for index, (offset, size) in where.offsets.items():
-        lines.append(f"    {_name(index, where)} = arena[{offset}:{offset + size}]")
+@dataclass
+class Part:
+    """A stretch of the step: a generated function ``name`` (its source ``text``; the
+    host values it reads, ``reads``, are its arguments after the inputs), or a host call
+    (``host``: the equation, ``name`` and ``text`` empty)."""
+    name: str
+    text: str
+    reads: list
+    host: Eqn | None = None
+
+
+def parts(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str, exported: set[int],
+          n_extra: int = 0, tail: list[str] = (), tail_reads: list[int] = ()) -> list[Part]:
+    """The step as generated functions ``name_0``, ``name_1``, ... each running the
+    equations between two host calls, and the host calls; the last function runs the
+    lines ``tail`` (which read the ``n_extra`` arguments u<j> and the host values
+    ``tail_reads``), after the equations if the step ends with generated ones."""
     readers: dict[int, set[int]] = {}
     for position, eqn in enumerate(eqns):
         for v in eqn.ins:
             if isinstance(v, Var):
                 readers.setdefault(v.index, set()).add(position)
-    for group in _groups(eqns):
+    out: list[Part] = []
+    run: list[int] = []
+
+    def close(last: bool) -> None:
+        if run or (last and tail):
+            fn = f"{name}_{len([p for p in out if p.host is None])}"
+            reads = sorted({v.index for k in run for v in eqns[k].ins
+                            if isinstance(v, Var) and v.index in where.host}
+                           | (set(tail_reads) if last else set()))
+            text = _function(eqns, run, readers, where, dtype, fn, exported, reads,
+                             n_extra if last else 0, tail if last else ())
+            out.append(Part(fn, text, reads))
+        run.clear()
+
+    for k, eqn in enumerate(eqns):
+        if is_host(eqn):
+            close(False)
+            out.append(Part("", "", [], eqn))
+        else:
+            run.append(k)
+    close(True)
+    return out
+
+
+def _function(eqns: list[Eqn], run: list[int], readers: dict, where: Layout,
+              dtype: np.dtype, name: str, exported: set[int], reads: list[int],
+              n_extra: int, tail: list[str]) -> str:
+    """The Python source of ``name(arena, in0, in1, ..., h<index>..., u0, u1, ...)``
+    running the equations at positions ``run``, then the lines ``tail``; the values
+    ``exported`` (var indices) and those read later are left in the arena."""
+    dt = np.dtype(dtype).name
+    args = ", ".join(["arena"] + [f"in{j}" for j in range(len(where.inputs))]
+                     + [f"h{index}" for index in reads] + [f"u{j}" for j in range(n_extra)])
+    lines: list[str] = []
+    for group in _groups([eqns[k] for k in run]):
+        group = [run[k] for k in group]
         if len(group) == 1 and not _pointwise(eqns[group[0]]):
             lines.append(f"    # {_describe(eqns[group[0]])}")
             lines += ["    " + line for line in _emit(eqns[group[0]], where)]
@@ -245,7 +297,11 @@ def source(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str,
     if tail:
         lines.append("    # the optimiser's step")
         lines += ["    " + line for line in tail]
-    return "\n".join(lines) + "\n"
+    used = set(re.findall(r"\b[vs]\d+\b", "\n".join(lines)))
+    slices = [f"    {_name(index, where)} = arena[{offset}:{offset + size}]"
+              for index, (offset, size) in where.offsets.items()
+              if _name(index, where) in used]
+    return "\n".join([f"def {name}({args}):", f"    one = np.{dt}(1)", *slices, *lines]) + "\n"
 
 
 def _pointwise(eqn: Eqn) -> bool:
@@ -328,6 +384,8 @@ def name_of(v: Var, where: Layout) -> str:
 def _name(index: int, where: Layout) -> str:
     if index in where.inputs:
         return f"in{where.inputs[index]}"
+    if index in where.host:
+        return f"h{index}"
     return f"v{index}" if index >= 0 else f"s{-index - 1}"
 
 

@@ -26,9 +26,14 @@ Primitives (every array C-contiguous, shapes static):
                         the reduction), eager's fused kernel and float64 sum
     cross_entropy_grad  its gradient (g, logits, classes), eager's backward kernel
     mm                  op(a) @ op(b), op a transpose where ``params`` (ta, tb) say
+    host                an op with no primitive form (a convolution, a pooling), run by
+                        its own ``forward`` on a Context of its own (params: the op,
+                        its parameters, which inputs need a gradient)
+    host_grad           that op's ``backward`` on the same Context: the gradients of the
+                        inputs that need one (``also``); without ``create_graph`` only
 
-A trace converts when every op it records has a rule in ``LOWER`` (others: ``None``,
-and the step runs as the recorded program).
+A trace converts when every op it records has a rule in ``LOWER`` or runs as a host
+call: a single-output op of the step's dtype that writes none of its inputs.
 """
 
 from __future__ import annotations
@@ -66,9 +71,15 @@ class Var:
 @dataclass(eq=False)
 class Eqn:
     prim: str
-    ins: tuple          # Vars, or numbers for element-wise operands
+    ins: tuple          # Vars, or numbers for element-wise operands (None: a host op's
+                        # input it was given as None)
     params: tuple
     out: Var
+    also: tuple = ()    # a host_grad's gradients (its ``out`` is a token of no elements)
+
+    @property
+    def outs(self) -> tuple:
+        return (self.out, *self.also)
 
 
 @dataclass
@@ -207,6 +218,20 @@ def _cross_entropy_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
                        eqn.params), None]
 
 
+def _host_rule(graph: Graph, eqn: Eqn, g: Var) -> list:
+    """The op's own backward, on the Context its forward filled (``host_grad``)."""
+    if graph.recording:
+        raise NoForm(f"{eqn.params[0].op_name} differentiated with create_graph")
+    needs = eqn.params[2]
+    grads = [graph.new_var(v.shape, False) if need else None
+             for v, need in zip(eqn.ins, needs)]
+    # it reads the forward's inputs too: its Context may hold them (the arena keeps them)
+    reads = tuple(v for v in eqn.ins if isinstance(v, Var))
+    graph.eqns.append(Eqn("host_grad", (g, eqn.out, *reads), (eqn,),
+                          graph.new_var((0,), False), tuple(v for v in grads if v)))
+    return grads
+
+
 def mean_scale(v: Var) -> float:
     """1 / n for a mean of n elements (NaN for none, as eager's mean)."""
     return 1.0 / v.size if v.size else float("nan")
@@ -237,6 +262,7 @@ RULES: dict[str, Callable] = {
     "transpose": lambda graph, eqn, g: [graph.transpose(g)],
     "cross_entropy": _cross_entropy_rule,
     "mm": _mm_rule,
+    "host": _host_rule,
 }
 
 
@@ -307,7 +333,7 @@ def live_equations(graph: Graph, outputs: list[Var]) -> list[Eqn]:
     needed = {v.index for v in outputs}
     kept = []
     for eqn in reversed(graph.eqns):
-        if eqn.out.index in needed:
+        if any(v.index in needed for v in eqn.outs):
             kept.append(eqn)
             needed.update(v.index for v in eqn.ins if isinstance(v, Var))
     return kept[::-1]
@@ -315,6 +341,16 @@ def live_equations(graph: Graph, outputs: list[Var]) -> list[Eqn]:
 
 # -- recorded ops to primitives --------------------------------------------------------------------
 # lower(graph, inputs, params, out_shape) -> Var, or None when this call has no primitive form.
+
+
+def host_op(graph: Graph, node: Any, ins: list, shape: tuple, dtype: np.dtype) -> Var:
+    """``node``'s op as a host call: its forward on the inputs' arrays, its backward in
+    the gradient sweep (``_host_rule``). Not for an op that writes an input (``inplace``)
+    nor one whose output has another dtype than the graph's."""
+    if node.params.get("inplace") or np.dtype(dtype) != graph.dtype:
+        raise NoForm(f"{node.describe()} as a host call")
+    needs = tuple(bool(node.grad_enabled and isinstance(v, Var) and v.tracked) for v in ins)
+    return graph.emit("host", tuple(ins), shape, (node.fn, node.params, needs))
 
 
 def _binary(prim: str) -> Callable:

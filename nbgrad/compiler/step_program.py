@@ -28,10 +28,12 @@ import numpy as np
 
 from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
+from ..autograd.engine import _fit, _gradient_count_error
+from ..function import Context
 from ..tensor import Tensor
 from . import step_codegen, step_optim
 from .fusion import load_generated
-from .step_graph import LOWER, Graph, NoForm, Var, gradients, live_equations
+from .step_graph import LOWER, Graph, NoForm, Var, gradients, host_op, live_equations
 from .trace import (
     Arg,
     BackwardNode,
@@ -57,11 +59,11 @@ class StepProgram:
     expected: list          # per input: (shape, dtype, requires_grad)
     guards: list            # (input position, value it must hold)
     classes: list           # (input position, C): class indices, each in [0, C)
-    leaf_grads: list        # (input position, (offset, size)) of each gradient to store
-    exported: dict          # slot -> (offset, size, shape) of the result's values
+    leaf_grads: list        # (input position, place (``_place``)) of each gradient to store
+    exported: dict          # slot -> place of the result's values
     result: Any
     n_slots: int
-    kernel: Any
+    steps: list             # the generated functions and host calls, in order
     arena: np.ndarray
     text: str
     recorded: list          # what the function replaces: the recorded calls' names
@@ -83,26 +85,34 @@ class StepProgram:
         for node in self.before:
             node.run([], args)
         with self.lock:
-            self.kernel(self.arena, *self._flat_inputs(tensors),
-                        *(update.arguments() if update else ()))
+            call = _Call(self.arena, tensors, self._flat_inputs(tensors),
+                         update.arguments() if update else ())
+            for step in self.steps:
+                step.run(call)
             block = self.arena[self.outputs_start:].copy()
         if update:
             update.finish()
-        for position, (offset, size) in self.leaf_grads:
+        for position, place in self.leaf_grads:
             leaf = tensors[position]
-            g = self._output(block, offset, size, leaf._data.shape)
+            g = self._output(block, call.host, place)
             if leaf.grad is not None:
                 with np.errstate(all="ignore"):
                     g = leaf.grad._data + g
             leaf.grad = Tensor._wrap(g, None, 0)
         values: list = [None] * self.n_slots
-        for slot, (offset, size, shape) in self.exported.items():
-            values[slot] = Tensor._wrap(self._output(block, offset, size, shape), None, 0)
+        for slot, place in self.exported.items():
+            values[slot] = Tensor._wrap(self._output(block, call.host, place), None, 0)
         for node in self.after:
             node.run(values, args)
         return rebuild(self.result, values, args)
 
-    def _output(self, block: np.ndarray, offset: int, size: int, shape: tuple) -> np.ndarray:
+    def _output(self, block: np.ndarray, host: dict, place: tuple) -> np.ndarray:
+        """A value the program left at ``place``: a view of the copy ``block`` of the
+        arena's outputs, or a host call's array (a copy where it views another array)."""
+        if place[0] == "host":
+            a = host[place[1]]
+            return a.copy() if isinstance(a.base, np.ndarray) or not a.flags.writeable else a
+        _, offset, size, shape = place
         start = offset - self.outputs_start
         return block[start:start + size].reshape(shape)
 
@@ -181,33 +191,167 @@ def _worth_a_program(eqns: list) -> bool:
     return 0 < len(eqns) <= MAX_EQUATIONS and any(e.prim == "mm" for e in eqns)
 
 
+@dataclass
+class _Call:
+    """What one call of a step program works on: the arena, the inputs (tensors and
+    their flat arrays), the optimiser's arguments, and the host calls' arrays and
+    Contexts (by value index)."""
+    arena: np.ndarray
+    tensors: list
+    flat: list
+    update: tuple
+    host: dict = field(default_factory=dict)
+    contexts: dict = field(default_factory=dict)
+
+    def array(self, place: tuple) -> np.ndarray | None:
+        """The array at ``place`` (``_where``), shaped."""
+        kind = place[0]
+        if kind == "host":
+            return self.host[place[1]]
+        if kind == "input":
+            return self.tensors[place[1]]._data
+        if kind == "arena":
+            return self.arena[place[1]:place[1] + place[2]].reshape(place[3])
+        return None
+
+    def kept(self, index: int, a: np.ndarray) -> None:
+        """Keep a host call's array ``a`` as value ``index``; a view of the arena is
+        copied, since a later function may write that slice."""
+        self.host[index] = a.copy() if a.base is self.arena else a
+
+
+@dataclass
+class _Generated:
+    """A generated function: it takes the arena, the inputs, the host arrays ``reads``
+    (flat) and, the last one, the optimiser's arguments (``update``)."""
+    kernel: Any
+    reads: list
+    update: bool
+
+    def run(self, call: _Call) -> None:
+        host = [np.ascontiguousarray(call.host[k]).reshape(-1) for k in self.reads]
+        self.kernel(call.arena, *call.flat, *host, *(call.update if self.update else ()))
+
+
+@dataclass
+class _HostForward:
+    """An op's forward on a Context of its own (``step_graph.host_op``)."""
+    fn: type
+    params: dict
+    needs: tuple
+    ins: list     # places of its inputs (``_where``)
+    out: int
+
+    def run(self, call: _Call) -> None:
+        arrays = [call.array(place) for place in self.ins]
+        ctx = Context(self.fn, (), self.needs, arrays, self.params)
+        call.kept(self.out, self.fn.forward(ctx, *arrays, **self.params))
+        call.contexts[self.out] = ctx
+
+
+@dataclass
+class _HostBackward:
+    """That op's backward on the same Context: the gradient of each input that needs
+    one, brought to the input's shape and dtype as the engine does (``_fit``)."""
+    fn: type
+    forward_out: int
+    g: tuple              # place of the output's gradient
+    grads: list           # (input position, value index) of each gradient it makes
+
+    def run(self, call: _Call) -> None:
+        ctx = call.contexts[self.forward_out]
+        grads = self.fn.backward(ctx, call.array(self.g))
+        if not isinstance(grads, tuple):
+            grads = (grads,)
+        if len(grads) != len(ctx.input_arrays):
+            raise _gradient_count_error(ctx, grads)
+        for position, index in self.grads:
+            g, like = grads[position], ctx.input_arrays[position]
+            if g is None:
+                g = np.zeros(like.shape, like.dtype)
+            elif type(g) is not np.ndarray or g.shape != like.shape or g.dtype != like.dtype:
+                g = _fit(ctx, position, g, like, False)
+            call.kept(index, g)
+
+
+def _where(v: Any, where: Any, position: dict) -> tuple:
+    """Where a host call finds value ``v`` at run time (``_Call.array``)."""
+    if v is None:
+        return ("none",)
+    if v.index in position:
+        return ("input", position[v.index])
+    if v.index in where.host:
+        return ("host", v.index)
+    return ("arena", *where.offsets[v.index], v.shape)
+
+
+def _host_call(eqn: Any, where: Any, position: dict) -> Any:
+    if eqn.prim == "host":
+        fn, params, needs = eqn.params
+        return _HostForward(fn, params, needs, [_where(v, where, position) for v in eqn.ins],
+                            eqn.out.index)
+    forward = eqn.params[0]
+    needs = forward.params[2]
+    made = iter(eqn.also)
+    return _HostBackward(forward.params[0], forward.out.index,
+                         _where(eqn.ins[0], where, position),
+                         [(k, next(made).index) for k, need in enumerate(needs) if need])
+
+
 def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
            outputs: list, result: Any, n_slots: int, replaced: list, fallback: Any,
            update: Any) -> StepProgram:
     graph = builder.graph
     eqns = step_codegen.with_epilogues(eqns, {v.index for v in outputs}, graph.dtype)
     where = step_codegen.layout(eqns, builder.input_vars, graph.dtype, outputs)
-    name = "step_program"
-    tail = ((update.n_arguments, update.lines(0, lambda v: step_codegen.name_of(v, where)))
-            if update else (0, []))
-    text = step_codegen.source(eqns, where, graph.dtype, name, {v.index for v in outputs},
-                               *tail)
-    module = load_generated(_module_source(text, name))
-    arena = np.zeros(max(where.size, 1), graph.dtype)
-    place = where.offsets
+    tail = ((update.n_arguments, update.lines(0, lambda v: step_codegen.name_of(v, where)),
+             [g.index for _, g in builder.leaf_grads if g.index in where.host])
+            if update else (0, [], []))
+    parts = step_codegen.parts(eqns, where, graph.dtype, "step_program",
+                               {v.index for v in outputs}, *tail)
+    generated = [part for part in parts if part.host is None]
+    module = load_generated(_module_source(generated))
     position = {v.index: j for j, v in enumerate(builder.input_vars)}
+    steps = [_host_call(part.host, where, position) if part.host is not None
+             else _Generated(getattr(module, part.name), part.reads,
+                             bool(update) and part is generated[-1]) for part in parts]
+    in_arena = [where.offsets[v.index][0] for v in outputs if v.index in where.offsets]
     return StepProgram(
         before, after, builder.input_refs, builder.expected,
         [(position[v.index], value) for v, value in graph.guards],
         [(position[v.index], c) for v, c in graph.classes],
-        [(position[leaf.index], place[g.index]) for leaf, g in builder.leaf_grads],
-        {slot: place[v.index] + (v.shape,) for slot, v in exported.items()},
-        result, n_slots, getattr(module, name), arena, text, replaced, fallback,
-        min(place[v.index][0] for v in outputs), update)
+        [(position[leaf.index], _place(g, where)) for leaf, g in builder.leaf_grads],
+        {slot: _place(v, where) for slot, v in exported.items()},
+        result, n_slots, steps, np.zeros(max(where.size, 1), graph.dtype),
+        "\n".join(_part_text(part, where) for part in parts), replaced, fallback,
+        min(in_arena, default=where.size), update)
 
 
-def _module_source(text: str, name: str) -> str:
-    return ('"""A training step written as one function by nb.compile '
+def _place(v: Var, where: Any) -> tuple:
+    """Where the program leaves value ``v``: ("arena", offset, size, shape), or ("host",
+    index, shape) for a host call's array."""
+    if v.index in where.host:
+        return ("host", v.index, v.shape)
+    return ("arena", *where.offsets[v.index], v.shape)
+
+
+def _part_text(part: Any, where: Any) -> str:
+    if part.host is None:
+        return part.text
+    eqn = part.host
+    ins = ", ".join("None" if v is None else step_codegen.name_of(v, where) for v in eqn.ins)
+    outs = ", ".join(step_codegen.name_of(v, where) for v in eqn.also or (eqn.out,))
+    what = (f"{eqn.params[0].__name__}.forward" if eqn.prim == "host"
+            else f"{eqn.params[0].params[0].__name__}.backward")
+    return f"# host call: {outs} = {what}({ins})\n"
+
+
+def _module_source(generated: list) -> str:
+    text = "\n\n".join(part.text for part in generated)
+    compile_lines = "".join(
+        f"{part.name} = njit(cache=True, error_model='numpy', "
+        f"parallel={'prange(' in part.text})({part.name})\n" for part in generated)
+    return ('"""A training step written as generated functions by nb.compile '
             '(nbgrad/compiler/step_codegen.py). Generated."""\n'
             "import numpy as np\nfrom numba import njit, prange\n\n"
             "from nbgrad.compiler import rules as R\n"
@@ -216,8 +360,7 @@ def _module_source(text: str, name: str) -> str:
             "from nbgrad.compiler.step_optim import adam_update, sgd_update\n"
             "from nbgrad.kernels.broadcast_sum_loops import reduce_flat, rows_sum\n"
             "from nbgrad.runtime.jit import plain\n\n\n"
-            + text + f"\n\n{name} = njit(cache=True, error_model='numpy', "
-            f"parallel={'prange(' in text})({name})\n")
+            + text + "\n\n" + compile_lines)
 
 
 class _Builder:
@@ -245,21 +388,23 @@ class _Builder:
             raise NoForm
 
     def _op(self, node: OpNode) -> None:
-        lowering = LOWER.get(node.fn.op_name)
-        if lowering is None or node.several or not node.out_meta:
+        if node.several or not node.out_meta:
             raise NoForm
         shape, dtype = node.out_meta
         graph = self._graph(dtype)
         ins = [None if ref is None else self._value(ref) for ref in node.inputs]
-        if node.fn.op_name != "cross_entropy" and any(v is not None and v.integer
-                                                       for v in ins):
-            raise NoForm
+        lowering = LOWER.get(node.fn.op_name)
+        if lowering is not None and node.fn.op_name != "cross_entropy" and any(
+                v is not None and v.integer for v in ins):
+            lowering = None
         graph.recording = node.grad_enabled
         try:
-            out = lowering(graph, ins, node.params, tuple(shape))
+            out = lowering and lowering(graph, ins, node.params, tuple(shape))
+            if out is None:
+                out = host_op(graph, node, ins, tuple(shape), dtype)
         finally:
             graph.recording = True
-        if out is None or out.shape != tuple(shape):
+        if out.shape != tuple(shape):
             raise NoForm
         self.env[node.outputs[0]] = out
 

@@ -234,19 +234,6 @@ def test_an_exponent_other_than_two_falls_back():
     np.testing.assert_allclose(x.grad.numpy(), g @ a.T + a.T @ g)
 
 
-def test_ops_without_a_primitive_form_keep_the_recorded_program():
-    x = nb.tensor(np.array([[0.5, -1.5], [2.0, 0.0]]), requires_grad=True)
-
-    def step(x):
-        loss = nb.abs(x @ x).sum()
-        loss.backward()
-        return loss
-
-    fn = nb.compile(step)
-    fn(x)
-    assert not isinstance(_program(fn), StepProgram)
-
-
 def test_a_step_without_products_stays_with_the_fused_regions():
     x = nb.tensor(np.linspace(-1, 1, 12), requires_grad=True)
 
