@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,8 @@ class Layout:
     size: int
     dtype: np.dtype
     host: frozenset = frozenset()   # indices of the values host calls make
+    alias: dict = field(default_factory=dict)   # a reshape's value -> the value whose
+                                                # elements it is, in place
 
 
 def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Var]) -> Layout:
@@ -168,9 +170,10 @@ def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Va
     free: list[tuple[int, int]] = []       # (offset, aligned size) of free slices
     host = frozenset(v.index for eqn in eqns if is_host(eqn) for v in eqn.outs)
     last = {v.index for v in outputs}
-    for made, done in _lifetimes(eqns, dtype):
+    alias = _aliases(eqns, last, {v.index for v in inputs})
+    for made, done in _lifetimes(eqns, dtype, alias):
         for v in made:
-            if v.index in last or v.index in host:
+            if v.index in last or v.index in host or v.index in alias:
                 continue
             need = _aligned(v.size)
             fits = [k for k, (_, size) in enumerate(free) if size >= need]
@@ -187,13 +190,44 @@ def layout(eqns: list[Eqn], inputs: list[Var], dtype: np.dtype, outputs: list[Va
         offsets[v.index] = (end, max(v.size, 1))
         end += _aligned(v.size)
     return Layout({v.index: j for j, v in enumerate(inputs)}, offsets, end, np.dtype(dtype),
-                  host)
+                  host, alias)
+
+
+def _aliases(eqns: list[Eqn], outputs: set[int], inputs: set[int]) -> dict[int, int]:
+    """reshape's value -> the value it reshapes (followed to the first), for each
+    reshape whose elements can stay where they are: the same elements in the same (C)
+    order. Not for a value read after the call (``outputs`` are stored apart) nor one of
+    an input (the inputs' arrays are the caller's)."""
+    alias: dict[int, int] = {}
+    for eqn in eqns:
+        if eqn.prim == "reshape" and eqn.out.index not in outputs:
+            root = alias.get(eqn.ins[0].index, eqn.ins[0].index)
+            if root not in inputs:
+                alias[eqn.out.index] = root
+    return alias
+
+
+def resolved(index: int, where: Layout) -> int:
+    """The value whose elements value ``index`` is (itself unless a reshape's)."""
+    return where.alias.get(index, index)
 
 
 def is_host(eqn: Eqn) -> bool:
-    """Whether ``eqn`` runs in Python between the generated functions (``host``,
-    ``host_grad``: an op's own forward or backward)."""
-    return eqn.prim in ("host", "host_grad")
+    """Whether ``eqn`` runs in Python between the generated functions: ``host`` and
+    ``host_grad`` (an op's own forward or backward), and a large ``sum_to`` over axes
+    other than the leading ones (the engine's ``sum_to_shape``: eager's parallel kernels
+    and bits, where a loop nest would run on one thread)."""
+    return eqn.prim in ("host", "host_grad") or (
+        eqn.prim == "sum_to" and not _over_leading_axes(eqn)
+        and eqn.ins[0].size >= PARALLEL_MIN)
+
+
+def _over_leading_axes(eqn: Eqn) -> bool:
+    """Whether a ``sum_to`` sums rows of its target's shape (a bias's gradient)."""
+    shape, target = eqn.ins[0].shape, eqn.out.shape
+    lead = len(shape) - len(target)
+    return bool(lead > 0 and target and target[-1] > 1 and shape[lead:] == target
+                and eqn.out.size)
 
 
 def _aligned(size: int) -> int:
@@ -202,9 +236,11 @@ def _aligned(size: int) -> int:
     return -(-max(size, 1) // ALIGN) * ALIGN
 
 
-def _lifetimes(eqns: list[Eqn], dtype: np.dtype) -> list[tuple[list[Var], list[int]]]:
+def _lifetimes(eqns: list[Eqn], dtype: np.dtype,
+               alias: dict[int, int]) -> list[tuple[list[Var], list[int]]]:
     """Per loop nest (``_groups``): the values it makes, and the indices of the values
-    last read by it (or made by it and never read)."""
+    last read by it (or made by it and never read); a read of a reshape's value in
+    place (``alias``) is a read of the value it reshapes."""
     groups = _groups(eqns)
     made = [[v for k in group for v in (eqns[k].out, *_scratch(eqns[k], dtype))]
             for group in groups]
@@ -212,8 +248,9 @@ def _lifetimes(eqns: list[Eqn], dtype: np.dtype) -> list[tuple[list[Var], list[i
     for g, group in enumerate(groups):
         for k in group:
             for v in eqns[k].ins:
-                if isinstance(v, Var) and v.index in last_group:
-                    last_group[v.index] = max(last_group[v.index], g)
+                index = alias.get(v.index, v.index) if isinstance(v, Var) else None
+                if index in last_group:
+                    last_group[index] = max(last_group[index], g)
     done: list[list[int]] = [[] for _ in groups]
     for index, g in last_group.items():
         done[g].append(index)
@@ -255,8 +292,8 @@ def parts(eqns: list[Eqn], where: Layout, dtype: np.dtype, name: str, exported: 
     def close(last: bool) -> None:
         if run or (last and tail):
             fn = f"{name}_{len([p for p in out if p.host is None])}"
-            reads = sorted({v.index for k in run for v in eqns[k].ins
-                            if isinstance(v, Var) and v.index in where.host}
+            reads = sorted({resolved(v.index, where) for k in run for v in eqns[k].ins
+                            if isinstance(v, Var) and resolved(v.index, where) in where.host}
                            | (set(tail_reads) if last else set()))
             text = _function(eqns, run, readers, where, dtype, fn, exported, reads,
                              n_extra if last else 0, tail if last else ())
@@ -332,6 +369,10 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
     flat = all(v.shape == shape or v.size == 1 for v in outside)
     here = "i" if flat else "k"
     signs = rules.Signs()
+    loops, own = shape, {}
+    if not flat:
+        loops, shapes = _merged_axes(shape, [v.shape for v in outside])
+        own = {v.index: s for v, s in zip(outside, shapes)}
 
     def operand(v: Any) -> str:
         if not isinstance(v, Var):
@@ -342,9 +383,10 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
             return f"t{v.index}"
         if v.size == 1:
             return f"{_name(v.index, where)}[0]"
-        return f"{_name(v.index, where)}[{here if v.shape == shape else _index(v.shape, shape)}]"
+        at = here if v.shape == shape else _index(own[v.index], loops)
+        return f"{_name(v.index, where)}[{at}]"
 
-    body = [] if flat else [f"k = {_index(shape, shape)}"]
+    body = [] if flat else [f"k = {_index(loops, loops)}"]
     for eqn in members:
         ops, out = [operand(v) for v in eqn.ins], f"t{eqn.out.index}"
         body.append(f"{out} = {_value(eqn, ops, dt, signs)}")
@@ -359,7 +401,32 @@ def _loop(members: list[Eqn], stored: set[int], where: Layout, dt: str) -> list[
                 + ["        " + b for b in body])
     if flat:
         return [f"for i in range({n}):"] + ["    " + b for b in body]
-    return _nest(shape, body, parallel=n >= PARALLEL_MIN)
+    return _nest(loops, body, parallel=n >= PARALLEL_MIN)
+
+
+def _merged_axes(shape: tuple, shapes: list[tuple]) -> tuple[tuple, list[tuple]]:
+    """The loops over ``shape`` for operands of ``shapes`` (each broadcast against it):
+    axes of length 1 dropped, and adjacent axes merged where each operand is broadcast
+    along both or along neither. The same elements in the same order, in fewer loops
+    with a longer innermost one (a bias of [C, 1, 1] over [N, C, H, W]: N, C, H * W)."""
+    padded = [(1,) * (len(shape) - len(s)) + tuple(s) for s in shapes]
+    loops: list[int] = []
+    merged: list[list[int]] = [[] for _ in shapes]
+    last = None
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        pattern = tuple(p[d] != 1 for p in padded)
+        if pattern == last:
+            loops[-1] *= n
+            for m, p in zip(merged, padded):
+                m[-1] *= p[d]
+        else:
+            loops.append(n)
+            for m, p in zip(merged, padded):
+                m.append(p[d])
+            last = pattern
+    return tuple(loops), [tuple(m) for m in merged]
 
 
 def _value(eqn: Eqn, ops: list[str], dt: str, signs: rules.Signs) -> str:
@@ -382,6 +449,7 @@ def name_of(v: Var, where: Layout) -> str:
 
 
 def _name(index: int, where: Layout) -> str:
+    index = resolved(index, where)
     if index in where.inputs:
         return f"in{where.inputs[index]}"
     if index in where.host:
@@ -415,6 +483,8 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
         helper = "cross_entropy_loss" if eqn.prim == "cross_entropy" else eqn.prim
         return [f"{helper}({ins}, {out}, {mean})"]
     if eqn.prim == "reshape":
+        if eqn.out.index in where.alias:
+            return ["pass   # the same elements, where they are"]
         return [f"for i in range({eqn.out.size}):", f"    {out}[i] = {a}[i]"]
     if eqn.prim == "transpose":
         return _transposed(a, out, *eqn.ins[0].shape)
@@ -426,10 +496,10 @@ def _emit(eqn: Eqn, where: Layout) -> list[str]:
 def _sum_to(eqn: Eqn, out: str, a: str) -> list[str]:
     """out = a summed to out's shape. Over leading dims (a bias's gradient): eager's
     kernel in eager's chunks of rows (kernels/broadcast_sum.py: ``sum_to_shape``), so
-    eager's bits; otherwise a loop nest, each element over a's elements in C order."""
+    eager's bits; otherwise (a small sum: ``is_host`` runs the large ones) a loop nest,
+    each element over a's elements in C order."""
     shape, target = eqn.ins[0].shape, eqn.out.shape
-    lead = len(shape) - len(target)
-    if lead > 0 and target and target[-1] > 1 and shape[lead:] == target and eqn.out.size:
+    if _over_leading_axes(eqn):
         n = eqn.out.size
         rows = eqn.ins[0].size // n
         chunks, per_chunk = broadcast_sum.bias_rows_plan(rows, n)

@@ -30,6 +30,7 @@ from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
 from ..autograd.engine import _fit, _gradient_count_error
 from ..function import Context
+from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor
 from . import step_codegen, step_optim
 from .fusion import load_generated
@@ -38,6 +39,7 @@ from .trace import (
     Arg,
     BackwardNode,
     CallNode,
+    Const,
     GradNode,
     Live,
     OpNode,
@@ -187,7 +189,10 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram 
 
 def _worth_a_program(eqns: list) -> bool:
     """A step with products and the ops around them. A step without a product is a
-    point-wise chain, which the fused regions already run as one loop."""
+    point-wise chain, which the fused regions already run as one loop, or one of host
+    calls with the chains between them, which the recorded program runs as well: the
+    fused regions' kernels keep what a backward needs from their forward (gelu's
+    derivative), where a step program computes it again."""
     return 0 < len(eqns) <= MAX_EQUATIONS and any(e.prim == "mm" for e in eqns)
 
 
@@ -207,7 +212,8 @@ class _Call:
         """The array at ``place`` (``_where``), shaped."""
         kind = place[0]
         if kind == "host":
-            return self.host[place[1]]
+            a = self.host[place[1]]
+            return a if a.shape == place[2] else a.reshape(place[2])
         if kind == "input":
             return self.tensors[place[1]]._data
         if kind == "arena":
@@ -280,12 +286,27 @@ def _where(v: Any, where: Any, position: dict) -> tuple:
         return ("none",)
     if v.index in position:
         return ("input", position[v.index])
-    if v.index in where.host:
-        return ("host", v.index)
-    return ("arena", *where.offsets[v.index], v.shape)
+    index = step_codegen.resolved(v.index, where)
+    if index in where.host:
+        return ("host", index, v.shape)
+    offset, size = where.offsets[index]
+    return ("arena", offset, size, v.shape)
+
+
+@dataclass
+class _HostSum:
+    """A ``sum_to`` by the engine's ``sum_to_shape`` (``step_codegen.is_host``)."""
+    a: tuple
+    out: int
+    shape: tuple
+
+    def run(self, call: _Call) -> None:
+        call.kept(self.out, sum_to_shape(call.array(self.a), self.shape))
 
 
 def _host_call(eqn: Any, where: Any, position: dict) -> Any:
+    if eqn.prim == "sum_to":
+        return _HostSum(_where(eqn.ins[0], where, position), eqn.out.index, eqn.out.shape)
     if eqn.prim == "host":
         fn, params, needs = eqn.params
         return _HostForward(fn, params, needs, [_where(v, where, position) for v in eqn.ins],
@@ -341,6 +362,8 @@ def _part_text(part: Any, where: Any) -> str:
     eqn = part.host
     ins = ", ".join("None" if v is None else step_codegen.name_of(v, where) for v in eqn.ins)
     outs = ", ".join(step_codegen.name_of(v, where) for v in eqn.also or (eqn.out,))
+    if eqn.prim == "sum_to":
+        return f"# host call: {outs} = sum_to_shape({ins}, {eqn.out.shape})\n"
     what = (f"{eqn.params[0].__name__}.forward" if eqn.prim == "host"
             else f"{eqn.params[0].params[0].__name__}.backward")
     return f"# host call: {outs} = {what}({ins})\n"
@@ -447,6 +470,11 @@ class _Builder:
             key, t = ("arg", ref.index), self.args[ref.index]
         elif isinstance(ref, Live):
             key, t = id(ref.tensor), ref.tensor
+        elif isinstance(ref, Const) and isinstance(ref.value, np.ndarray):
+            # an array handed to an op as it is (cross_entropy's class indices): read at
+            # each call through a tensor that holds it
+            key, t = id(ref.value), Tensor._wrap(ref.value, None, 0)
+            ref = Live(t)
         else:
             raise NoForm
         v = self.by_input.get(key)

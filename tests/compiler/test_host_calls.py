@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import nbgrad as nb
+from nbgrad.compiler.step_codegen import _index, _merged_axes
 from nbgrad.compiler.step_program import StepProgram, _Call
 
 
@@ -241,3 +242,56 @@ def test_what_host_calls_cannot_express_keeps_the_recorded_program(kind):
     eager, compiled, fn = _twice(make)
     _assert_twins(eager, compiled)
     assert not isinstance(_program(fn), StepProgram)
+
+
+@st.composite
+def broadcasts(draw):
+    """A shape of 1-4 axes and 1-3 operand shapes broadcast against it."""
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=4)))
+    operands = []
+    for _ in range(draw(st.integers(1, 3))):
+        drop = draw(st.integers(0, len(shape)))
+        kept = [n if draw(st.booleans()) else 1 for n in shape[drop:]]
+        operands.append(tuple(kept))
+    return shape, operands
+
+
+@given(broadcasts())
+def test_merged_loops_visit_each_operands_elements_as_numpy_broadcasts_them(case):
+    """The generated loops over merged axes read, at the k-th element of the result,
+    the element NumPy's broadcasting pairs with it, for every operand."""
+    shape, operands = case
+    loops, merged = _merged_axes(shape, operands)
+    assert int(np.prod(loops, dtype=np.int64)) == int(np.prod(shape, dtype=np.int64))
+    for own, m in zip(operands, merged):
+        expected = np.broadcast_to(np.arange(int(np.prod(own))).reshape(own), shape).ravel()
+        flat_index = _index(m, loops)
+        got = [eval(flat_index, {}, dict(zip((f"i{d}" for d in range(len(loops))), at)))
+               for at in np.ndindex(*loops)] if loops else [0]
+        _assert_same(np.array(got, dtype=expected.dtype), expected)
+
+
+def test_a_large_sum_over_inner_axes_runs_eagers_sum_to_shape():
+    """A per-channel scale of a [N, C, H, W] value: its gradient sums over N, H and W,
+    which the step program leaves to the engine's own ``sum_to_shape``."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((64, 8, 16, 16)).astype(np.float32)
+    w, s = rng.standard_normal((256, 4)).astype(np.float32), rng.standard_normal(
+        (1, 8, 1, 1)).astype(np.float32)
+
+    def make():
+        x = nb.tensor(a)
+        weight, scale = (nb.tensor(v.copy(), requires_grad=True) for v in (w, s))
+
+        def step():
+            h = nb.tanh(x * scale).reshape(512, 256)
+            loss = (h @ weight).sum()
+            loss.backward()
+            return loss
+        return step, [weight, scale]
+
+    eager, compiled, fn = _twice(make)
+    _assert_twins(eager, compiled)
+    text = _program(fn).text
+    assert "sum_to_shape(" in text
+    assert "the same elements, where they are" in text   # the reshape, in place
