@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd import grad_mode, tracing
+from ..ops.conv import Conv2d
 from ..tensor import Tensor
 from . import breaks, gradient, row_epilogue, step_program
 from .fusion import find_regions, fused_function
@@ -262,7 +263,10 @@ def _lowered(recorded: Any, result: Any, args: list, dynamic: bool) -> Any:
     program = _program(recorded, result, args)
     if dynamic:
         return program
-    return step_program.lower(recorded, result, args, program) or program
+    # a conv layer's activation folds into its kernels; a linear layer's folds into
+    # the step program's own product (step_codegen.with_epilogues)
+    nodes = fold_activation(recorded.nodes, _last_reads(recorded.nodes, result), (Conv2d,))
+    return step_program.lower(recorded, result, args, program, nodes) or program
 
 
 def _last_reads(nodes: list, result: Any) -> dict[int, int]:

@@ -23,6 +23,7 @@ is differentiated again, as above.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from ..kernels.activation import ACTIVATIONS
@@ -37,11 +38,12 @@ def fold_linear(nodes: list, last_read: dict[int, int]) -> list:
     return _folded(nodes, last_read, _linear_at, 3)
 
 
-def fold_activation(nodes: list, last_read: dict[int, int]) -> list:
-    """``nodes`` with every ``linear`` or ``conv2d`` followed by ``relu``, ``tanh`` or
-    ``sigmoid`` of it as one node of ``_WITH_ACTIVATION`` (``last_read`` as for
-    ``fold_linear``)."""
-    return _folded(nodes, last_read, _activation_at, 2)
+def fold_activation(nodes: list, last_read: dict[int, int],
+                    layers: tuple = (Linear, Conv2d)) -> list:
+    """``nodes`` with every ``linear`` or ``conv2d`` (those of ``layers``) followed by
+    ``relu``, ``tanh`` or ``sigmoid`` of it as one node of ``_WITH_ACTIVATION``
+    (``last_read`` as for ``fold_linear``)."""
+    return _folded(nodes, last_read, functools.partial(_activation_at, layers=layers), 2)
 
 
 def _folded(nodes: list, last_read: dict[int, int], fold_at: Any, length: int) -> list:
@@ -97,14 +99,15 @@ def _linear_shapes(h: Any, w: Any, b: Any) -> bool:
 _WITH_ACTIVATION = {Linear: LinearActivation, Conv2d: Conv2dActivation}
 
 
-def _activation_at(nodes: list, i: int, last_read: dict[int, int]) -> OpNode | None:
-    """The ``_WITH_ACTIVATION`` node for ``nodes[i:i + 2]`` if they are an activation of a
-    layer's output that nothing else reads, else None."""
+def _activation_at(nodes: list, i: int, last_read: dict[int, int],
+                   layers: tuple) -> OpNode | None:
+    """The ``_WITH_ACTIVATION`` node for ``nodes[i:i + 2]`` if they are an activation of
+    the output of a layer of ``layers`` that nothing else reads, else None."""
     run = nodes[i:i + 2]
     if len(run) < 2 or not all(isinstance(n, OpNode) and not n.several for n in run):
         return None
     layer, act = run
-    folded = _WITH_ACTIVATION.get(layer.fn)
+    folded = _WITH_ACTIVATION.get(layer.fn) if layer.fn in layers else None
     if (folded is None or act.fn.op_name not in ACTIVATIONS or act.params
             or layer.grad_enabled != act.grad_enabled):
         return None

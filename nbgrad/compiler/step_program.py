@@ -151,10 +151,11 @@ class StepProgram:
                 + [node.describe() for node in self.after])
 
 
-def lower(recorded: Any, result: Any, args: list, fallback: Any) -> StepProgram | None:
-    """The step program of a recorded trace, or None when some call has no primitive
-    form; ``fallback`` is the recorded program, which runs when an assumption fails."""
-    nodes = recorded.nodes
+def lower(recorded: Any, result: Any, args: list, fallback: Any,
+          nodes: list) -> StepProgram | None:
+    """The step program of a recorded trace (its ``nodes``, rewritten as
+    ``patterns.py`` does), or None when some call can be neither a primitive nor a host
+    call; ``fallback`` is the recorded program, which runs when an assumption fails."""
     calls = [i for i, node in enumerate(nodes) if isinstance(node, CallNode)]
     body = [i for i, node in enumerate(nodes) if not isinstance(node, CallNode)]
     if not body or any(body[0] < i < body[-1] for i in calls):
