@@ -295,3 +295,31 @@ def test_a_large_sum_over_inner_axes_runs_eagers_sum_to_shape():
     text = _program(fn).text
     assert "sum_to_shape(" in text
     assert "the same elements, where they are" in text   # the reshape, in place
+
+
+def test_class_indices_handed_over_as_an_array_are_read_at_each_call():
+    """cross_entropy given its targets as a NumPy array: the program reads that array at
+    every call, as the recorded ops do, so a change made to it between calls is seen."""
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((6, 5)), rng.standard_normal((3, 5))
+    labels = rng.integers(0, 3, 6)
+    results = []
+    for compile_it in (False, True):
+        targets = labels.copy()
+        weight = nb.tensor(w.copy(), requires_grad=True)
+
+        def step(weight=weight, targets=targets):
+            loss = nb.cross_entropy(nb.tensor(x) @ weight.T, targets)
+            loss.backward()
+            return loss
+
+        fn = nb.compile(step) if compile_it else step
+        seen = []
+        for _ in range(3):
+            weight.grad = None
+            seen += [fn().numpy(), weight.grad.numpy()]
+            targets[:] = (targets + 1) % 3
+        results.append(seen)
+    for a, b in zip(*results):
+        _assert_same(a, b)
+    assert isinstance(_program(fn), StepProgram)
