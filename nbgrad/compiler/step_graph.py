@@ -61,7 +61,13 @@ class Var:
     index: int
     shape: tuple
     tracked: bool
-    integer: bool = False     # an int64 input (class indices), read by cross_entropy only
+    dtype: np.dtype | None = None   # an input of another dtype than the graph's (class
+                                    # indices, a mask): read by host calls and
+                                    # cross_entropy only
+
+    @property
+    def integer(self) -> bool:
+        return self.dtype == np.int64
 
     @property
     def size(self) -> int:
@@ -92,9 +98,9 @@ class Graph:
     guards: list = field(default_factory=list)   # (input Var, the value it must hold)
     classes: list = field(default_factory=list)  # (int input Var, C): each in [0, C)
 
-    def new_var(self, shape: tuple, tracked: bool, integer: bool = False) -> Var:
+    def new_var(self, shape: tuple, tracked: bool, dtype: np.dtype | None = None) -> Var:
         self.n_vars += 1
-        return Var(self.n_vars - 1, tuple(shape), tracked, integer)
+        return Var(self.n_vars - 1, tuple(shape), tracked, dtype)
 
     def emit(self, prim: str, ins: tuple, shape: tuple, params: tuple = ()) -> Var:
         tracked = self.recording and any(isinstance(v, Var) and v.tracked for v in ins)

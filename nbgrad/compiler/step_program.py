@@ -419,7 +419,7 @@ class _Builder:
         ins = [None if ref is None else self._value(ref) for ref in node.inputs]
         lowering = LOWER.get(node.fn.op_name)
         if lowering is not None and node.fn.op_name != "cross_entropy" and any(
-                v is not None and v.integer for v in ins):
+                v is not None and v.dtype is not None for v in ins):
             lowering = None
         graph.recording = node.grad_enabled
         try:
@@ -480,11 +480,12 @@ class _Builder:
             raise NoForm
         v = self.by_input.get(key)
         if v is None:
-            integer = t._data.dtype == np.int64
-            if (self.graph is None or t._node is not None
-                    or (t._data.dtype != self.graph.dtype and not integer)):
+            if self.graph is None or t._node is not None:
                 raise NoForm
-            v = self.graph.new_var(t._data.shape, t._requires_grad, integer)
+            other = None if t._data.dtype == self.graph.dtype else t._data.dtype
+            if other is not None and t._requires_grad:
+                raise NoForm
+            v = self.graph.new_var(t._data.shape, t._requires_grad, other)
             self.by_input[key] = v
             self.input_vars.append(v)
             self.input_refs.append(ref)
