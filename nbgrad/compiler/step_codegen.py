@@ -215,8 +215,8 @@ def resolved(index: int, where: Layout) -> int:
 def is_host(eqn: Eqn) -> bool:
     """Whether ``eqn`` runs in Python between the generated functions: ``host`` and
     ``host_grad`` (an op's own forward or backward), and a large ``sum_to`` over axes
-    other than the leading ones (the engine's ``sum_to_shape``: eager's parallel kernels
-    and bits, where a loop nest would run on one thread)."""
+    other than the leading ones (the engine's ``sum_to_shape``: eager's parallel
+    kernels, where a loop nest would run on one thread)."""
     return eqn.prim in ("host", "host_grad") or (
         eqn.prim == "sum_to" and not _over_leading_axes(eqn)
         and eqn.ins[0].size >= PARALLEL_MIN)
