@@ -16,11 +16,11 @@ digits step        one training step of the digits CNN, batch 64 (float32, SGD m
 digits, no helper  the same with NBGRAD_COMPILE_AHEAD=0: every backward kernel compiled
                    in this process instead of alongside in the helper
 compiled digits    the same step under ``nb.compile``, called three times (the trace, the
-                   first replay, which compiles the fused regions, and one more), in a
+                   first replay, which compiles the generated code, and one more), in a
                    process whose op kernels the eager step put in the cache before: cold
-                   is what tracing and fusing cost, warm a later process with the fused
-                   kernels cached too (the digits program has no point-wise region: its
-                   ops are convolutions, pooling, products and the loss)
+                   is what tracing and generating cost, warm a later process with the
+                   generated functions cached too (a step program: its convolutions and
+                   pooling are host calls, the rest two generated functions)
 chain step         W17's point-wise chain on 1M float32 values, its sum and backward, eager
 compiled chain     the same under ``nb.compile`` after ``chain step`` (as ``compiled
                    digits``): one fused loop, generated and compiled in the cold process
@@ -77,8 +77,10 @@ images, labels = nb.tensor(x[:64]), nb.tensor(y[:64])
 
 @nb.compile
 def step(images, labels):
+    opt.zero_grad()
     loss = nb.cross_entropy(model(images), labels)
-    opt.zero_grad(); loss.backward(); opt.step()
+    loss.backward()
+    opt.step()
     return loss
 
 for _ in range(3):

@@ -37,7 +37,6 @@ from ..kernels.activation import (
     BIAS_ALONG_ROWS,
     NO_ACTIVATION,
     NO_BIAS,
-    apply_epilogue,
 )
 from ..kernels.strided_apply import COPY
 from ..runtime.jit import CHUNK, PARALLEL_MIN, SERIAL
@@ -52,19 +51,24 @@ _ONE_BATCH = np.zeros(1, np.int64)
 
 
 @njit(**SERIAL)
-def product_into(x, x_t, y, y_t, out, bias, bias_along, activation, M, N, K, parallel, thin,
+def product_into(x, x_t, y, y_t, out, bias, bias_along, activation, M, N, K, parallel,
                  row_parts, col_parts, slots, depth_bytes, span, pack_t):
     """out = op(x) @ op(y) for flat C-order x, y, out (``kernels/matmul.py``'s product
     of one batch, with a plan worked out beforehand; M, N, K > 0), then ``bias`` added
     along out's columns or rows (``bias_along``) and the ``activation`` applied: the
     product's epilogue (``with_epilogues``)."""
-    if thin:
-        matmul_kernels._thin_product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K)
-        apply_epilogue(out, M, N, bias, bias_along, activation)
-    else:
-        matmul_kernels._product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K,
-                                row_parts, col_parts, parallel, slots, bias, bias_along,
-                                activation, depth_bytes, span, pack_t)
+    matmul_kernels._product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K,
+                            row_parts, col_parts, parallel, slots, bias, bias_along,
+                            activation, depth_bytes, span, pack_t)
+
+
+@njit(**SERIAL)
+def thin_product_into(x, x_t, y, y_t, out, M, N, K):
+    """``product_into`` where the plan is a thin product (a side of a few rows, as
+    eager's ``product`` runs it), without an epilogue: a program calls
+    ``apply_epilogue`` after it where it has one. Apart from the GEMM's call, each of
+    the two compiles only what its programs use."""
+    matmul_kernels._thin_product(x, _ONE_BATCH, x_t, y, _ONE_BATCH, y_t, out, M, N, K)
 
 
 def with_epilogues(eqns: list[Eqn], kept: set[int], dtype: np.dtype) -> list[Eqn]:
@@ -565,12 +569,19 @@ def _product(eqn: Eqn, where: Layout, dt: str) -> list[str]:
     activation = eqn.params[2] if len(eqn.params) == 3 else 0
     # constants through ``plain``: typed as literals, each call's values would compile
     # product_into (and the GEMM under it) once more
-    constants = ", ".join(f"plain({c})" for c in (
-        along, activation, m, n, k, parallel, thin, rows, cols, config.NUMBA_NUM_THREADS,
-        depth, span, pack_t))
-    call = (f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {bias}, "
-            f"{constants})")
-    return [call] + (_transposed(target, out, m, n) if swapped else [])
+    if thin:
+        sizes = ", ".join(f"plain({c})" for c in (m, n, k))
+        call = [f"thin_product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {sizes})"]
+        if along != NO_BIAS or activation:
+            call.append(f"apply_epilogue({target}, plain({m}), plain({n}), {bias}, "
+                        f"plain({along}), plain({activation}))")
+    else:
+        constants = ", ".join(f"plain({c})" for c in (
+            along, activation, m, n, k, parallel, rows, cols, config.NUMBA_NUM_THREADS,
+            depth, span, pack_t))
+        call = [f"product_into({a}, plain({ta}), {b}, plain({tb}), {target}, {bias}, "
+                f"{constants})"]
+    return call + (_transposed(target, out, m, n) if swapped else [])
 
 
 def _transposed(src: str, dst: str, rows: int, cols: int) -> list[str]:
