@@ -259,7 +259,8 @@ class _HostForward:
 @dataclass
 class _HostBackward:
     """That op's backward on the same Context: the gradient of each input that needs
-    one, brought to the input's shape and dtype as the engine does (``_fit``)."""
+    one, brought to the input's shape and dtype as the engine does (``_fit``); one the
+    backward gives as None is zeros (the step graph has a value for each)."""
     fn: type
     forward_out: int
     g: tuple              # place of the output's gradient
