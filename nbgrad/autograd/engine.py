@@ -70,7 +70,7 @@ def _broadcastable_to(shape: tuple, target: tuple) -> bool:
     return True
 
 
-def _fit(node, position: int, g: Any, like: np.ndarray, create_graph: bool) -> Any:
+def fit_gradient(node, position: int, g: Any, like: np.ndarray, create_graph: bool) -> Any:
     """The gradient ``g`` of input ``position`` (the array ``like``) brought to the input's
     shape and dtype: summed over the axes the input was broadcast along, cast to its
     dtype. A gradient of a shape the input cannot broadcast to is the op's error."""
@@ -107,11 +107,11 @@ def _call_backward(node, grads: list, create_graph: bool, like: Any) -> tuple:
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     if len(in_grads) != len(node.inputs):
-        raise _gradient_count_error(node, in_grads)
+        raise gradient_count_error(node, in_grads)
     return in_grads
 
 
-def _gradient_count_error(node, in_grads: tuple) -> RuntimeError:
+def gradient_count_error(node, in_grads: tuple) -> RuntimeError:
     return RuntimeError(f"{node.name}.backward returned {len(in_grads)} gradients for "
                         f"{len(node.inputs)} inputs")
 
@@ -246,7 +246,7 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 if not isinstance(in_grads, tuple):
                     in_grads = (in_grads,)
                 if len(in_grads) != len(node.inputs):
-                    raise _gradient_count_error(node, in_grads)
+                    raise gradient_count_error(node, in_grads)
             if check:
                 check_backward(node, grads, in_grads)
             needs, arrays = node.needs_input_grad, node.input_arrays
@@ -260,9 +260,9 @@ def run_backward(roots: Sequence, root_grads: Sequence, retain_graph: bool,
                 if create_graph:
                     if not hasattr(g, "_node"):
                         g = type(like)._wrap(np.asarray(g, a.dtype), None, 0)
-                    g = _fit(node, position, g, a, True)
+                    g = fit_gradient(node, position, g, a, True)
                 elif type(g) is not np.ndarray or g.shape != a.shape or g.dtype != a.dtype:
-                    g = _fit(node, position, g, a, False)
+                    g = fit_gradient(node, position, g, a, False)
                 accumulate(t, g)
             if not retain_graph:
                 node.release()

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..autograd import hooks
 from ..autograd.anomaly import state as anomaly
-from ..autograd.engine import _fit, _gradient_count_error
+from ..autograd.engine import fit_gradient, gradient_count_error
 from ..function import Context
 from ..kernels.broadcast_sum import sum_to_shape
 from ..tensor import Tensor
@@ -259,7 +259,7 @@ class _HostForward:
 @dataclass
 class _HostBackward:
     """That op's backward on the same Context: the gradient of each input that needs
-    one, brought to the input's shape and dtype as the engine does (``_fit``); one the
+    one, brought to the input's shape and dtype as the engine does (``fit_gradient``); one the
     backward gives as None is zeros (the step graph has a value for each)."""
     fn: type
     forward_out: int
@@ -272,13 +272,13 @@ class _HostBackward:
         if not isinstance(grads, tuple):
             grads = (grads,)
         if len(grads) != len(ctx.input_arrays):
-            raise _gradient_count_error(ctx, grads)
+            raise gradient_count_error(ctx, grads)
         for position, index in self.grads:
             g, like = grads[position], ctx.input_arrays[position]
             if g is None:
                 g = np.zeros(like.shape, like.dtype)
             elif type(g) is not np.ndarray or g.shape != like.shape or g.dtype != like.dtype:
-                g = _fit(ctx, position, g, like, False)
+                g = fit_gradient(ctx, position, g, like, False)
             call.kept(index, g)
 
 
