@@ -156,6 +156,7 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any,
     """The step program of a recorded trace (its ``nodes``, rewritten as
     ``patterns.py`` does), or None when some call can be neither a primitive nor a host
     call; ``fallback`` is the recorded program, which runs when an assumption fails."""
+    nodes = _zero_grad_first(nodes)
     calls = [i for i, node in enumerate(nodes) if isinstance(node, CallNode)]
     body = [i for i, node in enumerate(nodes) if not isinstance(node, CallNode)]
     if not body or any(body[0] < i < body[-1] for i in calls):
@@ -186,6 +187,22 @@ def lower(recorded: Any, result: Any, args: list, fallback: Any,
                   result, recorded.n_slots,
                   [n.describe() for n in nodes[body[0]:body[-1] + 1]], fallback,
                   update or None)
+
+
+def _zero_grad_first(nodes: list) -> list:
+    """``nodes`` with each ``zero_grad`` that follows the forward pass (``loss = ...;
+    opt.zero_grad(); loss.backward()``, a common order) moved before the ops of it: it
+    only clears parameters' ``.grad``, and an op that reads a ``.grad`` has no form in
+    a step program (``_Builder._value``). A backward, a ``grad`` or another call stays
+    before it."""
+    out: list = []
+    for node in nodes:
+        start = len(out)
+        if isinstance(node, CallNode) and node.method.__name__ == "zero_grad":
+            while start and isinstance(out[start - 1], OpNode):
+                start -= 1
+        out.insert(start, node)
+    return out
 
 
 def _worth_a_program(eqns: list) -> bool:

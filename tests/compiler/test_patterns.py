@@ -4,7 +4,9 @@ node (the GEMM's epilogue), a conv layer's into a ``conv2d_activation`` node (on
 kernel family), give eager's losses, gradients and parameters bit for bit,
 in both dtypes, for a loss whose gradient arrives as a full array (mean of squares) or
 as one value repeated (a plain sum), over several optimiser steps; no fold where an
-intermediate is read again, or in a program with create_graph."""
+intermediate is read again, or in a program with create_graph. The steps compile with
+``dynamic=True``, which keeps the recorded program these folds rewrite (a step with a
+product would otherwise be a step program, within its own bound of eager)."""
 
 import numpy as np
 import pytest
@@ -56,7 +58,7 @@ def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, act
         ws, bs = _mlp(sizes, dtype, seed)
         opt = nb.optim.SGD(ws + bs, lr=0.05, momentum=0.9)
         step = _step_fn(ws, bs, opt, loss_kind, activation)
-        run = nb.compile(step) if compiled else step
+        run = nb.compile(step, dynamic=True) if compiled else step
         losses = [run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(3)]
         runs.append((losses, [p.numpy() for p in ws + bs],
                      [p.grad.numpy() for p in ws + bs]))
@@ -72,7 +74,7 @@ def test_linear_layers_folded_give_eager_bits(sizes, rows, dtype, loss_kind, act
 
 def _ops_of(step, x):
     """The program nb.compile makes of ``step(x)`` (traced, then run once more)."""
-    compiled = nb.compile(step)
+    compiled = nb.compile(step, dynamic=True)
     compiled(x)
     compiled(x)
     return _program_ops(compiled)
@@ -111,7 +113,7 @@ def _eager_and_compiled(x, t, sizes, dtype, seed, lr, activation=nb.tanh, steps=
         ws, bs = _mlp(sizes, dtype, seed)
         opt = nb.optim.SGD(ws + bs, lr=lr)
         step = _step_fn(ws, bs, opt, "mean", activation)
-        run = nb.compile(step) if compiled else step
+        run = nb.compile(step, dynamic=True) if compiled else step
         runs.append([run(nb.tensor(x), nb.tensor(t)).numpy() for _ in range(steps)]
                     + [p.numpy() for p in ws + bs] + [p.grad.numpy() for p in ws + bs])
     return runs, run
@@ -174,7 +176,7 @@ def test_a_batched_layer_with_its_activation_folds_and_gives_eager_bits(activati
         nb.manual_seed(0)
         layer = nb.nn.Linear(24, 40)
         step = step_of(layer)
-        run = nb.compile(step) if compiled else step
+        run = nb.compile(step, dynamic=True) if compiled else step
         x = nb.tensor(x_np, requires_grad=True)
         y = run(x)
         runs.append([y.numpy(), x.grad.numpy(), layer.weight.grad.numpy(),
@@ -217,7 +219,7 @@ def test_a_conv_layer_with_its_activation_folds_and_gives_eager_bits(layer, acti
 
     runs = []
     for compiled in (False, True):
-        run = nb.compile(step) if compiled else step
+        run = nb.compile(step, dynamic=True) if compiled else step
         for _ in range(1 + compiled):      # a compiled function's first call traces
             x, w, b = leaves()
             y = run(x, w, b)

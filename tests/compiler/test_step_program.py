@@ -531,3 +531,61 @@ def test_bias_and_activation_run_in_the_products_epilogue(activation, dtype):
     assert isinstance(program, StepProgram)
     assert f"R.{activation}_value" not in program.text and "R.sigmoid_value" not in program.text
     assert program.text.count("product_into(") == 3 + 5   # forward, and two per backward
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_zero_grad_after_the_forward_pass_still_makes_one_program(optimizer):
+    """``loss = ...; opt.zero_grad(); loss.backward(); opt.step()``: the zero_grad only
+    clears the parameters' gradients, so the program runs it first and the whole step,
+    update included, is one step program with eager's results."""
+    rng = np.random.default_rng(3)
+    x = nb.tensor(rng.standard_normal((32, 3)))
+    y = nb.tensor(rng.standard_normal((32, 1)))
+
+    def make():
+        params = _mlp(np.random.default_rng(4), [3, 16, 1], F64)
+        opt = getattr(nb.optim, optimizer)(params, lr=0.01)
+
+        def step(x, y):
+            h = nb.tanh(x @ params[0].T + params[1])
+            loss = ((h @ params[2].T + params[3] - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return params, step
+
+    compiled = _assert_close_runs(_pair(make), (x, y), 3, 1e-12)
+    program = _program(compiled)
+    assert isinstance(program, StepProgram)
+    assert program.update is not None and "_update(" in program.text
+
+
+def test_a_step_whose_op_reads_a_gradient_before_zero_grad_keeps_the_recorded_order():
+    """An op before the zero_grad reads a parameter's ``.grad`` (set before each call):
+    no step program (an op that reads a ``.grad`` has no form there), and the recorded
+    program, in the traced order, gives eager's results."""
+    rng = np.random.default_rng(5)
+    x = nb.tensor(rng.standard_normal((8, 2)))
+    w0 = rng.standard_normal((2, 2))
+
+    def make():
+        (w,) = params = [nb.tensor(w0.copy(), requires_grad=True)]
+        opt = nb.optim.SGD(params, lr=0.1)
+
+        def step(x):
+            loss = (x @ w).sum() + (w.grad * w).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+        return params, step
+
+    (pe, se), (pc, sc) = _pair(make)
+    for k in range(3):
+        for p in pe + pc:
+            p.grad = nb.tensor(np.full((2, 2), 0.5 + k))
+        np.testing.assert_array_equal(sc(x).numpy(), se(x).numpy())
+    for p, q in zip(pe, pc):
+        np.testing.assert_array_equal(q.numpy(), p.numpy())
+    assert not isinstance(_program(sc), StepProgram)
