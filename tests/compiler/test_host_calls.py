@@ -7,6 +7,7 @@ keeps the recorded program."""
 
 import numpy as np
 import pytest
+from conftest import assert_same_bits, at_threads
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -326,3 +327,37 @@ def test_class_indices_handed_over_as_an_array_are_read_at_each_call():
     for a, b in zip(*results):
         _assert_same(a, b)
     assert isinstance(_program(fn), StepProgram)
+
+
+def test_a_cnn_step_program_gives_the_same_bits_on_one_thread_and_two():
+    """Large enough for the parallel forms (a conv output of 262,144 values, its bias's
+    gradient a large inner-axis sum): the same parameters after three steps."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((64, 4, 16, 16)).astype(np.float32)
+    values = {"w": rng.standard_normal((16, 4, 3, 3)).astype(np.float32) * 0.3,
+              "scale": rng.standard_normal((1, 16, 1, 1)).astype(np.float32),
+              "head": rng.standard_normal((10, 16 * 8 * 8)).astype(np.float32) * 0.05}
+    labels = rng.integers(0, 10, 64)
+
+    def train():
+        p = {k: nb.tensor(v.copy(), requires_grad=True) for k, v in values.items()}
+        opt = nb.optim.SGD(list(p.values()), lr=0.05, momentum=0.9)
+
+        def step(images, classes):
+            opt.zero_grad()
+            h = nb.relu(nb.conv2d(images, p["w"], padding=1) * p["scale"])
+            h = nb.max_pool2d(h, 2).flatten(1)
+            loss = nb.cross_entropy(h @ p["head"].T, classes)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = nb.compile(step)
+        for _ in range(3):
+            fn(nb.tensor(x), nb.tensor(labels))
+        assert isinstance(_program(fn), StepProgram)
+        assert "sum_to_shape(" in _program(fn).text
+        return [v.numpy() for v in p.values()]
+
+    for a, b in zip(at_threads(1, train), at_threads(2, train)):
+        assert_same_bits(a, b)
