@@ -349,11 +349,11 @@ def live_equations(graph: Graph, outputs: list[Var]) -> list[Eqn]:
 # lower(graph, inputs, params, out_shape) -> Var, or None when this call has no primitive form.
 
 
-def host_op(graph: Graph, node: Any, ins: list, shape: tuple, dtype: np.dtype) -> Var:
+def host_op(graph: Graph, node: Any, ins: list, shape: tuple) -> Var:
     """``node``'s op as a host call: its forward on the inputs' arrays, its backward in
-    the gradient sweep (``_host_rule``). Not for an op that writes an input (``inplace``)
-    nor one whose output has another dtype than the graph's."""
-    if node.params.get("inplace") or np.dtype(dtype) != graph.dtype:
+    the gradient sweep (``_host_rule``). Not for an op that writes an input
+    (``inplace``); its output has the graph's dtype (``_Builder._graph`` checked)."""
+    if node.params.get("inplace"):
         raise NoForm(f"{node.describe()} as a host call")
     needs = tuple(bool(node.grad_enabled and isinstance(v, Var) and v.tracked) for v in ins)
     return graph.emit("host", tuple(ins), shape, (node.fn, node.params, needs))

@@ -61,7 +61,7 @@ class StepProgram:
     expected: list          # per input: (shape, dtype, requires_grad)
     guards: list            # (input position, value it must hold)
     classes: list           # (input position, C): class indices, each in [0, C)
-    leaf_grads: list        # (input position, place (``_place``)) of each gradient to store
+    leaf_grads: list        # (input position, place (``_where``)) of each gradient to store
     exported: dict          # slot -> place of the result's values
     result: Any
     n_slots: int
@@ -300,7 +300,8 @@ class _HostBackward:
 
 
 def _where(v: Any, where: Any, position: dict) -> tuple:
-    """Where a host call finds value ``v`` at run time (``_Call.array``)."""
+    """Where a host call finds value ``v`` at run time (``_Call.array``), and where the
+    program leaves a value read after it (``StepProgram._output``)."""
     if v is None:
         return ("none",)
     if v.index in position:
@@ -360,19 +361,12 @@ def _build(before: list, after: list, builder: Any, eqns: list, exported: dict,
         before, after, builder.input_refs, builder.expected,
         [(position[v.index], value) for v, value in graph.guards],
         [(position[v.index], c) for v, c in graph.classes],
-        [(position[leaf.index], _place(g, where)) for leaf, g in builder.leaf_grads],
-        {slot: _place(v, where) for slot, v in exported.items()},
+        [(position[leaf.index], _where(g, where, position))
+         for leaf, g in builder.leaf_grads],
+        {slot: _where(v, where, position) for slot, v in exported.items()},
         result, n_slots, steps, np.zeros(max(where.size, 1), graph.dtype),
         "\n".join(_part_text(part, where) for part in parts), replaced, fallback,
         min(in_arena, default=where.size), update)
-
-
-def _place(v: Var, where: Any) -> tuple:
-    """Where the program leaves value ``v``: ("arena", offset, size, shape), or ("host",
-    index, shape) for a host call's array."""
-    if v.index in where.host:
-        return ("host", v.index, v.shape)
-    return ("arena", *where.offsets[v.index], v.shape)
 
 
 def _part_text(part: Any, where: Any) -> str:
@@ -444,7 +438,7 @@ class _Builder:
         try:
             out = lowering and lowering(graph, ins, node.params, tuple(shape))
             if out is None:
-                out = host_op(graph, node, ins, tuple(shape), dtype)
+                out = host_op(graph, node, ins, tuple(shape))
         finally:
             graph.recording = True
         if out.shape != tuple(shape):
