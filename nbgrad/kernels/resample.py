@@ -7,6 +7,10 @@
   its columns. Repeated indices simply add.
 * ``separable_adjoint``: the transpose, dx[p, ih, iw] += wh ww g[p, oh, ow], in the same
   row-then-column order (a per-plane scatter, serial within the plane).
+* ``nearest_adjoint``: the same transpose for the nearest modes when every input column
+  takes r consecutive output columns (an integer factor along W): sums over each input
+  row's run of output rows and over strided columns, which vectorise, in the order
+  ``separable_adjoint`` adds them (the same bits; a NaN's sign may differ).
 * ``adaptive_avg_forward`` / ``adaptive_avg_adjoint`` / ``adaptive_max_forward``: the
   variable windows of PyTorch's adaptive pooling, rows [h0[oh], h1[oh]) and columns
   [w0[ow], w1[ow]).
@@ -68,6 +72,29 @@ def separable_adjoint(g, ih, wh, iw, ww, H, W):
                 wa = wh[oh, a]
                 for w in range(W):
                     dx[p, ra, w] += wa * row[w]
+    return dx
+
+
+@njit_with_serial(**PARALLEL)
+def nearest_adjoint(g, h_start, h_stop, r, W):
+    """dx[P, H, W] from g[P, OH, r W]: dx[p, h, w] = the sum over output rows
+    h_start[h] <= oh < h_stop[h] of the sum over k < r of g[p, oh, w r + k], each sum
+    from zero and in increasing oh and k (``separable_adjoint``'s order with weights 1)."""
+    P = g.shape[0]
+    H = h_start.size
+    zero = g.dtype.type(0)
+    dx = np.empty((P, H, W), g.dtype)
+    for p in prange(P):
+        row = np.empty(W, g.dtype)
+        for h in range(H):
+            dx[p, h, :] = zero
+            for oh in range(h_start[h], h_stop[h]):
+                row[:] = zero
+                for k in range(r):
+                    for w in range(W):
+                        row[w] += g[p, oh, w * r + k]
+                for w in range(W):
+                    dx[p, h, w] += row[w]
     return dx
 
 

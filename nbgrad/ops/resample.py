@@ -169,7 +169,28 @@ def _interp_adjoint(g: np.ndarray, mode, out_size, scales, align_corners,
     tabs = _tables(mode, x_shape[-spatial:], out_size, scales, align_corners, g.dtype,
                    copy_equal and spatial == 2)
     g3 = np.ascontiguousarray(g).reshape(P, tabs[0].shape[0], tabs[2].shape[0])
+    ih, _, iw, _ = tabs
+    r = _column_factor(iw, W) if mode in ("nearest", "nearest-exact") else None
+    if r is not None:
+        return _sized(K.nearest_adjoint, P * H * W)(g3, *_row_runs(ih, H), r,
+                                                   W).reshape(x_shape)
     return _sized(K.separable_adjoint, P * H * W)(g3, *tabs, H, W).reshape(x_shape)
+
+
+def _column_factor(iw: np.ndarray, W: int) -> int | None:
+    """r where nearest's column taps send output column ow to input column ow // r (each
+    input column takes r consecutive output columns: an integer factor), else None."""
+    r = iw.shape[0] // W
+    if r < 1 or r * W != iw.shape[0] or not np.array_equal(iw[:, 0], np.arange(r * W) // r):
+        return None
+    return r
+
+
+def _row_runs(ih: np.ndarray, H: int) -> tuple[np.ndarray, np.ndarray]:
+    """(start, stop)[H]: the output rows that nearest's row taps send to input row h, a
+    run since the taps never decrease (empty where a downsampling skips h)."""
+    rows = np.arange(H)
+    return (np.searchsorted(ih[:, 0], rows, "left"), np.searchsorted(ih[:, 0], rows, "right"))
 
 
 def _interp_samples(rng):

@@ -252,6 +252,7 @@ def test_second_derivative_against_torch():
 @pytest.mark.parametrize("call", [
     lambda x: R.interpolate(x, scale_factor=2.3, mode="bilinear"),
     lambda x: R.interpolate(x, size=(5, 70), mode="nearest-exact"),
+    lambda x: R.interpolate(x, scale_factor=2, mode="nearest"),
     lambda x: R.adaptive_avg_pool2d(x, (7, 3)),
     lambda x: R.adaptive_max_pool2d(x, (5, 5)),
     lambda x: R.interpolate(x, scale_factor=(1.7, 0.8), mode="bicubic"),
