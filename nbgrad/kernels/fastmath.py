@@ -2,10 +2,10 @@
 
 pip's llvmlite has no SVML, so ``math.exp`` and friends inside an ``@njit`` loop stay
 scalar libm calls and block vectorisation. The float32 versions here are straight-line
-polynomial code (range reduction, Horner or Estrin, bit-level scaling, and ``select`` for the
-edges), so LLVM turns a loop over them into packed AVX code. Call them from ``@njit``
-code on scalars; one name serves float32 and float64 (``numba.extending.overload``
-dispatches on the argument type)::
+polynomial code (range reduction, Horner or Estrin, bit-level scaling, and ``select``
+for the edges), so LLVM turns a loop over them into packed AVX code. Call them from
+``@njit`` code on scalars; one name serves float32 and float64
+(``numba.extending.overload`` dispatches on the argument type)::
 
     from nbgrad.runtime.jit import SERIAL
     from nbgrad.kernels.fastmath import exp, tanh
@@ -22,8 +22,8 @@ the same function with NumPy/SciPy (a convenience, not the fast path).
 
 Methods (float32, every constant float32 so the loop stays float32):
 * exp: k = rint(x / ln2), r = x - k ln2 (ln2 split in two), degree-7 polynomial
-  (Estrin's scheme), times 2^k built from exponent bits in two halves (so subnormal results and the
-  overflow to inf come out right).
+  (Estrin's scheme), times 2^k built from exponent bits in two halves (so subnormal
+  results and the overflow to inf come out right).
 * expm1: x + x^2 P(x) (minimax, degree 6) for |x| < 0.75; exp(x) - 1 beyond.
 * log: x = m 2^e with m in [sqrt(1/2), sqrt(2)), log(m) by a degree-10 polynomial in
   m - 1; subnormal inputs are rescaled by 2^23 first.
