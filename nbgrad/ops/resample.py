@@ -169,12 +169,26 @@ def _interp_adjoint(g: np.ndarray, mode, out_size, scales, align_corners,
     tabs = _tables(mode, x_shape[-spatial:], out_size, scales, align_corners, g.dtype,
                    copy_equal and spatial == 2)
     g3 = np.ascontiguousarray(g).reshape(P, tabs[0].shape[0], tabs[2].shape[0])
-    ih, _, iw, _ = tabs
-    r = _column_factor(iw, W) if mode in ("nearest", "nearest-exact") else None
-    if r is not None:
-        return _sized(K.nearest_adjoint, P * H * W)(g3, *_row_runs(ih, H), r,
-                                                   W).reshape(x_shape)
+    runs = _nearest_runs(mode, tuple(x_shape[-spatial:]), tuple(out_size), tuple(scales),
+                         g.dtype.str, copy_equal and spatial == 2) \
+        if mode in ("nearest", "nearest-exact") else None
+    if runs is not None:
+        return _sized(K.nearest_adjoint, P * H * W)(g3, *runs, W).reshape(x_shape)
     return _sized(K.separable_adjoint, P * H * W)(g3, *tabs, H, W).reshape(x_shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _nearest_runs(mode: str, in_size: tuple, out_size: tuple, scales: tuple, dtype: str,
+                  copy_equal: bool) -> tuple | None:
+    """(row starts, row stops, r): ``nearest_adjoint``'s arguments for a nearest mode
+    whose column taps have an integer factor r, else None. Kept per arguments, as the
+    taps are: working them out costs a few microseconds a backward. (The nearest taps do
+    not depend on align_corners.)"""
+    ih, _, iw, _ = _tables(mode, in_size, out_size, scales, False, np.dtype(dtype),
+                           copy_equal)
+    r = _column_factor(iw, in_size[-1])
+    return None if r is None else (*_row_runs(ih, in_size[-2] if len(in_size) == 2 else 1),
+                                   r)
 
 
 def _column_factor(iw: np.ndarray, W: int) -> int | None:

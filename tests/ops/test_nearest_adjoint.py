@@ -70,7 +70,10 @@ def test_interpolate_gradient_takes_the_factor_path_and_keeps_its_input():
     xt = nb.tensor(x, requires_grad=True)
     y = nb.nn.functional.interpolate(xt, scale_factor=2, mode="nearest")
     g = _upstream(y.shape, 1, np.float32)
+    R._nearest_runs.cache_clear()
     y.backward(g)
+    assert R._nearest_runs.cache_info().misses == 1
+    assert R._nearest_runs("nearest", (5, 4), (10, 8), (2.0, 2.0), "<f4", True)[2] == 2
     ih, wh, iw, ww = R._tables("nearest", (5, 4), (10, 8), (2.0, 2.0), False,
                                np.dtype(np.float32), True)
     general = K.separable_adjoint(g.reshape(6, 10, 8), ih, wh, iw, ww, 5, 4)
